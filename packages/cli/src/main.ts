@@ -1,0 +1,41 @@
+import { UsageError } from './args.js';
+import { SERVE_USAGE, serve } from './serve.js';
+
+const USAGE = `svc <command> [options]
+
+Commands:
+  serve     run the server (control plane + gateway)
+  help      show this text
+
+${SERVE_USAGE}
+`;
+
+type Command = (argv: string[]) => Promise<number>;
+
+const COMMANDS: Record<string, Command> = {
+  serve,
+  help: async () => {
+    process.stdout.write(USAGE);
+    return 0;
+  },
+};
+
+/** Entry point of the `svc` binary; returns the process exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [name = 'help', ...rest] = argv;
+  const command = COMMANDS[name === '--help' || name === '-h' ? 'help' : name];
+  if (!command) {
+    process.stderr.write(`svc: unknown command '${name}'\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    return await command(rest);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`svc ${name}: ${err.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`svc ${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,38 @@
+import { ConfigError, loadConfig, startServer } from '@svc/server';
+import { parseArgs } from './args.js';
+
+export const SERVE_USAGE = `svc serve [--port N] [--host H] [--data-dir DIR] [--public-url URL] [--log-level L] [--allow-private-egress]
+
+Runs the control plane and gateway. Without DATABASE_URL the store is embedded (PGlite in DATA_DIR/pgdata).
+Environment: SVC_PORT, SVC_HOST, SVC_DATA_DIR, DATABASE_URL, SVC_REDIS_URL, SVC_PUBLIC_URL, SVC_LOG_LEVEL,
+SVC_METRICS_TOKEN, SVC_SIGNING_KEY, SVC_KEY_PEPPER, SVC_ALLOW_PRIVATE_EGRESS, SVC_BODY_LIMIT_BYTES,
+SVC_SHUTDOWN_GRACE_MS. Flags win over the environment.`;
+
+/** `svc serve`: starts the server and stops it gracefully on SIGTERM or SIGINT. */
+export async function serve(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, { values: ['port', 'host', 'data-dir', 'public-url', 'log-level'], booleans: ['allow-private-egress'] });
+  let config;
+  try {
+    config = loadConfig(args.flags as Record<string, string>, process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`svc serve: configuration error: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const server = await startServer(config);
+  process.stdout.write(`svc serve: listening on ${server.url} (store: ${server.ctx.db.kind})\n`);
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      server.ctx.log.info({ signal }, 'shutting down: draining in-flight requests');
+      void server.close().then(resolve, (err: unknown) => {
+        server.ctx.log.error({ err }, 'error during shutdown');
+        resolve();
+      });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  return 0;
+}

@@ -1,0 +1,107 @@
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+} from 'node:crypto';
+import { ProtocolError } from './errors.js';
+import { hexToBytes } from './hex.js';
+
+/** DER prefix of an Ed25519 SubjectPublicKeyInfo; the raw 32-byte key follows it. */
+export const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+/** DER prefix of an Ed25519 PKCS#8 PrivateKeyInfo; the raw 32-byte seed follows it. */
+export const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+
+/** An Ed25519 key pair as node:crypto key objects. */
+export interface Ed25519KeyPair {
+  publicKey: KeyObject;
+  privateKey: KeyObject;
+}
+
+/**
+ * Generates a fresh Ed25519 key pair.
+ *
+ * @example
+ * const { privateKey, publicKey } = generateEd25519();
+ * publicKeyHex(publicKey); // 64 lowercase hex characters
+ */
+export function generateEd25519(): Ed25519KeyPair {
+  return generateKeyPairSync('ed25519');
+}
+
+function assertEd25519(key: KeyObject, path: string): void {
+  if (key.asymmetricKeyType !== 'ed25519') {
+    throw new ProtocolError(`expected an Ed25519 key, got ${key.asymmetricKeyType ?? key.type}`, path);
+  }
+}
+
+function rawAfterPrefix(der: Buffer, prefix: Buffer, path: string): Buffer {
+  if (der.length !== prefix.length + 32 || !der.subarray(0, prefix.length).equals(prefix)) {
+    throw new ProtocolError('unexpected Ed25519 DER encoding', path);
+  }
+  return der.subarray(prefix.length);
+}
+
+/**
+ * The raw 32-byte public key as 64 lowercase hex characters. Accepts a public key or a private
+ * key (its public half is derived).
+ *
+ * @example
+ * publicKeyHex(privateKeyFromSeedHex('00'.repeat(32)));
+ * // '3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29'
+ */
+export function publicKeyHex(key: KeyObject): string {
+  assertEd25519(key, '/public_key');
+  const publicKey = key.type === 'private' ? createPublicKey(key) : key;
+  const der = publicKey.export({ format: 'der', type: 'spki' });
+  return rawAfterPrefix(der, ED25519_SPKI_PREFIX, '/public_key').toString('hex');
+}
+
+/**
+ * Builds a public key object from 64 lowercase hex characters (the raw key).
+ *
+ * @example
+ * const key = publicKeyFromHex(receipt.node_public_key);
+ */
+export function publicKeyFromHex(hex: string): KeyObject {
+  const raw = hexToBytes(hex, 32, '/public_key');
+  const der = Buffer.concat([ED25519_SPKI_PREFIX, raw]);
+  return createPublicKey({ key: der, format: 'der', type: 'spki' });
+}
+
+/**
+ * Builds a private key object from its 32-byte seed (RFC 8032 secret key) in lowercase hex.
+ *
+ * @example
+ * const key = privateKeyFromSeedHex(process.env.SVC_SIGNING_KEY ?? '');
+ */
+export function privateKeyFromSeedHex(hex: string): KeyObject {
+  const seed = hexToBytes(hex, 32, '/seed');
+  const der = Buffer.concat([ED25519_PKCS8_PREFIX, seed]);
+  return createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
+}
+
+/**
+ * The 32-byte seed of an Ed25519 private key, as lowercase hex (what the data dir stores).
+ *
+ * @example
+ * privateKeyFromSeedHex(seedHex(key)); // the same key
+ */
+export function seedHex(privateKey: KeyObject): string {
+  assertEd25519(privateKey, '/private_key');
+  if (privateKey.type !== 'private') throw new ProtocolError('expected a private key', '/private_key');
+  const der = privateKey.export({ format: 'der', type: 'pkcs8' });
+  return rawAfterPrefix(der, ED25519_PKCS8_PREFIX, '/private_key').toString('hex');
+}
+
+/**
+ * SHA-256 as lowercase hex. Strings are hashed as their UTF-8 bytes.
+ *
+ * @example
+ * sha256Hex('hello world');
+ * // 'b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9'
+ */
+export function sha256Hex(data: Uint8Array | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}

@@ -1,0 +1,45 @@
+import Fastify, {
+  LogController, type FastifyBaseLogger, type FastifyInstance, type RawReplyDefaultExpression, type RawRequestDefaultExpression, type RawServerDefault } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { ServiceContext } from './context.js';
+import { installErrorHandling } from './platform/http-errors.js';
+import { installMetrics } from './platform/http-metrics.js';
+import { installOpenApi } from './platform/openapi.js';
+import { requestIdFor } from './platform/request-id.js';
+import { installRouteTable } from './platform/route-auth.js';
+import { createValidatorCompiler } from './platform/validation.js';
+import { registerRoutes } from './routes.js';
+
+/** The Fastify instance with TypeBox types, as every route module receives it. */
+export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+/**
+ * Builds the HTTP application over a ready context. Does not listen; `app.inject()` works at once.
+ * `extraRoutes` lets tests mount probe routes; production passes nothing.
+ *
+ * @example
+ * const app = await buildApp(ctx);
+ * await app.listen({ port: ctx.config.port, host: ctx.config.host });
+ */
+export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (app: App) => void } = {}): Promise<App> {
+  const app = Fastify({
+    loggerInstance: ctx.log as FastifyBaseLogger,
+    genReqId: requestIdFor,
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
+    bodyLimit: ctx.config.bodyLimitBytes,
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+  app.setValidatorCompiler(createValidatorCompiler());
+  app.addHook('onRequest', async (request, reply) => {
+    void reply.header('x-request-id', request.id);
+  });
+  installRouteTable(app);
+  installErrorHandling(app);
+  await installOpenApi(app, ctx);
+  installMetrics(app, ctx);
+  await registerRoutes(app, ctx);
+  options.extraRoutes?.(app);
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,121 @@
+import { resolve } from 'node:path';
+
+/** Everything `svc serve` can be told, after validation. */
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  publicUrl: string;
+  metricsToken: string | undefined;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  allowPrivateEgress: boolean;
+  signingKeySeedHex: string | undefined;
+  keyPepper: string | undefined;
+  bodyLimitBytes: number;
+  shutdownGraceMs: number;
+  devMode: boolean;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Flags as parsed from the command line (`--port 9000` -> `{port: '9000'}`). */
+export type ConfigFlags = Partial<Record<'port' | 'host' | 'data-dir' | 'public-url' | 'log-level', string>> & {
+  'allow-private-egress'?: boolean;
+};
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+function parseIntIn(name: string, raw: string, min: number, max: number): number {
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
+  const value = Number(raw.trim());
+  if (value < min || value > max) throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
+  return value;
+}
+
+function parseBool(name: string, raw: string): boolean {
+  const v = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+  throw new ConfigError(`${name} must be 1/0, true/false, yes/no or on/off, got '${raw}'`);
+}
+
+function parseUrl(name: string, raw: string, protocols: string[]): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a URL, got '${redactUrl(raw)}'`);
+  }
+  if (!protocols.includes(url.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got '${url.protocol}'`);
+  }
+  return raw;
+}
+
+/** Replaces a URL's password with `***` so it can be shown in messages and logs. */
+export function redactUrl(raw: string): string {
+  try {
+    const url = new URL(raw);
+    if (url.password) url.password = '***';
+    return url.toString();
+  } catch {
+    return '<unparseable>';
+  }
+}
+
+/**
+ * Builds the configuration from flags (first) and `SVC_*` environment variables (second).
+ * Throws ConfigError with a message naming the variable for any bad value.
+ *
+ * @example
+ * const config = loadConfig({ port: '9000' }, process.env);
+ */
+export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
+  const pick = (flag: keyof ConfigFlags, envName: string): [string, string] | undefined => {
+    const fromFlag = flags[flag];
+    if (typeof fromFlag === 'string') return [`--${flag}`, fromFlag];
+    const fromEnv = env[envName];
+    if (fromEnv !== undefined && fromEnv !== '') return [envName, fromEnv];
+    return undefined;
+  };
+  const portRaw = pick('port', 'SVC_PORT');
+  const port = portRaw ? parseIntIn(portRaw[0], portRaw[1], 0, 65535) : 8080;
+  const host = pick('host', 'SVC_HOST')?.[1] ?? '127.0.0.1';
+  if (!/^[A-Za-z0-9.:[\]-]+$/.test(host)) throw new ConfigError(`SVC_HOST must be a host name or address, got '${host}'`);
+  const dataDir = resolve(pick('data-dir', 'SVC_DATA_DIR')?.[1] ?? './.svc');
+  const databaseUrl = env.DATABASE_URL ? parseUrl('DATABASE_URL', env.DATABASE_URL, ['postgres:', 'postgresql:']) : undefined;
+  const redisUrl = env.SVC_REDIS_URL ? parseUrl('SVC_REDIS_URL', env.SVC_REDIS_URL, ['redis:', 'rediss:']) : undefined;
+  const publicRaw = pick('public-url', 'SVC_PUBLIC_URL');
+  const publicUrl = (publicRaw ? parseUrl(publicRaw[0], publicRaw[1], ['http:', 'https:']) : `http://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
+  const levelRaw = pick('log-level', 'SVC_LOG_LEVEL')?.[1] ?? 'info';
+  const logLevel = LOG_LEVELS.find((l) => l === levelRaw);
+  if (!logLevel) throw new ConfigError(`SVC_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${levelRaw}'`);
+  const signingKeySeedHex = env.SVC_SIGNING_KEY || undefined;
+  if (signingKeySeedHex !== undefined && !/^[0-9a-f]{64}$/.test(signingKeySeedHex)) {
+    throw new ConfigError('SVC_SIGNING_KEY must be an Ed25519 seed of 64 lowercase hex characters');
+  }
+  const keyPepper = env.SVC_KEY_PEPPER || undefined;
+  if (keyPepper !== undefined && keyPepper.length < 32) throw new ConfigError('SVC_KEY_PEPPER must be at least 32 characters');
+  const metricsToken = env.SVC_METRICS_TOKEN || undefined;
+  if (metricsToken !== undefined && metricsToken.length < 16) throw new ConfigError('SVC_METRICS_TOKEN must be at least 16 characters');
+  return {
+    port,
+    host,
+    dataDir,
+    databaseUrl,
+    redisUrl,
+    publicUrl,
+    metricsToken,
+    logLevel,
+    allowPrivateEgress: flags['allow-private-egress'] === true || parseBool('SVC_ALLOW_PRIVATE_EGRESS', env.SVC_ALLOW_PRIVATE_EGRESS ?? ''),
+    signingKeySeedHex,
+    keyPepper,
+    bodyLimitBytes: env.SVC_BODY_LIMIT_BYTES ? parseIntIn('SVC_BODY_LIMIT_BYTES', env.SVC_BODY_LIMIT_BYTES, 1024, 64 * 1024 * 1024) : 1024 * 1024,
+    shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_MS ? parseIntIn('SVC_SHUTDOWN_GRACE_MS', env.SVC_SHUTDOWN_GRACE_MS, 0, 600_000) : 10_000,
+    devMode: parseBool('SVC_DEV_MODE', env.SVC_DEV_MODE ?? ''),
+  };
+}

@@ -1,0 +1,51 @@
+import { mkdirSync } from 'node:fs';
+import { PGlite, types } from '@electric-sql/pglite';
+import { assertChannel, type Db, type Queryable, type QueryResult } from './interface.js';
+
+const parsers = { [types.INT8]: (value: string) => toSafeNumber(value) };
+
+export function toSafeNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n)) throw new Error(`int8 value ${value} exceeds the safe integer range`);
+  return n;
+}
+
+function wrap(target: Pick<PGlite, 'query' | 'exec'>): Queryable {
+  return {
+    async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
+      const result = await target.query<Row>(sql, params as unknown[]);
+      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+    },
+    async exec(sql: string): Promise<void> {
+      await target.exec(sql);
+    },
+  };
+}
+
+/**
+ * Opens the embedded store: PGlite (PostgreSQL compiled to WASM) in `dir`, or in memory for `memory://`.
+ *
+ * @example
+ * const db = await createPgliteDb('./.svc/pgdata');
+ */
+export async function createPgliteDb(dir: string): Promise<Db> {
+  if (!dir.startsWith('memory://')) mkdirSync(dir, { recursive: true });
+  const pg = await PGlite.create(dir, { parsers });
+  const base = wrap(pg);
+  return {
+    kind: 'pglite',
+    query: base.query,
+    exec: base.exec,
+    transaction: (fn) => pg.transaction((tx) => fn(wrap(tx))),
+    async listen(channel, handler) {
+      assertChannel(channel);
+      const unsubscribe = await pg.listen(channel, handler);
+      return async () => unsubscribe();
+    },
+    async notify(channel, payload) {
+      assertChannel(channel);
+      await pg.query('SELECT pg_notify($1, $2)', [channel, payload]);
+    },
+    close: () => pg.close(),
+  };
+}

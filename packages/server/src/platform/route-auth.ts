@@ -1,0 +1,48 @@
+import type { FastifyInstance, RouteOptions } from 'fastify';
+
+/**
+ * What a route requires of its caller, declared on every route as `config.auth`:
+ * `{ public: true }`, or `{ scope: 'buyer' }` (see modules/auth for the scope grammar).
+ */
+export type RouteAuth = { public: true } | { scope: string };
+
+/** One registered route, as kept in `app.routeTable` for tests and tooling. */
+export interface RouteEntry {
+  method: string;
+  url: string;
+  auth: RouteAuth | undefined;
+  hidden: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: RouteAuth;
+  }
+  interface FastifyInstance {
+    /** Every route registered on the app, in registration order. */
+    routeTable: RouteEntry[];
+  }
+}
+
+/** Records every route into `app.routeTable`; install before the first route. */
+export function installRouteTable(app: FastifyInstance): void {
+  const table: RouteEntry[] = [];
+  app.decorate('routeTable', table);
+  app.addHook('onRoute', (route) => {
+    const auth = (route.config as { auth?: RouteAuth } | undefined)?.auth;
+    const hidden = (route.schema as { hide?: boolean } | undefined)?.hide === true;
+    for (const method of [route.method].flat()) table.push({ method, url: route.url, auth, hidden });
+  });
+}
+
+/** Refuses to register a route that does not say who may call it (hidden documentation assets aside). */
+export function assertRouteDeclaresAuth(route: RouteOptions): void {
+  const schema = route.schema as { hide?: boolean } | undefined;
+  if (schema?.hide) return;
+  const config = route.config as { auth?: RouteAuth } | undefined;
+  if (!config?.auth) throw new Error(`route ${String(route.method)} ${route.url} does not declare config.auth`);
+}
+
+export function isPublicRoute(config: { auth?: RouteAuth } | undefined): boolean {
+  return config?.auth !== undefined && 'public' in config.auth;
+}

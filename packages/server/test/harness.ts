@@ -1,0 +1,79 @@
+import { Writable } from 'node:stream';
+import { buildApp, type App } from '../src/app.js';
+import { closeContext, createContext, type ServiceContext } from '../src/context.js';
+import { loadConfig, type Config } from '../src/platform/config.js';
+import { startServer, type RunningServer } from '../src/server.js';
+import { createTestStore, type TestStore } from './test-store.js';
+
+export { TEST_STORE_KIND, createTestStore, type TestStore } from './test-store.js';
+
+/** Log lines a test app wrote, for asserting that secrets never reach them. */
+export class LogCapture extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
+    this.lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    done();
+  }
+  text(): string {
+    return this.lines.join('\n');
+  }
+}
+
+export interface TestApp {
+  app: App;
+  ctx: ServiceContext;
+  store: TestStore;
+  logs: LogCapture;
+  close(): Promise<void>;
+}
+
+function testConfig(store: TestStore, env: Record<string, string>): Config {
+  return loadConfig(
+    { 'data-dir': store.dataDir, port: '0' },
+    { SVC_LOG_LEVEL: 'info', SVC_ALLOW_PRIVATE_EGRESS: '1', ...env, ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}) },
+  );
+}
+
+/**
+ * Boots the app in-process (no socket; use `app.inject`) on a fresh store.
+ *
+ * @example
+ * const t = await createTestApp();
+ * const res = await t.app.inject({ method: 'GET', url: '/api/v1/health' });
+ * await t.close();
+ */
+export async function createTestApp(
+  options: { env?: Record<string, string>; store?: TestStore; extraRoutes?: (app: App) => void } = {},
+): Promise<TestApp> {
+  const store = options.store ?? (await createTestStore());
+  const logs = new LogCapture();
+  const ctx = await createContext(testConfig(store, options.env ?? {}), { logStream: logs });
+  const app = await buildApp(ctx, { extraRoutes: options.extraRoutes });
+  return {
+    app,
+    ctx,
+    store,
+    logs,
+    async close() {
+      await app.close();
+      await closeContext(ctx);
+      if (!options.store) await store.drop();
+    },
+  };
+}
+
+/** Like createTestApp, but listening on an ephemeral loopback port (for real HTTP clients). */
+export async function startTestServer(options: { env?: Record<string, string>; store?: TestStore } = {}): Promise<RunningServer & { store: TestStore; logs: LogCapture; stop(): Promise<void> }> {
+  const store = options.store ?? (await createTestStore());
+  const logs = new LogCapture();
+  const server = await startServer(testConfig(store, options.env ?? {}), { logStream: logs });
+  return {
+    ...server,
+    store,
+    logs,
+    async stop() {
+      await server.close();
+      if (!options.store) await store.drop();
+    },
+  };
+}
