@@ -19,11 +19,14 @@ export interface RunningServer {
  * const server = await startServer(loadConfig({}, process.env));
  * console.log(server.url);
  */
-export async function startServer(config: Config, options: { logStream?: DestinationStream } = {}): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  options: { logStream?: DestinationStream; extraRoutes?: (app: App) => void } = {},
+): Promise<RunningServer> {
   const ctx = await createContext(config, options);
   let app: App;
   try {
-    app = await buildApp(ctx);
+    app = await buildApp(ctx, { extraRoutes: options.extraRoutes });
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {
     await closeContext(ctx);

@@ -63,10 +63,12 @@ export async function createTestApp(
 }
 
 /** Like createTestApp, but listening on an ephemeral loopback port (for real HTTP clients). */
-export async function startTestServer(options: { env?: Record<string, string>; store?: TestStore } = {}): Promise<RunningServer & { store: TestStore; logs: LogCapture; stop(): Promise<void> }> {
+export async function startTestServer(
+  options: { env?: Record<string, string>; store?: TestStore; extraRoutes?: (app: App) => void } = {},
+): Promise<RunningServer & { store: TestStore; logs: LogCapture; stop(): Promise<void> }> {
   const store = options.store ?? (await createTestStore());
   const logs = new LogCapture();
-  const server = await startServer(testConfig(store, options.env ?? {}), { logStream: logs });
+  const server = await startServer(testConfig(store, options.env ?? {}), { logStream: logs, extraRoutes: options.extraRoutes });
   return {
     ...server,
     store,
