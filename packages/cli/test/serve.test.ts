@@ -14,7 +14,7 @@ describe('svc serve as a real process', () => {
     const pepper = 'pepper-that-must-never-be-logged-0123456789';
     const first = spawnSvc(['serve'], { ...env(), SVC_KEY_PEPPER: pepper });
     const url = await waitForUrl(first);
-    const health = await (await fetch(`${url}/api/v1/health`)).json();
+    const health = (await (await fetch(`${url}/api/v1/health`)).json()) as { ok: boolean };
     expect(health.ok).toBe(true);
     const keysBefore = await (await fetch(`${url}/api/v1/keys/platform`)).json();
     first.child.kill('SIGTERM');
