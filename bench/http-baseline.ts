@@ -9,27 +9,15 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { availableParallelism, cpus } from 'node:os';
 import { parseArgs } from 'node:util';
-import autocannon from 'autocannon';
 import { loadConfig, startServer } from '@svc/server';
 import { createTestStore } from '@svc/server/testing';
+import { measureThroughput, positiveInt, printTable, ratio, WARMUP_SECONDS, type Throughput } from './lib.js';
 
-const WARMUP_SECONDS = 2;
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 interface Listening {
   url: string;
   close(): Promise<void>;
-}
-interface Row {
-  rps: number;
-  p50: number;
-  p99: number;
-  failed: number;
-}
-
-function positiveInt(name: string, raw: string): number {
-  if (!/^[1-9]\d*$/.test(raw)) throw new Error(`--${name} must be a positive integer, got '${raw}'`);
-  return Number(raw);
 }
 
 /** A node:http server with nothing but the health route, answering the shape the real one does. */
@@ -54,22 +42,6 @@ function startBareServer(store: string): Promise<Listening> {
   });
 }
 
-async function measure(baseUrl: string, connections: number, duration: number): Promise<Row> {
-  // One worker thread fires the requests, so the client does not share the server's event loop.
-  const options = { url: `${baseUrl}/api/v1/health`, connections, workers: 1 };
-  await autocannon({ ...options, duration: WARMUP_SECONDS });
-  const r = await autocannon({ ...options, duration });
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, failed: r.errors + r.timeouts + r.non2xx };
-}
-
-const ratio = (svc: number, bare: number) => (bare > 0 ? `${(svc / bare).toFixed(2)}x` : 'n/a');
-
-/** Prints rows as aligned columns: the first left-aligned, the numbers right-aligned. */
-function printTable(rows: string[][]): void {
-  const width = (i: number) => Math.max(...rows.map((row) => row[i]?.length ?? 0));
-  for (const row of rows) console.log(row.map((cell, i) => (i === 0 ? cell.padEnd(width(i)) : cell.padStart(width(i)))).join('  '));
-}
-
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { duration: { type: 'string', default: '10' }, connections: { type: 'string', default: '50' } } });
   const duration = positiveInt('duration', values.duration);
@@ -83,9 +55,9 @@ async function main(): Promise<void> {
     try {
       console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${svc.ctx.db.kind}`);
       console.log(`GET /api/v1/health, ${connections} connections, ${duration}s each after ${WARMUP_SECONDS}s warm-up\n`);
-      const b = await measure(bare.url, connections, duration);
-      const s = await measure(svc.url, connections, duration);
-      const fmt = (r: Row) => [Math.round(r.rps).toString(), r.p50.toString(), r.p99.toString(), r.failed.toString()];
+      const b = await measureThroughput(`${bare.url}/api/v1/health`, { connections, duration });
+      const s = await measureThroughput(`${svc.url}/api/v1/health`, { connections, duration });
+      const fmt = (r: Throughput) => [Math.round(r.rps).toString(), r.p50.toString(), r.p99.toString(), r.failed.toString()];
       printTable([
         ['', 'req/s', 'p50 ms', 'p99 ms', 'failed'],
         ['bare', ...fmt(b)],

@@ -1,19 +1,29 @@
 import { UsageError } from './args.js';
+import { CREDITS_USAGE, credits } from './credits.js';
+import { NODE_USAGE, node } from './node.js';
 import { SERVE_USAGE, serve } from './serve.js';
 
 const USAGE = `svc <command> [options]
 
 Commands:
   serve     run the server (control plane + gateway)
+  credits   add credits to an organization's balance
+  node      run a provider node (registers, polls for work, signs receipts)
   help      show this text
 
 ${SERVE_USAGE}
+
+${CREDITS_USAGE}
+
+${NODE_USAGE}
 `;
 
 type Command = (argv: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, Command> = {
   serve,
+  credits,
+  node,
   help: async () => {
     process.stdout.write(USAGE);
     return 0;

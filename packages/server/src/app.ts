@@ -2,6 +2,7 @@ import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyInstance, type RawReplyDefaultExpression, type RawRequestDefaultExpression, type RawServerDefault } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ServiceContext } from './context.js';
+import { installAuth } from './modules/auth/hook.js';
 import { installErrorHandling } from './platform/http-errors.js';
 import { installMetrics } from './platform/http-metrics.js';
 import { installOpenApi } from './platform/openapi.js';
@@ -31,12 +32,20 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(createValidatorCompiler());
+  // JSON bodies keep their exact bytes: node requests are signed over them.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const raw = body as Buffer;
+    request.rawBody = raw;
+    parseJson(request, raw.toString('utf8'), done);
+  });
   app.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
   });
   installRouteTable(app);
   installErrorHandling(app);
   await installOpenApi(app, ctx);
+  installAuth(app, ctx);
   installMetrics(app, ctx);
   await registerRoutes(app, ctx);
   options.extraRoutes?.(app);

@@ -2,6 +2,12 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import type { Config } from './platform/config.js';
 import { openDb, type Db } from './platform/db/index.js';
 import { createMetrics, type Metrics } from './platform/metrics.js';
+import { createLedger, type Ledger } from './modules/billing/service.js';
+import { createJobSignal, startBackgroundTasks, type JobSignal } from './modules/scheduler/background.js';
+import { createUnverifiedAttestation, type AttestationVerifier } from './platform/attestation.js';
+import { createDbBlobStore, type BlobStore } from './platform/blobs.js';
+import { createDbBus, type Bus } from './platform/bus.js';
+import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.js';
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
@@ -11,6 +17,15 @@ export interface ServiceContext {
   log: Logger;
   secrets: PlatformSecrets;
   metrics: Metrics;
+  rateLimiter: RateLimiter;
+  ledger: Ledger;
+  bus: Bus;
+  blobs: BlobStore;
+  attestation: AttestationVerifier;
+  /** Wakes long-polling nodes when a job becomes eligible on any instance. */
+  jobSignal: JobSignal;
+  /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
+  stopBackground: () => Promise<void>;
   startedAt: Date;
 }
 
@@ -39,12 +54,38 @@ export function createLogger(config: Pick<Config, 'logLevel'>, stream?: Destinat
  * @example
  * const ctx = await createContext(loadConfig({}, process.env));
  */
-export async function createContext(config: Config, options: { logStream?: DestinationStream } = {}): Promise<ServiceContext> {
+export async function createContext(
+  config: Config,
+  options: { logStream?: DestinationStream; attestation?: AttestationVerifier; backgroundIntervalMs?: number } = {},
+): Promise<ServiceContext> {
   const log = createLogger(config, options.logStream);
   const db = await openDb(config);
   try {
     const secrets = await loadPlatformSecrets(db, config);
-    return { config, db, log, secrets, metrics: createMetrics(), startedAt: new Date() };
+    const rateLimiter = createRateLimiter(config, { onError: (err) => log.warn({ err }, 'rate limiter: Redis unreachable, counting in memory') });
+    const bus = createDbBus(db);
+    const jobSignal = await createJobSignal({ bus });
+    const ctx: ServiceContext = {
+      config,
+      db,
+      log,
+      secrets,
+      metrics: createMetrics(),
+      rateLimiter,
+      ledger: createLedger(db),
+      bus,
+      blobs: createDbBlobStore(db),
+      attestation: options.attestation ?? createUnverifiedAttestation(),
+      jobSignal: jobSignal.signal,
+      stopBackground: async () => undefined,
+      startedAt: new Date(),
+    };
+    const stopTasks = startBackgroundTasks(ctx, { intervalMs: options.backgroundIntervalMs });
+    ctx.stopBackground = async () => {
+      await stopTasks();
+      await jobSignal.close();
+    };
+    return ctx;
   } catch (err) {
     await db.close();
     throw err;
@@ -52,5 +93,7 @@ export async function createContext(config: Config, options: { logStream?: Desti
 }
 
 export async function closeContext(ctx: ServiceContext): Promise<void> {
+  await ctx.stopBackground();
+  await ctx.rateLimiter.close();
   await ctx.db.close();
 }

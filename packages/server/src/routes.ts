@@ -1,8 +1,22 @@
 import type { App } from './app.js';
 import type { ServiceContext } from './context.js';
+import { authRoutes } from './modules/auth/routes.js';
+import { billingRoutes } from './modules/billing/routes.js';
+import { jobRoutes } from './modules/jobs/routes.js';
+import { keyRoutes } from './modules/keys/routes.js';
+import { nodeRoutes } from './modules/nodes/routes.js';
+import { receiptRoutes } from './modules/receipts/routes.js';
+import { organizationRoutes } from './modules/organizations/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 
 /** Every route of the API is registered here, one line per resource family. */
 export async function registerRoutes(app: App, ctx: ServiceContext): Promise<void> {
   await systemRoutes(app, ctx);
+  await authRoutes(app, ctx);
+  await keyRoutes(app, ctx);
+  await organizationRoutes(app, ctx);
+  await nodeRoutes(app, ctx);
+  await jobRoutes(app, ctx);
+  await receiptRoutes(app, ctx);
+  await billingRoutes(app, ctx);
 }

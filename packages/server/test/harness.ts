@@ -79,3 +79,44 @@ export async function startTestServer(
     },
   };
 }
+
+/** A signed-up buyer: the first key, a session token, and their ids. */
+export interface TestBuyer {
+  apiKey: string;
+  token: string;
+  buyerId: string;
+  orgId: string;
+  email: string;
+  password: string;
+}
+
+let buyerCounter = 0;
+
+/**
+ * Signs up a fresh buyer through the real route.
+ *
+ * @example
+ * const alice = await signUp(t.app);
+ * await t.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(alice.apiKey) });
+ */
+export async function signUp(app: App, overrides: { email?: string; password?: string; name?: string } = {}): Promise<TestBuyer> {
+  buyerCounter += 1;
+  const email = overrides.email ?? `buyer${buyerCounter}-${Date.now()}@example.test`;
+  const password = overrides.password ?? 'correct horse battery staple';
+  const res = await app.inject({ method: 'POST', url: '/api/v1/auth/signup', payload: { email, password, name: overrides.name ?? `Buyer ${buyerCounter}` } });
+  if (res.statusCode !== 201) throw new Error(`signup failed: ${res.statusCode} ${res.body}`);
+  const body = res.json() as { api_key: string; token: string; buyer_id: string; organization: { id: string } };
+  return { apiKey: body.api_key, token: body.token, buyerId: body.buyer_id, orgId: body.organization.id, email, password };
+}
+
+/** `{authorization: 'Bearer <credential>'}` */
+export function bearer(credential: string): { authorization: string } {
+  return { authorization: `Bearer ${credential}` };
+}
+
+/** Creates a key with the given scopes for the buyer and returns the full key. */
+export async function createKey(app: App, buyer: TestBuyer, scopes: string[], label = 'test'): Promise<string> {
+  const res = await app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(buyer.apiKey), payload: { label, scopes } });
+  if (res.statusCode !== 201) throw new Error(`key creation failed: ${res.statusCode} ${res.body}`);
+  return (res.json() as { api_key: string }).api_key;
+}

@@ -16,6 +16,18 @@ export interface Config {
   bodyLimitBytes: number;
   shutdownGraceMs: number;
   devMode: boolean;
+  sessionTtlSeconds: number;
+  freeTierCents: number;
+  minPasswordLength: number;
+  rateLimits: RateLimitConfig;
+}
+
+/** Token buckets: `ratePerSec` refill, `burst` capacity. */
+export interface RateLimitConfig {
+  key: { ratePerSec: number; burst: number };
+  org: { ratePerSec: number; burst: number };
+  anonymous: { ratePerSec: number; burst: number };
+  login: { ratePerSec: number; burst: number };
 }
 
 export class ConfigError extends Error {
@@ -75,6 +87,13 @@ export function redactUrl(raw: string): string {
  * const config = loadConfig({ port: '9000' }, process.env);
  */
 export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
+  const num = (name: string, fallback: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value <= 0 || value > 1_000_000) throw new ConfigError(`${name} must be a positive number up to 1000000, got '${raw}'`);
+    return value;
+  };
   const pick = (flag: keyof ConfigFlags, envName: string): [string, string] | undefined => {
     const fromFlag = flags[flag];
     if (typeof fromFlag === 'string') return [`--${flag}`, fromFlag];
@@ -117,5 +136,15 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     bodyLimitBytes: env.SVC_BODY_LIMIT_BYTES ? parseIntIn('SVC_BODY_LIMIT_BYTES', env.SVC_BODY_LIMIT_BYTES, 1024, 64 * 1024 * 1024) : 1024 * 1024,
     shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_MS ? parseIntIn('SVC_SHUTDOWN_GRACE_MS', env.SVC_SHUTDOWN_GRACE_MS, 0, 600_000) : 10_000,
     devMode: parseBool('SVC_DEV_MODE', env.SVC_DEV_MODE ?? ''),
+    sessionTtlSeconds: env.SVC_SESSION_TTL_SECONDS ? parseIntIn('SVC_SESSION_TTL_SECONDS', env.SVC_SESSION_TTL_SECONDS, 60, 90 * 86_400) : 86_400,
+    freeTierCents: env.SVC_FREE_TIER_CENTS ? parseIntIn('SVC_FREE_TIER_CENTS', env.SVC_FREE_TIER_CENTS, 0, 100_000_000) : 500,
+    minPasswordLength: 10,
+    rateLimits: {
+      key: { ratePerSec: num('SVC_RATE_LIMIT_RPS', 50), burst: num('SVC_RATE_LIMIT_BURST', 100) },
+      org: { ratePerSec: num('SVC_ORG_RATE_LIMIT_RPS', 200), burst: num('SVC_ORG_RATE_LIMIT_BURST', 400) },
+      anonymous: { ratePerSec: num('SVC_ANON_RATE_LIMIT_RPS', 20), burst: num('SVC_ANON_RATE_LIMIT_BURST', 60) },
+      // 10 attempts, then one more every 90 s, per email and per client address.
+      login: { ratePerSec: 1 / 90, burst: num('SVC_LOGIN_ATTEMPTS_BURST', 10) },
+    },
   };
 }

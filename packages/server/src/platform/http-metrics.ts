@@ -31,7 +31,7 @@ export function installMetrics(app: FastifyInstance, ctx: ServiceContext): void 
   app.get(
     '/metrics',
     {
-      config: { auth: { public: true } },
+      config: { auth: { public: true }, rateLimit: false },
       schema: {
         summary: 'Prometheus metrics',
         description: 'Loopback callers only, unless SVC_METRICS_TOKEN is set and sent as `Authorization: Bearer <token>`.',

@@ -1,10 +1,12 @@
 import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { Permission } from '../modules/auth/scopes.js';
 
 /**
  * What a route requires of its caller, declared on every route as `config.auth`:
- * `{ public: true }`, or `{ scope: 'buyer' }` (see modules/auth for the scope grammar).
+ * `{ public: true }`, `{ permission: 'jobs:read' }` (granted by scopes: modules/auth/scopes.ts), or
+ * `{ node: true }` for calls signed by a registered node's key (docs/node-protocol.md).
  */
-export type RouteAuth = { public: true } | { scope: string };
+export type RouteAuth = { public: true } | { permission: Permission } | { node: true };
 
 /** One registered route, as kept in `app.routeTable` for tests and tooling. */
 export interface RouteEntry {
@@ -17,6 +19,8 @@ export interface RouteEntry {
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: RouteAuth;
+    /** false exempts a route from rate limits (health checks, metrics scrapes). */
+    rateLimit?: boolean;
   }
   interface FastifyInstance {
     /** Every route registered on the app, in registration order. */

@@ -16,6 +16,8 @@ export interface PlatformSecrets {
   active: PlatformKey & { privateKey: KeyObject };
   /** HMAC pepper for API-key hashes. Never logged, never returned. */
   pepper: Buffer;
+  /** HMAC key for session tokens (HS256). */
+  sessionSecret: Buffer;
   listKeys(): Promise<PlatformKey[]>;
 }
 
@@ -32,15 +34,16 @@ export function platformKeyId(publicHex: string): string {
   return `pk_${createHash('sha256').update(Buffer.from(publicHex, 'hex')).digest('hex').slice(0, 16)}`;
 }
 
-async function ensurePepper(db: Queryable, configured: string | undefined): Promise<Buffer> {
+/** A random secret kept in `platform_settings`, created by whichever instance starts first. */
+async function ensureSecretSetting(db: Queryable, name: string, configured: string | undefined): Promise<Buffer> {
   if (configured) return Buffer.from(configured, 'utf8');
   await db.query('INSERT INTO platform_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
-    'api_key_pepper',
+    name,
     randomBytes(32).toString('hex'),
   ]);
-  const { rows } = await db.query<{ value: string }>('SELECT value FROM platform_settings WHERE name = $1', ['api_key_pepper']);
+  const { rows } = await db.query<{ value: string }>('SELECT value FROM platform_settings WHERE name = $1', [name]);
   const value = rows[0]?.value;
-  if (!value) throw new Error('api_key_pepper missing after insert');
+  if (!value) throw new Error(`${name} missing after insert`);
   return Buffer.from(value, 'utf8');
 }
 
@@ -74,7 +77,8 @@ async function ensureActiveKey(db: Db, configuredSeed: string | undefined): Prom
  * `SVC_KEY_PEPPER` override them.
  */
 export async function loadPlatformSecrets(db: Db, config: Pick<Config, 'signingKeySeedHex' | 'keyPepper'>): Promise<PlatformSecrets> {
-  const pepper = await ensurePepper(db, config.keyPepper);
+  const pepper = await ensureSecretSetting(db, 'api_key_pepper', config.keyPepper);
+  const sessionSecret = await ensureSecretSetting(db, 'session_secret', undefined);
   const row = await ensureActiveKey(db, config.signingKeySeedHex);
   return {
     active: {
@@ -85,6 +89,7 @@ export async function loadPlatformSecrets(db: Db, config: Pick<Config, 'signingK
       privateKey: privateKeyFromSeedHex(row.private_seed_hex),
     },
     pepper,
+    sessionSecret,
     async listKeys() {
       const { rows } = await db.query<PlatformKey>(
         'SELECT key_id, public_key_hex, valid_from, valid_until FROM platform_keys ORDER BY valid_from',

@@ -8,7 +8,7 @@ const tags = ['service'];
 export async function systemRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.get(
     '/api/v1/health',
-    { config: { auth: { public: true } }, schema: { summary: 'Liveness and store health', tags, response: { 200: HealthResponse, 503: HealthResponse } } },
+    { config: { auth: { public: true }, rateLimit: false }, schema: { summary: 'Liveness and store health', tags, response: { 200: HealthResponse, 503: HealthResponse } } },
     async (_request, reply) => {
       const body = await health(ctx);
       return reply.code(body.ok ? 200 : 503).send(body);
@@ -16,12 +16,12 @@ export async function systemRoutes(app: App, ctx: ServiceContext): Promise<void>
   );
   app.get(
     '/api/v1/config',
-    { config: { auth: { scope: 'read' } }, schema: { summary: 'Public service configuration', tags, response: { 200: ConfigResponse } } },
+    { config: { auth: { permission: 'config:read' } }, schema: { summary: 'Service configuration', tags, response: { 200: ConfigResponse } } },
     async () => publicConfig(ctx),
   );
   app.get(
     '/api/v1/inference/health',
-    { config: { auth: { scope: 'read' } }, schema: { summary: 'Inference capacity', tags, response: { 200: InferenceHealthResponse } } },
+    { config: { auth: { permission: 'models:read' } }, schema: { summary: 'Inference capacity', tags, response: { 200: InferenceHealthResponse } } },
     async () => inferenceHealth(ctx),
   );
   app.get(

@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, TEST_STORE_KIND, type TestApp } from '../../../test/harness.js';
+import { bearer, createTestApp, signUp, TEST_STORE_KIND, type TestApp, type TestBuyer } from '../../../test/harness.js';
 import { SERVICE_VERSION } from '../../platform/version.js';
 import { formatUptime } from './service.js';
 
 describe('service endpoints', () => {
   let t: TestApp;
+  let buyer: TestBuyer;
   beforeAll(async () => {
     t = await createTestApp();
+    buyer = await signUp(t.app);
   });
   afterAll(() => t.close());
 
@@ -28,12 +30,12 @@ describe('service endpoints', () => {
   });
 
   it('config carries job_spec_version, dev_mode and the runner', async () => {
-    const res = await t.app.inject({ method: 'GET', url: '/api/v1/config' });
+    const res = await t.app.inject({ method: 'GET', url: '/api/v1/config', headers: bearer(buyer.apiKey) });
     expect(res.json()).toMatchObject({ job_spec_version: '2026-11-01', dev_mode: false, default_runner_image: 'process', currency: 'CAD' });
   });
 
   it('inference health counts nodes from the store', async () => {
-    const before = (await t.app.inject({ method: 'GET', url: '/api/v1/inference/health' })).json();
+    const before = (await t.app.inject({ method: 'GET', url: '/api/v1/inference/health', headers: bearer(buyer.apiKey) })).json();
     expect(before).toEqual({ chat_models_in_catalog: 3, chat_models_with_capacity: 0, online_nodes_heartbeat_5m: 0, registered_nodes: 0 });
     await t.ctx.db.query(
       `INSERT INTO nodes (id, pubkey, models, last_seen) VALUES
@@ -41,7 +43,7 @@ describe('service endpoints', () => {
         ('n2', 'b', '{tinyllama}', now() - interval '2 minutes'),
         ('n3', 'c', '{svc-llama-3.2-3b}', now() - interval '1 hour')`,
     );
-    const after = (await t.app.inject({ method: 'GET', url: '/api/v1/inference/health' })).json();
+    const after = (await t.app.inject({ method: 'GET', url: '/api/v1/inference/health', headers: bearer(buyer.apiKey) })).json();
     expect(after).toEqual({ chat_models_in_catalog: 3, chat_models_with_capacity: 1, online_nodes_heartbeat_5m: 2, registered_nodes: 3 });
   });
 

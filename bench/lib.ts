@@ -1,0 +1,61 @@
+/** Helpers shared by the benchmark scripts (run by hand; see bench/README.md). */
+import { request } from 'node:http';
+import autocannon from 'autocannon';
+
+export const WARMUP_SECONDS = 2;
+
+export interface Throughput {
+  rps: number;
+  p50: number;
+  p99: number;
+  failed: number;
+}
+
+export function positiveInt(name: string, raw: string): number {
+  if (!/^[1-9]\d*$/.test(raw)) throw new Error(`--${name} must be a positive integer, got '${raw}'`);
+  return Number(raw);
+}
+
+/** autocannon against one URL after a warm-up; the client runs in a worker thread. */
+export async function measureThroughput(url: string, options: { connections: number; duration: number; headers?: Record<string, string> }): Promise<Throughput> {
+  const base = { url, connections: options.connections, workers: 1, headers: options.headers ?? {} };
+  await autocannon({ ...base, duration: WARMUP_SECONDS });
+  const r = await autocannon({ ...base, duration: options.duration });
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, failed: r.errors + r.timeouts + r.non2xx };
+}
+
+/** One request at a time over a kept-alive connection; per-request latency in microseconds. */
+export async function sequentialLatency(url: string, count: number, headers: Record<string, string> = {}): Promise<{ p50: number; p99: number }> {
+  const { Agent } = await import('node:http');
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const samples: number[] = [];
+  const once = () =>
+    new Promise<void>((resolve, reject) => {
+      const started = performance.now();
+      const req = request(url, { agent, headers }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode !== 200) reject(new Error(`${url} answered ${res.statusCode}`));
+          samples.push((performance.now() - started) * 1000);
+          resolve();
+        });
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  for (let i = 0; i < Math.min(200, count); i++) await once();
+  samples.length = 0;
+  for (let i = 0; i < count; i++) await once();
+  agent.destroy();
+  samples.sort((a, b) => a - b);
+  const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))] ?? 0;
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
+export const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}x` : 'n/a');
+
+/** Prints rows as aligned columns: the first left-aligned, the numbers right-aligned. */
+export function printTable(rows: string[][]): void {
+  const width = (i: number) => Math.max(...rows.map((row) => row[i]?.length ?? 0));
+  for (const row of rows) console.log(row.map((cell, i) => (i === 0 ? cell.padEnd(width(i)) : cell.padStart(width(i)))).join('  '));
+}

@@ -1,0 +1,70 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ApiError, ConfigError, createLedger, loadConfig, openDb } from '@svc/server';
+import { centsToCad } from '@svc/protocol';
+import { parseArgs, UsageError } from './args.js';
+
+export const CREDITS_USAGE = `svc credits add --org ORG_ID --cents N [--description TEXT] [--data-dir DIR]
+
+Adds N cents (a positive integer) to an organization's credit balance, as a \`topup\` row on its
+ledger, and prints the new balance. Uses DATABASE_URL when set (works while the server runs);
+otherwise the embedded store in DATA_DIR, which only one process may open: stop \`svc serve\` first.`;
+
+const PGLITE_LOCK = 'postmaster.pid';
+
+/** Exit codes: 0 done, 1 refused (unknown organization, store busy), 2 bad usage or configuration. */
+export async function credits(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, { values: ['org', 'cents', 'description', 'data-dir'], booleans: [] });
+  const [sub, ...extra] = args.positionals;
+  if (sub !== 'add' || extra.length > 0) throw new UsageError(`expected 'add'\n\n${CREDITS_USAGE}`);
+  const org = typeof args.flags.org === 'string' ? args.flags.org.trim() : '';
+  if (!org) throw new UsageError('--org ORG_ID is required');
+  const rawCents = typeof args.flags.cents === 'string' ? args.flags.cents.trim() : '';
+  const cents = /^\d+$/.test(rawCents) ? Number(rawCents) : Number.NaN;
+  if (!Number.isSafeInteger(cents) || cents < 1) throw new UsageError(`--cents must be a positive whole number of cents, got '${rawCents}'`);
+  const description = typeof args.flags.description === 'string' ? args.flags.description : 'Credits added by an administrator (svc credits add)';
+
+  let config;
+  try {
+    config = loadConfig(typeof args.flags['data-dir'] === 'string' ? { 'data-dir': args.flags['data-dir'] } : {}, process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) throw new UsageError(`configuration error: ${err.message}`);
+    throw err;
+  }
+  const pgdata = join(config.dataDir, 'pgdata');
+  if (!config.databaseUrl && !existsSync(pgdata)) {
+    process.stderr.write(`svc credits: no embedded store in ${config.dataDir} (no pgdata directory); check --data-dir or set DATABASE_URL\n`);
+    return 1;
+  }
+  if (!config.databaseUrl && existsSync(join(pgdata, PGLITE_LOCK))) {
+    // Two processes writing one embedded store corrupt it; PGlite keeps this file while it is open.
+    process.stderr.write(
+      `svc credits: the embedded store in ${config.dataDir} is open in another process (${join(pgdata, PGLITE_LOCK)} exists).\n` +
+        `Stop \`svc serve\` first, or set DATABASE_URL to add credits while it runs. If no server is running, it stopped uncleanly:\n` +
+        `start and stop \`svc serve\` once, then retry.\n`,
+    );
+    return 1;
+  }
+
+  const db = await openDb(config);
+  try {
+    const ledger = createLedger(db);
+    const row = await ledger.credit(org, cents, { txType: 'topup', description });
+    const balance = await ledger.balance(org);
+    process.stdout.write(
+      `svc credits: added ${cents} cents (${centsToCad(cents).toFixed(2)} CAD) to ${org} (transaction ${row.id})\n` +
+        `balance ${balance.balance_cents} cents (${centsToCad(balance.balance_cents).toFixed(2)} CAD), ` +
+        `held ${balance.held_cents}, available ${balance.available_cents}\n`,
+    );
+    return 0;
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 'not_found') {
+      process.stderr.write(`svc credits: no organization '${org}' in this store (${db.kind}); check --org, DATABASE_URL and --data-dir\n`);
+      return 1;
+    }
+    if (err instanceof ApiError) throw new UsageError(err.message);
+    throw err;
+  } finally {
+    await db.close();
+  }
+}

@@ -1,0 +1,218 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import {
+  ControlPlaneError,
+  createLlamaCppEngine,
+  createNodeAgent,
+  createOpenAIUpstreamEngine,
+  IdentityError,
+  type AgentEvent,
+  type Engine,
+  type EngineSet,
+} from '@svc/node-agent';
+import { findModel, MODELS } from '@svc/protocol';
+import { parseArgs, UsageError, type ParsedArgs } from './args.js';
+
+export const NODE_USAGE = `svc node --server URL --api-key KEY [--data-dir DIR] [--country CC] [--region R]
+         [--upstream BASE_URL [--upstream-key KEY] --model CATALOG_ID[=ENGINE_MODEL]...]
+         [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--name NAME]
+
+Runs a provider node: registers with the control plane, polls for work, runs it on the given
+engines and uploads each result with its signed receipt. The node key and outbox live in
+DATA_DIR (default ./.svc-node). Stops cleanly on SIGTERM or SIGINT (running work gets 30 s).
+Environment: SVC_NODE_API_KEY (instead of --api-key), SVC_UPSTREAM_API_KEY (instead of
+--upstream-key), so that keys stay out of the process list. See docs/node-operator.md.`;
+
+/** The validated configuration of `svc node`. */
+export interface NodeConfig {
+  server: string;
+  apiKey: string;
+  dataDir: string;
+  country?: string;
+  region?: string;
+  name?: string;
+  concurrency: number;
+  allowProcessRunner: boolean;
+  upstream?: { baseUrl: string; apiKey?: string; models: Map<string, string> };
+  gguf: Map<string, string>;
+}
+
+const VALUES = ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name'];
+const REPEATABLE = new Set(['model', 'gguf']);
+
+function httpUrl(flag: string, value: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new UsageError(`--${flag} must be an http(s) URL, got '${value}'`);
+  return value;
+}
+
+function catalogueId(flag: string, id: string): string {
+  if (findModel(id) === undefined) throw new UsageError(`--${flag}: '${id}' is not a catalogue model (one of: ${MODELS.map((m) => m.id).join(', ')})`);
+  return id;
+}
+
+/**
+ * Validates `svc node` flags (and the two key variables); any problem is a {@link UsageError}
+ * with a message naming the flag.
+ *
+ * @example
+ * parseNodeFlags(parseArgs(['--server', 'https://svc.example', '--api-key', 'k', '--allow-process-runner'], spec), {});
+ */
+export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeConfig {
+  if (args.positionals.length > 0) throw new UsageError(`unexpected argument '${args.positionals[0] ?? ''}'`);
+  for (const [flag, values] of Object.entries(args.multi)) {
+    if (values.length > 1 && !REPEATABLE.has(flag)) throw new UsageError(`--${flag} is given more than once`);
+  }
+  const flag = (name: string): string | undefined => (typeof args.flags[name] === 'string' ? args.flags[name] : undefined);
+  const server = flag('server');
+  if (server === undefined) throw new UsageError('--server URL is required (the control plane, e.g. https://svc.example.com)');
+  httpUrl('server', server);
+  const apiKey = flag('api-key') ?? env.SVC_NODE_API_KEY;
+  if (!apiKey) throw new UsageError('--api-key KEY is required (an operator-scoped API key; or set SVC_NODE_API_KEY)');
+
+  const country = flag('country');
+  if (country !== undefined && !/^[A-Z]{2}$/.test(country)) throw new UsageError(`--country must be two upper-case letters (ISO 3166-1 alpha-2, e.g. CA), got '${country}'`);
+  const region = flag('region');
+  if (region !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(region)) throw new UsageError(`--region must be 1 to 64 letters, digits, '-' or '_' (e.g. ca-central), got '${region}'`);
+  const name = flag('name');
+  if (name !== undefined && (name.trim() === '' || name.length > 100)) throw new UsageError('--name must be 1 to 100 characters');
+  const rawConcurrency = flag('concurrency') ?? '1';
+  const concurrency = /^\d+$/.test(rawConcurrency) ? Number(rawConcurrency) : Number.NaN;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) throw new UsageError(`--concurrency must be a whole number from 1 to 16, got '${rawConcurrency}'`);
+
+  const served = new Set<string>();
+  const claim = (id: string) => {
+    if (served.has(id)) throw new UsageError(`model '${id}' is given more than once (--model and --gguf together name each model once)`);
+    served.add(id);
+  };
+  const upstreamModels = new Map<string, string>();
+  for (const spec of args.multi.model ?? []) {
+    const eq = spec.indexOf('=');
+    const id = catalogueId('model', eq === -1 ? spec : spec.slice(0, eq));
+    const engineModel = eq === -1 ? id : spec.slice(eq + 1);
+    if (engineModel === '') throw new UsageError(`--model ${spec}: the engine model after '=' is empty`);
+    claim(id);
+    upstreamModels.set(id, engineModel);
+  }
+  const gguf = new Map<string, string>();
+  for (const spec of args.multi.gguf ?? []) {
+    const eq = spec.indexOf('=');
+    if (eq <= 0 || eq === spec.length - 1) throw new UsageError(`--gguf must be CATALOG_ID=PATH, got '${spec}'`);
+    const id = catalogueId('gguf', spec.slice(0, eq));
+    const type = findModel(id)?.type;
+    if (type !== 'chat' && type !== 'embeddings') throw new UsageError(`--gguf: ${id} is a ${type ?? 'unknown'} model; GGUF files serve chat and embeddings models only`);
+    const path = resolve(spec.slice(eq + 1));
+    if (!existsSync(path)) throw new UsageError(`--gguf ${id}: no file at ${path}`);
+    claim(id);
+    gguf.set(id, path);
+  }
+
+  const upstreamUrl = flag('upstream');
+  const upstreamKey = flag('upstream-key') ?? env.SVC_UPSTREAM_API_KEY;
+  if (upstreamUrl === undefined && upstreamModels.size > 0) throw new UsageError('--model needs --upstream BASE_URL (the OpenAI-compatible server that runs it)');
+  if (upstreamUrl !== undefined && upstreamModels.size === 0) throw new UsageError('--upstream needs at least one --model CATALOG_ID[=ENGINE_MODEL]');
+  if (upstreamUrl === undefined && flag('upstream-key') !== undefined) throw new UsageError('--upstream-key needs --upstream');
+  const allowProcessRunner = args.flags['allow-process-runner'] === true;
+  if (served.size === 0 && !allowProcessRunner) {
+    throw new UsageError('nothing to serve: give --upstream with --model, --gguf, or --allow-process-runner');
+  }
+  return {
+    server,
+    apiKey,
+    dataDir: resolve(flag('data-dir') ?? './.svc-node'),
+    ...(country === undefined ? {} : { country }),
+    ...(region === undefined ? {} : { region }),
+    ...(name === undefined ? {} : { name }),
+    concurrency,
+    allowProcessRunner,
+    ...(upstreamUrl === undefined ? {} : { upstream: { baseUrl: httpUrl('upstream', upstreamUrl), ...(upstreamKey ? { apiKey: upstreamKey } : {}), models: upstreamModels } }),
+    gguf,
+  };
+}
+
+async function buildEngines(config: NodeConfig): Promise<EngineSet> {
+  const engines: EngineSet = new Map();
+  if (config.upstream) {
+    const engine = createOpenAIUpstreamEngine(config.upstream);
+    for (const id of config.upstream.models.keys()) engines.set(id, engine);
+  }
+  if (config.gguf.size > 0) {
+    const engine = await createLlamaCppEngine({ models: config.gguf });
+    for (const id of config.gguf.keys()) engines.set(id, engine);
+  }
+  return engines;
+}
+
+function logEvent(event: AgentEvent): void {
+  if (event.event === 'work') process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
+  else if (event.event === 'warning') process.stderr.write(`svc node: warning: ${event.work_id ? `${event.work_id}: ` : ''}${event.message}\n`);
+}
+
+/** `svc node`: exit 0 after a clean stop, 1 when registration or an engine fails, 2 on bad usage. */
+export async function node(argv: string[]): Promise<number> {
+  const config = parseNodeFlags(parseArgs(argv, { values: VALUES, booleans: ['allow-process-runner'] }), process.env);
+  let engines: EngineSet;
+  try {
+    engines = await buildEngines(config);
+  } catch (err) {
+    process.stderr.write(`svc node: cannot start an engine: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+  const agent = createNodeAgent({
+    server: config.server,
+    apiKey: config.apiKey,
+    dataDir: config.dataDir,
+    engines,
+    concurrency: config.concurrency,
+    allowProcessRunner: config.allowProcessRunner,
+    ...(config.country === undefined ? {} : { country: config.country }),
+    ...(config.region === undefined ? {} : { region: config.region }),
+    ...(config.name === undefined ? {} : { name: config.name }),
+    onEvent: logEvent,
+  });
+  let stopRequested = false;
+  let onStopped: () => void = () => undefined;
+  const stopped = new Promise<void>((resolveStopped) => (onStopped = resolveStopped));
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopRequested) {
+      process.stderr.write(`svc node: ${signal} again: exiting without waiting for running work\n`);
+      process.exit(130);
+    }
+    stopRequested = true;
+    process.stderr.write(`svc node: ${signal}: no new work; letting running work finish (up to 30 s)\n`);
+    void agent.stop().then(onStopped);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  try {
+    const registered = await agent.start();
+    const models = [...engines.keys()].sort();
+    process.stdout.write(
+      `svc node: registered ${registered.node_id} with ${config.server} (country ${config.country ?? 'not declared'}, models ${models.join(', ') || 'none'}` +
+        `${config.allowProcessRunner ? ', process runner on' : ''})\n`,
+    );
+    await stopped;
+    return 0;
+  } catch (err) {
+    if (stopRequested) return 0;
+    if (err instanceof ControlPlaneError) {
+      process.stderr.write(`svc node: registration with ${config.server} failed: ${err.status || 'no answer'} ${err.error}: ${err.message}\n`);
+      return 1;
+    }
+    if (err instanceof IdentityError) {
+      process.stderr.write(`svc node: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+    await agent.stop({ graceMs: 0 });
+    await Promise.allSettled([...new Set<Engine>(engines.values())].map((engine) => engine.close()));
+  }
+}

@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, createKey, createTestApp, signUp, type TestApp } from '../../../test/harness.js';
+import { buildApp } from '../../app.js';
+import { scopesGrant, type Permission } from './scopes.js';
+
+/**
+ * What every route requires. A route missing here fails the test: adding a route means deciding,
+ * in this table, who may call it.
+ */
+const EXPECTED: Record<string, Permission | 'public' | 'node'> = {
+  'GET /metrics': 'public',
+  'GET /openapi.json': 'public',
+  'GET /api/v1/health': 'public',
+  'GET /api/v1/config': 'config:read',
+  'GET /api/v1/inference/health': 'models:read',
+  'GET /api/v1/downloads': 'public',
+  'GET /api/v1/keys/platform': 'public',
+  'POST /api/v1/auth/signup': 'public',
+  'POST /api/v1/auth/login': 'public',
+  'POST /api/v1/auth/logout': 'account:read',
+  'GET /api/v1/auth/me': 'account:read',
+  'POST /api/v1/auth/api-keys': 'keys:write',
+  'GET /api/v1/auth/api-keys': 'keys:read',
+  'POST /api/v1/auth/api-keys/:key_id/revoke': 'keys:write',
+  'GET /api/v1/organizations/current': 'organization:read',
+  'GET /api/v1/organizations/current/members': 'organization:read',
+  'POST /api/v1/organizations/current/invites': 'organization:write',
+  'POST /api/v1/organizations/invites/accept': 'public',
+  'PATCH /api/v1/organizations/current/members/:buyer_id': 'organization:write',
+  'DELETE /api/v1/organizations/current/members/:buyer_id': 'organization:write',
+  'POST /api/v1/node/register': 'nodes:write',
+  'GET /api/v1/node/work': 'node',
+  'POST /api/v1/node/heartbeat': 'node',
+  'POST /api/v1/node/work/:work_id/result': 'node',
+  'POST /api/v1/node/work/:work_id/fail': 'node',
+  'POST /api/v1/node/receipt': 'node',
+  'GET /api/v1/nodes': 'nodes:read',
+  'POST /api/v1/marketplace/estimate': 'jobs:read',
+  'GET /api/v1/marketplace/pricing': 'models:read',
+  'POST /api/v1/marketplace/jobs': 'jobs:write',
+  'GET /api/v1/marketplace/jobs': 'jobs:read',
+  'GET /api/v1/marketplace/jobs/:id': 'jobs:read',
+  'POST /api/v1/marketplace/jobs/:id/cancel': 'jobs:write',
+  'GET /api/v1/marketplace/jobs/:id/audit': 'jobs:read',
+  'GET /api/v1/marketplace/jobs/:id/result': 'jobs:read',
+  'GET /api/v1/marketplace/sla': 'jobs:read',
+  'GET /api/v1/jobs/:job/receipts': 'receipts:read',
+  'GET /api/v1/job/receipts/:job': 'receipts:read',
+  'GET /api/v1/audit/receipts': 'receipts:read',
+  'GET /api/v1/billing/balance': 'billing:read',
+  'GET /api/v1/billing/transactions': 'billing:read',
+};
+
+const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];
+
+describe('access control over every route', () => {
+  let t: TestApp;
+  const keys: Record<string, string> = {};
+  beforeAll(async () => {
+    t = await createTestApp({ env: { SVC_RATE_LIMIT_BURST: '100000', SVC_ORG_RATE_LIMIT_BURST: '100000', SVC_ANON_RATE_LIMIT_BURST: '100000' } });
+    const owner = await signUp(t.app);
+    for (const scope of SCOPES) keys[scope] = await createKey(t.app, owner, [scope], scope);
+  });
+  afterAll(() => t.close());
+
+  const routes = () => t.app.routeTable.filter((r) => !r.hidden && r.method !== 'HEAD');
+  const urlOf = (pattern: string) => pattern.replace(/:key_id/, 'abc123').replace(/:work_id/, 'wrk_00000000000000000000000000').replace(/:id/, 'job_00000000000000000000000000').replace(/:buyer_id/, 'buy_00000000000000000000000000').replace(/:[a-z_]+/g, 'x');
+
+  it('has a decision in the table for every registered route, and no stale entries', () => {
+    const registered = routes().map((r) => `${r.method} ${r.url}`);
+    expect(registered.filter((r) => !(r in EXPECTED))).toEqual([]);
+    expect(Object.keys(EXPECTED).filter((r) => !registered.includes(r))).toEqual([]);
+    for (const r of routes()) {
+      const declared = r.auth && ('public' in r.auth ? 'public' : 'node' in r.auth ? 'node' : r.auth.permission);
+      expect(`${r.method} ${r.url} -> ${declared}`).toBe(`${r.method} ${r.url} -> ${EXPECTED[`${r.method} ${r.url}`]}`);
+    }
+  });
+
+  it('refuses to build an app with a route that declares no access rule', async () => {
+    await expect(
+      buildApp(t.ctx, {
+        extraRoutes(app) {
+          app.get('/api/v1/undeclared', async () => ({}));
+        },
+      }),
+    ).rejects.toThrow(/does not declare config.auth/);
+  });
+
+  it('answers 401 without a credential and with a wrong one on every protected route, and lets public routes through', async () => {
+    for (const r of routes()) {
+      const expected = EXPECTED[`${r.method} ${r.url}`];
+      const none = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), payload: r.method === 'GET' ? undefined : {} });
+      const wrong = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), headers: bearer(`svc_live_${'a'.repeat(20)}_${'0'.repeat(64)}`), payload: r.method === 'GET' ? undefined : {} });
+      if (expected === 'public') {
+        expect([none.statusCode, `${r.method} ${r.url}`]).not.toEqual([401, `${r.method} ${r.url}`]);
+      } else {
+        expect(`${r.method} ${r.url}: ${none.statusCode} ${none.json().error}`).toBe(`${r.method} ${r.url}: 401 unauthorized`);
+        expect(`${r.method} ${r.url}: ${wrong.statusCode}`).toBe(`${r.method} ${r.url}: 401`);
+      }
+    }
+  });
+
+  it('answers 403 insufficient_scope exactly where a scope does not grant the route, and never 401/403 where it does', async () => {
+    for (const r of routes()) {
+      const expected = EXPECTED[`${r.method} ${r.url}`];
+      if (expected === 'public' || expected === undefined) continue;
+      if (expected === 'node') {
+        // Node routes take node signatures only: an API key of any scope is not enough.
+        const res = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), headers: bearer(keys.operator ?? ''), payload: r.method === 'GET' ? undefined : {} });
+        expect(`${r.method} ${r.url}: ${res.statusCode}`).toBe(`${r.method} ${r.url}: 401`);
+        continue;
+      }
+      for (const scope of SCOPES) {
+        const key = keys[scope] ?? '';
+        const res = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), headers: bearer(key), payload: r.method === 'GET' ? undefined : {} });
+        const label = `${scope} -> ${r.method} ${r.url}`;
+        if (scopesGrant([scope], expected)) {
+          expect(`${label}: ${[401, 403].includes(res.statusCode) ? `refused ${res.body}` : 'allowed'}`).toBe(`${label}: allowed`);
+        } else {
+          expect(`${label}: ${res.statusCode} ${res.json().error}`).toBe(`${label}: 403 insufficient_scope`);
+        }
+      }
+    }
+  });
+});

@@ -1,0 +1,46 @@
+import type { App } from '../../app.js';
+import type { ServiceContext } from '../../context.js';
+import { principalOf } from '../../platform/principal.js';
+import { enforceRateLimits } from './hook.js';
+import { AuthRequest, AuthResponse, MeResponse, MessageResponse, OrganizationContext } from './schemas.js';
+import { login, logout, me, normalizeEmail, signup } from './service.js';
+
+const tags = ['accounts'];
+
+export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
+  app.addSchema(OrganizationContext);
+  app.addSchema(MessageResponse);
+  app.post(
+    '/api/v1/auth/signup',
+    {
+      config: { auth: { public: true } },
+      schema: { summary: 'Create a buyer account, its organization, a first API key and a session', tags, body: AuthRequest, response: { 201: AuthResponse } },
+    },
+    async (request, reply) => reply.code(201).send(await signup(ctx, request.body)),
+  );
+  app.post(
+    '/api/v1/auth/login',
+    {
+      config: { auth: { public: true } },
+      schema: { summary: 'Start a session (rate limited per email and per client address)', tags, body: AuthRequest, response: { 200: AuthResponse } },
+    },
+    async (request, reply) => {
+      const rule = ctx.config.rateLimits.login;
+      await enforceRateLimits(ctx, reply, [
+        [`login-email:${normalizeEmail(request.body.email)}`, rule],
+        [`login-ip:${request.ip}`, rule],
+      ]);
+      return login(ctx, request.body);
+    },
+  );
+  app.post(
+    '/api/v1/auth/logout',
+    { config: { auth: { permission: 'account:read' } }, schema: { summary: 'End the current session', tags, response: { 200: MessageResponse } } },
+    async (request) => logout(ctx, principalOf(request)),
+  );
+  app.get(
+    '/api/v1/auth/me',
+    { config: { auth: { permission: 'account:read' } }, schema: { summary: 'The current user and organization', tags, response: { 200: MeResponse } } },
+    async (request) => me(ctx, principalOf(request)),
+  );
+}

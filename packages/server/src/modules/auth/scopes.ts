@@ -1,0 +1,98 @@
+/**
+ * Scopes and permissions (DESIGN.md section 6). A route needs one permission
+ * (`resource:read` or `resource:write`); a key carries scopes, each granting a set of permissions.
+ * Pure: no IO.
+ */
+export const RESOURCES = [
+  'inference',
+  'models',
+  'jobs',
+  'receipts',
+  'evidence',
+  'billing',
+  'keys',
+  'organization',
+  'knowledge_bases',
+  'documents',
+  'memories',
+  'account',
+  'config',
+  'nodes',
+  'payouts',
+] as const;
+export type Resource = (typeof RESOURCES)[number];
+export type Permission = `${Resource}:${'read' | 'write'}`;
+
+const READ_ONLY: Permission[] = [
+  'models:read',
+  'knowledge_bases:read',
+  'memories:read',
+  'jobs:read',
+  'receipts:read',
+  'evidence:read',
+  'billing:read',
+  'account:read',
+  'config:read',
+  'nodes:read',
+];
+
+const BUYER: Permission[] = [
+  ...READ_ONLY,
+  'inference:write',
+  'jobs:write',
+  'billing:write',
+  'keys:read',
+  'keys:write',
+  'organization:read',
+  'organization:write',
+  'knowledge_bases:write',
+  'documents:write',
+];
+
+const WRITE_ONLY: Permission[] = ['inference:write', 'documents:write', 'models:read', 'config:read'];
+
+const OPERATOR: Permission[] = ['nodes:read', 'nodes:write', 'payouts:read', 'payouts:write', 'account:read', 'config:read', 'models:read'];
+
+/** The named scopes a key may carry, besides `resource[:read|write]`. */
+export const SCOPE_BUNDLES: Record<string, Permission[]> = {
+  buyer: BUYER,
+  'read-only': READ_ONLY,
+  'write-only': WRITE_ONLY,
+  operator: OPERATOR,
+};
+
+/** What a signed-in person (session token) may do: everything a buyer or an operator may. */
+export const SESSION_SCOPES = ['buyer', 'operator'];
+
+function isResource(name: string): name is Resource {
+  return (RESOURCES as readonly string[]).includes(name);
+}
+
+/**
+ * The permissions one scope grants, or undefined for a scope that does not exist.
+ * `buyer:read` is the same as `read-only`; `operator:read` is the read half of `operator`; a bare
+ * resource means both.
+ *
+ * @example
+ * permissionsOf('jobs') // ['jobs:read', 'jobs:write']
+ */
+export function permissionsOf(scope: string): Permission[] | undefined {
+  const [name = '', mode, extra] = scope.split(':');
+  if (extra !== undefined || (mode !== undefined && mode !== 'read' && mode !== 'write')) return undefined;
+  const bundle = SCOPE_BUNDLES[name];
+  const all: Permission[] | undefined = bundle ?? (isResource(name) ? [`${name}:read`, `${name}:write`] : undefined);
+  if (!all) return undefined;
+  if (bundle && (name === 'read-only' || name === 'write-only') && mode) return undefined;
+  if (name === 'buyer' && mode === 'read') return READ_ONLY; // DESIGN.md: the same as read-only
+  return mode ? all.filter((p) => p.endsWith(`:${mode}`)) : all;
+}
+
+/** True when any of `scopes` grants `permission`. */
+export function scopesGrant(scopes: readonly string[], permission: Permission): boolean {
+  return scopes.some((scope) => permissionsOf(scope)?.includes(permission) ?? false);
+}
+
+/** The scopes among `scopes` that are not valid, for a 400 naming them. */
+export function invalidScopes(scopes: readonly string[]): string[] {
+  return scopes.filter((scope) => permissionsOf(scope) === undefined);
+}

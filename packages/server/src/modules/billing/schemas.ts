@@ -1,0 +1,48 @@
+import { Type } from '@sinclair/typebox';
+import { StringEnum } from '../auth/schemas.js';
+
+export const CreditTransaction = Type.Object(
+  {
+    id: Type.String(),
+    tx_type: Type.String({ description: '`charge`, `free_tier`, `topup`, `earning`, `refund`, ...' }),
+    amount_cents: Type.Integer({ description: 'negative for charges' }),
+    balance_after: Type.Integer({ description: 'the balance in cents once this row was posted' }),
+    description: Type.String(),
+    ref: Type.Union([Type.String(), Type.Null()], { description: 'the job, request or hold it belongs to' }),
+    created_at: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'CreditTransaction' },
+);
+
+export const CreditTransactionsResponse = Type.Object(
+  {
+    transactions: Type.Array(Type.Ref(CreditTransaction), { description: 'newest first' }),
+    total: Type.Integer({ description: 'rows in the whole ledger' }),
+    limit: Type.Integer(),
+    offset: Type.Integer(),
+  },
+  { $id: 'CreditTransactionsResponse' },
+);
+
+export const BillingBalanceResponse = Type.Object(
+  {
+    currency: Type.Literal('CAD'),
+    balance_cents: Type.Integer({ description: 'the sum of the ledger rows' }),
+    balance: Type.Number({ description: 'CAD' }),
+    held_cents: Type.Integer({ description: 'reserved by running jobs' }),
+    held: Type.Number({ description: 'CAD' }),
+    available_cents: Type.Integer({ description: 'balance - held; what a new job or request can use' }),
+    available: Type.Number({ description: 'CAD' }),
+    free_tier_granted_cents: Type.Integer({ description: 'the one-time free-tier grant on this ledger' }),
+  },
+  { $id: 'BillingBalanceResponse' },
+);
+
+export const TransactionsQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+    format: Type.Optional(StringEnum(['json', 'csv'] as const, { default: 'json', description: '`csv`: the same page as RFC 4180 text/csv' })),
+  },
+  { additionalProperties: false },
+);

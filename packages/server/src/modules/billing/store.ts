@@ -1,0 +1,140 @@
+import type { Queryable } from '../../platform/db/index.js';
+import { newId } from '../../platform/ids.js';
+
+/** One ledger row as the API returns it (CreditTransaction). */
+export interface LedgerRow {
+  id: string;
+  tx_type: string;
+  amount_cents: number;
+  balance_after: number;
+  description: string;
+  ref: string | null;
+  created_at: Date;
+}
+
+/** Creates the organization's (empty) credit account. */
+export async function openAccount(db: Queryable, orgId: string): Promise<void> {
+  await db.query('INSERT INTO credit_accounts (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING', [orgId]);
+}
+
+/**
+ * Adds `cents` (> 0) to the balance and writes the ledger row, with its `balance_after`, in the
+ * caller's transaction.
+ */
+export async function postCredit(
+  db: Queryable,
+  entry: { orgId: string; cents: number; txType: string; description: string; ref?: string | null },
+): Promise<LedgerRow> {
+  const { rows } = await db.query<{ balance_cents: number }>(
+    'UPDATE credit_accounts SET balance_cents = balance_cents + $2, updated_at = now() WHERE org_id = $1 RETURNING balance_cents',
+    [entry.orgId, entry.cents],
+  );
+  const balance = rows[0]?.balance_cents;
+  if (balance === undefined) throw new Error(`no credit account for ${entry.orgId}`);
+  return insertLedgerRow(db, { ...entry, amountCents: entry.cents, balanceAfter: balance });
+}
+
+export async function insertLedgerRow(
+  db: Queryable,
+  row: { orgId: string; amountCents: number; balanceAfter: number; txType: string; description: string; ref?: string | null },
+): Promise<LedgerRow> {
+  const { rows } = await db.query<LedgerRow>(
+    `INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, balance_after, description, ref)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     RETURNING id, tx_type, amount_cents, balance_after, description, ref, created_at`,
+    [newId('tx'), row.orgId, row.txType, row.amountCents, row.balanceAfter, row.description, row.ref ?? null],
+  );
+  const inserted = rows[0];
+  if (!inserted) throw new Error('ledger insert returned nothing');
+  return inserted;
+}
+
+/** The account row the ledger rules work on. */
+export interface AccountRow {
+  balance_cents: number;
+  held_cents: number;
+  carry_micro: number;
+}
+
+const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro';
+
+/**
+ * Reads the account and locks its row until the transaction ends, so operations on one
+ * organization's credits run one after another (PostgreSQL; PGlite runs one transaction at a time).
+ */
+export async function lockAccount(db: Queryable, orgId: string): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = $1 FOR UPDATE`, [orgId]);
+  return rows[0];
+}
+
+export async function readAccount(db: Queryable, orgId: string): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = $1`, [orgId]);
+  return rows[0];
+}
+
+/** Sets the account's figures (the caller holds the row lock and computed them). */
+export async function updateAccount(db: Queryable, orgId: string, account: AccountRow): Promise<void> {
+  await db.query('UPDATE credit_accounts SET balance_cents = $2, held_cents = $3, carry_micro = $4, updated_at = now() WHERE org_id = $1', [
+    orgId,
+    account.balance_cents,
+    account.held_cents,
+    account.carry_micro,
+  ]);
+}
+
+export interface HoldRow {
+  id: string;
+  org_id: string;
+  amount_cents: number;
+  ref: string | null;
+  status: 'active' | 'settled' | 'released';
+}
+
+const HOLD_COLUMNS = 'id, org_id, amount_cents, ref, status';
+
+export async function insertHold(db: Queryable, hold: { id: string; orgId: string; amountCents: number; ref: string | null }): Promise<void> {
+  await db.query('INSERT INTO credit_holds (id, org_id, amount_cents, ref) VALUES ($1, $2, $3, $4)', [hold.id, hold.orgId, hold.amountCents, hold.ref]);
+}
+
+/** The hold, locked for update when `lock` is set. */
+export async function findHold(db: Queryable, holdId: string, lock = false): Promise<HoldRow | undefined> {
+  const { rows } = await db.query<HoldRow>(`SELECT ${HOLD_COLUMNS} FROM credit_holds WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [holdId]);
+  return rows[0];
+}
+
+export async function closeHold(db: Queryable, holdId: string, status: 'settled' | 'released'): Promise<void> {
+  await db.query("UPDATE credit_holds SET status = $2, closed_at = now() WHERE id = $1 AND status = 'active'", [holdId, status]);
+}
+
+/** One page of an organization's ledger, newest first. */
+export async function listLedger(db: Queryable, orgId: string, page: { limit: number; offset: number }): Promise<LedgerRow[]> {
+  const { rows } = await db.query<LedgerRow>(
+    `SELECT id, tx_type, amount_cents, balance_after, description, ref, created_at
+       FROM credit_transactions WHERE org_id = $1 ORDER BY seq DESC LIMIT $2 OFFSET $3`,
+    [orgId, page.limit, page.offset],
+  );
+  return rows;
+}
+
+export async function countLedger(db: Queryable, orgId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>('SELECT count(*)::bigint AS n FROM credit_transactions WHERE org_id = $1', [orgId]);
+  return rows[0]?.n ?? 0;
+}
+
+/** The sum of an organization's ledger rows, or of its rows of one `tx_type`. */
+export async function sumLedger(db: Queryable, orgId: string, txType?: string): Promise<number> {
+  const { rows } = await db.query<{ total: number }>(
+    'SELECT COALESCE(sum(amount_cents), 0)::bigint AS total FROM credit_transactions WHERE org_id = $1 AND ($2::text IS NULL OR tx_type = $2)',
+    [orgId, txType ?? null],
+  );
+  return rows[0]?.total ?? 0;
+}
+
+/** What the organization's active holds reserve (should equal `held_cents`). */
+export async function sumActiveHolds(db: Queryable, orgId: string): Promise<number> {
+  const { rows } = await db.query<{ total: number }>(
+    "SELECT COALESCE(sum(amount_cents), 0)::bigint AS total FROM credit_holds WHERE org_id = $1 AND status = 'active'",
+    [orgId],
+  );
+  return rows[0]?.total ?? 0;
+}

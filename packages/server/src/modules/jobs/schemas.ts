@@ -1,0 +1,142 @@
+import { Type } from '@sinclair/typebox';
+import { StringEnum } from '../auth/schemas.js';
+
+const Quantity = Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 });
+const Url = Type.String({ format: 'uri', maxLength: 2048 });
+
+export const JOB_STATUSES = ['submitted', 'pending', 'assigned', 'running', 'completed', 'failed', 'cancelled'] as const;
+
+const estimates = {
+  estimated_data_gb: Type.Optional(Quantity),
+  estimated_duration_ms: Type.Optional(Quantity),
+  estimated_gpu_seconds: Type.Optional(Quantity),
+  estimated_images: Type.Optional(Quantity),
+  estimated_runs: Type.Optional(Quantity),
+  estimated_scenes: Type.Optional(Quantity),
+  estimated_tokens: Type.Optional(Quantity),
+};
+
+export const EstimateRequest = Type.Object(
+  {
+    kind: Type.Integer({ minimum: 1, maximum: 10, description: 'job kind 1-10 (see GET /api/v1/marketplace/pricing)' }),
+    ...estimates,
+    strict_jurisdiction: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })),
+    region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
+  },
+  { $id: 'EstimateRequest', additionalProperties: false },
+);
+
+export const EstimateResponse = Type.Object(
+  {
+    kind: Type.Integer(),
+    unit: Type.String(),
+    units: Type.Integer(),
+    min_cost: Type.Number(),
+    max_cost: Type.Number(),
+    recommended_budget: Type.Number(),
+    min_cost_cents: Type.Integer(),
+    max_cost_cents: Type.Integer(),
+    recommended_cents: Type.Integer(),
+    currency: Type.Literal('CAD'),
+  },
+  { $id: 'EstimateResponse' },
+);
+
+export const CreateJobRequest = Type.Object(
+  {
+    kind: Type.Integer({ minimum: 1, maximum: 10 }),
+    budget: Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'CAD held at submission; the job never costs more' }),
+    max_price_per_unit: Type.Number({ minimum: 0.000000001, maximum: 1_000, description: "CAD per metering unit; nodes asking more don't match" }),
+    currency: Type.String({ description: 'must be `CAD`' }),
+    model: Type.Optional(Type.String({ maxLength: 64, description: 'catalogue model for kinds 1-4 (default per kind)' })),
+    region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
+    strict_jurisdiction: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2; only nodes in this country' })),
+    delivery_mode: Type.Optional(StringEnum(['inline', 'put'] as const, { default: 'inline' })),
+    inline_text: Type.Optional(Type.String({ maxLength: 512 * 1024 })),
+    output_file: Type.Optional(Type.String({ maxLength: 255, pattern: '^[A-Za-z0-9._-]+$' })),
+    payload_url: Type.Optional(Url),
+    delivery_artifact_put_url: Type.Optional(Url),
+    delivery_manifest_put_url: Type.Optional(Url),
+    delivery_webhook_url: Type.Optional(Url),
+    min_reputation: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+    ...estimates,
+    green_only: Type.Optional(Type.Boolean()),
+    requires_tee: Type.Optional(Type.Boolean()),
+    required_capabilities: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32 })),
+    runner_args: Type.Optional(Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 256 })),
+    timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+  },
+  { $id: 'CreateJobRequest', additionalProperties: false },
+);
+
+export const CreateJobResponse = Type.Object(
+  { job_id: Type.String(), estimated_cost: Type.Number(), estimated_duration_ms: Type.Integer(), status: Type.String() },
+  { $id: 'CreateJobResponse' },
+);
+
+const DateTime = Type.String({ format: 'date-time' });
+const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
+
+export const MarketplaceJob = Type.Object(
+  {
+    id: Type.String(),
+    kind: Type.Integer(),
+    job_type: Type.String(),
+    status: StringEnum(JOB_STATUSES),
+    model: Nullable(Type.String()),
+    budget: Type.Number(),
+    budget_cents: Type.Integer(),
+    compute_units: Type.Number({ description: 'estimated units, or metered units once completed' }),
+    estimated_cost: Type.Number(),
+    estimated_cost_cents: Type.Integer(),
+    max_price_per_unit: Type.Number(),
+    max_price_per_unit_cents: Type.Integer(),
+    execution_pool: StringEnum(['public', 'sovereign'] as const),
+    required_region: Type.String(),
+    strict_jurisdiction: Type.String(),
+    delivery_mode: Type.String(),
+    delivery_target: Type.String(),
+    delivery_artifact_put_url: Type.Optional(Type.String()),
+    delivery_manifest_put_url: Type.Optional(Type.String()),
+    policy_note: Type.String(),
+    attempts: Type.Integer(),
+    node_id: Nullable(Type.String()),
+    charged_cents: Type.Union([Type.Integer(), Type.Null()]),
+    result_hash: Nullable(Type.String()),
+    failure_reason: Nullable(Type.String()),
+    created_at: DateTime,
+    submitted_at: DateTime,
+    assigned_at: Nullable(DateTime),
+    completed_at: Nullable(DateTime),
+  },
+  { $id: 'MarketplaceJob' },
+);
+
+export const JobListQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+  status: Type.Optional(StringEnum(JOB_STATUSES)),
+});
+
+export const JobListResponse = Type.Object(
+  { jobs: Type.Array(Type.Ref(MarketplaceJob)), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() },
+  { $id: 'JobListResponse' },
+);
+
+export const JobIdParams = Type.Object({ id: Type.String({ pattern: '^job_[a-z0-9]{26}$' }) });
+
+export const AuditResponse = Type.Object(
+  {
+    job_id: Type.String(),
+    buyer_id: Type.String(),
+    status: Type.String(),
+    created_at: DateTime,
+    assigned_at: Nullable(DateTime),
+    completed_at: Nullable(DateTime),
+    audit_generated: DateTime,
+    receipts_count: Type.Integer(),
+    credit_ledger: Type.Array(Type.Object({}, { additionalProperties: true })),
+    events: Type.Array(Type.Object({ at: DateTime, type: Type.String(), details: Type.Object({}, { additionalProperties: true }) })),
+  },
+  { $id: 'MarketplaceAuditResponse' },
+);

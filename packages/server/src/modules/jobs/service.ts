@@ -1,0 +1,223 @@
+import { estimateCost, executionPool, findJobKind, findModel, JOB_KINDS, MICRO_PER_CAD, microToCad, microToCents } from '@svc/protocol';
+import type { ServiceContext } from '../../context.js';
+import { ApiError } from '../../platform/errors.js';
+import { checkOutboundUrl } from '../../platform/egress.js';
+import { newId } from '../../platform/ids.js';
+import type { Principal } from '../../platform/principal.js';
+import { transactionRecord } from '../billing/service.js';
+import { capabilityMet, floorPriceMicroPerUnit } from '../scheduler/matching.js';
+import type { MatchNode } from '../scheduler/matching.js';
+import { enqueueTerminalWebhook } from './delivery.js';
+import { isTerminal, type JobStatus } from './states.js';
+import * as store from './store.js';
+import type { Static } from '@sinclair/typebox';
+import type { CreateJobRequest, EstimateRequest } from './schemas.js';
+import { jobView } from './view.js';
+
+const DEFAULT_MODEL: Record<number, string> = { 1: 'tinyllama', 2: 'all-MiniLM-L6-v2', 3: 'whisper-base', 4: 'sdxl-turbo' };
+const MODEL_TYPE: Record<number, string> = { 1: 'chat', 2: 'embeddings', 3: 'transcription', 4: 'image' };
+const MAX_INPUTS = 10_000;
+const MAX_PAYLOAD_BYTES = 10 * 1024 * 1024;
+
+const bad = (path: string, message: string) => new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
+
+export function estimate(body: Static<typeof EstimateRequest>) {
+  const kind = findJobKind(body.kind);
+  if (!kind) throw bad('/kind', `must be one of ${JOB_KINDS.map((k) => k.kind).join(', ')}`);
+  const e = estimateCost(body.kind, body);
+  return {
+    kind: body.kind,
+    unit: kind.unit,
+    units: e.units,
+    min_cost: microToCad(e.min_micro),
+    max_cost: microToCad(e.max_micro),
+    recommended_budget: microToCad(e.recommended_micro),
+    min_cost_cents: microToCents(e.min_micro),
+    max_cost_cents: microToCents(e.max_micro),
+    recommended_cents: microToCents(e.recommended_micro),
+    currency: 'CAD' as const,
+  };
+}
+
+export function pricing() {
+  return {
+    currency: 'CAD',
+    kinds: JOB_KINDS.map((k) => ({
+      kind: k.kind,
+      name: k.name,
+      unit: k.unit,
+      execution_pool: k.pool,
+      per_units: k.price.per_units,
+      min_price_per_unit: k.price.min_micro_cad / k.price.per_units / MICRO_PER_CAD,
+      max_price_per_unit: k.price.max_micro_cad / k.price.per_units / MICRO_PER_CAD,
+      estimate_input: k.estimate_input,
+    })),
+  };
+}
+
+async function fetchInputs(ctx: ServiceContext, url: string): Promise<string> {
+  await checkOutboundUrl(url, { allowPrivate: ctx.config.allowPrivateEgress, path: '/payload_url' });
+  let res: Response;
+  try {
+    res = await fetch(url, { signal: AbortSignal.timeout(30_000), redirect: 'error' });
+  } catch (err) {
+    throw bad('/payload_url', `could not be fetched: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (!res.ok) throw bad('/payload_url', `answered HTTP ${res.status}`);
+  const bytes = Buffer.from(await res.arrayBuffer());
+  if (bytes.length > MAX_PAYLOAD_BYTES) throw bad('/payload_url', `document is larger than ${MAX_PAYLOAD_BYTES} bytes`);
+  return bytes.toString('utf8');
+}
+
+function linesOf(text: string): string[] {
+  return text.split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
+}
+
+/**
+ * Validates and submits a job: checks every field, fetches `payload_url` documents for text kinds
+ * (so a bad URL is a 400 now, not a failed job later), holds the budget (402 when short) and
+ * queues the job, all in one transaction; then wakes the nodes.
+ */
+export async function createJob(ctx: ServiceContext, principal: Principal, body: Static<typeof CreateJobRequest>) {
+  const kind = findJobKind(body.kind);
+  if (!kind) throw bad('/kind', `must be one of ${JOB_KINDS.map((k) => k.kind).join(', ')}`);
+  if (body.currency !== 'CAD') throw bad('/currency', "must be 'CAD' (prices and credits are in Canadian dollars)");
+  const budgetCents = Math.round(body.budget * 100);
+  if (Math.abs(budgetCents - body.budget * 100) > 1e-6 || budgetCents < 1) throw bad('/budget', 'must be a positive amount of whole cents');
+  const maxPriceMicro = body.max_price_per_unit * MICRO_PER_CAD;
+  if (maxPriceMicro < floorPriceMicroPerUnit(body.kind)) {
+    throw bad('/max_price_per_unit', `is below the lowest price any node asks for ${kind.name} (${floorPriceMicroPerUnit(body.kind) / MICRO_PER_CAD} CAD per ${kind.unit})`);
+  }
+  const model = body.kind <= 4 ? (body.model ?? DEFAULT_MODEL[body.kind] ?? null) : null;
+  if (body.kind <= 4 && (!model || findModel(model)?.type !== MODEL_TYPE[body.kind])) throw bad('/model', `must be a ${MODEL_TYPE[body.kind]} model of the catalogue`);
+  if (body.kind > 4 && body.model !== undefined) throw bad('/model', `is not used by ${kind.name} jobs`);
+  const probe: MatchNode = { country: null, region: null, attestation_verified: true, green: true, reputation: 100, capabilities: [], gpu_model: null, cpu_cores: 0, ram_bytes: 0, vram_bytes: 0, models: [], price_micro_per_unit: {} };
+  (body.required_capabilities ?? []).forEach((c, i) => {
+    if (capabilityMet(probe, c) === undefined) throw bad(`/required_capabilities/${i}`, `'${c}' is not a capability (cpu, gpu, process, min_cpu_cores:<n>, min_ram_gb:<n>, min_vram_gb:<n>, model:<id>)`);
+  });
+  for (const field of ['delivery_artifact_put_url', 'delivery_manifest_put_url', 'delivery_webhook_url'] as const) {
+    const url = body[field];
+    if (url) await checkOutboundUrl(url, { allowPrivate: ctx.config.allowPrivateEgress, path: `/${field}` });
+  }
+  if (body.delivery_mode === 'put' && !body.delivery_artifact_put_url) throw bad('/delivery_artifact_put_url', "is required when delivery_mode is 'put'");
+  let inputs: string[] | undefined;
+  if (body.kind === 1 || body.kind === 2 || body.kind === 4) {
+    if (!body.inline_text && !body.payload_url) throw bad('/inline_text', `or payload_url is required for ${kind.name} (one input per line)`);
+    inputs = linesOf(body.inline_text ?? (await fetchInputs(ctx, body.payload_url ?? '')));
+    if (inputs.length === 0) throw bad(body.inline_text ? '/inline_text' : '/payload_url', 'has no non-empty line to process');
+    if (inputs.length > MAX_INPUTS) throw bad('/inline_text', `has more than ${MAX_INPUTS} lines`);
+  } else if (body.kind === 3) {
+    if (!body.payload_url) throw bad('/payload_url', 'is required for transcription (the audio file)');
+    await checkOutboundUrl(body.payload_url, { allowPrivate: ctx.config.allowPrivateEgress, path: '/payload_url' });
+  } else if (!body.runner_args) {
+    throw bad('/runner_args', `is required for ${kind.name} (the program and its arguments)`);
+  }
+  const cost = estimateCost(body.kind, body);
+  const spec: store.JobSpec = {
+    model,
+    region: body.region ?? null,
+    strict_jurisdiction: body.strict_jurisdiction ?? null,
+    delivery_mode: body.delivery_mode ?? 'inline',
+    inline_text: body.inline_text ?? null,
+    output_file: body.output_file ?? null,
+    payload_url: body.payload_url ?? null,
+    delivery_artifact_put_url: body.delivery_artifact_put_url ?? null,
+    delivery_manifest_put_url: body.delivery_manifest_put_url ?? null,
+    delivery_webhook_url: body.delivery_webhook_url ?? null,
+    min_reputation: body.min_reputation ?? null,
+    green_only: body.green_only ?? false,
+    requires_tee: body.requires_tee ?? false,
+    required_capabilities: body.required_capabilities ?? [],
+    runner_args: body.runner_args ?? [],
+    timeout_seconds: body.timeout_seconds ?? 300,
+    estimates: Object.fromEntries(Object.entries(body).filter(([k, v]) => k.startsWith('estimated_') && typeof v === 'number')) as Record<string, number>,
+    estimated_units: cost.units,
+    ...(inputs ? { inputs } : {}),
+  };
+  const jobId = newId('job');
+  const pool = executionPool({ kind: body.kind, requires_tee: body.requires_tee });
+  const estimatedDurationMs = body.estimated_duration_ms ?? (body.estimated_gpu_seconds ? body.estimated_gpu_seconds * 1000 : 60_000);
+  const job = await ctx.db.transaction(async (tx) => {
+    const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
+    await store.insertJob(tx, {
+      id: jobId, org_id: principal.orgId, buyer_id: principal.buyerId, kind: body.kind, execution_pool: pool, budget_cents: budgetCents,
+      max_price_micro_per_unit: maxPriceMicro, spec, estimated_cost_micro: cost.max_micro, estimated_duration_ms: estimatedDurationMs, hold_id: holdId,
+    });
+    await store.addJobEvent(tx, jobId, 'job_submitted', { budget_cents: budgetCents, region: spec.region, strict_jurisdiction: spec.strict_jurisdiction, kind: body.kind, execution_pool: pool, hold_id: holdId });
+    const queued = await store.moveJob(tx, jobId, 'pending');
+    if (!queued) throw new Error('a new job could not be queued');
+    return queued;
+  });
+  await ctx.bus.publish('jobs', jobId);
+  return { job_id: job.id, estimated_cost: microToCad(cost.max_micro), estimated_duration_ms: estimatedDurationMs, status: job.status };
+}
+
+async function meteredUnits(ctx: ServiceContext, job: store.JobRow): Promise<number | null> {
+  if (job.status !== 'completed' || !job.work_id) return null;
+  const { rows } = await ctx.db.query<{ metering_units: number }>('SELECT metering_units FROM receipts WHERE work_id = $1', [job.work_id]);
+  return rows[0]?.metering_units ?? null;
+}
+
+export async function getJob(ctx: ServiceContext, principal: Principal, jobId: string) {
+  const job = await store.findJob(ctx.db, principal.orgId, jobId);
+  if (!job) throw new ApiError('not_found', `job ${jobId} not found`);
+  return jobView(job, await meteredUnits(ctx, job));
+}
+
+export async function listJobs(ctx: ServiceContext, principal: Principal, q: { status?: JobStatus; limit?: number; offset?: number }) {
+  const limit = q.limit ?? 50;
+  const offset = q.offset ?? 0;
+  const { rows, total } = await store.listJobs(ctx.db, principal.orgId, { status: q.status, limit, offset });
+  return { jobs: rows.map((j) => jobView(j)), total, limit, offset };
+}
+
+/** Cancels a job that has not finished: its hold is released and its node told to stop at its next heartbeat. */
+export async function cancelJob(ctx: ServiceContext, principal: Principal, jobId: string) {
+  const job = await ctx.db.transaction(async (tx) => {
+    const current = await store.findJob(tx, principal.orgId, jobId, true);
+    if (!current) throw new ApiError('not_found', `job ${jobId} not found`);
+    if (isTerminal(current.status)) throw new ApiError('conflict', `job ${jobId} is already ${current.status}`);
+    const moved = await store.moveJob(tx, jobId, 'cancelled', { failure_reason: 'cancelled by the buyer' });
+    if (!moved) throw new ApiError('conflict', `job ${jobId} changed state; try again`);
+    if (current.hold_id) await ctx.ledger.within(tx).release(current.hold_id);
+    if (current.work_id) await tx.query("UPDATE work_items SET status = 'cancelled', updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')", [current.work_id]);
+    await store.addJobEvent(tx, jobId, 'job_cancelled', { previous_status: current.status, by: principal.buyerId, node_id: current.node_id, released_cents: current.budget_cents });
+    await enqueueTerminalWebhook(tx, moved);
+    return moved;
+  });
+  await ctx.bus.publish('work', job.work_id ?? job.id);
+  return jobView(job);
+}
+
+export async function jobAudit(ctx: ServiceContext, principal: Principal, jobId: string) {
+  const job = await store.findJob(ctx.db, principal.orgId, jobId);
+  if (!job) throw new ApiError('not_found', `job ${jobId} not found`);
+  const events = await store.listJobEvents(ctx.db, jobId);
+  const ledger = await ctx.db.query<Parameters<typeof transactionRecord>[0]>(
+    'SELECT id, tx_type, amount_cents, balance_after, description, ref, created_at FROM credit_transactions WHERE org_id = $1 AND ref = $2 ORDER BY seq',
+    [principal.orgId, jobId],
+  );
+  const receipts = await ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM receipts WHERE job_id = $1 AND org_id = $2', [jobId, principal.orgId]);
+  return {
+    job_id: job.id,
+    buyer_id: job.buyer_id,
+    status: job.status,
+    created_at: job.created_at.toISOString(),
+    assigned_at: job.assigned_at?.toISOString() ?? null,
+    completed_at: job.completed_at?.toISOString() ?? null,
+    audit_generated: new Date().toISOString(),
+    receipts_count: receipts.rows[0]?.n ?? 0,
+    credit_ledger: ledger.rows.map(transactionRecord),
+    events: events.map((e) => ({ at: e.at.toISOString(), type: e.type, details: e.details })),
+  };
+}
+
+/** The stored result of a completed job, for `GET .../result`. */
+export async function jobResult(ctx: ServiceContext, principal: Principal, jobId: string) {
+  const job = await store.findJob(ctx.db, principal.orgId, jobId);
+  if (!job) throw new ApiError('not_found', `job ${jobId} not found`);
+  if (job.status !== 'completed' || !job.work_id) throw new ApiError('conflict', `job ${jobId} is ${job.status}; a result exists once it is completed`);
+  const blob = await ctx.blobs.get(`results/${job.work_id}`);
+  if (!blob) throw new ApiError('not_found', `the result of job ${jobId} is no longer stored`);
+  return { ...blob, resultHash: job.result_hash ?? blob.sha256, fileName: job.spec.output_file };
+}

@@ -1,0 +1,42 @@
+import type { App } from '../../app.js';
+import type { ServiceContext } from '../../context.js';
+import { principalOf } from '../../platform/principal.js';
+import { MessageResponse } from '../auth/schemas.js';
+import { APIKeyCreateRequest, APIKeyCreateResponse, APIKeyListResponse, APIKeyRecord, APIKeyRevokeRequest, KeyIdParams } from './schemas.js';
+import { createKey, listVisibleKeys, revokeVisibleKey } from './service.js';
+
+const tags = ['keys'];
+
+export async function keyRoutes(app: App, ctx: ServiceContext): Promise<void> {
+  app.addSchema(APIKeyRecord);
+  app.post(
+    '/api/v1/auth/api-keys',
+    {
+      config: { auth: { permission: 'keys:write' } },
+      schema: { summary: 'Create an API key (the full key is returned once)', tags, body: APIKeyCreateRequest, response: { 201: APIKeyCreateResponse } },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const created = await createKey(ctx, ctx.db, {
+        orgId: principal.orgId,
+        buyerId: principal.buyerId,
+        label: (request.body.label ?? request.body.name ?? '').trim(),
+        scopes: request.body.scopes ?? ['buyer'],
+      });
+      return reply.code(201).send(created);
+    },
+  );
+  app.get(
+    '/api/v1/auth/api-keys',
+    { config: { auth: { permission: 'keys:read' } }, schema: { summary: 'List API keys (records only, never secrets)', tags, response: { 200: APIKeyListResponse } } },
+    async (request) => listVisibleKeys(ctx, principalOf(request)),
+  );
+  app.post(
+    '/api/v1/auth/api-keys/:key_id/revoke',
+    {
+      config: { auth: { permission: 'keys:write' } },
+      schema: { summary: 'Revoke a key; it fails with 401 from the next request on', tags, params: KeyIdParams, body: APIKeyRevokeRequest, response: { 200: MessageResponse } },
+    },
+    async (request) => revokeVisibleKey(ctx, principalOf(request), request.params.key_id, request.body.reason),
+  );
+}

@@ -1,0 +1,73 @@
+import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
+import { ApiError } from '../../platform/errors.js';
+import type { Principal } from '../../platform/principal.js';
+import { API_KEY_HASH_ALG, generateApiKey, hashApiKey } from '../auth/credentials.js';
+import { invalidScopes } from '../auth/scopes.js';
+import { findKey, insertKey, listKeys, revokeKey, type KeyRecordRow } from './store.js';
+
+export function keyRecord(row: KeyRecordRow) {
+  return {
+    key_id: row.key_id,
+    prefix: row.prefix,
+    hash_alg: row.hash_alg,
+    label: row.label,
+    buyer_id: row.buyer_id,
+    scopes: row.scopes,
+    created_at: row.created_at.toISOString(),
+    last_used_at: row.last_used_at ? row.last_used_at.toISOString() : null,
+    revoked_at: row.revoked_at ? row.revoked_at.toISOString() : null,
+    revoked_reason: row.revoked_reason,
+  };
+}
+
+/**
+ * Creates a key for `buyerId` in `orgId` and returns the full key (shown once) with its record.
+ * Runs in the caller's transaction when given one.
+ */
+export async function createKey(
+  ctx: ServiceContext,
+  db: Queryable,
+  input: { orgId: string; buyerId: string; label: string; scopes: string[] },
+): Promise<{ api_key: string; key: ReturnType<typeof keyRecord> }> {
+  const bad = invalidScopes(input.scopes);
+  if (bad.length > 0) {
+    throw new ApiError(
+      'invalid_request',
+      `unknown scope ${bad.map((s) => `'${s}'`).join(', ')}; use buyer, read-only, write-only, buyer:read, operator or resource[:read|write]`,
+      bad.map((s) => ({ path: `/scopes/${input.scopes.indexOf(s)}`, message: `unknown scope '${s}'` })),
+    );
+  }
+  const generated = generateApiKey();
+  const row = await insertKey(db, {
+    keyId: generated.keyId,
+    orgId: input.orgId,
+    buyerId: input.buyerId,
+    prefix: generated.prefix,
+    hash: hashApiKey(generated.key, ctx.secrets.pepper),
+    hashAlg: API_KEY_HASH_ALG,
+    label: input.label,
+    scopes: [...new Set(input.scopes)],
+  });
+  return { api_key: generated.key, key: keyRecord(row) };
+}
+
+const isManager = (p: Principal) => p.role === 'owner' || p.role === 'admin';
+
+/** Owners and admins see every key of the organization; members see their own. */
+export async function listVisibleKeys(ctx: ServiceContext, principal: Principal) {
+  const rows = await listKeys(ctx.db, principal.orgId, isManager(principal) ? undefined : principal.buyerId);
+  return { keys: rows.map(keyRecord) };
+}
+
+/** Revokes at once; another organization's key, or (for a member) someone else's, is 404. */
+export async function revokeVisibleKey(ctx: ServiceContext, principal: Principal, keyId: string, reason: string) {
+  const existing = await findKey(ctx.db, principal.orgId, keyId);
+  if (!existing || (!isManager(principal) && existing.buyer_id !== principal.buyerId)) {
+    throw new ApiError('not_found', `API key ${keyId} not found`);
+  }
+  const revoked = await revokeKey(ctx.db, principal.orgId, keyId, reason);
+  if (!revoked) throw new ApiError('conflict', `API key ${keyId} is already revoked`);
+  ctx.log.info({ key_id: keyId, org_id: principal.orgId, by: principal.buyerId }, 'API key revoked');
+  return { message: `API key ${keyId} revoked` };
+}

@@ -1,0 +1,47 @@
+import { NODE_HEADERS, NODE_MAX_CLOCK_SKEW_MS, requestMessage, verifyHex } from '@svc/protocol';
+import type { FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../../context.js';
+import { ApiError } from '../../platform/errors.js';
+import { findNode, rememberSignature, touchNode, type NodeRow } from './store.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The node behind a signed node request (set by verifyNodeRequest). */
+    node?: NodeRow;
+    /** The exact request body bytes, kept for signature checks. */
+    rawBody?: Buffer;
+  }
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name.toLowerCase()];
+  return typeof value === 'string' ? value : undefined;
+}
+
+const refuse = (why: string) => new ApiError('unauthorized', `node request refused: ${why}`);
+
+/**
+ * Verifies a signed node request (docs/node-protocol.md): known node, timestamp within 60 s,
+ * Ed25519 signature over method, path with query, timestamp and body hash, and never seen before.
+ */
+export async function verifyNodeRequest(ctx: ServiceContext, request: FastifyRequest): Promise<NodeRow> {
+  const nodeId = header(request, NODE_HEADERS.node);
+  const timestamp = header(request, NODE_HEADERS.timestamp);
+  const signature = header(request, NODE_HEADERS.signature);
+  if (!nodeId || !timestamp || !signature) throw refuse(`send ${NODE_HEADERS.node}, ${NODE_HEADERS.timestamp} and ${NODE_HEADERS.signature}`);
+  if (!/^\d{1,16}$/.test(timestamp)) throw refuse('timestamp must be unix milliseconds');
+  if (Math.abs(Date.now() - Number(timestamp)) > NODE_MAX_CLOCK_SKEW_MS) throw refuse('timestamp is more than 60 s from the server clock');
+  if (!/^[0-9a-f]{128}$/.test(signature)) throw refuse('signature must be 128 lowercase hex characters');
+  const node = await findNode(ctx.db, nodeId);
+  if (!node) throw refuse('unknown node');
+  const message = requestMessage({ method: request.method, pathWithQuery: request.url, timestamp, body: request.rawBody ?? Buffer.alloc(0) });
+  if (!verifyHex(message, signature, node.pubkey)) throw refuse('bad signature');
+  if (!(await rememberSignature(ctx.db, signature))) throw refuse('replayed request');
+  await touchNode(ctx.db, node.id);
+  return node;
+}
+
+export function nodeOf(request: FastifyRequest): NodeRow {
+  if (!request.node) throw refuse('not a node request');
+  return request.node;
+}

@@ -1,0 +1,95 @@
+import { Type } from '@sinclair/typebox';
+import type { App } from '../../app.js';
+import type { ServiceContext } from '../../context.js';
+import { principalOf } from '../../platform/principal.js';
+import { MessageResponse } from '../auth/schemas.js';
+import { deliverResult, failWork, submitReceipt } from '../receipts/service.js';
+import { NodeReceiptRequest, Receipt } from '../receipts/schemas.js';
+import { heartbeat, pollWork } from '../scheduler/node-work.js';
+import { nodeOf } from './node-auth.js';
+import { HeartbeatRequest, HeartbeatResponse, NodeListQuery, NodeListResponse, NodeRegisterRequest, NodeRegisterResponse, NodeSummary } from './schemas.js';
+import { listNodeSummaries, registerNode } from './service.js';
+
+const tags = ['nodes'];
+const node = { auth: { node: true as const } };
+const WorkParams = Type.Object({ work_id: Type.String({ pattern: '^wrk_[a-z0-9]{26}$' }) });
+
+const WorkItem = Type.Object(
+  {
+    work_id: Type.String(), job_id: Type.String(), type: Type.String(), kind: Type.Integer(), model: Type.Union([Type.String(), Type.Null()]),
+    payload: Type.Object({}, { additionalProperties: true }), stream: Type.Boolean(), lease_expires_at: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'WorkItem' },
+);
+
+const ResultRequest = Type.Object(
+  {
+    output: Type.String({ maxLength: 64 * 1024 * 1024 }),
+    encoding: Type.Union([Type.Literal('utf8'), Type.Literal('base64')]),
+    content_type: Type.Optional(Type.String({ maxLength: 128 })),
+    result_hash: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+    metering_units: Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 }),
+    usage: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    exit_code: Type.Optional(Type.Integer()),
+  },
+  { $id: 'WorkResultRequest', additionalProperties: false },
+);
+
+export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
+  app.addSchema(NodeSummary);
+  app.addSchema(WorkItem);
+  app.post(
+    '/api/v1/node/register',
+    { config: { auth: { permission: 'nodes:write' } }, schema: { summary: 'Register a node (operator key; signed with the node key)', tags, body: NodeRegisterRequest, response: { 200: NodeRegisterResponse } } },
+    async (request) => registerNode(ctx, principalOf(request), request.body),
+  );
+  app.get(
+    '/api/v1/node/work',
+    {
+      config: node,
+      schema: {
+        summary: 'Long-poll for assigned work (signed node request)',
+        tags,
+        querystring: Type.Object({ wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 30_000, default: 25_000 })), max: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, default: 1 })) }),
+        response: { 200: Type.Object({ work: Type.Array(Type.Ref(WorkItem)) }) },
+      },
+    },
+    async (request) => {
+      const abort = new AbortController();
+      request.raw.once('close', () => abort.abort());
+      return pollWork(ctx, nodeOf(request), { waitMs: request.query.wait_ms ?? 25_000, max: request.query.max ?? 1, signal: abort.signal });
+    },
+  );
+  app.post(
+    '/api/v1/node/heartbeat',
+    { config: node, schema: { summary: 'Liveness, load and lease renewal; answers the work to stop', tags, body: HeartbeatRequest, response: { 200: HeartbeatResponse } } },
+    async (request) => heartbeat(ctx, nodeOf(request), request.body),
+  );
+  app.post(
+    '/api/v1/node/work/:work_id/result',
+    {
+      config: node,
+      bodyLimit: 96 * 1024 * 1024,
+      schema: { summary: 'Upload the result of leased work', tags, params: WorkParams, body: ResultRequest, response: { 200: Type.Object({ work_id: Type.String(), result_hash: Type.String(), status: Type.String() }) } },
+    },
+    async (request) => deliverResult(ctx, nodeOf(request), request.params.work_id, request.body),
+  );
+  app.post(
+    '/api/v1/node/work/:work_id/fail',
+    {
+      config: node,
+      schema: { summary: 'Report that leased work failed', tags, params: WorkParams, body: Type.Object({ message: Type.String({ minLength: 1, maxLength: 2000 }), retryable: Type.Optional(Type.Boolean()) }, { additionalProperties: false }), response: { 200: MessageResponse } },
+    },
+    async (request) => failWork(ctx, nodeOf(request), request.params.work_id, request.body),
+  );
+  app.post(
+    '/api/v1/node/receipt',
+    { config: node, schema: { summary: 'Submit the SVC1 receipt of delivered work; completes it', tags, body: NodeReceiptRequest, response: { 200: Receipt } } },
+    async (request) => submitReceipt(ctx, nodeOf(request), request.body),
+  );
+  app.get(
+    '/api/v1/nodes',
+    { config: { auth: { permission: 'nodes:read' } }, schema: { summary: "Your organization's nodes (or every online node with scope=all)", tags, querystring: NodeListQuery, response: { 200: NodeListResponse } } },
+    async (request) => listNodeSummaries(ctx, principalOf(request), request.query),
+  );
+}

@@ -1,0 +1,103 @@
+import type { Queryable } from '../../platform/db/index.js';
+
+export interface NodeRow {
+  id: string;
+  org_id: string;
+  pubkey: string;
+  name: string;
+  device_type: string | null;
+  device_class: string;
+  gpu_model: string | null;
+  cpu_cores: number;
+  ram_bytes: number;
+  vram_bytes: number;
+  country: string | null;
+  region: string | null;
+  models: string[];
+  capabilities: string[];
+  max_concurrency: number;
+  active_work: number;
+  price_micro_per_unit: Record<string, number>;
+  green: boolean;
+  reputation: number;
+  attestation_method: number;
+  attestation_verified: boolean;
+  load: number;
+  last_seen: Date | null;
+}
+
+export type NodeFields = Omit<NodeRow, 'id' | 'org_id' | 'pubkey' | 'active_work' | 'reputation' | 'load' | 'last_seen'> & {
+  bandwidth_mbps: number | null;
+  geohash_bucket: number | null;
+  sensors: string | null;
+};
+
+/**
+ * Inserts the node, or updates it when the same key registers again under the same organization.
+ * Returns undefined when the key belongs to another organization.
+ */
+export async function upsertNode(db: Queryable, node: { id: string; orgId: string; pubkey: string; fields: NodeFields }): Promise<NodeRow | undefined> {
+  const f = node.fields;
+  const { rows } = await db.query<NodeRow>(
+    `INSERT INTO nodes (id, org_id, pubkey, name, device_type, device_class, gpu_model, cpu_cores, ram_bytes, vram_bytes,
+        country, region, models, capabilities, max_concurrency, price_micro_per_unit, green, attestation_method,
+        attestation_verified, bandwidth_mbps, geohash_bucket, sensors, last_seen)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22, now())
+     ON CONFLICT (pubkey) DO UPDATE SET name = EXCLUDED.name, device_type = EXCLUDED.device_type,
+        device_class = EXCLUDED.device_class, gpu_model = EXCLUDED.gpu_model, cpu_cores = EXCLUDED.cpu_cores,
+        ram_bytes = EXCLUDED.ram_bytes, vram_bytes = EXCLUDED.vram_bytes, country = EXCLUDED.country,
+        region = EXCLUDED.region, models = EXCLUDED.models, capabilities = EXCLUDED.capabilities,
+        max_concurrency = EXCLUDED.max_concurrency, price_micro_per_unit = EXCLUDED.price_micro_per_unit,
+        green = EXCLUDED.green, attestation_method = EXCLUDED.attestation_method,
+        attestation_verified = EXCLUDED.attestation_verified, bandwidth_mbps = EXCLUDED.bandwidth_mbps,
+        geohash_bucket = EXCLUDED.geohash_bucket, sensors = EXCLUDED.sensors, last_seen = now(), updated_at = now()
+      WHERE nodes.org_id = EXCLUDED.org_id
+     RETURNING *`,
+    [
+      node.id, node.orgId, node.pubkey, f.name, f.device_type, f.device_class, f.gpu_model, f.cpu_cores, f.ram_bytes, f.vram_bytes,
+      f.country, f.region, f.models, f.capabilities, f.max_concurrency, JSON.stringify(f.price_micro_per_unit), f.green,
+      f.attestation_method, f.attestation_verified, f.bandwidth_mbps, f.geohash_bucket, f.sensors,
+    ],
+  );
+  return rows[0];
+}
+
+export async function findNode(db: Queryable, nodeId: string): Promise<NodeRow | undefined> {
+  const { rows } = await db.query<NodeRow>('SELECT * FROM nodes WHERE id = $1', [nodeId]);
+  return rows[0];
+}
+
+/** Records a signed call: the node is live. */
+export async function touchNode(db: Queryable, nodeId: string, heartbeat?: { load?: number; models?: string[]; freeVram?: number; activeWork?: number }): Promise<void> {
+  if (!heartbeat) {
+    await db.query('UPDATE nodes SET last_seen = now() WHERE id = $1', [nodeId]);
+    return;
+  }
+  await db.query(
+    `UPDATE nodes SET last_seen = now(), load = COALESCE($2, load), models = COALESCE($3, models),
+       free_vram_bytes = COALESCE($4, free_vram_bytes), active_work = COALESCE($5, active_work) WHERE id = $1`,
+    [nodeId, heartbeat.load ?? null, heartbeat.models ?? null, heartbeat.freeVram ?? null, heartbeat.activeWork ?? null],
+  );
+}
+
+/** Remembers a request signature; false when it was already seen (a replay). */
+export async function rememberSignature(db: Queryable, signature: string): Promise<boolean> {
+  const { rowCount } = await db.query('INSERT INTO node_request_nonces (signature) VALUES ($1) ON CONFLICT DO NOTHING', [signature]);
+  return rowCount === 1;
+}
+
+export async function forgetOldSignatures(db: Queryable): Promise<void> {
+  await db.query("DELETE FROM node_request_nonces WHERE seen_at < now() - interval '3 minutes'");
+}
+
+export async function listNodes(
+  db: Queryable,
+  filter: { orgId?: string; online?: boolean; country?: string; model?: string; limit: number; offset: number; liveSeconds: number },
+): Promise<{ rows: NodeRow[]; total: number }> {
+  const where = `($1::text IS NULL OR org_id = $1) AND ($2::text IS NULL OR country = $2) AND ($3::text IS NULL OR $3 = ANY(models))
+    AND ($4::boolean IS NULL OR (last_seen > now() - make_interval(secs => $5)) = $4)`;
+  const params = [filter.orgId ?? null, filter.country ?? null, filter.model ?? null, filter.online ?? null, filter.liveSeconds];
+  const { rows } = await db.query<NodeRow>(`SELECT * FROM nodes WHERE ${where} ORDER BY created_at, id LIMIT $6 OFFSET $7`, [...params, filter.limit, filter.offset]);
+  const count = await db.query<{ total: number }>(`SELECT count(*)::int AS total FROM nodes WHERE ${where}`, params);
+  return { rows, total: count.rows[0]?.total ?? 0 };
+}

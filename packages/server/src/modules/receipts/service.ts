@@ -1,0 +1,144 @@
+import { createHash } from 'node:crypto';
+import { verifySvc1 } from '@svc/protocol';
+import type { ServiceContext } from '../../context.js';
+import { ApiError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { deliverArtifacts, enqueueTerminalWebhook } from '../jobs/delivery.js';
+import { afterLostAttempt } from '../jobs/states.js';
+import { addJobEvent, findJobById, moveJob } from '../jobs/store.js';
+import type { NodeRow } from '../nodes/store.js';
+import { findWork, setWorkStatus } from '../scheduler/store.js';
+import { insertReceipt, receiptView, type ReceiptRow } from './store.js';
+
+/** The platform's share of each job's charge, in basis points (configurable later). */
+export const PLATFORM_FEE_BPS = 1500;
+
+export function operatorEarningCents(chargedCents: number, feeBps = PLATFORM_FEE_BPS): number {
+  return Math.floor((chargedCents * (10_000 - feeBps)) / 10_000);
+}
+
+async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
+  const work = await findWork(ctx.db, workId);
+  // Work leased to another node does not exist for this one.
+  if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
+  return work;
+}
+
+/**
+ * Stores a node's result for its work after checking the bytes hash to `result_hash`. Sending
+ * the same result again is accepted; a different one is 409: one job, one result.
+ */
+export async function deliverResult(
+  ctx: ServiceContext,
+  node: NodeRow,
+  workId: string,
+  body: { output: string; encoding: 'utf8' | 'base64'; content_type?: string; result_hash: string; metering_units: number; usage?: Record<string, unknown> },
+) {
+  const work = await openWorkOf(ctx, node, workId);
+  const bytes = Buffer.from(body.output, body.encoding === 'base64' ? 'base64' : 'utf8');
+  const actual = createHash('sha256').update(bytes).digest('hex');
+  if (actual !== body.result_hash) throw new ApiError('invalid_request', `result_hash ${body.result_hash} does not match the SHA-256 of the output (${actual})`, [{ path: '/result_hash', message: 'does not match the output' }]);
+  if (work.result_hash !== null) {
+    if (work.result_hash === body.result_hash) return { work_id: workId, result_hash: actual, status: work.status };
+    throw new ApiError('conflict', `work ${workId} already has a different result`);
+  }
+  if (work.status !== 'leased') throw new ApiError('conflict', `work ${workId} is ${work.status}; no result is accepted`);
+  const contentType = body.content_type ?? 'application/json';
+  await ctx.blobs.put(`results/${workId}`, bytes, contentType);
+  const { rowCount } = await ctx.db.query(
+    `UPDATE work_items SET status = 'delivered', result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
+      WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
+    [workId, actual, contentType, bytes.length, body.metering_units, body.usage ? JSON.stringify(body.usage) : null],
+  );
+  if (rowCount !== 1) throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
+  return { work_id: workId, result_hash: actual, status: 'delivered' };
+}
+
+/**
+ * Accepts a node's SVC1 receipt for delivered work and completes the job in one transaction:
+ * receipt stored, job completed, buyer charged min(units x price, budget), rest of the hold
+ * released, operator credited its earning. Strict: forged, mismatched, unleased or second
+ * receipts are refused and nothing is charged.
+ */
+export async function submitReceipt(
+  ctx: ServiceContext,
+  node: NodeRow,
+  body: { job_id: string; pubkey: string; result_hash: string; signature: string; metering_units: number; metadata?: Record<string, unknown> },
+) {
+  if (body.pubkey !== node.pubkey) throw new ApiError('forbidden', 'pubkey is not the key of the node making the request');
+  const fields = { job_id: body.job_id, node_public_key_hex: body.pubkey, result_hash_hex: body.result_hash, metering_units: body.metering_units };
+  if (!verifySvc1(fields, body.signature)) throw new ApiError('invalid_request', 'the SVC1 signature does not verify for these fields and this node key', [{ path: '/signature', message: 'does not verify' }]);
+  const outcome = await ctx.db.transaction(async (tx) => {
+    const { rows } = await tx.query<{ id: string; status: string }>(
+      "SELECT id, status FROM work_items WHERE job_id = $1 AND node_id = $2 ORDER BY created_at DESC LIMIT 1 FOR UPDATE",
+      [body.job_id, node.id],
+    );
+    const workRow = rows[0];
+    if (!workRow) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
+    const existing = await tx.query<ReceiptRow>('SELECT * FROM receipts WHERE work_id = $1', [workRow.id]);
+    if (existing.rows[0]) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
+    const work = await findWork(tx, workRow.id, true);
+    if (!work) throw new ApiError('not_found', `no work for ${body.job_id}`);
+    if (work.status !== 'delivered' || work.result_hash === null) {
+      throw new ApiError('conflict', work.status === 'leased' ? 'deliver the result (POST /api/v1/node/work/{work_id}/result) before the receipt' : `work is ${work.status}; no receipt is accepted`);
+    }
+    if (work.result_hash !== body.result_hash) throw new ApiError('invalid_request', 'result_hash differs from the delivered result', [{ path: '/result_hash', message: 'differs from the delivered result' }]);
+    const job = work.type === 'job' ? await findJobById(tx, work.job_id, true) : undefined;
+    if (work.type === 'job' && (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status))) {
+      throw new ApiError('conflict', `job ${body.job_id} is no longer leased to this node`);
+    }
+    const receipt = await insertReceipt(tx, {
+      id: newId('rcpt'), job_id: body.job_id, work_id: work.id, org_id: work.org_id, node_id: node.id, node_public_key: node.pubkey,
+      result_hash: body.result_hash, metering_units: body.metering_units, signature: body.signature,
+      metadata: { ...(body.metadata ?? {}), node_country: node.country, node_region: node.region, gpu_model: node.gpu_model },
+    });
+    await setWorkStatus(tx, work.id, 'completed');
+    if (!job) return { receipt, job: undefined };
+    const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
+    const settlement = job.hold_id
+      ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, { description: `job ${job.id}: ${body.metering_units} units on ${node.id}`, ref: job.id })
+      : { charged_cents: 0, released_cents: 0, transaction: null };
+    const earning = operatorEarningCents(settlement.charged_cents);
+    if (earning > 0) await ctx.ledger.within(tx).credit(node.org_id, earning, { txType: 'earning', description: `job ${job.id} on ${node.id}`, ref: job.id });
+    const completed = await moveJob(tx, job.id, 'completed', { result_hash: body.result_hash, charged_cents: settlement.charged_cents });
+    await addJobEvent(tx, job.id, 'job_completed', {
+      result_hash: body.result_hash, node_id: node.id, receipt_id: receipt.id, metering_units: body.metering_units,
+      charged_cents: settlement.charged_cents, released_cents: settlement.released_cents, operator_earning_cents: earning,
+    });
+    if (completed) await enqueueTerminalWebhook(tx, completed);
+    return { receipt, job: completed };
+  });
+  if (outcome.job && (outcome.job.spec.delivery_artifact_put_url || outcome.job.spec.delivery_manifest_put_url)) {
+    const blob = await ctx.blobs.get(`results/${outcome.job.work_id}`);
+    const job = outcome.job;
+    if (blob) void deliverArtifacts(ctx, job, blob, outcome.receipt.id).catch((err: unknown) => ctx.log.error({ err, job_id: job.id }, 'artifact delivery failed'));
+  }
+  return receiptView(outcome.receipt);
+}
+
+/** A node reports it could not do the work: retryable -> back to the queue (3 attempts), else failed. */
+export async function failWork(ctx: ServiceContext, node: NodeRow, workId: string, body: { message: string; retryable?: boolean }) {
+  const work = await openWorkOf(ctx, node, workId);
+  const requeued = await ctx.db.transaction(async (tx) => {
+    const locked = await findWork(tx, workId, true);
+    if (!locked || !['leased', 'delivered'].includes(locked.status)) throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
+    await setWorkStatus(tx, workId, 'failed');
+    if (work.type !== 'job') return false;
+    const job = await findJobById(tx, work.job_id, true);
+    if (!job || job.work_id !== workId) return false;
+    await addJobEvent(tx, job.id, 'job_attempt_failed', { node_id: node.id, work_id: workId, message: body.message, retryable: body.retryable ?? false });
+    const next = body.retryable ? afterLostAttempt(job.attempts) : 'failed';
+    if (next === 'pending') {
+      await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
+      await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: body.message });
+      return true;
+    }
+    const failed = await moveJob(tx, job.id, 'failed', { failure_reason: body.message });
+    if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
+    await addJobEvent(tx, job.id, 'job_failed', { reason: body.message, attempts: job.attempts, released_cents: job.budget_cents });
+    if (failed) await enqueueTerminalWebhook(tx, failed);
+    return false;
+  });
+  if (requeued) await ctx.bus.publish('jobs', work.job_id);
+  return { message: requeued ? 'work failed; the job is queued again' : 'work failed' };
+}

@@ -1,0 +1,92 @@
+import { findJobKind } from '@svc/protocol';
+
+/** What matching needs of a job (DESIGN.md section 8). Pure data. */
+export interface MatchJob {
+  kind: number;
+  execution_pool: 'public' | 'sovereign';
+  model: string | null;
+  strict_jurisdiction: string | null;
+  region: string | null;
+  green_only: boolean;
+  min_reputation: number | null;
+  required_capabilities: string[];
+  max_price_micro_per_unit: number;
+}
+
+/** What matching needs of a node. */
+export interface MatchNode {
+  country: string | null;
+  region: string | null;
+  attestation_verified: boolean;
+  green: boolean;
+  reputation: number;
+  capabilities: string[];
+  gpu_model: string | null;
+  cpu_cores: number;
+  ram_bytes: number;
+  vram_bytes: number;
+  models: string[];
+  price_micro_per_unit: Record<string, number>;
+}
+
+const GB = 2 ** 30;
+
+/** The catalogue's lowest price per single unit of a kind, in micro-CAD (tokens are priced per 1,000). */
+export function floorPriceMicroPerUnit(kind: number): number {
+  const k = findJobKind(kind);
+  return k ? k.price.min_micro_cad / k.price.per_units : 0;
+}
+
+/** What the node asks per unit of this kind: its own price, else the catalogue floor. */
+export function askingPrice(node: Pick<MatchNode, 'price_micro_per_unit'>, kind: number): number {
+  return node.price_micro_per_unit[String(kind)] ?? floorPriceMicroPerUnit(kind);
+}
+
+/** Checks one `required_capabilities` entry; undefined when the entry is not understood. */
+export function capabilityMet(node: MatchNode, capability: string): boolean | undefined {
+  const [name, value] = capability.split(':', 2);
+  const n = Number(value);
+  switch (name) {
+    case 'cpu':
+      return value === undefined ? true : undefined;
+    case 'gpu':
+      return value === undefined ? node.gpu_model !== null : undefined;
+    case 'process':
+      return value === undefined ? node.capabilities.includes('process') : undefined;
+    case 'min_cpu_cores':
+      return Number.isFinite(n) ? node.cpu_cores >= n : undefined;
+    case 'min_ram_gb':
+      return Number.isFinite(n) ? node.ram_bytes >= n * GB : undefined;
+    case 'min_vram_gb':
+      return Number.isFinite(n) ? node.vram_bytes >= n * GB : undefined;
+    case 'model':
+      return value ? node.models.includes(value) : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The first constraint the node fails for the job, as a short phrase for logs and 503 messages;
+ * undefined when the node may take the job. Every constraint is hard.
+ *
+ * @example
+ * unmetConstraint(job, node) // 'strict_jurisdiction CA (node is in US)'
+ */
+export function unmetConstraint(job: MatchJob, node: MatchNode): string | undefined {
+  if (job.strict_jurisdiction !== null && node.country !== job.strict_jurisdiction) {
+    return `strict_jurisdiction ${job.strict_jurisdiction} (node is in ${node.country ?? 'an undeclared country'})`;
+  }
+  if (job.execution_pool === 'sovereign' && !node.attestation_verified) return 'sovereign pool (node attestation not verified)';
+  if (job.region !== null && node.region !== job.region) return `region ${job.region}`;
+  if (job.green_only && !node.green) return 'green_only';
+  if (job.min_reputation !== null && node.reputation < job.min_reputation) return `min_reputation ${job.min_reputation}`;
+  if (job.model !== null && !node.models.includes(job.model)) return `model ${job.model}`;
+  if ((job.kind === 5 || job.kind === 6) && !node.capabilities.includes('process')) return 'process runner';
+  if (job.kind === 6 && node.gpu_model === null) return 'gpu';
+  for (const capability of job.required_capabilities) {
+    if (capabilityMet(node, capability) !== true) return `capability ${capability}`;
+  }
+  if (askingPrice(node, job.kind) > job.max_price_micro_per_unit) return 'max_price_per_unit';
+  return undefined;
+}

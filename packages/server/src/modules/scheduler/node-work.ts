@@ -1,0 +1,39 @@
+import type { ServiceContext } from '../../context.js';
+import { moveJob, addJobEvent } from '../jobs/store.js';
+import { touchNode, type NodeRow } from '../nodes/store.js';
+import { claimJobs, workItemView } from './service.js';
+import { LEASE_SECONDS, renewLeases } from './store.js';
+
+/**
+ * The node's long-poll: claims work at once if any is eligible, else waits for a job signal (from
+ * any instance) until `waitMs` runs out, and claims again each time it is woken.
+ */
+export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { waitMs: number; max: number; signal?: AbortSignal }) {
+  const deadline = Date.now() + options.waitMs;
+  for (;;) {
+    const work = await claimJobs(ctx, node, options.max);
+    if (work.length > 0) return { work: work.map(workItemView) };
+    const left = deadline - Date.now();
+    if (left <= 0 || options.signal?.aborted) return { work: [] };
+    await ctx.jobSignal.wait(left, options.signal);
+  }
+}
+
+/**
+ * Renews the leases of the work the node says it runs and tells it what to stop: work it no
+ * longer holds (cancelled by the buyer, or the lease was lost and the job went elsewhere).
+ * A job's first heartbeat moves it from `assigned` to `running`.
+ */
+export async function heartbeat(ctx: ServiceContext, node: NodeRow, body: { load?: number; active_work?: string[]; models?: string[]; free_vram_bytes?: number }) {
+  const active = body.active_work ?? [];
+  const { renewed, gone } = await renewLeases(ctx.db, node.id, active);
+  await touchNode(ctx.db, node.id, { load: body.load, models: body.models, freeVram: body.free_vram_bytes, activeWork: renewed.length });
+  if (renewed.length > 0) {
+    const { rows } = await ctx.db.query<{ job_id: string; id: string }>("SELECT job_id, id FROM work_items WHERE id = ANY($1) AND type = 'job'", [renewed]);
+    for (const row of rows) {
+      const started = await moveJob(ctx.db, row.job_id, 'running');
+      if (started) await addJobEvent(ctx.db, row.job_id, 'job_running', { node_id: node.id, work_id: row.id });
+    }
+  }
+  return { cancel: gone, lease_expires_at: new Date(Date.now() + LEASE_SECONDS * 1000).toISOString() };
+}

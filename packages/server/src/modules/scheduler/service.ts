@@ -1,0 +1,103 @@
+import type { ServiceContext } from '../../context.js';
+import { newId } from '../../platform/ids.js';
+import { enqueueTerminalWebhook } from '../jobs/delivery.js';
+import { afterLostAttempt } from '../jobs/states.js';
+import { addJobEvent, findJobById, moveJob, type JobRow } from '../jobs/store.js';
+import type { NodeRow } from '../nodes/store.js';
+import { askingPrice, unmetConstraint } from './matching.js';
+import { countOpenWork, insertWork, lockExpiredWork, lockPendingJobs, setWorkStatus, type WorkRow } from './store.js';
+
+/** How many pending jobs one claim looks at before giving up for this poll. */
+const CLAIM_WINDOW = 200;
+
+function matchJob(job: JobRow) {
+  return {
+    kind: job.kind,
+    execution_pool: job.execution_pool,
+    model: job.spec.model,
+    strict_jurisdiction: job.spec.strict_jurisdiction,
+    region: job.spec.region,
+    green_only: job.spec.green_only,
+    min_reputation: job.spec.min_reputation,
+    required_capabilities: job.spec.required_capabilities,
+    max_price_micro_per_unit: job.max_price_micro_per_unit,
+  };
+}
+
+function payloadOf(job: JobRow): Record<string, unknown> {
+  const s = job.spec;
+  if (job.kind === 1) return { model: s.model, inputs: s.inputs ?? [] };
+  if (job.kind === 2) return { model: s.model, inputs: s.inputs ?? [] };
+  if (job.kind === 3) return { model: s.model, payload_url: s.payload_url };
+  if (job.kind === 4) return { model: s.model, prompts: s.inputs ?? [] };
+  return { runner_args: s.runner_args, timeout_seconds: s.timeout_seconds, inputs: s.inputs, payload_url: s.payload_url };
+}
+
+/** The work item as the node receives it (docs/node-protocol.md). */
+export function workItemView(w: WorkRow) {
+  return { work_id: w.id, job_id: w.job_id, type: w.type, kind: w.kind, model: w.model, payload: w.payload, stream: w.stream, lease_expires_at: w.lease_expires_at.toISOString() };
+}
+
+/**
+ * Assigns up to `max` pending jobs this node is eligible for (every constraint of DESIGN.md
+ * section 8), oldest first. Jobs are locked with SKIP LOCKED, so two nodes or two server
+ * instances never take the same job; the job's state guard makes a double assignment impossible.
+ */
+export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number): Promise<WorkRow[]> {
+  return ctx.db.transaction(async (tx) => {
+    const free = Math.min(max, node.max_concurrency - (await countOpenWork(tx, node.id)));
+    if (free <= 0) return [];
+    const pools = node.attestation_verified ? ['public', 'sovereign'] : ['public'];
+    const candidates = await lockPendingJobs(tx, pools, CLAIM_WINDOW);
+    const claimed: WorkRow[] = [];
+    for (const job of candidates) {
+      if (claimed.length >= free) break;
+      if (unmetConstraint(matchJob(job), node) !== undefined) continue;
+      const workId = newId('wrk');
+      const moved = await moveJob(tx, job.id, 'assigned', { node_id: node.id, work_id: workId, attempts: job.attempts + 1 });
+      if (!moved) continue;
+      const work = await insertWork(tx, {
+        id: workId, job_id: job.id, org_id: job.org_id, node_id: node.id, type: 'job', kind: job.kind, model: job.spec.model,
+        payload: payloadOf(job), stream: false, price_micro_per_unit: askingPrice(node, job.kind),
+      });
+      await addJobEvent(tx, job.id, 'job_assigned', {
+        node_id: node.id, region: node.region, country: node.country, work_id: workId, attempt: job.attempts + 1,
+        price_micro_per_unit: work.price_micro_per_unit, latency_ms: moved.assigned_at && moved.pending_at ? moved.assigned_at.getTime() - moved.pending_at.getTime() : null,
+      });
+      claimed.push(work);
+    }
+    return claimed;
+  });
+}
+
+/**
+ * Handles expired leases: the work is `lost`, and its job goes back to `pending` (or `failed`,
+ * releasing its hold, after the third attempt). Safe to run on every instance at once.
+ */
+export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
+  const requeued = await ctx.db.transaction(async (tx) => {
+    const expired = await lockExpiredWork(tx, 100);
+    let count = 0;
+    for (const work of expired) {
+      await setWorkStatus(tx, work.id, 'lost');
+      if (work.type !== 'job') continue;
+      const job = await findJobById(tx, work.job_id, true);
+      if (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status)) continue;
+      const next = afterLostAttempt(job.attempts);
+      await addJobEvent(tx, job.id, 'job_lease_lost', { node_id: work.node_id, work_id: work.id, attempt: job.attempts });
+      if (next === 'pending') {
+        await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
+        await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: 'lease expired' });
+        count++;
+      } else {
+        const failed = await moveJob(tx, job.id, 'failed', { failure_reason: `no node completed it in ${job.attempts} attempts` });
+        if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
+        await addJobEvent(tx, job.id, 'job_failed', { reason: 'lease expired on the last attempt', attempts: job.attempts, released_cents: job.budget_cents });
+        if (failed) await enqueueTerminalWebhook(tx, failed);
+      }
+    }
+    return count;
+  });
+  if (requeued > 0) await ctx.bus.publish('jobs', 'requeued');
+  return requeued;
+}

@@ -1,0 +1,78 @@
+import type { Queryable } from '../../platform/db/index.js';
+import type { JobRow } from '../jobs/store.js';
+
+export const LEASE_SECONDS = 30;
+
+export interface WorkRow {
+  id: string;
+  job_id: string;
+  org_id: string;
+  node_id: string;
+  type: string;
+  kind: number;
+  model: string | null;
+  payload: Record<string, unknown>;
+  stream: boolean;
+  status: 'leased' | 'delivered' | 'completed' | 'failed' | 'lost' | 'cancelled';
+  lease_expires_at: Date;
+  price_micro_per_unit: number;
+  result_hash: string | null;
+  result_content_type: string | null;
+  metering_units: number | null;
+  usage: Record<string, unknown> | null;
+}
+
+/** Pending jobs of the pools a node may serve, oldest first, locked for this transaction (others skip them). */
+export async function lockPendingJobs(db: Queryable, pools: string[], limit: number): Promise<JobRow[]> {
+  const { rows } = await db.query<JobRow>(
+    `SELECT * FROM jobs WHERE status = 'pending' AND execution_pool = ANY($1) ORDER BY pending_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`,
+    [pools, limit],
+  );
+  return rows;
+}
+
+export async function insertWork(db: Queryable, w: Omit<WorkRow, 'status' | 'lease_expires_at' | 'result_hash' | 'result_content_type' | 'metering_units' | 'usage'>): Promise<WorkRow> {
+  const { rows } = await db.query<WorkRow>(
+    `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, price_micro_per_unit)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'leased', now() + make_interval(secs => $10), $11) RETURNING *`,
+    [w.id, w.job_id, w.org_id, w.node_id, w.type, w.kind, w.model, JSON.stringify(w.payload), w.stream, LEASE_SECONDS, w.price_micro_per_unit],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('work insert returned nothing');
+  return row;
+}
+
+export async function countOpenWork(db: Queryable, nodeId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM work_items WHERE node_id = $1 AND status IN ('leased', 'delivered')", [nodeId]);
+  return rows[0]?.n ?? 0;
+}
+
+/** Extends the leases of the listed work this node still holds; returns the ids it no longer holds. */
+export async function renewLeases(db: Queryable, nodeId: string, workIds: string[]): Promise<{ renewed: string[]; gone: string[] }> {
+  if (workIds.length === 0) return { renewed: [], gone: [] };
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE work_items SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+      WHERE node_id = $1 AND id = ANY($2) AND status IN ('leased', 'delivered') RETURNING id`,
+    [nodeId, workIds, LEASE_SECONDS],
+  );
+  const renewed = rows.map((r) => r.id);
+  return { renewed, gone: workIds.filter((id) => !renewed.includes(id)) };
+}
+
+export async function findWork(db: Queryable, workId: string, lock = false): Promise<WorkRow | undefined> {
+  const { rows } = await db.query<WorkRow>(`SELECT * FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`, [workId]);
+  return rows[0];
+}
+
+/** Expired leases, locked for this transaction so one instance handles each. */
+export async function lockExpiredWork(db: Queryable, limit: number): Promise<WorkRow[]> {
+  const { rows } = await db.query<WorkRow>(
+    `SELECT * FROM work_items WHERE status IN ('leased', 'delivered') AND lease_expires_at < now() ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    [limit],
+  );
+  return rows;
+}
+
+export async function setWorkStatus(db: Queryable, workId: string, status: WorkRow['status']): Promise<void> {
+  await db.query('UPDATE work_items SET status = $2, updated_at = now() WHERE id = $1', [workId, status]);
+}
