@@ -64,7 +64,7 @@ export async function createContext(
     const secrets = await loadPlatformSecrets(db, config);
     const rateLimiter = createRateLimiter(config, { onError: (err) => log.warn({ err }, 'rate limiter: Redis unreachable, counting in memory') });
     const bus = createDbBus(db);
-    const jobSignal = await createJobSignal({ bus });
+    const jobSignal = await createJobSignal({ bus, db });
     const ctx: ServiceContext = {
       config,
       db,

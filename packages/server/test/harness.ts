@@ -6,6 +6,7 @@ import { startServer, type RunningServer } from '../src/server.js';
 import { createTestStore, type TestStore } from './test-store.js';
 
 export { TEST_STORE_KIND, createTestStore, type TestStore } from './test-store.js';
+export { createTestNode, type TestNode, type WorkItem } from './test-node.js';
 
 /** Log lines a test app wrote, for asserting that secrets never reach them. */
 export class LogCapture extends Writable {

@@ -1,30 +1,59 @@
-import { EventEmitter } from 'node:events';
 import type { ServiceContext } from '../../context.js';
 import { sendDueWebhooks } from '../jobs/delivery.js';
 import { forgetOldSignatures } from '../nodes/store.js';
-import { sweepExpiredLeases } from './service.js';
+import { findJobById } from '../jobs/store.js';
+import { unmetConstraint, type MatchNode } from './matching.js';
+import { matchJob, sweepExpiredLeases } from './service.js';
 
 /** Wakes long-polling nodes in this process when any instance says a job became eligible. */
 export interface JobSignal {
-  /** Resolves after `ms`, at the next job signal, or when `signal` aborts, whichever is first. */
-  wait(ms: number, signal?: AbortSignal): Promise<void>;
+  /**
+   * Resolves after `ms`, when a job this node may take is signalled, or when `signal` aborts,
+   * whichever is first.
+   */
+  wait(node: MatchNode, ms: number, signal?: AbortSignal): Promise<void>;
 }
 
-export async function createJobSignal(ctx: Pick<ServiceContext, 'bus'>): Promise<{ signal: JobSignal; close: () => Promise<void> }> {
-  const events = new EventEmitter();
-  events.setMaxListeners(0);
-  const unsubscribe = await ctx.bus.subscribe('jobs', () => events.emit('jobs'));
+interface Waiter {
+  node: MatchNode;
+  wake: () => void;
+}
+
+/**
+ * Targeted wake-ups: a signal naming a job wakes only the longest-waiting node of this process
+ * that is eligible for it (not every waiting node, which would make each submission cost one
+ * claim per waiting node); any other signal (a requeue) wakes all.
+ */
+export async function createJobSignal(ctx: Pick<ServiceContext, 'bus' | 'db'>): Promise<{ signal: JobSignal; close: () => Promise<void> }> {
+  const waiters = new Set<Waiter>();
+  const wakeFor = async (payload: string) => {
+    if (waiters.size === 0) return;
+    const job = payload.startsWith('job_') ? await findJobById(ctx.db, payload) : undefined;
+    if (!job) {
+      for (const w of [...waiters]) w.wake();
+      return;
+    }
+    if (job.status !== 'pending') return;
+    for (const w of waiters) {
+      if (unmetConstraint(matchJob(job), w.node) === undefined) {
+        w.wake();
+        return;
+      }
+    }
+  };
+  const unsubscribe = await ctx.bus.subscribe('jobs', (payload) => void wakeFor(payload).catch(() => undefined));
   const signal: JobSignal = {
-    wait(ms, abort) {
+    wait(node, ms, abort) {
       return new Promise<void>((resolve) => {
+        const waiter: Waiter = { node, wake: () => done() };
         const done = () => {
           clearTimeout(timer);
-          events.off('jobs', done);
+          waiters.delete(waiter);
           abort?.removeEventListener('abort', done);
           resolve();
         };
         const timer = setTimeout(done, ms);
-        events.once('jobs', done);
+        waiters.add(waiter);
         abort?.addEventListener('abort', done, { once: true });
       });
     },

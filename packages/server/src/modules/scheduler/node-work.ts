@@ -15,7 +15,7 @@ export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { wa
     if (work.length > 0) return { work: work.map(workItemView) };
     const left = deadline - Date.now();
     if (left <= 0 || options.signal?.aborted) return { work: [] };
-    await ctx.jobSignal.wait(left, options.signal);
+    await ctx.jobSignal.wait(node, left, options.signal);
   }
 }
 

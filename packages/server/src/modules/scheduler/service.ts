@@ -5,12 +5,13 @@ import { afterLostAttempt } from '../jobs/states.js';
 import { addJobEvent, findJobById, moveJob, type JobRow } from '../jobs/store.js';
 import type { NodeRow } from '../nodes/store.js';
 import { askingPrice, unmetConstraint } from './matching.js';
-import { countOpenWork, insertWork, lockExpiredWork, lockPendingJobs, setWorkStatus, type WorkRow } from './store.js';
+import { countOpenWork, insertWork, lockExpiredWork, lockStillPending, pendingJobs, setWorkStatus, type WorkRow } from './store.js';
 
 /** How many pending jobs one claim looks at before giving up for this poll. */
 const CLAIM_WINDOW = 200;
 
-function matchJob(job: JobRow) {
+/** The matching view of a job row. */
+export function matchJob(job: JobRow) {
   return {
     kind: job.kind,
     execution_pool: job.execution_pool,
@@ -48,11 +49,13 @@ export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number)
     const free = Math.min(max, node.max_concurrency - (await countOpenWork(tx, node.id)));
     if (free <= 0) return [];
     const pools = node.attestation_verified ? ['public', 'sovereign'] : ['public'];
-    const candidates = await lockPendingJobs(tx, pools, CLAIM_WINDOW);
+    // Match on a snapshot, then lock only the chosen jobs: cheap, and SKIP LOCKED keeps two
+    // claimers from waiting on each other. The window bounds how far back a node looks.
+    const eligible = (await pendingJobs(tx, pools, CLAIM_WINDOW)).filter((job) => unmetConstraint(matchJob(job), node) === undefined);
+    const candidates = await lockStillPending(tx, eligible.slice(0, free * 2).map((j) => j.id));
     const claimed: WorkRow[] = [];
     for (const job of candidates) {
       if (claimed.length >= free) break;
-      if (unmetConstraint(matchJob(job), node) !== undefined) continue;
       const workId = newId('wrk');
       const moved = await moveJob(tx, job.id, 'assigned', { node_id: node.id, work_id: workId, attempts: job.attempts + 1 });
       if (!moved) continue;

@@ -1,0 +1,92 @@
+import { generateEd25519, requestMessage, sha256Hex, signHex, signSvc1, svc1Message } from '@svc/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer, type TestNode, type WorkItem } from '../../../test/harness.js';
+
+describe('receipts and node requests are verified strictly; refused ones charge nothing', () => {
+  let t: TestApp;
+  let buyer: TestBuyer;
+  let node: TestNode;
+  let other: TestNode;
+  let work: WorkItem;
+  const output = '{"answer":42}';
+  /** 2,000,000 tokens at the 0.05 micro-CAD floor: 10 cents. */
+  const UNITS = 2_000_000;
+  const balance = async () => (await t.app.inject({ method: 'GET', url: '/api/v1/billing/balance', headers: bearer(buyer.apiKey) })).json();
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    buyer = await signUp(t.app);
+    const operator = await signUp(t.app);
+    const key = await createKey(t.app, operator, ['operator']);
+    node = await createTestNode(t.app, key);
+    other = await createTestNode(t.app, key);
+    await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' } });
+    const [w] = await node.poll();
+    if (!w) throw new Error('no work');
+    work = w;
+  });
+  afterAll(() => t.close());
+
+  it('refuses node requests with a bad signature, a stale timestamp, an unknown node or a replay', async () => {
+    const badSig = await node.call('POST', '/api/v1/node/heartbeat', { active_work: [] }, { signature: 'ab'.repeat(64) });
+    expect(badSig.statusCode).toBe(401);
+    expect(badSig.json().message).toContain('bad signature');
+    const stale = await node.call('POST', '/api/v1/node/heartbeat', { active_work: [] }, { timestamp: Date.now() - 61_000 });
+    expect(stale.json().message).toContain('60 s');
+    // Same bytes, same timestamp, same signature: a replay.
+    const ts = Date.now();
+    const first = await node.call('POST', '/api/v1/node/heartbeat', { active_work: [] }, { timestamp: ts });
+    expect(first.statusCode).toBe(200);
+    const again = await node.call('POST', '/api/v1/node/heartbeat', { active_work: [] }, { timestamp: ts });
+    expect(again.statusCode).toBe(401);
+    expect(again.json().message).toContain('replayed');
+    // The signature covers the body: another body under a signature for the first fails.
+    const ts2 = Date.now() + 1;
+    const sigForFirstBody = signHex(requestMessage({ method: 'POST', pathWithQuery: '/api/v1/node/heartbeat', timestamp: ts2, body: JSON.stringify({ active_work: [] }) }), node.privateKey);
+    const tampered = await node.call('POST', '/api/v1/node/heartbeat', { active_work: ['x'] }, { timestamp: ts2, signature: sigForFirstBody });
+    expect(tampered.statusCode).toBe(401);
+    expect(tampered.json().message).toContain('bad signature');
+  });
+
+  it('refuses a result whose bytes do not hash to result_hash', async () => {
+    const res = await node.call('POST', `/api/v1/node/work/${work.work_id}/result`, { output, encoding: 'utf8', result_hash: sha256Hex('something else'), metering_units: UNITS });
+    expect(res.statusCode).toBe(400);
+  });
+
+  it('refuses a receipt before the result is delivered', async () => {
+    const res = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS });
+    expect(res.statusCode).toBe(409);
+  });
+
+  it('refuses work leased to another node (404), a forged receipt, a mismatched hash, and a receipt under another pubkey', async () => {
+    expect((await other.deliver(work, output, UNITS)).statusCode).toBe(404);
+    expect((await node.deliver(work, output, UNITS)).statusCode).toBe(200);
+    expect((await node.deliver(work, output, UNITS)).statusCode).toBe(200); // identical re-upload
+    expect((await node.deliver(work, `${output} `, UNITS)).statusCode).toBe(409); // a different result
+    const forger = generateEd25519().privateKey;
+    const forged = signHex(svc1Message({ job_id: work.job_id, node_public_key_hex: node.pubkey, result_hash_hex: sha256Hex(output), metering_units: UNITS }), forger);
+    const f = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS, signature: forged });
+    expect(f.statusCode).toBe(400);
+    expect(f.json().message).toContain('does not verify');
+    const mismatched = await node.receipt(work, { result_hash: sha256Hex('other'), metering_units: UNITS });
+    expect(mismatched.statusCode).toBe(400);
+    expect(mismatched.json().message).toContain('differs from the delivered result');
+    const units = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS, signature: signSvc1({ job_id: work.job_id, node_public_key_hex: node.pubkey, result_hash_hex: sha256Hex(output), metering_units: UNITS + 1 }, node.privateKey) });
+    expect(units.statusCode).toBe(400);
+    expect((await other.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS })).statusCode).toBe(404);
+    expect((await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS, pubkey: other.pubkey })).statusCode).toBe(403);
+    expect(await balance()).toMatchObject({ balance_cents: 500, held_cents: 100 });
+  });
+
+  it('accepts the genuine receipt once; a second one is 409 and charges nothing more', async () => {
+    const ok = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS });
+    expect(ok.statusCode).toBe(200);
+    const after = await balance();
+    const dup = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS });
+    expect(dup.statusCode).toBe(409);
+    expect(await balance()).toEqual(after);
+    const rows = await t.ctx.db.query<{ n: number }>("SELECT count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge'");
+    expect(rows.rows[0]?.n).toBe(1);
+    expect(after).toMatchObject({ balance_cents: 490, held_cents: 0 });
+  });
+});
