@@ -78,7 +78,7 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
   const country = flag('country');
   if (country !== undefined && !/^[A-Z]{2}$/.test(country)) throw new UsageError(`--country must be two upper-case letters (ISO 3166-1 alpha-2, e.g. CA), got '${country}'`);
   const region = flag('region');
-  if (region !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(region)) throw new UsageError(`--region must be 1 to 64 letters, digits, '-' or '_' (e.g. ca-central), got '${region}'`);
+  if (region !== undefined && !/^[a-z0-9-]{1,64}$/.test(region)) throw new UsageError(`--region must be 1 to 64 lower-case letters, digits or '-' (e.g. ca-central), got '${region}'`);
   const name = flag('name');
   if (name !== undefined && (name.trim() === '' || name.length > 100)) throw new UsageError('--name must be 1 to 100 characters');
   const rawConcurrency = flag('concurrency') ?? '1';
@@ -153,7 +153,12 @@ function logEvent(event: AgentEvent): void {
   else if (event.event === 'warning') process.stderr.write(`svc node: warning: ${event.work_id ? `${event.work_id}: ` : ''}${event.message}\n`);
 }
 
-/** `svc node`: exit 0 after a clean stop, 1 when registration or an engine fails, 2 on bad usage. */
+/**
+ * `svc node`: exit 0 after a clean stop, 1 when registration or an engine fails, 2 on bad usage.
+ *
+ * @example
+ * process.exitCode = await node(['--server', 'https://svc.example', '--allow-process-runner']);
+ */
 export async function node(argv: string[]): Promise<number> {
   const config = parseNodeFlags(parseArgs(argv, { values: VALUES, booleans: ['allow-process-runner'] }), process.env);
   let engines: EngineSet;

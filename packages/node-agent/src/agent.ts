@@ -1,0 +1,283 @@
+import { backoffDelay, sleep, type BackoffPolicy } from './backoff.js';
+import { ControlPlaneError, createNodeClient, type NodeClient } from './client.js';
+import { withRetries } from './delivery.js';
+import { createHeartbeat } from './heartbeat.js';
+import { loadOrCreateIdentity, writeNodeRecord, type NodeIdentity } from './identity.js';
+import { createOutbox } from './outbox.js';
+import type { EngineSet } from './runners/types.js';
+import { readSystemInfo } from './system-info.js';
+import type { RegisterInfo, RegisterResponse, WorkItem } from './wire.js';
+import { deliverWork, processWork, reportFailure, type AgentEvent, type TrackedWork, type WorkDeps } from './work.js';
+
+/** The agent's clocks; tests shorten them. */
+export interface AgentTiming {
+  /** Long-poll `wait_ms` (default 25 s). */
+  waitMs: number;
+  /** Heartbeat period (default 10 s). */
+  heartbeatMs: number;
+  /** How long `stop()` lets running work finish (default 30 s). */
+  graceMs: number;
+  /** Backoff between failed polls (default 1 s doubling to 30 s, full jitter). */
+  pollBackoff: BackoffPolicy;
+  /** Backoff between failed uploads (default 0.5 s doubling to 30 s, full jitter). */
+  uploadBackoff: BackoffPolicy;
+  /** Give up an upload (keeping it in the outbox) after this long (default 2 min). */
+  uploadDeadlineMs: number;
+}
+
+export const DEFAULT_TIMING: AgentTiming = {
+  waitMs: 25_000,
+  heartbeatMs: 10_000,
+  graceMs: 30_000,
+  pollBackoff: { baseMs: 1_000, capMs: 30_000 },
+  uploadBackoff: { baseMs: 500, capMs: 30_000 },
+  uploadDeadlineMs: 120_000,
+};
+
+export interface NodeAgentOptions {
+  server: string;
+  /** Operator-scoped API key, used only to register. */
+  apiKey: string;
+  dataDir: string;
+  /** Engines by catalogue id; their keys are the models the node registers. */
+  engines?: EngineSet;
+  /** ISO 3166-1 alpha-2, upper case. */
+  country?: string;
+  region?: string;
+  name?: string;
+  /** Work items run at once, 1 to 16 (default 1). */
+  concurrency?: number;
+  allowProcessRunner?: boolean;
+  /** Overrides the detected GPU model (only NVIDIA GPUs are detected). */
+  gpuModel?: string;
+  /** For control-plane calls (default global fetch). */
+  fetch?: typeof fetch;
+  onEvent?: (event: AgentEvent) => void;
+  timing?: Partial<AgentTiming>;
+}
+
+export interface NodeAgent {
+  /** Registers (retrying transient failures for up to the upload deadline) and starts working. */
+  start(): Promise<RegisterResponse>;
+  /** Stops polling, lets running work finish within the grace period, then aborts the rest. */
+  stop(options?: { graceMs?: number }): Promise<void>;
+  readonly nodeId: string | undefined;
+  readonly publicKeyHex: string | undefined;
+}
+
+/**
+ * The provider node agent (docs/node-protocol.md, "The agent's duties"): registers, re-delivers
+ * the outbox, long-polls for work, runs up to `concurrency` items at once, heartbeats every
+ * 10 s (and at once when work starts), stops work the heartbeat answer cancels, and signs and
+ * delivers each result through the outbox.
+ *
+ * @example
+ * const agent = createNodeAgent({ server, apiKey, dataDir: './.svc-node', engines, country: 'CA' });
+ * const { node_id } = await agent.start();
+ * process.once('SIGTERM', () => void agent.stop());
+ */
+export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
+  const timing: AgentTiming = { ...DEFAULT_TIMING, ...options.timing };
+  const engines: EngineSet = options.engines ?? new Map();
+  const concurrency = options.concurrency ?? 1;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) throw new RangeError('concurrency must be an integer from 1 to 16');
+  const emit = (event: AgentEvent) => options.onEvent?.(event);
+  const models = [...engines.keys()].sort();
+  const outbox = createOutbox(options.dataDir);
+  const tracked = new Map<string, TrackedWork>();
+  const queue: WorkItem[] = [];
+  const tasks = new Set<Promise<void>>();
+  const stopController = new AbortController();
+  let client: NodeClient | undefined;
+  let identity: NodeIdentity | undefined;
+  let deps: WorkDeps | undefined;
+  let loop: Promise<void> | undefined;
+  let stopping: Promise<void> | undefined;
+  let heartbeatTimer: NodeJS.Timeout | undefined;
+  let wakeLoop: (() => void) | undefined;
+
+  const runningCount = () => [...tracked.values()].filter((w) => w.phase === 'running').length;
+  const isStopping = () => stopController.signal.aborted;
+
+  function wake(): void {
+    while (!isStopping() && deps !== undefined && queue.length > 0 && runningCount() < concurrency) {
+      const item = queue.shift();
+      if (item) launch(item, deps);
+    }
+    wakeLoop?.();
+    wakeLoop = undefined;
+  }
+
+  function track(work: TrackedWork, task: Promise<void>): void {
+    tracked.set(work.work_id, work);
+    const done = task
+      .catch((err: unknown) => emit({ event: 'warning', work_id: work.work_id, message: `internal error: ${err instanceof Error ? err.message : String(err)}` }))
+      .finally(() => {
+        tracked.delete(work.work_id);
+        tasks.delete(done);
+        wake();
+      });
+    tasks.add(done);
+  }
+
+  function launch(item: WorkItem, workDeps: WorkDeps): void {
+    const work: TrackedWork = { work_id: item.work_id, job_id: item.job_id, item, controller: new AbortController(), phase: 'running' };
+    tracked.set(item.work_id, work);
+    track(work, processWork(work, workDeps));
+    void heartbeat.beat();
+  }
+
+  const heartbeat = createHeartbeat(() => {
+    if (client?.nodeId === undefined) return undefined;
+    return {
+      client,
+      body: { load: Math.min(1, runningCount() / concurrency), active_work: [...tracked.keys(), ...queue.map((i) => i.work_id)], models },
+    };
+  }, cancel, emit);
+
+  function cancel(workId: string): void {
+    const queued = queue.findIndex((item) => item.work_id === workId);
+    if (queued !== -1) {
+      const [item] = queue.splice(queued, 1);
+      if (item) emit({ event: 'work', work_id: item.work_id, job_id: item.job_id, type: item.type, outcome: 'cancelled' });
+      return;
+    }
+    const work = tracked.get(workId);
+    if (work === undefined || work.controller.signal.aborted) return;
+    work.reason = 'cancelled';
+    work.controller.abort(new Error('cancelled by the control plane'));
+  }
+
+  async function register(nodeClient: NodeClient): Promise<RegisterResponse> {
+    const system = await readSystemInfo();
+    const gpu = options.gpuModel ?? system.gpu_model;
+    const info: RegisterInfo = {
+      device_type: gpu === undefined ? 'cpu' : 'gpu',
+      ...(gpu === undefined ? {} : { gpu_model: gpu }),
+      cpu_cores: system.cpu_cores,
+      ram_bytes: system.ram_bytes,
+      ...(options.country === undefined ? {} : { country: options.country }),
+      ...(options.region === undefined ? {} : { region: options.region }),
+      models,
+      capabilities: ['cpu', ...(gpu === undefined ? [] : ['gpu']), ...(options.allowProcessRunner ? ['process'] : [])],
+      max_concurrency: concurrency,
+      ...(options.name === undefined ? {} : { name: options.name }),
+    };
+    const signal = stopController.signal;
+    const r = await withRetries(() => nodeClient.register(info, { signal }), { backoff: timing.uploadBackoff, deadlineMs: timing.uploadDeadlineMs, signal });
+    if (!r.ok) throw r.error;
+    await writeNodeRecord(options.dataDir, { node_id: r.value.node_id, server: options.server });
+    if (deps === undefined) deps = workDeps(nodeClient, gpu);
+    return r.value;
+  }
+
+  function workDeps(nodeClient: NodeClient, gpu: string | undefined): WorkDeps {
+    if (identity === undefined) throw new Error('no identity');
+    return {
+      client: nodeClient,
+      identity,
+      outbox,
+      run: { engines, dataDir: options.dataDir, allowProcessRunner: options.allowProcessRunner === true, trustedOrigin: new URL(options.server).origin },
+      metadata: { ...(gpu === undefined ? {} : { gpu_model: gpu }), ...(options.country ? { country: options.country } : {}), ...(options.region ? { region: options.region } : {}) },
+      backoff: timing.uploadBackoff,
+      deliveryDeadlineMs: timing.uploadDeadlineMs,
+      emit,
+      isStopping,
+      onRunFinished: () => wake(),
+    };
+  }
+
+  async function flushOutbox(workDeps: WorkDeps): Promise<void> {
+    const { entries, invalid } = await outbox.list();
+    for (const name of invalid) {
+      await outbox.reject(name);
+      emit({ event: 'warning', message: `outbox/${name} is not a valid outbox entry; moved to outbox/rejected/` });
+    }
+    for (const entry of entries) {
+      const work: TrackedWork = { work_id: entry.work_id, job_id: entry.job_id, controller: new AbortController(), phase: 'delivering' };
+      track(work, deliverWork(work, entry, workDeps));
+    }
+    await Promise.allSettled([...tasks]);
+  }
+
+  async function pollLoop(nodeClient: NodeClient, workDeps: WorkDeps): Promise<void> {
+    await flushOutbox(workDeps);
+    let failures = 0;
+    let reregister = false;
+    while (!isStopping()) {
+      if (runningCount() >= concurrency || queue.length > 0) {
+        await new Promise<void>((resolve) => (wakeLoop = resolve));
+        continue;
+      }
+      try {
+        if (reregister) await register(nodeClient);
+        reregister = false;
+        const max = concurrency - runningCount();
+        const { items, rejected } = await nodeClient.pollWork({ waitMs: timing.waitMs, max }, { signal: stopController.signal });
+        failures = 0;
+        for (const bad of rejected) emit({ event: 'warning', message: `ignored a malformed work item: ${JSON.stringify(bad).slice(0, 200)}` });
+        queue.push(...items.filter((item) => !tracked.has(item.work_id) && !queue.some((q) => q.work_id === item.work_id)));
+        wake();
+      } catch (err) {
+        if (isStopping()) break;
+        // 401 is an unknown node (the server forgot it) or a clock problem; registering again is idempotent.
+        if (err instanceof ControlPlaneError && err.status === 401) reregister = true;
+        const delay = backoffDelay(failures++, timing.pollBackoff);
+        emit({ event: 'warning', message: `polling for work failed (${err instanceof Error ? err.message : String(err)}); retrying in ${delay} ms` });
+        await sleep(delay, stopController.signal).catch(() => undefined);
+      }
+    }
+  }
+
+  async function shutdown(graceMs: number): Promise<void> {
+    stopController.abort(new Error('the agent is stopping'));
+    wake();
+    for (const item of queue.splice(0)) {
+      if (deps) await reportFailure(deps, item.work_id, 'the node shut down before starting the work', true);
+      emit({ event: 'work', work_id: item.work_id, job_id: item.job_id, type: item.type, outcome: 'interrupted' });
+    }
+    const drained = (async () => {
+      await loop;
+      while (tasks.size > 0) await Promise.allSettled([...tasks]);
+      return false;
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), graceMs)));
+    if (await Promise.race([drained, graceOver])) {
+      for (const work of tracked.values()) {
+        work.reason ??= 'shutdown';
+        work.controller.abort(new Error('the agent stopped before the work finished'));
+      }
+    }
+    clearTimeout(timer);
+    await drained;
+    clearInterval(heartbeatTimer);
+    await heartbeat.idle();
+  }
+
+  return {
+    get nodeId() {
+      return client?.nodeId;
+    },
+    get publicKeyHex() {
+      return identity?.publicKeyHex;
+    },
+    async start() {
+      if (client !== undefined) throw new Error('the agent was already started');
+      identity = await loadOrCreateIdentity(options.dataDir);
+      const nodeClient = createNodeClient({ server: options.server, apiKey: options.apiKey, identity, ...(options.fetch ? { fetch: options.fetch } : {}) });
+      client = nodeClient;
+      const registered = await register(nodeClient);
+      emit({ event: 'registered', node_id: registered.node_id, server: options.server, ...(options.country ? { country: options.country } : {}), models });
+      heartbeatTimer = setInterval(() => void heartbeat.beat(), timing.heartbeatMs);
+      const workDeps = deps;
+      if (workDeps === undefined) throw new Error('registration did not complete');
+      loop = pollLoop(nodeClient, workDeps).catch((err: unknown) => emit({ event: 'warning', message: `the work loop stopped: ${String(err)}` }));
+      return registered;
+    },
+    stop(stopOptions = {}) {
+      stopping ??= shutdown(stopOptions.graceMs ?? timing.graceMs);
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,79 @@
+import { backoffDelay, sleep, type BackoffPolicy } from './backoff.js';
+import { ControlPlaneError, type NodeClient } from './client.js';
+import { resultBody, type OutboxEntry } from './outbox.js';
+
+export interface RetryOptions {
+  backoff: BackoffPolicy;
+  /** Give up once the next attempt would start later than this after the first (default 2 min). */
+  deadlineMs?: number;
+  signal?: AbortSignal;
+  /** Told about each failed attempt that will be retried. */
+  onRetry?: (error: ControlPlaneError, delayMs: number) => void;
+}
+
+/** How a retried call ended: done, refused for good (a 4xx), or still failing at the deadline. */
+export type RetryResult<T> = { ok: true; value: T } | { ok: false; error: ControlPlaneError; final: 'refused' | 'deadline' };
+
+/**
+ * Calls `fn` until it succeeds, retrying retryable {@link ControlPlaneError}s (no answer, 408,
+ * 425, 429, 5xx) with exponential backoff and full jitter, honouring `Retry-After`. Rethrows
+ * aborts and errors that are not ControlPlaneErrors.
+ *
+ * @example
+ * const r = await withRetries(() => client.failWork(id, body), { backoff: { baseMs: 500, capMs: 30_000 } });
+ */
+export async function withRetries<T>(fn: () => Promise<T>, options: RetryOptions): Promise<RetryResult<T>> {
+  const deadline = Date.now() + (options.deadlineMs ?? 120_000);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return { ok: true, value: await fn() };
+    } catch (err) {
+      if (options.signal?.aborted || !(err instanceof ControlPlaneError)) throw err;
+      if (!err.retryable) return { ok: false, error: err, final: 'refused' };
+      const delay = Math.max(backoffDelay(attempt, options.backoff), err.retryAfterMs ?? 0);
+      if (Date.now() + delay > deadline) return { ok: false, error: err, final: 'deadline' };
+      options.onRetry?.(err, delay);
+      await sleep(delay, options.signal);
+    }
+  }
+}
+
+/** Outcome of delivering an outbox entry. */
+export type Delivery =
+  /** `conflicts` holds the 409 answers counted as done (`result: <message>`), for the log. */
+  | { outcome: 'delivered'; conflicts: string[] }
+  | { outcome: 'refused'; step: 'result' | 'receipt'; error: ControlPlaneError }
+  | { outcome: 'pending'; step: 'result' | 'receipt'; error: ControlPlaneError };
+
+/**
+ * Uploads an outbox entry: the result, then its receipt, each with {@link withRetries}. A `409`
+ * counts as done: the agent only ever sends the bytes it wrote to the outbox, so a conflict means
+ * an earlier attempt (before a crash or a lost answer) already delivered them. Should the server
+ * really hold a different result, the receipt is then refused with `400` and the entry reported
+ * `refused`.
+ *
+ * @example
+ * const d = await deliverEntry(client, entry, { backoff: { baseMs: 500, capMs: 30_000 } });
+ * if (d.outcome === 'delivered') await outbox.remove(entry.work_id);
+ */
+export async function deliverEntry(client: NodeClient, entry: OutboxEntry, options: RetryOptions): Promise<Delivery> {
+  const call = options.signal ? { signal: options.signal } : {};
+  const steps = [
+    ['result', () => client.uploadResult(entry.work_id, resultBody(entry), call)],
+    ['receipt', () => client.submitReceipt(entry.receipt, call)],
+  ] as const;
+  const conflicts: string[] = [];
+  for (const [step, send] of steps) {
+    const r = await withRetries(async () => {
+      try {
+        return await send();
+      } catch (err) {
+        if (!(err instanceof ControlPlaneError) || err.status !== 409) throw err;
+        conflicts.push(`${step}: ${err.message}`);
+        return undefined;
+      }
+    }, options);
+    if (!r.ok) return { outcome: r.final === 'refused' ? 'refused' : 'pending', step, error: r.error };
+  }
+  return { outcome: 'delivered', conflicts };
+}

@@ -1,0 +1,133 @@
+import { type CallOptions, EngineError } from './interface.js';
+
+export interface UpstreamHttpConfig {
+  baseUrl: string;
+  apiKey?: string;
+  timeoutMs: number;
+  fetch: typeof fetch;
+}
+
+/** A successful upstream response and the mapping for errors met while reading its body. */
+export interface UpstreamResponse {
+  response: Response;
+  /** Turns a failure while reading the body into an EngineError, `context` naming the step. */
+  fail(error: unknown, context?: string): EngineError;
+}
+
+export interface UpstreamHttp {
+  post(path: string, body: { json: unknown } | { form: FormData }, options?: CallOptions): Promise<UpstreamResponse>;
+  get(url: string, options?: CallOptions): Promise<UpstreamResponse>;
+  /** Aborts every call in flight; they fail with a retryable "engine closed". */
+  close(): void;
+}
+
+/**
+ * Statuses after which another node might succeed although they are 4xx: the upstream timed
+ * out (408), is rate limiting (429), or this node's upstream is misconfigured (wrong key 401/403,
+ * model not pulled 404). Every other 4xx is the request's fault and is final.
+ */
+const RETRYABLE_4XX = new Set([401, 403, 404, 408, 429]);
+
+function upstreamMessage(text: string): string {
+  try {
+    const body: unknown = JSON.parse(text);
+    if (typeof body === 'object' && body !== null) {
+      const { error, message, detail } = body as { error?: unknown; message?: unknown; detail?: unknown };
+      if (typeof error === 'string') return error;
+      if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') {
+        return (error as { message: string }).message;
+      }
+      if (typeof message === 'string') return message;
+      if (typeof detail === 'string') return detail;
+    }
+  } catch {
+    // not JSON: use the text itself
+  }
+  return text.trim().slice(0, 500);
+}
+
+/** The EngineError for a non-2xx upstream status; the message is the upstream's own. */
+export function statusError(status: number, bodyText: string): EngineError {
+  const message = upstreamMessage(bodyText) || `HTTP ${status}`;
+  if (status >= 500 || RETRYABLE_4XX.has(status)) {
+    return new EngineError(`upstream returned ${status}: ${message}`, true, status);
+  }
+  return new EngineError(message, false, status);
+}
+
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = (error as { cause?: unknown }).cause;
+  if (cause instanceof Error) return `${error.message} (${(cause as { code?: string }).code ?? cause.message})`;
+  return error.message;
+}
+
+/**
+ * The HTTP side of the OpenAI-compatible engine: base URL, bearer key, the timeout combined with
+ * the caller's signal, and the mapping of every failure to EngineError.
+ */
+export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
+  const closing = new AbortController();
+  const base = config.baseUrl.replace(/\/+$/, '');
+  const origin = new URL(base).origin;
+
+  async function send(url: string, init: RequestInit, options: CallOptions): Promise<UpstreamResponse> {
+    const timeout = AbortSignal.timeout(config.timeoutMs);
+    const signals = [timeout, closing.signal, ...(options.signal ? [options.signal] : [])];
+    const signal = AbortSignal.any(signals);
+    const fail = (error: unknown, context = 'upstream request failed'): EngineError => {
+      if (error instanceof EngineError) return error;
+      if (options.signal?.aborted) return new EngineError('request aborted by the caller', false);
+      if (timeout.aborted) return new EngineError(`upstream timed out after ${config.timeoutMs} ms`, true);
+      if (closing.signal.aborted) return new EngineError('engine closed', true);
+      return new EngineError(`${context}: ${describe(error)}`, true);
+    };
+    if (signal.aborted) throw fail(signal.reason);
+
+    const headers = new Headers(init.headers);
+    // The key goes only to the upstream itself, not to a third-party image host.
+    if (config.apiKey && new URL(url).origin === origin) headers.set('authorization', `Bearer ${config.apiKey}`);
+    let response: Response;
+    try {
+      response = await config.fetch(url, { ...init, headers, signal });
+    } catch (error) {
+      throw fail(error);
+    }
+    if (!response.ok) {
+      const text = await response.text().catch(() => '');
+      throw statusError(response.status, text);
+    }
+    return { response, fail };
+  }
+
+  return {
+    post(path, body, options = {}) {
+      const init: RequestInit =
+        'json' in body
+          ? { method: 'POST', body: JSON.stringify(body.json), headers: { 'content-type': 'application/json' } }
+          : { method: 'POST', body: body.form };
+      return send(`${base}${path}`, init, options);
+    },
+    get(url, options = {}) {
+      return send(new URL(url, `${base}/`).href, { method: 'GET' }, options);
+    },
+    close() {
+      closing.abort();
+    },
+  };
+}
+
+/** The response body as JSON; invalid JSON is the upstream's fault, so retryable. */
+export async function readJson(upstream: UpstreamResponse): Promise<unknown> {
+  let text: string;
+  try {
+    text = await upstream.response.text();
+  } catch (error) {
+    throw upstream.fail(error, 'reading the upstream response failed');
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new EngineError(`upstream returned invalid JSON: ${text.slice(0, 200)}`, true);
+  }
+}

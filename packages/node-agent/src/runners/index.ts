@@ -1,0 +1,57 @@
+import type { WorkItem } from '../wire.js';
+import { runEmbeddings, runImageGeneration, runLlmInference, runTranscription } from './engine-jobs.js';
+import { runGatewayChat, runGatewayEmbeddings, STREAMING_UNSUPPORTED } from './gateway.js';
+import { runProcessJob } from './process-runner.js';
+import { WorkError, type RunContext, type RunOutput } from './types.js';
+
+export { fetchPayload, PAYLOAD_FETCH_TIMEOUT_MS, PAYLOAD_MAX_BYTES, type FetchPayloadOptions } from './fetch-payload.js';
+export { runEmbeddings, runImageGeneration, runLlmInference, runTranscription } from './engine-jobs.js';
+export { runGatewayChat, runGatewayEmbeddings, STREAMING_UNSUPPORTED } from './gateway.js';
+export {
+  PROCESS_DEFAULT_TIMEOUT_S,
+  PROCESS_MAX_TIMEOUT_S,
+  PROCESS_OUTPUT_LIMIT,
+  PROCESS_RUNNER_DISABLED,
+  runProcess,
+  runProcessJob,
+  type ProcessResult,
+  type RunProcessOptions,
+} from './process-runner.js';
+export { engineFor, jsonOutput, meterCount, WorkError, workModel, type EngineSet, type RunContext, type RunOutput } from './types.js';
+
+type Runner = (item: WorkItem, ctx: RunContext) => Promise<RunOutput>;
+
+const JOB_RUNNERS = new Map<number, Runner>([
+  [1, runLlmInference],
+  [2, runEmbeddings],
+  [3, runTranscription],
+  [4, runImageGeneration],
+  [5, runProcessJob],
+  [6, runProcessJob],
+]);
+
+const GATEWAY_RUNNERS = new Map<string, Runner>([
+  ['chat', runGatewayChat],
+  ['embeddings', runGatewayEmbeddings],
+]);
+
+/**
+ * Runs one work item: marketplace jobs by `kind` (1-4 on the engines, 5-6 on the process
+ * runner), gateway requests by `type` (`chat` and `embeddings`, not streamed). Anything this
+ * agent cannot do is a non-retryable {@link WorkError}.
+ *
+ * @example
+ * const out = await runJob(item, { engines, dataDir, allowProcessRunner: false, signal });
+ * sha256Hex(out.bytes); // the result_hash to sign
+ */
+export async function runJob(item: WorkItem, ctx: RunContext): Promise<RunOutput> {
+  if (item.type === 'job') {
+    const runner = item.kind === undefined ? undefined : JOB_RUNNERS.get(item.kind);
+    if (runner === undefined) throw new WorkError(`job kind ${String(item.kind)} is not supported by this agent version`, false);
+    return runner(item, ctx);
+  }
+  const runner = GATEWAY_RUNNERS.get(item.type);
+  if (runner === undefined) throw new WorkError(`gateway work of type ${item.type} is not supported by this agent version`, false);
+  if (item.stream) throw new WorkError(STREAMING_UNSUPPORTED, false);
+  return runner(item, ctx);
+}

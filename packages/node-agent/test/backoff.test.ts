@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { backoffDelay, ControlPlaneError, sleep, withRetries } from '../src/index.js';
+
+describe('backoff and retries', () => {
+  it('draws full-jitter delays under an exponential ceiling capped at capMs', () => {
+    const policy = { baseMs: 1_000, capMs: 30_000 };
+    expect([0, 1, 2, 5, 10, 60].map((attempt) => backoffDelay(attempt, { ...policy, random: () => 0.999999 }))).toEqual([999, 1_999, 3_999, 29_999, 29_999, 29_999]);
+    expect(backoffDelay(4, { ...policy, random: () => 0 })).toBe(0);
+    const draws = Array.from({ length: 200 }, () => backoffDelay(3, policy));
+    expect(Math.min(...draws)).toBeGreaterThanOrEqual(0);
+    expect(Math.max(...draws)).toBeLessThan(8_000);
+    expect(new Set(draws).size).toBeGreaterThan(50);
+  });
+
+  it('retries retryable errors, honours Retry-After, and stops at a refusal or the deadline', async () => {
+    const delays: number[] = [];
+    let calls = 0;
+    const flaky = async () => {
+      calls++;
+      if (calls === 1) throw new ControlPlaneError(503, 'no_capacity', 'busy');
+      if (calls === 2) throw new ControlPlaneError(429, 'rate_limited', 'slow down', 30);
+      return 'ok';
+    };
+    const r = await withRetries(flaky, { backoff: { baseMs: 1, capMs: 2 }, onRetry: (_e, d) => delays.push(d) });
+    expect(r).toEqual({ ok: true, value: 'ok' });
+    expect(delays[1]).toBe(30);
+
+    const refused = await withRetries(async () => Promise.reject(new ControlPlaneError(404, 'not_found', 'gone')), { backoff: { baseMs: 1, capMs: 2 } });
+    expect(refused).toMatchObject({ ok: false, final: 'refused', error: { status: 404 } });
+
+    let attempts = 0;
+    const started = Date.now();
+    const late = await withRetries(
+      async () => {
+        attempts++;
+        throw new ControlPlaneError(0, 'network_error', 'down');
+      },
+      { backoff: { baseMs: 20, capMs: 20, random: () => 0.99 }, deadlineMs: 100 },
+    );
+    expect(late).toMatchObject({ ok: false, final: 'deadline' });
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(attempts).toBeGreaterThan(2);
+  });
+
+  it('sleep rejects as soon as its signal aborts', async () => {
+    const controller = new AbortController();
+    const started = Date.now();
+    setTimeout(() => controller.abort(new Error('stop')), 20);
+    await expect(sleep(10_000, controller.signal)).rejects.toThrow('stop');
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+});
