@@ -269,7 +269,9 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       client = nodeClient;
       const registered = await register(nodeClient);
       emit({ event: 'registered', node_id: registered.node_id, server: options.server, ...(options.country ? { country: options.country } : {}), models });
-      heartbeatTimer = setInterval(() => void heartbeat.beat(), timing.heartbeatMs);
+      // Beat often enough that a lease never lapses while the node is alive: 3 times per lease.
+      const beatMs = registered.lease_seconds ? Math.min(timing.heartbeatMs, (registered.lease_seconds * 1000) / 3) : timing.heartbeatMs;
+      heartbeatTimer = setInterval(() => void heartbeat.beat(), beatMs);
       const workDeps = deps;
       if (workDeps === undefined) throw new Error('registration did not complete');
       loop = pollLoop(nodeClient, workDeps).catch((err: unknown) => emit({ event: 'warning', message: `the work loop stopped: ${String(err)}` }));

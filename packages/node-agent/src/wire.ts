@@ -26,6 +26,8 @@ export interface RegisterResponse {
   status: string;
   poll_interval_ms?: number;
   server_public_key?: string;
+  /** How long the server keeps a lease between heartbeats; the agent beats at least 3 times per lease. */
+  lease_seconds?: number;
 }
 
 /** `work` is `job` for marketplace jobs, else the gateway request type. */

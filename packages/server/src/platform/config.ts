@@ -20,6 +20,8 @@ export interface Config {
   freeTierCents: number;
   minPasswordLength: number;
   rateLimits: RateLimitConfig;
+  /** How long a node holds work between heartbeats before it goes elsewhere. */
+  leaseSeconds: number;
 }
 
 /** Token buckets: `ratePerSec` refill, `burst` capacity. */
@@ -139,6 +141,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     sessionTtlSeconds: env.SVC_SESSION_TTL_SECONDS ? parseIntIn('SVC_SESSION_TTL_SECONDS', env.SVC_SESSION_TTL_SECONDS, 60, 90 * 86_400) : 86_400,
     freeTierCents: env.SVC_FREE_TIER_CENTS ? parseIntIn('SVC_FREE_TIER_CENTS', env.SVC_FREE_TIER_CENTS, 0, 100_000_000) : 500,
     minPasswordLength: 10,
+    leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
     rateLimits: {
       key: { ratePerSec: num('SVC_RATE_LIMIT_RPS', 50), burst: num('SVC_RATE_LIMIT_BURST', 100) },
       org: { ratePerSec: num('SVC_ORG_RATE_LIMIT_RPS', 200), burst: num('SVC_ORG_RATE_LIMIT_BURST', 400) },

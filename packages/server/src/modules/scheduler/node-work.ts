@@ -2,7 +2,7 @@ import type { ServiceContext } from '../../context.js';
 import { moveJob, addJobEvent } from '../jobs/store.js';
 import { touchNode, type NodeRow } from '../nodes/store.js';
 import { claimJobs, workItemView } from './service.js';
-import { LEASE_SECONDS, renewLeases } from './store.js';
+import { renewLeases } from './store.js';
 
 /**
  * The node's long-poll: claims work at once if any is eligible, else waits for a job signal (from
@@ -26,7 +26,7 @@ export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { wa
  */
 export async function heartbeat(ctx: ServiceContext, node: NodeRow, body: { load?: number; active_work?: string[]; models?: string[]; free_vram_bytes?: number }) {
   const active = body.active_work ?? [];
-  const { renewed, gone } = await renewLeases(ctx.db, node.id, active);
+  const { renewed, gone } = await renewLeases(ctx.db, node.id, active, ctx.config.leaseSeconds);
   await touchNode(ctx.db, node.id, { load: body.load, models: body.models, freeVram: body.free_vram_bytes, activeWork: renewed.length });
   if (renewed.length > 0) {
     const { rows } = await ctx.db.query<{ job_id: string; id: string }>("SELECT job_id, id FROM work_items WHERE id = ANY($1) AND type = 'job'", [renewed]);
@@ -35,5 +35,5 @@ export async function heartbeat(ctx: ServiceContext, node: NodeRow, body: { load
       if (started) await addJobEvent(ctx.db, row.job_id, 'job_running', { node_id: node.id, work_id: row.id });
     }
   }
-  return { cancel: gone, lease_expires_at: new Date(Date.now() + LEASE_SECONDS * 1000).toISOString() };
+  return { cancel: gone, lease_expires_at: new Date(Date.now() + ctx.config.leaseSeconds * 1000).toISOString() };
 }

@@ -62,7 +62,7 @@ export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number)
       const work = await insertWork(tx, {
         id: workId, job_id: job.id, org_id: job.org_id, node_id: node.id, type: 'job', kind: job.kind, model: job.spec.model,
         payload: payloadOf(job), stream: false, price_micro_per_unit: askingPrice(node, job.kind),
-      });
+      }, ctx.config.leaseSeconds);
       await addJobEvent(tx, job.id, 'job_assigned', {
         node_id: node.id, region: node.region, country: node.country, work_id: workId, attempt: job.attempts + 1,
         price_micro_per_unit: work.price_micro_per_unit, latency_ms: moved.assigned_at && moved.pending_at ? moved.assigned_at.getTime() - moved.pending_at.getTime() : null,

@@ -1,6 +1,7 @@
 import type { Queryable } from '../../platform/db/index.js';
 import type { JobRow } from '../jobs/store.js';
 
+/** Default lease length; `SVC_LEASE_SECONDS` overrides it. */
 export const LEASE_SECONDS = 30;
 
 export interface WorkRow {
@@ -38,11 +39,15 @@ export async function lockStillPending(db: Queryable, jobIds: string[]): Promise
   return rows;
 }
 
-export async function insertWork(db: Queryable, w: Omit<WorkRow, 'status' | 'lease_expires_at' | 'result_hash' | 'result_content_type' | 'metering_units' | 'usage'>): Promise<WorkRow> {
+export async function insertWork(
+  db: Queryable,
+  w: Omit<WorkRow, 'status' | 'lease_expires_at' | 'result_hash' | 'result_content_type' | 'metering_units' | 'usage'>,
+  leaseSeconds = LEASE_SECONDS,
+): Promise<WorkRow> {
   const { rows } = await db.query<WorkRow>(
     `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, price_micro_per_unit)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'leased', now() + make_interval(secs => $10), $11) RETURNING *`,
-    [w.id, w.job_id, w.org_id, w.node_id, w.type, w.kind, w.model, JSON.stringify(w.payload), w.stream, LEASE_SECONDS, w.price_micro_per_unit],
+    [w.id, w.job_id, w.org_id, w.node_id, w.type, w.kind, w.model, JSON.stringify(w.payload), w.stream, leaseSeconds, w.price_micro_per_unit],
   );
   const row = rows[0];
   if (!row) throw new Error('work insert returned nothing');
@@ -55,12 +60,12 @@ export async function countOpenWork(db: Queryable, nodeId: string): Promise<numb
 }
 
 /** Extends the leases of the listed work this node still holds; returns the ids it no longer holds. */
-export async function renewLeases(db: Queryable, nodeId: string, workIds: string[]): Promise<{ renewed: string[]; gone: string[] }> {
+export async function renewLeases(db: Queryable, nodeId: string, workIds: string[], leaseSeconds = LEASE_SECONDS): Promise<{ renewed: string[]; gone: string[] }> {
   if (workIds.length === 0) return { renewed: [], gone: [] };
   const { rows } = await db.query<{ id: string }>(
     `UPDATE work_items SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
       WHERE node_id = $1 AND id = ANY($2) AND status IN ('leased', 'delivered') RETURNING id`,
-    [nodeId, workIds, LEASE_SECONDS],
+    [nodeId, workIds, leaseSeconds],
   );
   const renewed = rows.map((r) => r.id);
   return { renewed, gone: workIds.filter((id) => !renewed.includes(id)) };

@@ -1,0 +1,175 @@
+import { createPublicKey, verify } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
+import { createTestStore, type TestStore } from '@svc/server/testing';
+import { spawnSvc, waitForUrl, type SpawnedSvc } from './spawn.js';
+
+/** A free loopback port, so a restarted server comes back where its nodes look for it. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const address = server.address();
+  await new Promise<void>((r) => server.close(() => r()));
+  return typeof address === 'object' && address ? address.port : 0;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The receipt check an outside auditor would run, with node:crypto only. */
+function svc1Verifies(r: { job_id: string; node_public_key: string; result_hash: string; metering_units: number; signature: string }): boolean {
+  const len = Buffer.alloc(2);
+  len.writeUInt16BE(r.job_id.length);
+  const units = Buffer.alloc(8);
+  units.writeBigUInt64BE(BigInt(r.metering_units));
+  const message = Buffer.concat([Buffer.from('SVC1\0', 'latin1'), len, Buffer.from(r.job_id, 'ascii'), Buffer.from(r.node_public_key, 'hex'), Buffer.from(r.result_hash, 'hex'), units]);
+  const key = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), Buffer.from(r.node_public_key, 'hex')]), format: 'der', type: 'spki' });
+  return verify(null, message, key, Buffer.from(r.signature, 'hex'));
+}
+
+describe('end to end with real processes: svc serve, two svc node agents, a buyer', () => {
+  let store: TestStore;
+  let upstream: OpenAITestServer;
+  let port: number;
+  let server: SpawnedSvc;
+  let base: string;
+  let buyerKey: string;
+  let operatorKey: string;
+  let operatorOwnerKey: string;
+  const nodes: { proc: SpawnedSvc; dir: string; nodeId: string }[] = [];
+  const serverEnv = () => ({
+    SVC_DATA_DIR: store.dataDir, SVC_PORT: String(port), SVC_LEASE_SECONDS: '3', SVC_ALLOW_PRIVATE_EGRESS: '1', SVC_LOG_LEVEL: 'warn',
+    ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+  });
+  const api = async (path: string, init: { method?: string; body?: unknown; key?: string } = {}) => {
+    const res = await fetch(`${base}${path}`, {
+      method: init.method ?? (init.body ? 'POST' : 'GET'),
+      headers: { authorization: `Bearer ${init.key ?? buyerKey}`, ...(init.body ? { 'content-type': 'application/json' } : {}) },
+      body: init.body ? JSON.stringify(init.body) : undefined,
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, any>) : {} };
+  };
+  const job = (id: string) => api(`/api/v1/marketplace/jobs/${id}`).then((r) => r.body);
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    upstream = await startOpenAITestServer();
+    port = await freePort();
+    server = spawnSvc(['serve'], serverEnv());
+    base = await waitForUrl(server);
+    const signup = async (email: string) =>
+      (await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'end to end password' }) })).json()) as { api_key: string };
+    buyerKey = (await signup('buyer@e2e.test')).api_key;
+    operatorOwnerKey = (await signup('operator@e2e.test')).api_key;
+    operatorKey = (await api('/api/v1/auth/api-keys', { body: { label: 'node', scopes: ['operator'] }, key: operatorOwnerKey })).body.api_key as string;
+    for (let i = 0; i < 2; i++) {
+      const dir = mkdtempSync(join(tmpdir(), 'svc-e2e-node-'));
+      const proc = spawnSvc(['node', '--server', base, '--data-dir', dir, '--country', 'CA', '--region', 'ca-central', '--upstream', upstream.url, '--model', 'tinyllama', '--allow-process-runner', '--concurrency', '2'], { SVC_NODE_API_KEY: operatorKey });
+      const nodeId = await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(proc.stdout())?.[1]);
+      nodes.push({ proc, dir, nodeId });
+    }
+  });
+
+  afterAll(async () => {
+    for (const n of nodes) {
+      n.proc.child.kill('SIGKILL');
+      rmSync(n.dir, { recursive: true, force: true });
+    }
+    server.child.kill('SIGTERM');
+    await server.exited;
+    await upstream.close();
+    await store.drop();
+  });
+
+  it('estimates, submits, completes; the receipt verifies independently; the buyer is charged and the operator paid', async () => {
+    const estimate = await api('/api/v1/marketplace/estimate', { body: { kind: 1, estimated_tokens: 2000 } });
+    expect(estimate.status).toBe(200);
+    // A price high enough that the job costs whole cents: 0.01 CAD per token, at most the 1 CAD budget.
+    const submit = await api('/api/v1/marketplace/jobs', { body: { kind: 1, budget: 1, max_price_per_unit: 0.01, currency: 'CAD', model: 'tinyllama', inline_text: 'what is a receipt?\nwho signs it?', strict_jurisdiction: 'CA' } });
+    expect(submit.status).toBe(201);
+    const id = submit.body.job_id as string;
+    const done = await until('job completion', async () => {
+      const j = await job(id);
+      return j.status === 'completed' ? j : undefined;
+    });
+    expect(nodes.map((n) => n.nodeId)).toContain(done.node_id);
+    const receipts = (await api(`/api/v1/jobs/${id}/receipts`)).body.receipts as { job_id: string; node_public_key: string; result_hash: string; metering_units: number; signature: string }[];
+    expect(receipts).toHaveLength(1);
+    const receipt = receipts[0];
+    if (!receipt) throw new Error('no receipt');
+    expect(svc1Verifies(receipt)).toBe(true);
+    expect(receipt.metering_units).toBeGreaterThan(0);
+    const result = await fetch(`${base}/api/v1/marketplace/jobs/${id}/result`, { headers: { authorization: `Bearer ${buyerKey}` } });
+    const text = await result.text();
+    expect(JSON.parse(text).results).toHaveLength(2);
+    const ledger = (await api('/api/v1/billing/transactions')).body.transactions as { tx_type: string; amount_cents: number; ref: string }[];
+    expect(ledger.filter((t) => t.ref === id).map((t) => t.tx_type)).toEqual(done.charged_cents > 0 ? ['charge'] : []);
+    const audit = (await api(`/api/v1/marketplace/jobs/${id}/audit`)).body;
+    expect(audit.events.map((e: { type: string }) => e.type)).toEqual(expect.arrayContaining(['job_submitted', 'job_assigned', 'job_completed']));
+    expect((await api('/api/v1/billing/transactions', { key: operatorKey })).status).toBe(403); // the node's key cannot read billing
+    const earnings = (await api('/api/v1/billing/transactions', { key: operatorOwnerKey })).body.transactions as { tx_type: string; ref: string; amount_cents: number }[];
+    const earned = earnings.filter((t) => t.ref === id && t.tx_type === 'earning').reduce((a, t) => a + t.amount_cents, 0);
+    expect(earned).toBe(Math.floor((done.charged_cents * 8500) / 10_000));
+  });
+
+  it('a node killed with kill -9 mid-job: the job completes once on the other node and is charged once', async () => {
+    const submit = await api('/api/v1/marketplace/jobs', {
+      body: { kind: 5, budget: 0.5, max_price_per_unit: 0.0001, currency: 'CAD', runner_args: [process.execPath, '-e', 'setTimeout(() => console.log("slow work done"), 2500)'], timeout_seconds: 60 },
+    });
+    const id = submit.body.job_id as string;
+    const first = await until('assignment', async () => {
+      const j = await job(id);
+      return j.node_id ? (j.node_id as string) : undefined;
+    });
+    const victim = nodes.find((n) => n.nodeId === first);
+    if (!victim) throw new Error('assigned to an unknown node');
+    victim.proc.child.kill('SIGKILL');
+    await victim.proc.exited;
+    const done = await until('completion elsewhere', async () => {
+      const j = await job(id);
+      return j.status === 'completed' ? j : undefined;
+    });
+    expect(done.node_id).not.toBe(first);
+    expect(done.attempts).toBe(2);
+    const ledger = (await api('/api/v1/billing/transactions')).body.transactions as { tx_type: string; ref: string }[];
+    expect(ledger.filter((t) => t.ref === id && t.tx_type === 'charge').length).toBeLessThanOrEqual(1);
+    expect((await api(`/api/v1/jobs/${id}/receipts`)).body.receipts).toHaveLength(1);
+    const events = (await api(`/api/v1/marketplace/jobs/${id}/audit`)).body.events.map((e: { type: string }) => e.type);
+    expect(events).toEqual(expect.arrayContaining(['job_lease_lost', 'job_requeued', 'job_completed']));
+  });
+
+  it('the server killed with kill -9 mid-job and restarted: nothing is lost', async () => {
+    const balanceBefore = (await api('/api/v1/billing/balance')).body;
+    const submit = await api('/api/v1/marketplace/jobs', {
+      body: { kind: 5, budget: 0.5, max_price_per_unit: 0.0001, currency: 'CAD', runner_args: [process.execPath, '-e', 'setTimeout(() => console.log("survived"), 2000)'], timeout_seconds: 60 },
+    });
+    const id = submit.body.job_id as string;
+    await until('the job running', async () => ((await job(id)).status === 'running' ? true : undefined));
+    server.child.kill('SIGKILL');
+    await server.exited;
+    server = spawnSvc(['serve'], serverEnv());
+    base = await waitForUrl(server);
+    const done = await until('completion after the restart', async () => {
+      const j = await job(id);
+      return j.status === 'completed' ? j : undefined;
+    }, 90_000);
+    expect((await api(`/api/v1/jobs/${id}/receipts`)).body.receipts).toHaveLength(1);
+    const output = await (await fetch(`${base}/api/v1/marketplace/jobs/${id}/result`, { headers: { authorization: `Bearer ${buyerKey}` } })).json();
+    expect(output.stdout).toContain('survived');
+    const balance = (await api('/api/v1/billing/balance')).body;
+    expect(balance.balance_cents).toBe(balanceBefore.balance_cents - (done.charged_cents as number));
+    expect(balance.held_cents).toBe(balanceBefore.held_cents);
+  });
+});
