@@ -8,6 +8,22 @@ import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/te
 import { createTestStore, type TestStore } from '@svc/server/testing';
 import { spawnSvc, waitForUrl, type SpawnedSvc } from './spawn.js';
 
+/** The fields these tests read from JSON answers. */
+interface ApiBody {
+  [key: string]: unknown;
+  job_id?: string;
+  api_key?: string;
+  status?: string;
+  node_id?: string | null;
+  attempts?: number;
+  charged_cents?: number;
+  balance_cents?: number;
+  held_cents?: number;
+  receipts?: unknown[];
+  transactions?: unknown[];
+  events?: { type: string }[];
+}
+
 /** A free loopback port, so a restarted server comes back where its nodes look for it. */
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -59,7 +75,7 @@ describe('end to end with real processes: svc serve, two svc node agents, a buye
       body: init.body ? JSON.stringify(init.body) : undefined,
     });
     const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, any>) : {} };
+    return { status: res.status, body: (text ? JSON.parse(text) : {}) as ApiBody };
   };
   const job = (id: string) => api(`/api/v1/marketplace/jobs/${id}`).then((r) => r.body);
 
@@ -115,13 +131,13 @@ describe('end to end with real processes: svc serve, two svc node agents, a buye
     const text = await result.text();
     expect(JSON.parse(text).results).toHaveLength(2);
     const ledger = (await api('/api/v1/billing/transactions')).body.transactions as { tx_type: string; amount_cents: number; ref: string }[];
-    expect(ledger.filter((t) => t.ref === id).map((t) => t.tx_type)).toEqual(done.charged_cents > 0 ? ['charge'] : []);
+    expect(ledger.filter((t) => t.ref === id).map((t) => t.tx_type)).toEqual((done.charged_cents ?? 0) > 0 ? ['charge'] : []);
     const audit = (await api(`/api/v1/marketplace/jobs/${id}/audit`)).body;
-    expect(audit.events.map((e: { type: string }) => e.type)).toEqual(expect.arrayContaining(['job_submitted', 'job_assigned', 'job_completed']));
+    expect((audit.events ?? []).map((e) => e.type)).toEqual(expect.arrayContaining(['job_submitted', 'job_assigned', 'job_completed']));
     expect((await api('/api/v1/billing/transactions', { key: operatorKey })).status).toBe(403); // the node's key cannot read billing
     const earnings = (await api('/api/v1/billing/transactions', { key: operatorOwnerKey })).body.transactions as { tx_type: string; ref: string; amount_cents: number }[];
     const earned = earnings.filter((t) => t.ref === id && t.tx_type === 'earning').reduce((a, t) => a + t.amount_cents, 0);
-    expect(earned).toBe(Math.floor((done.charged_cents * 8500) / 10_000));
+    expect(earned).toBe(Math.floor(((done.charged_cents ?? 0) * 8500) / 10_000));
   });
 
   it('a node killed with kill -9 mid-job: the job completes once on the other node and is charged once', async () => {
@@ -146,7 +162,7 @@ describe('end to end with real processes: svc serve, two svc node agents, a buye
     const ledger = (await api('/api/v1/billing/transactions')).body.transactions as { tx_type: string; ref: string }[];
     expect(ledger.filter((t) => t.ref === id && t.tx_type === 'charge').length).toBeLessThanOrEqual(1);
     expect((await api(`/api/v1/jobs/${id}/receipts`)).body.receipts).toHaveLength(1);
-    const events = (await api(`/api/v1/marketplace/jobs/${id}/audit`)).body.events.map((e: { type: string }) => e.type);
+    const events = ((await api(`/api/v1/marketplace/jobs/${id}/audit`)).body.events ?? []).map((e) => e.type);
     expect(events).toEqual(expect.arrayContaining(['job_lease_lost', 'job_requeued', 'job_completed']));
   });
 
@@ -166,10 +182,10 @@ describe('end to end with real processes: svc serve, two svc node agents, a buye
       return j.status === 'completed' ? j : undefined;
     }, 90_000);
     expect((await api(`/api/v1/jobs/${id}/receipts`)).body.receipts).toHaveLength(1);
-    const output = await (await fetch(`${base}/api/v1/marketplace/jobs/${id}/result`, { headers: { authorization: `Bearer ${buyerKey}` } })).json();
+    const output = (await (await fetch(`${base}/api/v1/marketplace/jobs/${id}/result`, { headers: { authorization: `Bearer ${buyerKey}` } })).json()) as { stdout: string };
     expect(output.stdout).toContain('survived');
     const balance = (await api('/api/v1/billing/balance')).body;
-    expect(balance.balance_cents).toBe(balanceBefore.balance_cents - (done.charged_cents as number));
+    expect(balance.balance_cents).toBe((balanceBefore.balance_cents ?? 0) - (done.charged_cents ?? 0));
     expect(balance.held_cents).toBe(balanceBefore.held_cents);
   });
 });
