@@ -8,16 +8,19 @@ import { matchJob, sweepExpiredLeases } from './service.js';
 /** Wakes long-polling nodes in this process when any instance says a job became eligible. */
 export interface JobSignal {
   /**
-   * Resolves after `ms`, when a job this node may take is signalled, or when `signal` aborts,
-   * whichever is first.
+   * Resolves after `ms`, when a job this node may take is signalled (or, for a node with an
+   * `id`, work leased straight to it: `node:<id>`), or when `signal` aborts, whichever is first.
    */
-  wait(node: MatchNode, ms: number, signal?: AbortSignal): Promise<void>;
+  wait(node: MatchNode & { id?: string }, ms: number, signal?: AbortSignal): Promise<void>;
 }
 
 interface Waiter {
-  node: MatchNode;
+  node: MatchNode & { id?: string };
   wake: () => void;
 }
+
+/** A `node:<id>` signal that found no waiter is kept this long, for a poll between two waits. */
+const NODE_WAKE_KEEP_MS = 10_000;
 
 /**
  * Targeted wake-ups: a signal naming a job wakes only the longest-waiting node of this process
@@ -26,7 +29,19 @@ interface Waiter {
  */
 export async function createJobSignal(ctx: Pick<ServiceContext, 'bus' | 'db'>): Promise<{ signal: JobSignal; close: () => Promise<void> }> {
   const waiters = new Set<Waiter>();
+  // Work leased to a node that is between two waits (claiming): its next wait returns at once.
+  const missed = new Map<string, number>();
   const wakeFor = async (payload: string) => {
+    if (payload.startsWith('node:')) {
+      const nodeId = payload.slice(5);
+      const waiter = [...waiters].find((w) => w.node.id === nodeId);
+      if (waiter) waiter.wake();
+      else {
+        for (const [id, until] of missed) if (until < Date.now()) missed.delete(id);
+        missed.set(nodeId, Date.now() + NODE_WAKE_KEEP_MS);
+      }
+      return;
+    }
     if (waiters.size === 0) return;
     const job = payload.startsWith('job_') ? await findJobById(ctx.db, payload) : undefined;
     if (!job) {
@@ -44,6 +59,11 @@ export async function createJobSignal(ctx: Pick<ServiceContext, 'bus' | 'db'>): 
   const unsubscribe = await ctx.bus.subscribe('jobs', (payload) => void wakeFor(payload).catch(() => undefined));
   const signal: JobSignal = {
     wait(node, ms, abort) {
+      const missedUntil = node.id === undefined ? undefined : missed.get(node.id);
+      if (node.id !== undefined && missedUntil !== undefined) {
+        missed.delete(node.id);
+        if (missedUntil > Date.now()) return Promise.resolve();
+      }
       return new Promise<void>((resolve) => {
         const waiter: Waiter = { node, wake: () => done() };
         const done = () => {

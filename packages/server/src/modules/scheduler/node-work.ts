@@ -2,15 +2,18 @@ import type { ServiceContext } from '../../context.js';
 import { moveJob, addJobEvent } from '../jobs/store.js';
 import { touchNode, type NodeRow } from '../nodes/store.js';
 import { claimJobs, workItemView } from './service.js';
-import { renewLeases } from './store.js';
+import { renewLeases, takeLeasedWork } from './store.js';
 
 /**
- * The node's long-poll: claims work at once if any is eligible, else waits for a job signal (from
- * any instance) until `waitMs` runs out, and claims again each time it is woken.
+ * The node's long-poll: first hands out work already leased to this node (gateway requests
+ * routed to it), then claims eligible jobs; else waits for a signal (from any instance) until
+ * `waitMs` runs out, and looks again each time it is woken.
  */
 export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { waitMs: number; max: number; signal?: AbortSignal }) {
   const deadline = Date.now() + options.waitMs;
   for (;;) {
+    const leased = await takeLeasedWork(ctx.db, node.id, options.max, ctx.config.leaseSeconds);
+    if (leased.length > 0) return { work: leased.map(workItemView) };
     const work = await claimJobs(ctx, node, options.max);
     if (work.length > 0) return { work: work.map(workItemView) };
     const left = deadline - Date.now();

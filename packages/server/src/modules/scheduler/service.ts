@@ -52,7 +52,14 @@ export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number)
     // Match on a snapshot, then lock only the chosen jobs: cheap, and SKIP LOCKED keeps two
     // claimers from waiting on each other. The window bounds how far back a node looks.
     const eligible = (await pendingJobs(tx, pools, CLAIM_WINDOW)).filter((job) => unmetConstraint(matchJob(job), node) === undefined);
-    const candidates = await lockStillPending(tx, eligible.slice(0, free * 2).map((j) => j.id));
+    // Other claimers may hold the first choices: walk on through the eligible list, a slice at a time.
+    const candidates: JobRow[] = [];
+    // Lock exactly as many as still wanted, so no claimer holds rows it will not use.
+    for (let at = 0; at < eligible.length && candidates.length < free; ) {
+      const want = free - candidates.length;
+      candidates.push(...(await lockStillPending(tx, eligible.slice(at, at + want).map((j) => j.id))));
+      at += want;
+    }
     const claimed: WorkRow[] = [];
     for (const job of candidates) {
       if (claimed.length >= free) break;

@@ -54,6 +54,22 @@ export async function insertWork(
   return row;
 }
 
+/**
+ * Hands out work already leased to this node but not yet sent to it (gateway requests routed
+ * straight to it), oldest first: marks it dispatched and starts its lease now.
+ */
+export async function takeLeasedWork(db: Queryable, nodeId: string, max: number, leaseSeconds = LEASE_SECONDS): Promise<WorkRow[]> {
+  const { rows } = await db.query<WorkRow>(
+    `UPDATE work_items SET dispatched_at = now(), lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+      WHERE id IN (SELECT id FROM work_items WHERE node_id = $1 AND status = 'leased' AND dispatched_at IS NULL
+                    ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+        AND dispatched_at IS NULL
+      RETURNING *`,
+    [nodeId, max, leaseSeconds],
+  );
+  return rows.sort((a, b) => a.id.localeCompare(b.id));
+}
+
 export async function countOpenWork(db: Queryable, nodeId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM work_items WHERE node_id = $1 AND status IN ('leased', 'delivered')", [nodeId]);
   return rows[0]?.n ?? 0;
