@@ -19,20 +19,26 @@ import { percentile } from '../packages/server/src/modules/jobs/sla.js';
 import type { Principal } from '../packages/server/src/platform/principal.js';
 import { positiveInt, printTable } from './lib.js';
 
-const { values } = parseArgs({ options: { nodes: { type: 'string', default: '1000' }, jobs: { type: 'string', default: '10000' }, concurrency: { type: 'string', default: '32' } } });
+const { values } = parseArgs({ options: { nodes: { type: 'string', default: '1000' }, jobs: { type: 'string', default: '10000' }, concurrency: { type: 'string', default: '32' }, buyers: { type: 'string', default: '16' } } });
 const nodeCount = positiveInt('nodes', values.nodes);
 const jobCount = positiveInt('jobs', values.jobs);
 const concurrency = positiveInt('concurrency', values.concurrency);
+const buyerCount = positiveInt('buyers', values.buyers);
 const COUNTRIES = ['CA', 'US', 'FR', 'DE', 'JP'];
 
 const store = await createTestStore();
 const ctx = await createContext(loadConfig({ 'data-dir': store.dataDir, port: '0' }, { SVC_LOG_LEVEL: 'silent', SVC_FREE_TIER_CENTS: '0', ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}) }));
 let stopped = false;
 try {
-  const buyer = await signup(ctx, { email: 'bench-buyer@example.test', password: 'benchmark password' });
+  // Several buyers: a job's budget hold locks its organization's account, so one buyer's
+  // submissions serialise on it; a marketplace has many.
+  const principals: Principal[] = [];
+  for (let b = 0; b < buyerCount; b++) {
+    const buyer = await signup(ctx, { email: `bench-buyer-${b}@example.test`, password: 'benchmark password' });
+    await ctx.ledger.credit(buyer.organization.id, 1_000_000_000, { txType: 'topup', description: 'bench' });
+    principals.push({ kind: 'session', orgId: buyer.organization.id, buyerId: buyer.buyer_id, role: 'owner', scopes: ['buyer'] });
+  }
   const operator = await signup(ctx, { email: 'bench-operator@example.test', password: 'benchmark password' });
-  await ctx.ledger.credit(buyer.organization.id, 1_000_000_000, { txType: 'topup', description: 'bench' });
-  const principal: Principal = { kind: 'session', orgId: buyer.organization.id, buyerId: buyer.buyer_id, role: 'owner', scopes: ['buyer'] };
   const nodes: NodeRow[] = [];
   for (let i = 0; i < nodeCount; i++) {
     const row = await upsertNode(ctx.db, {
@@ -46,7 +52,7 @@ try {
     while (!stopped) await pollWork(ctx, node, { waitMs: 25_000, max: 16 });
   });
   console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${ctx.db.kind}`);
-  console.log(`${nodes.length} nodes long-polling; submitting ${jobCount} jobs, ${concurrency} at a time (a fifth pinned to a country)\n`);
+  console.log(`${nodes.length} nodes long-polling; ${buyerCount} buyers submitting ${jobCount} jobs, ${concurrency} at a time (a fifth pinned to a country)\n`);
   const started = performance.now();
   let next = 0;
   await Promise.all(
@@ -54,7 +60,7 @@ try {
       while (next < jobCount) {
         const i = next++;
         const pin = i % 5 === 0 ? { strict_jurisdiction: COUNTRIES[i % COUNTRIES.length] } : {};
-        await createJob(ctx, principal, { kind: 1, budget: 0.01, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: `job ${i}`, ...pin });
+        await createJob(ctx, principals[i % principals.length] ?? principals[0] as Principal, { kind: 1, budget: 0.01, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: `job ${i}`, ...pin });
       }
     }),
   );
