@@ -15,6 +15,8 @@ export interface AgentTiming {
   waitMs: number;
   /** Heartbeat period (default 10 s). */
   heartbeatMs: number;
+  /** Heartbeat period while streamed work runs, so a cancel reaches it quickly (default 2 s). */
+  streamHeartbeatMs: number;
   /** How long `stop()` lets running work finish (default 30 s). */
   graceMs: number;
   /** Backoff between failed polls (default 1 s doubling to 30 s, full jitter). */
@@ -28,6 +30,7 @@ export interface AgentTiming {
 export const DEFAULT_TIMING: AgentTiming = {
   waitMs: 25_000,
   heartbeatMs: 10_000,
+  streamHeartbeatMs: 2_000,
   graceMs: 30_000,
   pollBackoff: { baseMs: 1_000, capMs: 30_000 },
   uploadBackoff: { baseMs: 500, capMs: 30_000 },
@@ -68,8 +71,9 @@ export interface NodeAgent {
 /**
  * The provider node agent (docs/node-protocol.md, "The agent's duties"): registers, re-delivers
  * the outbox, long-polls for work, runs up to `concurrency` items at once, heartbeats every
- * 10 s (and at once when work starts), stops work the heartbeat answer cancels, and signs and
- * delivers each result through the outbox.
+ * 10 s (every 2 s while a stream runs, and at once when a job starts), stops work the heartbeat
+ * answer or a stream's events answer cancels, and signs and delivers each result through the
+ * outbox.
  *
  * @example
  * const agent = createNodeAgent({ server, apiKey, dataDir: './.svc-node', engines, country: 'CA' });
@@ -94,6 +98,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   let loop: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
   let heartbeatTimer: NodeJS.Timeout | undefined;
+  let streamHeartbeatTimer: NodeJS.Timeout | undefined;
   let wakeLoop: (() => void) | undefined;
 
   const runningCount = () => [...tracked.values()].filter((w) => w.phase === 'running').length;
@@ -124,7 +129,8 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
     const work: TrackedWork = { work_id: item.work_id, job_id: item.job_id, item, controller: new AbortController(), phase: 'running' };
     tracked.set(item.work_id, work);
     track(work, processWork(work, workDeps));
-    void heartbeat.beat();
+    // A job's first heartbeat marks it running; gateway work's lease has just started.
+    if (item.type === 'job') void heartbeat.beat();
   }
 
   const heartbeat = createHeartbeat(() => {
@@ -252,6 +258,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
     clearTimeout(timer);
     await drained;
     clearInterval(heartbeatTimer);
+    clearInterval(streamHeartbeatTimer);
     await heartbeat.idle();
   }
 
@@ -272,6 +279,9 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       // Beat often enough that a lease never lapses while the node is alive: 3 times per lease.
       const beatMs = registered.lease_seconds ? Math.min(timing.heartbeatMs, (registered.lease_seconds * 1000) / 3) : timing.heartbeatMs;
       heartbeatTimer = setInterval(() => void heartbeat.beat(), beatMs);
+      streamHeartbeatTimer = setInterval(() => {
+        if ([...tracked.values()].some((w) => w.phase === 'running' && w.item?.stream === true)) void heartbeat.beat();
+      }, timing.streamHeartbeatMs);
       const workDeps = deps;
       if (workDeps === undefined) throw new Error('registration did not complete');
       loop = pollLoop(nodeClient, workDeps).catch((err: unknown) => emit({ event: 'warning', message: `the work loop stopped: ${String(err)}` }));

@@ -2,15 +2,18 @@ import { NODE_HEADERS, registerMessage, requestMessage, signHex } from '@svc/pro
 import { abortReason } from './backoff.js';
 import type { NodeIdentity } from './identity.js';
 import {
+  parseEventsResponse,
   parseHeartbeat,
   parseWorkList,
   type FailUpload,
   type HeartbeatRequest,
+  type EventsResponse,
   type HeartbeatResponse,
   type ReceiptUpload,
   type RegisterInfo,
   type RegisterResponse,
   type ResultUpload,
+  type StreamEventLine,
   type WorkItem,
 } from './wire.js';
 
@@ -67,6 +70,8 @@ export interface NodeClient {
   uploadResult(workId: string, body: ResultUpload, options?: CallOptions): Promise<unknown>;
   submitReceipt(body: ReceiptUpload, options?: CallOptions): Promise<unknown>;
   failWork(workId: string, body: FailUpload, options?: CallOptions): Promise<unknown>;
+  /** Posts streamed events as one signed NDJSON batch; answers whether the work must stop. */
+  postEvents(workId: string, events: readonly StreamEventLine[], options?: CallOptions): Promise<EventsResponse>;
   /** Any signed call: `pathWithQuery` is signed and sent exactly as given. */
   signedRequest(method: string, pathWithQuery: string, body?: unknown, options?: CallOptions): Promise<unknown>;
 }
@@ -117,19 +122,22 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
     }
   }
 
-  async function signedRequest(method: string, pathWithQuery: string, body?: unknown, call: CallOptions = {}) {
+  async function signedSend(method: string, pathWithQuery: string, text: string | undefined, contentType: string, call: CallOptions) {
     if (nodeId === undefined) throw new Error('the node is not registered yet');
     const path = `${prefix}${pathWithQuery}`;
-    const text = body === undefined ? undefined : JSON.stringify(body);
     const timestamp = String(now());
     const signature = signHex(requestMessage({ method, pathWithQuery: path, timestamp, body: text ?? '' }), options.identity.privateKey);
     const headers: Record<string, string> = {
       [NODE_HEADERS.node]: nodeId,
       [NODE_HEADERS.timestamp]: timestamp,
       [NODE_HEADERS.signature]: signature,
-      ...(text === undefined ? {} : { 'content-type': 'application/json' }),
+      ...(text === undefined ? {} : { 'content-type': contentType }),
     };
     return send(method.toUpperCase(), path, headers, text, call);
+  }
+
+  function signedRequest(method: string, pathWithQuery: string, body?: unknown, call: CallOptions = {}) {
+    return signedSend(method, pathWithQuery, body === undefined ? undefined : JSON.stringify(body), 'application/json', call);
   }
 
   const workPath = (workId: string, action: string) => `/api/v1/node/work/${encodeURIComponent(workId)}/${action}`;
@@ -160,6 +168,10 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
     uploadResult: (workId, body, call = {}) => signedRequest('POST', workPath(workId, 'result'), body, call),
     submitReceipt: (body, call = {}) => signedRequest('POST', '/api/v1/node/receipt', body, call),
     failWork: (workId, body, call = {}) => signedRequest('POST', workPath(workId, 'fail'), body, call),
+    async postEvents(workId, events, call = {}) {
+      const text = events.map((e) => `${JSON.stringify(e)}\n`).join('');
+      return parseEventsResponse(await signedSend('POST', workPath(workId, 'events'), text, 'application/x-ndjson', call));
+    },
     signedRequest,
   };
 }

@@ -15,6 +15,7 @@ export {
   type NodeRecord,
 } from './identity.js';
 export { createOutbox, resultBody, sealResult, type Outbox, type OutboxEntry } from './outbox.js';
+export { createStreamSink, type StreamSink, type StreamSinkOptions } from './stream-events.js';
 export * from './runners/index.js';
 export { readSystemInfo, type SystemInfo } from './system-info.js';
 export * from './wire.js';

@@ -94,6 +94,18 @@ export interface FailUpload {
   retryable: boolean;
 }
 
+/** One NDJSON line of `POST /api/v1/node/work/{id}/events` (streamed chat). */
+export type StreamEventLine =
+  | { type: 'delta'; content: string }
+  | { type: 'done'; usage: { prompt_tokens: number; completion_tokens: number }; finish_reason: string; result_hash?: string }
+  | { type: 'error'; message: string; retryable: boolean };
+
+/** The answer to an events call: `cancel` means stop the work and upload nothing. */
+export interface EventsResponse {
+  accepted: number;
+  cancel: boolean;
+}
+
 /**
  * Work ids become file names (`outbox/<work_id>.json`, `scratch/<work_id>`) and URL segments,
  * so the agent only accepts ids that are safe as both.
@@ -132,6 +144,17 @@ export function parseWorkList(body: unknown): { items: WorkItem[]; rejected: unk
     });
   }
   return { items, rejected };
+}
+
+/**
+ * Reads an events answer; anything missing means "go on".
+ *
+ * @example
+ * parseEventsResponse({ accepted: 3, cancel: true }).cancel; // true
+ */
+export function parseEventsResponse(body: unknown): EventsResponse {
+  const accepted = isRecord(body) && typeof body.accepted === 'number' ? body.accepted : 0;
+  return { accepted, cancel: isRecord(body) && body.cancel === true };
 }
 
 /**

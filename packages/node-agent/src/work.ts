@@ -6,6 +6,7 @@ import { EngineError } from './engines/interface.js';
 import type { NodeIdentity } from './identity.js';
 import { sealResult, type Outbox, type OutboxEntry } from './outbox.js';
 import { runJob } from './runners/index.js';
+import { createStreamSink } from './stream-events.js';
 import { WorkError, type RunContext, type RunOutput } from './runners/types.js';
 import type { ReceiptMetadata, WorkItem } from './wire.js';
 
@@ -111,8 +112,18 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
   const elapsed = () => Math.round(performance.now() - started);
   let run: RunOutput;
   let entry: OutboxEntry;
+  // Streamed work posts its events as it runs; `cancel` in an answer stops it like a heartbeat would.
+  const events = item.stream
+    ? createStreamSink(deps.client, item.work_id, {
+        signal: controller.signal,
+        onCancel: () => {
+          work.reason = 'cancelled';
+          controller.abort(new Error('cancelled by the control plane'));
+        },
+      })
+    : undefined;
   try {
-    run = await runJob(item, { ...deps.run, signal: controller.signal });
+    run = await runJob(item, { ...deps.run, signal: controller.signal, ...(events ? { events } : {}) });
     if (controller.signal.aborted) throw abortReason(controller.signal);
     const metadata: ReceiptMetadata = {
       ...(item.model === undefined ? {} : { model: item.model }),

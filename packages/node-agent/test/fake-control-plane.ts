@@ -34,7 +34,7 @@ export interface RecordedRequest {
   status: number;
 }
 
-type Route = 'register' | 'work' | 'heartbeat' | 'result' | 'receipt' | 'fail';
+type Route = 'register' | 'work' | 'heartbeat' | 'result' | 'receipt' | 'fail' | 'events';
 
 export interface FakeControlPlane {
   url: string;
@@ -48,6 +48,9 @@ export interface FakeControlPlane {
   results: Map<string, { raw: Buffer; body: Record<string, unknown>; output: Buffer }>;
   receipts: Map<string, Record<string, unknown>>;
   fails: Map<string, { message: string; retryable: boolean }>;
+  /** Streamed events by work id, in arrival order, and the batch sizes they came in. */
+  events: Map<string, Record<string, unknown>[]>;
+  eventBatches: Map<string, number[]>;
   /** Queues work for the next polls. */
   enqueue(...items: FakeWork[]): void;
   /** Marks work as leased to the node with this public key, as if handed out before a crash. */
@@ -69,6 +72,7 @@ function routeOf(method: string, path: string): Route | undefined {
   if (method === 'POST' && path === '/api/v1/node/receipt') return 'receipt';
   if (method === 'POST' && /^\/api\/v1\/node\/work\/[^/]+\/result$/.test(path)) return 'result';
   if (method === 'POST' && /^\/api\/v1\/node\/work\/[^/]+\/fail$/.test(path)) return 'fail';
+  if (method === 'POST' && /^\/api\/v1\/node\/work\/[^/]+\/events$/.test(path)) return 'events';
   return undefined;
 }
 
@@ -101,6 +105,8 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
     results: new Map(),
     receipts: new Map(),
     fails: new Map(),
+    events: new Map(),
+    eventBatches: new Map(),
     enqueue(...items) {
       queue.push(...items);
       for (const wake of waiters) wake();
@@ -151,6 +157,17 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
     if (route === undefined) return refuse(404, `no route ${record.method} ${record.path}`);
     const fault = faults.get(route)?.shift();
     if (fault !== undefined) return refuse(fault, `injected ${fault}`);
+    if (route === 'events') {
+      const node = authenticate(req, record.body);
+      if (typeof node === 'string') return refuse(401, node);
+      if (req.headers['content-type'] !== 'application/x-ndjson') return refuse(400, 'events are application/x-ndjson');
+      const workId = decodeURIComponent(record.path.split('/')[5] ?? '');
+      if (leases.get(workId)?.pubkey !== node.pubkey) return refuse(404, 'work not leased to this node');
+      const lines = record.body.toString('utf8').split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+      cp.events.set(workId, [...(cp.events.get(workId) ?? []), ...lines]);
+      cp.eventBatches.set(workId, [...(cp.eventBatches.get(workId) ?? []), lines.length]);
+      return send(200, { accepted: lines.length, cancel: cancelled.has(workId) });
+    }
     const json = record.body.length > 0 ? (JSON.parse(record.body.toString('utf8')) as Record<string, unknown>) : {};
 
     if (route === 'register') {

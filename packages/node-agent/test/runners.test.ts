@@ -69,7 +69,7 @@ describe('engine job runners', () => {
       message: STREAMING_UNSUPPORTED,
       retryable: false,
     });
-    await expect(runJob(work({ type: 'image', model: 'sdxl-turbo' }), ctx)).rejects.toMatchObject({ message: 'gateway work of type image is not supported by this agent version' });
+    await expect(runJob(work({ type: 'video', model: 'sdxl-turbo' }), ctx)).rejects.toMatchObject({ message: 'gateway work of type video is not supported by this agent version' });
     await expect(runJob(work({ kind: 8 }), ctx)).rejects.toMatchObject({ message: 'job kind 8 is not supported by this agent version', retryable: false });
     await expect(runJob(work({ type: 'chat', model: 'tinyllama', payload: { messages: [{ role: 'tool', content: 'x' }] } }), ctx)).rejects.toMatchObject({ retryable: false });
   });

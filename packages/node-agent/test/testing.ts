@@ -3,3 +3,4 @@ export { startFakeControlPlane, type FakeControlPlane, type FakeWork, type Recor
 export { createFakeEngine, type FakeEngine, type FakeEngineOptions } from './fake-engine.js';
 export { startOpenAITestServer, type OpenAITestRequest, type OpenAITestServer, type OpenAITestServerFailure, type OpenAITestServerOptions } from './openai-test-server.js';
 export { createPng, createSineWav, hashedEmbedding, PNG_SIGNATURE } from './openai-test-server-content.js';
+export { createTinyGguf, type TinyGgufInfo, type TinyGgufOptions } from '../src/engines/tiny-gguf.js';

@@ -2,6 +2,7 @@ import type { App } from './app.js';
 import type { ServiceContext } from './context.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
@@ -19,4 +20,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await jobRoutes(app, ctx);
   await receiptRoutes(app, ctx);
   await billingRoutes(app, ctx);
+  await gatewayRoutes(app, ctx);
 }

@@ -1,8 +1,8 @@
-import type { ChatMessage } from '../engines/interface.js';
+import { EngineError, type ChatMessage } from '../engines/interface.js';
 import type { WorkItem } from '../wire.js';
 import { engineFor, jsonOutput, meterCount, optionalNumber, workModel, WorkError, type RunContext, type RunOutput } from './types.js';
 
-/** Refusal for `stream: true` work: this agent version uploads whole results only. */
+/** Refusal for `stream: true` work when the runner has nowhere to send events. */
 export const STREAMING_UNSUPPORTED = 'streaming work is not supported by this agent version';
 
 const ROLES = new Set(['system', 'user', 'assistant']);
@@ -17,14 +17,19 @@ function chatMessages(value: unknown): ChatMessage[] {
 }
 
 /**
- * Gateway `chat` work, not streamed: payload `{model, messages, max_tokens?, temperature?}`.
- * Output `{content, finish_reason, usage}`; units are prompt plus completion tokens.
+ * Gateway `chat` work: payload `{model, messages, max_tokens?, temperature?, stream?}`. Output
+ * `{content, finish_reason, usage}`; units are prompt plus completion tokens. Streamed work
+ * (`stream: true`) sends each piece of text to `ctx.events` as the engine makes it, then a
+ * `done` event with the usage, and still returns the whole text as the result (which is what
+ * the receipt signs); a failure mid-stream sends an `error` event first.
  *
  * @example
  * const out = await runGatewayChat(item, ctx);
  */
 export async function runGatewayChat(item: WorkItem, ctx: RunContext): Promise<RunOutput> {
-  if (item.stream || item.payload.stream === true) throw new WorkError(STREAMING_UNSUPPORTED, false);
+  const streamed = item.stream || item.payload.stream === true;
+  const events = ctx.events;
+  if (streamed && events === undefined) throw new WorkError(STREAMING_UNSUPPORTED, false);
   const model = workModel(item);
   const engine = engineFor(ctx.engines, model);
   const max_tokens = optionalNumber(item.payload.max_tokens, 'max_tokens');
@@ -35,8 +40,22 @@ export async function runGatewayChat(item: WorkItem, ctx: RunContext): Promise<R
     ...(max_tokens === undefined ? {} : { max_tokens }),
     ...(temperature === undefined ? {} : { temperature }),
   };
-  const answer = await engine.chat(request, { signal: ctx.signal });
+  let answer;
+  if (streamed && events !== undefined) {
+    try {
+      answer = await engine.chat(request, { signal: ctx.signal, onDelta: (text) => events.delta(text) });
+    } catch (err) {
+      if (!ctx.signal.aborted) {
+        const retryable = err instanceof EngineError || err instanceof WorkError ? err.retryable : true;
+        await events.error(err instanceof Error ? err.message : String(err), retryable);
+      }
+      throw err;
+    }
+  } else {
+    answer = await engine.chat(request, { signal: ctx.signal });
+  }
   const usage = { prompt_tokens: meterCount(answer.usage.prompt_tokens), completion_tokens: meterCount(answer.usage.completion_tokens) };
+  if (streamed && events !== undefined) await events.done({ usage, finish_reason: answer.finish_reason });
   const output = { content: answer.content, finish_reason: answer.finish_reason, usage };
   return jsonOutput(output, { metering_units: usage.prompt_tokens + usage.completion_tokens, usage, engine: engine.name });
 }
@@ -58,7 +77,59 @@ export async function runGatewayEmbeddings(item: WorkItem, ctx: RunContext): Pro
     throw new WorkError('payload.input must be a string or a non-empty array of strings', false);
   }
   const answer = await engine.embed({ model: model ?? '', input }, { signal: ctx.signal });
+  if (answer.embeddings.length !== input.length) {
+    throw new WorkError(`engine ${engine.name} returned ${answer.embeddings.length} embeddings for ${input.length} inputs`, true);
+  }
   const tokens = meterCount(answer.prompt_tokens);
   const output = { data: answer.embeddings.map((embedding, index) => ({ index, embedding })), usage: { prompt_tokens: tokens } };
   return jsonOutput(output, { metering_units: tokens, usage: { prompt_tokens: tokens }, engine: engine.name });
+}
+
+/** Audio the gateway sends inline, base64 (25 MiB of audio at most). */
+const MAX_AUDIO_BASE64 = Math.ceil((25 * 1024 * 1024) / 3) * 4;
+
+/**
+ * Gateway `transcription` work: payload `{model, audio_base64, filename, language?}`. Output
+ * `{text, language, duration, segments}`; units are `ceil(duration)` audio seconds, the
+ * duration the engine measured.
+ *
+ * @example
+ * const out = await runGatewayTranscription(item, ctx);
+ */
+export async function runGatewayTranscription(item: WorkItem, ctx: RunContext): Promise<RunOutput> {
+  if (item.stream) throw new WorkError(STREAMING_UNSUPPORTED, false);
+  const model = workModel(item);
+  const engine = engineFor(ctx.engines, model);
+  const encoded = item.payload.audio_base64;
+  if (typeof encoded !== 'string' || encoded.length === 0 || encoded.length > MAX_AUDIO_BASE64) throw new WorkError('payload.audio_base64 must be the audio, base64, at most 25 MiB', false);
+  const audio = Buffer.from(encoded, 'base64');
+  const named = typeof item.payload.filename === 'string' ? item.payload.filename : 'audio';
+  const filename = /^[A-Za-z0-9._-]{1,100}$/.test(named) ? named : 'audio';
+  const language = typeof item.payload.language === 'string' ? item.payload.language : undefined;
+  const answer = await engine.transcribe({ model: model ?? '', audio, filename, ...(language ? { language } : {}) }, { signal: ctx.signal });
+  const seconds = Number.isFinite(answer.duration) && answer.duration > 0 ? Math.ceil(answer.duration) : 0;
+  const output = { text: answer.text, language: answer.language, duration: answer.duration, segments: answer.segments };
+  return jsonOutput(output, { metering_units: seconds, usage: { audio_seconds: seconds }, engine: engine.name });
+}
+
+/**
+ * Gateway `image` work: payload `{model, prompt, n, size}`. Output `{images: [{content_type,
+ * b64_json}]}`; units are the images made.
+ *
+ * @example
+ * const out = await runGatewayImage(item, ctx);
+ */
+export async function runGatewayImage(item: WorkItem, ctx: RunContext): Promise<RunOutput> {
+  if (item.stream) throw new WorkError(STREAMING_UNSUPPORTED, false);
+  const model = workModel(item);
+  const engine = engineFor(ctx.engines, model);
+  const prompt = item.payload.prompt;
+  if (typeof prompt !== 'string' || prompt === '') throw new WorkError('payload.prompt must be a non-empty string', false);
+  const n = optionalNumber(item.payload.n, 'n') ?? 1;
+  if (!Number.isInteger(n) || n < 1 || n > 10) throw new WorkError('payload.n must be an integer from 1 to 10', false);
+  const size = item.payload.size ?? '1024x1024';
+  if (typeof size !== 'string' || !/^\d{2,4}x\d{2,4}$/.test(size)) throw new WorkError('payload.size must be WxH, e.g. 512x512', false);
+  const answer = await engine.generateImage({ model: model ?? '', prompt, n, size }, { signal: ctx.signal });
+  const images = answer.images.map((image) => ({ content_type: image.content_type, b64_json: image.bytes.toString('base64') }));
+  return jsonOutput({ images }, { metering_units: images.length, usage: { images: images.length }, engine: engine.name });
 }

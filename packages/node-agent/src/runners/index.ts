@@ -1,12 +1,12 @@
 import type { WorkItem } from '../wire.js';
 import { runEmbeddings, runImageGeneration, runLlmInference, runTranscription } from './engine-jobs.js';
-import { runGatewayChat, runGatewayEmbeddings, STREAMING_UNSUPPORTED } from './gateway.js';
+import { runGatewayChat, runGatewayEmbeddings, runGatewayImage, runGatewayTranscription } from './gateway.js';
 import { runProcessJob } from './process-runner.js';
 import { WorkError, type RunContext, type RunOutput } from './types.js';
 
 export { fetchPayload, PAYLOAD_FETCH_TIMEOUT_MS, PAYLOAD_MAX_BYTES, type FetchPayloadOptions } from './fetch-payload.js';
 export { runEmbeddings, runImageGeneration, runLlmInference, runTranscription } from './engine-jobs.js';
-export { runGatewayChat, runGatewayEmbeddings, STREAMING_UNSUPPORTED } from './gateway.js';
+export { runGatewayChat, runGatewayEmbeddings, runGatewayImage, runGatewayTranscription, STREAMING_UNSUPPORTED } from './gateway.js';
 export {
   PROCESS_DEFAULT_TIMEOUT_S,
   PROCESS_MAX_TIMEOUT_S,
@@ -33,12 +33,15 @@ const JOB_RUNNERS = new Map<number, Runner>([
 const GATEWAY_RUNNERS = new Map<string, Runner>([
   ['chat', runGatewayChat],
   ['embeddings', runGatewayEmbeddings],
+  ['transcription', runGatewayTranscription],
+  ['image', runGatewayImage],
 ]);
 
 /**
  * Runs one work item: marketplace jobs by `kind` (1-4 on the engines, 5-6 on the process
- * runner), gateway requests by `type` (`chat` and `embeddings`, not streamed). Anything this
- * agent cannot do is a non-retryable {@link WorkError}.
+ * runner), gateway requests by `type` (`chat`, streamed when `ctx.events` is given,
+ * `embeddings`, `transcription`, `image`). Anything this agent cannot do is a non-retryable
+ * {@link WorkError}.
  *
  * @example
  * const out = await runJob(item, { engines, dataDir, allowProcessRunner: false, signal });
@@ -52,6 +55,5 @@ export async function runJob(item: WorkItem, ctx: RunContext): Promise<RunOutput
   }
   const runner = GATEWAY_RUNNERS.get(item.type);
   if (runner === undefined) throw new WorkError(`gateway work of type ${item.type} is not supported by this agent version`, false);
-  if (item.stream) throw new WorkError(STREAMING_UNSUPPORTED, false);
   return runner(item, ctx);
 }

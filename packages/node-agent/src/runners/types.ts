@@ -1,4 +1,5 @@
 import type { Engine } from '../engines/interface.js';
+import type { StreamSink } from '../stream-events.js';
 import type { WorkItem } from '../wire.js';
 
 /** The engines a node runs on, by the catalogue id each one serves. */
@@ -17,6 +18,8 @@ export interface RunContext {
   fetch?: typeof fetch;
   /** The control plane's origin; `payload_url`s there may be on a private network. */
   trustedOrigin?: string;
+  /** Where streamed work sends its events; without it `stream: true` work is refused. */
+  events?: StreamSink;
 }
 
 /** A finished piece of work: the exact result bytes and how much work they took. */

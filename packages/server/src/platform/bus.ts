@@ -10,7 +10,8 @@ export interface Bus {
   subscribe(topic: BusTopic, handler: (payload: string) => void): Promise<() => Promise<void>>;
 }
 
-export type BusTopic = 'jobs' | 'nodes' | 'work' | 'keys';
+/** `gateway` carries streamed chat events between instances (JSON, under 8000 bytes). */
+export type BusTopic = 'jobs' | 'nodes' | 'work' | 'keys' | 'gateway';
 
 /** @example const bus = createDbBus(db); await bus.publish('jobs', jobId); */
 export function createDbBus(db: Db): Bus {

@@ -22,6 +22,10 @@ export interface Config {
   rateLimits: RateLimitConfig;
   /** How long a node holds work between heartbeats before it goes elsewhere. */
   leaseSeconds: number;
+  /** How long a gateway request may take end to end before it is a 504 (SVC_GATEWAY_TIMEOUT_MS). */
+  gatewayTimeoutMs: number;
+  /** Lifetime of presigned file URLs (generated images), in seconds (SVC_FILE_URL_TTL_SECONDS). */
+  fileUrlTtlSeconds: number;
 }
 
 /** Token buckets: `ratePerSec` refill, `burst` capacity. */
@@ -141,6 +145,8 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     sessionTtlSeconds: env.SVC_SESSION_TTL_SECONDS ? parseIntIn('SVC_SESSION_TTL_SECONDS', env.SVC_SESSION_TTL_SECONDS, 60, 90 * 86_400) : 86_400,
     freeTierCents: env.SVC_FREE_TIER_CENTS ? parseIntIn('SVC_FREE_TIER_CENTS', env.SVC_FREE_TIER_CENTS, 0, 100_000_000) : 500,
     minPasswordLength: 10,
+    gatewayTimeoutMs: env.SVC_GATEWAY_TIMEOUT_MS ? parseIntIn('SVC_GATEWAY_TIMEOUT_MS', env.SVC_GATEWAY_TIMEOUT_MS, 1_000, 3_600_000) : 120_000,
+    fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400) : 3_600,
     leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
     rateLimits: {
       key: { ratePerSec: num('SVC_RATE_LIMIT_RPS', 50), burst: num('SVC_RATE_LIMIT_BURST', 100) },

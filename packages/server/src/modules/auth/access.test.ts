@@ -49,6 +49,13 @@ const EXPECTED: Record<string, Permission | 'public' | 'node'> = {
   'GET /api/v1/audit/receipts': 'receipts:read',
   'GET /api/v1/billing/balance': 'billing:read',
   'GET /api/v1/billing/transactions': 'billing:read',
+  'GET /v1/models': 'models:read',
+  'POST /v1/chat/completions': 'inference:write',
+  'POST /v1/embeddings': 'inference:write',
+  'POST /v1/audio/transcriptions': 'inference:write',
+  'POST /v1/images/generations': 'inference:write',
+  'GET /v1/files/:name': 'public',
+  'POST /api/v1/node/work/:work_id/events': 'node',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

@@ -16,7 +16,7 @@ export async function receiptRoutes(app: App, ctx: ServiceContext): Promise<void
   const forJob = async (orgId: string, job: string) => {
     const rows = await receiptsOfJob(ctx.db, orgId, job);
     if (rows.length === 0) {
-      const exists = await ctx.db.query('SELECT 1 FROM jobs WHERE id = $1 AND org_id = $2', [job, orgId]);
+      const exists = await ctx.db.query('SELECT 1 FROM jobs WHERE id = $1 AND org_id = $2 UNION ALL SELECT 1 FROM gateway_requests WHERE id = $1 AND org_id = $2', [job, orgId]);
       if (exists.rows.length === 0) throw new ApiError('not_found', `no job or request ${job}`);
     }
     return { receipts: rows.map(receiptView) };

@@ -8,6 +8,8 @@ import { afterLostAttempt } from '../jobs/states.js';
 import { addJobEvent, findJobById, moveJob } from '../jobs/store.js';
 import type { NodeRow } from '../nodes/store.js';
 import { findWork, setWorkStatus } from '../scheduler/store.js';
+import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '../gateway/settle.js';
+import { noteWorkFailure } from '../gateway/store.js';
 import { insertReceipt, receiptView, type ReceiptRow } from './store.js';
 
 /** The platform's share of each job's charge, in basis points (configurable later). */
@@ -87,12 +89,14 @@ export async function submitReceipt(
     if (work.type === 'job' && (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status))) {
       throw new ApiError('conflict', `job ${body.job_id} is no longer leased to this node`);
     }
+    const gateway = work.type === 'job' ? undefined : await lockRequestOfWork(tx, work);
     const receipt = await insertReceipt(tx, {
       id: newId('rcpt'), job_id: body.job_id, work_id: work.id, org_id: work.org_id, node_id: node.id, node_public_key: node.pubkey,
       result_hash: body.result_hash, metering_units: body.metering_units, signature: body.signature,
-      metadata: { ...(body.metadata ?? {}), node_country: node.country, node_region: node.region, gpu_model: node.gpu_model },
+      metadata: { ...(body.metadata ?? {}), node_country: node.country, node_region: node.region, gpu_model: node.gpu_model, ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}) },
     });
     await setWorkStatus(tx, work.id, 'completed');
+    if (gateway) await completeFromReceipt(ctx, tx, gateway, { work, node, receipt });
     if (!job) return { receipt, job: undefined };
     const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
     const settlement = job.hold_id
@@ -113,6 +117,8 @@ export async function submitReceipt(
     const job = outcome.job;
     if (blob) void deliverArtifacts(ctx, job, blob, outcome.receipt.id).catch((err: unknown) => ctx.log.error({ err, job_id: job.id }, 'artifact delivery failed'));
   }
+  // A gateway request waits for its receipt, perhaps on another instance.
+  if (!outcome.job) await ctx.bus.publish('work', outcome.receipt.work_id);
   return receiptView(outcome.receipt);
 }
 
@@ -123,7 +129,10 @@ export async function failWork(ctx: ServiceContext, node: NodeRow, workId: strin
     const locked = await findWork(tx, workId, true);
     if (!locked || !['leased', 'delivered'].includes(locked.status)) throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
     await setWorkStatus(tx, workId, 'failed');
-    if (work.type !== 'job') return false;
+    if (work.type !== 'job') {
+      await noteWorkFailure(tx, workId, body.message, body.retryable ?? false);
+      return false;
+    }
     const job = await findJobById(tx, work.job_id, true);
     if (!job || job.work_id !== workId) return false;
     await addJobEvent(tx, job.id, 'job_attempt_failed', { node_id: node.id, work_id: workId, message: body.message, retryable: body.retryable ?? false });
@@ -140,5 +149,6 @@ export async function failWork(ctx: ServiceContext, node: NodeRow, workId: strin
     return false;
   });
   if (requeued) await ctx.bus.publish('jobs', work.job_id);
+  if (work.type !== 'job') await ctx.bus.publish('work', workId);
   return { message: requeued ? 'work failed; the job is queued again' : 'work failed' };
 }

@@ -1,0 +1,91 @@
+import { EventEmitter } from 'node:events';
+import type { ServiceContext } from '../../context.js';
+
+/** One line of `POST /api/v1/node/work/{work_id}/events` (docs/node-protocol.md). */
+export type StreamEvent =
+  | { type: 'delta'; content: string }
+  | { type: 'done'; usage?: { prompt_tokens?: number; completion_tokens?: number }; finish_reason?: string; result_hash?: string }
+  | { type: 'error'; message: string; retryable?: boolean };
+
+/** What a gateway request following its work hears: streamed events, or "its state changed". */
+export type HubMessage = { kind: 'events'; events: StreamEvent[] } | { kind: 'changed' };
+
+/**
+ * Connects the node side of a gateway request to the buyer side, which may be on another
+ * instance: events a node posts reach the request's listener in this process directly, or over
+ * the bus (`gateway` topic) when the listener lives elsewhere; `work` bus messages (receipt
+ * accepted, work failed) reach listeners as `changed`.
+ */
+export interface GatewayHub {
+  /** Listens to one work item until the returned function is called. */
+  watch(workId: string, listener: (message: HubMessage) => void): () => void;
+  /** Delivers a node's events to whoever follows the work, on any instance. */
+  emitEvents(workId: string, events: StreamEvent[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL NOTIFY payloads must stay under 8000 bytes. */
+const MAX_BUS_PAYLOAD = 7_000;
+
+/** Splits events into bus messages under the payload limit (long deltas are cut in pieces). */
+export function busMessages(workId: string, events: readonly StreamEvent[]): string[] {
+  const pieces: StreamEvent[] = events.flatMap((e) => {
+    if (e.type !== 'delta' || Buffer.byteLength(e.content, 'utf8') <= MAX_BUS_PAYLOAD / 8) return [e];
+    const parts: StreamEvent[] = [];
+    for (let i = 0; i < e.content.length; i += MAX_BUS_PAYLOAD / 8) parts.push({ type: 'delta', content: e.content.slice(i, i + MAX_BUS_PAYLOAD / 8) });
+    return parts;
+  });
+  const messages: string[] = [];
+  let batch: StreamEvent[] = [];
+  const flush = () => {
+    if (batch.length > 0) messages.push(JSON.stringify({ w: workId, e: batch }));
+    batch = [];
+  };
+  for (const event of pieces) {
+    if (batch.length > 0 && JSON.stringify({ w: workId, e: [...batch, event] }).length > MAX_BUS_PAYLOAD) flush();
+    batch.push(event);
+  }
+  flush();
+  return messages;
+}
+
+/**
+ * Builds the hub over the context's bus. Call `close` when the app stops.
+ *
+ * @example
+ * const hub = await createGatewayHub(ctx);
+ * const stop = hub.watch(workId, (m) => console.log(m));
+ */
+export async function createGatewayHub(ctx: Pick<ServiceContext, 'bus' | 'log'>): Promise<GatewayHub> {
+  const emitter = new EventEmitter();
+  emitter.setMaxListeners(0);
+  const unsubscribeWork = await ctx.bus.subscribe('work', (workId) => emitter.emit(workId, { kind: 'changed' } satisfies HubMessage));
+  const unsubscribeEvents = await ctx.bus.subscribe('gateway', (payload) => {
+    try {
+      const { w, e } = JSON.parse(payload) as { w: string; e: StreamEvent[] };
+      if (typeof w === 'string' && Array.isArray(e)) emitter.emit(w, { kind: 'events', events: e } satisfies HubMessage);
+    } catch (err) {
+      ctx.log.warn({ err }, 'gateway: unreadable bus message');
+    }
+  });
+  return {
+    watch(workId, listener) {
+      emitter.on(workId, listener);
+      return () => emitter.off(workId, listener);
+    },
+    async emitEvents(workId, events) {
+      if (events.length === 0) return;
+      if (emitter.listenerCount(workId) > 0) {
+        emitter.emit(workId, { kind: 'events', events } satisfies HubMessage);
+        return;
+      }
+      for (const message of busMessages(workId, events)) await ctx.bus.publish('gateway', message);
+    },
+    async close() {
+      emitter.removeAllListeners();
+      // The store may already be closed (shutting down after a failure): nothing left to unsubscribe.
+      await unsubscribeWork().catch(() => undefined);
+      await unsubscribeEvents().catch(() => undefined);
+    },
+  };
+}

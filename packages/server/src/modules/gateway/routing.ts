@@ -1,0 +1,58 @@
+/**
+ * Gateway routing (DESIGN.md section 10), as a pure function over the live nodes serving a model:
+ * hard constraints first (`strict_jurisdiction`, `requires_tee`, nodes already tried), then the
+ * soft `jurisdiction` preference, then the least loaded node.
+ */
+
+/** A live node serving the model, with its open work count. */
+export interface RouteCandidate {
+  id: string;
+  /** The operator's organization (earns on the work). */
+  org_id: string;
+  country: string | null;
+  region: string | null;
+  gpu_model: string | null;
+  attestation_verified: boolean;
+  open_work: number;
+}
+
+export interface RouteAsk {
+  model: string;
+  strict_jurisdiction?: string | undefined;
+  jurisdiction?: string | undefined;
+  requires_tee?: boolean | undefined;
+  /** Nodes that already failed this request (failover). */
+  exclude?: readonly string[];
+}
+
+export type RouteDecision = { node: RouteCandidate; preferred: boolean } | { refusal: string };
+
+/**
+ * Picks the node for a request, or says why none may take it (the 503 message).
+ * Ties between equally loaded nodes are broken by `random`, so load spreads.
+ *
+ * @example
+ * chooseNode([{ id: 'n1', country: 'US', open_work: 0, ... }], { model: 'tinyllama', strict_jurisdiction: 'CA' });
+ * // { refusal: 'no live node serves tinyllama in CA' }
+ */
+export function chooseNode(candidates: readonly RouteCandidate[], ask: RouteAsk, random: () => number = Math.random): RouteDecision {
+  const exclude = new Set(ask.exclude ?? []);
+  const eligible = candidates.filter(
+    (n) => (ask.strict_jurisdiction === undefined || n.country === ask.strict_jurisdiction) && (!ask.requires_tee || n.attestation_verified) && !exclude.has(n.id),
+  );
+  if (eligible.length === 0) return { refusal: refusalOf(candidates, ask, exclude) };
+  const preferred = ask.jurisdiction === undefined ? [] : eligible.filter((n) => n.country === ask.jurisdiction);
+  const pool = preferred.length > 0 ? preferred : eligible;
+  const least = Math.min(...pool.map((n) => n.open_work));
+  const lightest = pool.filter((n) => n.open_work === least);
+  const node = lightest[Math.min(lightest.length - 1, Math.floor(random() * lightest.length))] ?? lightest[0];
+  if (!node) return { refusal: refusalOf(candidates, ask, exclude) };
+  return { node, preferred: preferred.length > 0 };
+}
+
+function refusalOf(candidates: readonly RouteCandidate[], ask: RouteAsk, exclude: ReadonlySet<string>): string {
+  const where = ask.strict_jurisdiction === undefined ? '' : ` in ${ask.strict_jurisdiction}`;
+  const tee = ask.requires_tee ? ' with a verified TEE (requires_tee)' : '';
+  const other = exclude.size > 0 && candidates.some((n) => exclude.has(n.id)) ? 'other ' : '';
+  return `no ${other}live node serves ${ask.model}${where}${tee}`;
+}

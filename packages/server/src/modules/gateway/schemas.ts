@@ -1,0 +1,178 @@
+import { modelsOfType } from '@svc/protocol';
+import { Type, type TSchema } from '@sinclair/typebox';
+import { StringEnum } from '../auth/schemas.js';
+
+/**
+ * The gateway's wire format: OpenAI's, plus the routing fields of api-spec.md part 4. Unknown
+ * fields are ignored (OpenAI SDKs send `top_p`, `user`, `n`, ...), so objects stay open.
+ */
+
+const ids = (type: Parameters<typeof modelsOfType>[0]) => modelsOfType(type).map((m) => m.id);
+
+/** OpenAI clients send `null` for unset optional fields; OpenAPI 3.0.3 spells that `nullable`. */
+const nullable = <T extends TSchema>(schema: T) => Type.Unsafe<T['static'] | null>({ ...schema, nullable: true });
+
+const Country = Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2, upper case' });
+
+export const Routing = {
+  jurisdiction: Type.Optional(nullable(Type.String({ pattern: '^[A-Z]{2}$', description: 'preferred country (soft): nodes there are tried first' }))),
+  strict_jurisdiction: Type.Optional(nullable(Type.String({ pattern: '^[A-Z]{2}$', description: 'only nodes in this country (hard): 503 no_capacity when none is live' }))),
+  requires_tee: Type.Optional(nullable(Type.Boolean({ description: 'only nodes with a verified TEE attestation' }))),
+};
+
+export const ChatMessage = Type.Object(
+  {
+    role: StringEnum(['system', 'user', 'assistant'] as const),
+    content: Type.String({ maxLength: 1_000_000 }),
+  },
+  { additionalProperties: true },
+);
+
+export const ChatCompletionRequest = Type.Object(
+  {
+    model: StringEnum(ids('chat'), { description: 'a catalogue chat model (GET /v1/models)' }),
+    messages: Type.Array(ChatMessage, { minItems: 1, maxItems: 2048 }),
+    stream: Type.Optional(nullable(Type.Boolean({ default: false, description: 'Server-Sent Events in OpenAI chunk format' }))),
+    stream_options: Type.Optional(nullable(Type.Object({ include_usage: Type.Optional(nullable(Type.Boolean())) }, { additionalProperties: true }))),
+    temperature: Type.Optional(nullable(Type.Number({ minimum: 0, maximum: 2, default: 0.7 }))),
+    max_tokens: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 32_768, description: 'default: the model context length, at most 32768' }))),
+    max_completion_tokens: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 32_768, description: 'the same as max_tokens (newer OpenAI clients)' }))),
+    knowledge_base: Type.Optional(nullable(Type.String({ maxLength: 256, description: 'knowledge base id; none exist yet (404)' }))),
+    ...Routing,
+  },
+  { $id: 'ChatCompletionRequest', additionalProperties: true },
+);
+
+export const SvcNode = Type.Object(
+  {
+    node_id: Type.String(),
+    gpu_model: Type.Union([Type.String(), Type.Null()]),
+    region: Type.Union([Type.String(), Type.Null()]),
+    country: Type.Union([Type.String(), Type.Null()]),
+  },
+  { $id: 'SvcNode', description: 'the node that served the request' },
+);
+
+const ChatUsage = Type.Object({ prompt_tokens: Type.Integer(), completion_tokens: Type.Integer(), total_tokens: Type.Integer() });
+
+export const ChatCompletion = Type.Object(
+  {
+    id: Type.String({ description: 'chatcmpl-<id>; also the receipt job_id' }),
+    object: Type.Literal('chat.completion'),
+    created: Type.Integer(),
+    model: Type.String(),
+    system_fingerprint: Type.Null(),
+    choices: Type.Array(
+      Type.Object({
+        index: Type.Integer(),
+        message: Type.Object({ role: Type.Literal('assistant'), content: Type.String() }),
+        logprobs: Type.Null(),
+        finish_reason: Type.String(),
+      }),
+    ),
+    usage: ChatUsage,
+    svc_node: Type.Ref(SvcNode),
+    svc_receipt_id: Type.String(),
+  },
+  { $id: 'ChatCompletion', additionalProperties: true },
+);
+
+export const ModelList = Type.Object(
+  {
+    object: Type.Literal('list'),
+    data: Type.Array(
+      Type.Object(
+        {
+          id: Type.String(),
+          object: Type.Literal('model'),
+          created: Type.Integer(),
+          owned_by: Type.String(),
+          type: Type.String({ description: 'chat, embeddings, transcription or image' }),
+          context_length: Type.Optional(Type.Integer()),
+          dimensions: Type.Optional(Type.Integer()),
+        },
+        { additionalProperties: true },
+      ),
+    ),
+  },
+  { $id: 'ModelList' },
+);
+
+export const EmbeddingsRequest = Type.Object(
+  {
+    model: StringEnum(ids('embeddings')),
+    input: Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 2048 })], {
+      description: 'a text, or up to 2048 texts embedded in one request',
+    }),
+    encoding_format: Type.Optional(nullable(StringEnum(['float', 'base64'] as const, { default: 'float' }))),
+    dimensions: Type.Optional(nullable(Type.Integer({ minimum: 1, description: "must equal the model's dimensions (384 for all-MiniLM-L6-v2)" }))),
+    ...Routing,
+  },
+  { $id: 'EmbeddingsRequest', additionalProperties: true },
+);
+
+export const EmbeddingsResponse = Type.Object(
+  {
+    object: Type.Literal('list'),
+    id: Type.String({ description: 'the request id, the receipt job_id' }),
+    data: Type.Array(
+      Type.Object({
+        object: Type.Literal('embedding'),
+        index: Type.Integer(),
+        embedding: Type.Union([Type.Array(Type.Number()), Type.String({ description: 'base64 of little-endian float32 when encoding_format is base64' })]),
+      }),
+    ),
+    model: Type.String(),
+    usage: Type.Object({ prompt_tokens: Type.Integer(), total_tokens: Type.Integer() }),
+    svc_node: Type.Ref(SvcNode),
+    svc_receipt_id: Type.String(),
+  },
+  { $id: 'EmbeddingsResponse' },
+);
+
+export const TranscriptionForm = Type.Object(
+  {
+    file: Type.Unsafe<unknown>({ type: 'string', format: 'binary', description: 'mp3, wav, m4a, flac or webm, recognised by content; at most 25 MiB' }),
+    model: StringEnum(ids('transcription')),
+    language: Type.Optional(Type.String({ pattern: '^[a-z]{2,3}$', description: 'ISO 639-1 code; auto-detected when omitted' })),
+    response_format: Type.Optional(StringEnum(['json', 'text', 'verbose_json'] as const, { default: 'json' })),
+    strict_jurisdiction: Type.Optional(Country),
+    jurisdiction: Type.Optional(Country),
+    requires_tee: Type.Optional(Type.Boolean()),
+  },
+  { $id: 'TranscriptionRequest' },
+);
+
+export const TranscriptionResponse = Type.Object(
+  {
+    text: Type.String(),
+    task: Type.Optional(Type.String()),
+    language: Type.Optional(Type.String()),
+    duration: Type.Optional(Type.Number()),
+    segments: Type.Optional(Type.Array(Type.Object({ id: Type.Integer(), start: Type.Number(), end: Type.Number(), text: Type.String() }))),
+  },
+  { $id: 'TranscriptionResponse', additionalProperties: true, description: '`{text}` for json; verbose_json adds language, duration, segments, svc_node and svc_receipt_id' },
+);
+
+export const ImageRequest = Type.Object(
+  {
+    model: StringEnum(ids('image')),
+    prompt: Type.String({ minLength: 1, maxLength: 4000 }),
+    n: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 10, default: 1 }))),
+    size: Type.Optional(nullable(Type.String({ pattern: '^[0-9]{1,5}x[0-9]{1,5}$', default: '1024x1024', description: 'WxH, each side 64..1024' }))),
+    response_format: Type.Optional(nullable(StringEnum(['url', 'b64_json'] as const, { default: 'url' }))),
+    ...Routing,
+  },
+  { $id: 'ImageRequest', additionalProperties: true },
+);
+
+export const ImageResponse = Type.Object(
+  {
+    created: Type.Integer(),
+    id: Type.String({ description: 'the request id, the receipt job_id' }),
+    data: Type.Array(Type.Object({ url: Type.Optional(Type.String()), b64_json: Type.Optional(Type.String()) })),
+    svc_node: Type.Ref(SvcNode),
+    svc_receipt_id: Type.String(),
+  },
+  { $id: 'ImageResponse' },
+);

@@ -1,0 +1,184 @@
+import type { ServiceContext } from '../../context.js';
+import { ApiError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import type { Principal } from '../../platform/principal.js';
+import { insufficientCredits } from '../billing/rules.js';
+import { followWork, type WorkFollower } from './follow.js';
+import type { GatewayHub } from './hub.js';
+import { holdCents, type GatewayType } from './pricing.js';
+import { chooseNode, type RouteAsk, type RouteCandidate } from './routing.js';
+import { endRequest } from './settle.js';
+import { findGatewayRequest, insertGatewayRequest, insertLeasedWork, liveNodesServing, setAttempt, staleRequests, type GatewayRequestRow, type WorkState } from './store.js';
+
+/** A validated gateway request, ready to be routed. */
+export interface GatewayCall {
+  /** `chatcmpl-...`, `emb-...`, `tr-...`, `img-...`: the completion id and the receipt's job_id. */
+  id: string;
+  type: GatewayType;
+  model: string;
+  /** The work payload the node receives (docs/node-protocol.md). */
+  payload: Record<string, unknown>;
+  stream: boolean;
+  route: Pick<RouteAsk, 'jurisdiction' | 'strict_jurisdiction' | 'requires_tee'>;
+  /** The most the request can cost, in micro-CAD: what is held before dispatch. */
+  maxMicro: number;
+}
+
+/** One attempt: the work item and the node it is leased to. */
+export interface Attempt {
+  workId: string;
+  node: RouteCandidate;
+}
+
+/**
+ * A gateway id: `<prefix>-` and 26 time-ordered base32 characters, inside the SVC1 job_id
+ * alphabet.
+ *
+ * @example
+ * requestId('chatcmpl'); // 'chatcmpl-01jd4x8k2m7q9w3e5r6t8y0u2i'
+ */
+export function requestId(prefix: string): string {
+  return `${prefix}-${newId('x').slice(2)}`;
+}
+
+/** `svc_node` of a response: who served it. */
+export function svcNode(node: RouteCandidate) {
+  return { node_id: node.id, gpu_model: node.gpu_model, region: node.region, country: node.country };
+}
+
+async function pickNode(ctx: ServiceContext, call: GatewayCall, exclude: string[]): Promise<RouteCandidate | string> {
+  const decision = chooseNode(await liveNodesServing(ctx.db, call.model), { ...call.route, model: call.model, exclude });
+  return 'node' in decision ? decision.node : decision.refusal;
+}
+
+function workPayload(call: GatewayCall) {
+  return { id: call.id, type: call.type, model: call.model, payload: call.payload, stream: call.stream };
+}
+
+/**
+ * Routes a new request (DESIGN.md section 10), holds its maximum cost (402 when the balance
+ * cannot cover it), records it and leases its work to the chosen node in one transaction, then
+ * wakes that node's long-poll on whichever instance holds it.
+ */
+export async function openRequest(ctx: ServiceContext, principal: Principal, call: GatewayCall, workId: string): Promise<Attempt> {
+  const cents = holdCents(call.maxMicro);
+  const { available_cents } = await ctx.ledger.balance(principal.orgId);
+  if (available_cents < cents) throw insufficientCredits(available_cents, cents);
+  const node = await pickNode(ctx, call, []);
+  if (typeof node === 'string') throw new ApiError('no_capacity', node);
+  await ctx.db.transaction(async (tx) => {
+    const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
+    await insertGatewayRequest(tx, {
+      id: call.id, org_id: principal.orgId, buyer_id: principal.buyerId, type: call.type, model: call.model, stream: call.stream, node_id: node.id, work_id: workId, hold_id: holdId,
+      metadata: { jurisdiction: call.route.jurisdiction ?? null, strict_jurisdiction: call.route.strict_jurisdiction ?? null, requires_tee: call.route.requires_tee ?? false, attempts: [{ node_id: node.id, work_id: workId }] },
+    });
+    await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds });
+  });
+  await ctx.bus.publish('jobs', `node:${node.id}`);
+  return { workId, node };
+}
+
+/** Leases the request to another node (failover); undefined when no other node is eligible. */
+export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId: string, tried: string[]): Promise<Attempt | undefined> {
+  const node = await pickNode(ctx, call, tried);
+  if (typeof node === 'string') return undefined;
+  const moved = await ctx.db.transaction(async (tx) => {
+    const request = await findGatewayRequest(tx, call.id, true);
+    if (!request || request.status !== 'running') return false;
+    await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: request.org_id, node_id: node.id, lease_seconds: ctx.config.leaseSeconds });
+    const attempts = [...(Array.isArray(request.metadata.attempts) ? request.metadata.attempts : []), { node_id: node.id, work_id: workId }];
+    await setAttempt(tx, call.id, { node_id: node.id, work_id: workId, metadata: { ...request.metadata, attempts } });
+    return true;
+  });
+  if (!moved) return undefined;
+  await ctx.bus.publish('jobs', `node:${node.id}`);
+  return { workId, node };
+}
+
+/** The sentence a failed attempt leaves for the 502/504 message. */
+export function failureMessage(state: WorkState, nodeId: string): string {
+  if (state.status === 'lost') return `node ${nodeId} stopped answering (its lease expired before a result)`;
+  if (state.status === 'cancelled') return `the work on node ${nodeId} was cancelled`;
+  return `node ${nodeId} failed: ${state.error ?? 'no reason given'}`;
+}
+
+/** Whether another node may succeed where this attempt failed. */
+export function mayRetry(state: WorkState): boolean {
+  return state.status === 'lost' || (state.status === 'failed' && state.error_retryable !== false);
+}
+
+/** A completed request: the node's result bytes, its receipt and the request row (usage, charge). */
+export interface Finished {
+  attempt: Attempt;
+  output: Buffer;
+  receiptId: string;
+  request: GatewayRequestRow;
+}
+
+export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt: Attempt): Promise<Finished> {
+  const [blob, request] = await Promise.all([ctx.blobs.get(`results/${attempt.workId}`), findGatewayRequest(ctx.db, call.id)]);
+  if (!blob || !request?.receipt_id) throw new Error(`completed work ${attempt.workId} has no stored result or receipt`);
+  return { attempt, output: blob.bytes, receiptId: request.receipt_id, request };
+}
+
+/**
+ * Runs a request to its end, not streamed: dispatches it, waits for the node's receipt, and on a
+ * node failure or lost lease before any result retries once on another eligible node. Throws
+ * 503 `no_capacity` (no node), 402, 502 `upstream_error` (the node failed) or 504 `timeout`
+ * (`SVC_GATEWAY_TIMEOUT_MS`, or the node went silent); the hold is released on every failure.
+ *
+ * @example
+ * const done = await runRequest(ctx, hub, principal, call);
+ * JSON.parse(done.output.toString('utf8'));
+ */
+export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal: Principal, call: GatewayCall): Promise<Finished> {
+  const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
+  let workId = newId('wrk');
+  let follower: WorkFollower = followWork(ctx, hub, workId);
+  try {
+    let attempt = await openRequest(ctx, principal, call, workId);
+    const tried = [attempt.node.id];
+    for (;;) {
+      const item = await follower.next(deadline);
+      if (item.kind === 'events') continue;
+      if (item.kind !== 'ended') {
+        const message = `no result from node ${attempt.node.id} within ${ctx.config.gatewayTimeoutMs} ms`;
+        await endRequest(ctx, call.id, { status: 'timeout', error: message, cancelWork: true });
+        throw new ApiError('timeout', message);
+      }
+      if (item.state.status === 'completed') return await finishedOf(ctx, call, attempt);
+      const why = failureMessage(item.state, attempt.node.id);
+      if (tried.length === 1 && mayRetry(item.state)) {
+        follower.close();
+        workId = newId('wrk');
+        follower = followWork(ctx, hub, workId);
+        const next = await redispatch(ctx, call, workId, tried);
+        if (next) {
+          ctx.log.info({ request_id: call.id, failed_node: attempt.node.id, node_id: next.node.id }, `gateway failover: ${why}`);
+          attempt = next;
+          tried.push(next.node.id);
+          continue;
+        }
+      }
+      await endRequest(ctx, call.id, { status: 'failed', error: why });
+      throw new ApiError(item.state.status === 'lost' ? 'timeout' : 'upstream_error', why);
+    }
+  } finally {
+    follower.close();
+  }
+}
+
+/**
+ * Ends requests that an instance left running when it stopped (crash, kill -9): past the gateway
+ * timeout by a minute, they are `timeout`, their work cancelled and their hold released. Safe on
+ * several instances at once (each request is closed once).
+ */
+export async function sweepStaleRequests(ctx: ServiceContext): Promise<number> {
+  const ids = await staleRequests(ctx.db, Math.ceil(ctx.config.gatewayTimeoutMs / 1000) + 60, 100);
+  let ended = 0;
+  for (const id of ids) {
+    const charged = await endRequest(ctx, id, { status: 'timeout', error: 'abandoned: the instance serving it stopped', cancelWork: true });
+    if (charged !== undefined) ended++;
+  }
+  return ended;
+}

@@ -1,0 +1,107 @@
+import type { ModelUsage } from '@svc/protocol';
+import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
+import { ApiError } from '../../platform/errors.js';
+import type { NodeRow } from '../nodes/store.js';
+import { operatorEarningCents } from '../receipts/service.js';
+import type { WorkRow } from '../scheduler/store.js';
+import { costMicro, usageFromUnits } from './pricing.js';
+import { cancelOpenWork, closeGatewayRequest, findGatewayRequest, workState, type GatewayRequestRow, type GatewayStatus } from './store.js';
+
+/**
+ * How a gateway request ends and what it is charged. Every path (receipt, client gone, node
+ * failure, timeout) closes the request once: the request row is locked and must still be
+ * `running`, and its hold is settled or released in the same transaction. Locks are taken work
+ * row first, then request row, in every path, as `submitReceipt` does.
+ */
+
+/**
+ * The gateway request a receipt completes, locked. 409 when the work is no longer the request's
+ * current attempt (it was superseded by a failover) or the request already ended.
+ */
+export async function lockRequestOfWork(tx: Queryable, work: Pick<WorkRow, 'id' | 'job_id'>): Promise<GatewayRequestRow> {
+  const request = await findGatewayRequest(tx, work.job_id, true);
+  if (!request) throw new ApiError('not_found', `no gateway request ${work.job_id}`);
+  if (request.work_id !== work.id || request.status !== 'running') {
+    throw new ApiError('conflict', `gateway request ${request.id} is ${request.status === 'running' ? 'served by another attempt' : request.status}; no receipt is accepted for this work`);
+  }
+  return request;
+}
+
+/** What the server records beside a gateway receipt (outside the SVC1 signature): where it ran and what was asked. */
+export function gatewayReceiptMetadata(request: GatewayRequestRow, node: NodeRow): Record<string, unknown> {
+  const asked = request.metadata;
+  return {
+    request_type: request.type,
+    model: request.model,
+    node_id: node.id,
+    gpu_model: node.gpu_model,
+    country: node.country,
+    region: node.region,
+    jurisdiction: asked.jurisdiction ?? null,
+    strict_jurisdiction: asked.strict_jurisdiction ?? null,
+    requires_tee: asked.requires_tee ?? false,
+  };
+}
+
+async function charge(ctx: ServiceContext, tx: Queryable, request: GatewayRequestRow, usage: ModelUsage, node: Pick<NodeRow, 'id' | 'org_id'> | undefined, what: string) {
+  if (!request.hold_id) return 0;
+  const micro = costMicro(request.model, usage);
+  if (micro === 0) {
+    await ctx.ledger.within(tx).release(request.hold_id);
+    return 0;
+  }
+  const settled = await ctx.ledger.within(tx).settle(request.hold_id, micro, { description: `${request.type} ${request.model}: ${what}`, ref: request.id });
+  const earning = node ? operatorEarningCents(settled.charged_cents) : 0;
+  if (node && earning > 0) await ctx.ledger.within(tx).credit(node.org_id, earning, { txType: 'earning', description: `${request.type} ${request.id} on ${node.id}`, ref: request.id });
+  return settled.charged_cents;
+}
+
+function describe(usage: ModelUsage): string {
+  return Object.entries(usage)
+    .filter(([, v]) => typeof v === 'number')
+    .map(([k, v]) => `${v} ${k.replace(/_/g, ' ')}`)
+    .join(', ');
+}
+
+/**
+ * Completes a gateway request from its accepted receipt, inside `submitReceipt`'s transaction:
+ * charges the signed units at the catalogue price (the hold caps it), credits the operator its
+ * earning and closes the request.
+ */
+export async function completeFromReceipt(
+  ctx: ServiceContext,
+  tx: Queryable,
+  request: GatewayRequestRow,
+  done: { work: Pick<WorkRow, 'usage'>; node: NodeRow; receipt: { id: string; metering_units: number } },
+): Promise<void> {
+  const usage = usageFromUnits(request.type, done.receipt.metering_units, done.work.usage);
+  const charged = await charge(ctx, tx, request, usage, done.node, `${describe(usage)} on ${done.node.id}`);
+  await closeGatewayRequest(tx, request.id, { status: 'completed', usage: usage as Record<string, number>, charged_cents: charged, receipt_id: done.receipt.id });
+}
+
+/**
+ * Ends a running request without a receipt: the client went away (`cancelled`), the node failed
+ * (`failed`) or time ran out (`timeout`). Charges `usage` (nothing when absent), crediting
+ * `earnTo` when the node did the work it was asked; with `cancelWork` cancels the current work
+ * so its node stops (its next heartbeat or events call says so).
+ * Returns the cents charged, or undefined when the request had already ended.
+ */
+export async function endRequest(
+  ctx: ServiceContext,
+  requestId: string,
+  end: { status: Exclude<GatewayStatus, 'running' | 'completed'>; usage?: ModelUsage; error: string; earnTo?: Pick<NodeRow, 'id' | 'org_id'>; cancelWork?: boolean },
+): Promise<number | undefined> {
+  return ctx.db.transaction(async (tx) => {
+    const seen = await findGatewayRequest(tx, requestId);
+    if (!seen || seen.status !== 'running') return undefined;
+    if (seen.work_id) await workState(tx, seen.work_id, true);
+    const request = await findGatewayRequest(tx, requestId, true);
+    if (!request || request.status !== 'running') return undefined;
+    if (end.cancelWork && request.work_id) await cancelOpenWork(tx, request.work_id, end.error);
+    const usage = end.usage ?? {};
+    const charged = await charge(ctx, tx, request, usage, end.earnTo, `${describe(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480));
+    await closeGatewayRequest(tx, request.id, { status: end.status, usage: end.usage ? (end.usage as Record<string, number>) : null, charged_cents: charged, error: end.error });
+    return charged;
+  });
+}

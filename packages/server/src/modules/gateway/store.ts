@@ -1,0 +1,120 @@
+import type { Queryable } from '../../platform/db/index.js';
+import { NODE_LIVE_SECONDS } from '../system/service.js';
+import type { GatewayType } from './pricing.js';
+import type { RouteCandidate } from './routing.js';
+
+export type GatewayStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'timeout';
+
+export interface GatewayRequestRow {
+  id: string;
+  org_id: string;
+  buyer_id: string;
+  type: GatewayType;
+  model: string;
+  stream: boolean;
+  node_id: string | null;
+  work_id: string | null;
+  hold_id: string | null;
+  status: GatewayStatus;
+  usage: Record<string, number> | null;
+  charged_cents: number | null;
+  receipt_id: string | null;
+  error: string | null;
+  metadata: Record<string, unknown>;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+/** A work item's state as the gateway follows it. */
+export interface WorkState {
+  status: 'leased' | 'delivered' | 'completed' | 'failed' | 'lost' | 'cancelled';
+  error: string | null;
+  error_retryable: boolean | null;
+}
+
+/** Live nodes (a signed call within NODE_LIVE_SECONDS) that serve `model`, with the work they hold open. */
+export async function liveNodesServing(db: Queryable, model: string): Promise<RouteCandidate[]> {
+  const { rows } = await db.query<RouteCandidate>(
+    `SELECT n.id, n.org_id, n.country, n.region, n.gpu_model, n.attestation_verified,
+            (SELECT count(*) FROM work_items w WHERE w.node_id = n.id AND w.status IN ('leased', 'delivered'))::int AS open_work
+       FROM nodes n
+      WHERE $1 = ANY(n.models) AND n.last_seen > now() - make_interval(secs => $2)`,
+    [model, NODE_LIVE_SECONDS],
+  );
+  return rows;
+}
+
+export async function insertGatewayRequest(
+  db: Queryable,
+  r: Pick<GatewayRequestRow, 'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'>,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    [r.id, r.org_id, r.buyer_id, r.type, r.model, r.stream, r.node_id, r.work_id, r.hold_id, JSON.stringify(r.metadata)],
+  );
+}
+
+export async function findGatewayRequest(db: Queryable, id: string, lock = false): Promise<GatewayRequestRow | undefined> {
+  const { rows } = await db.query<GatewayRequestRow>(`SELECT * FROM gateway_requests WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`, [id]);
+  return rows[0];
+}
+
+/** Points the request at a new attempt. */
+export async function setAttempt(db: Queryable, id: string, attempt: { node_id: string; work_id: string; metadata: Record<string, unknown> }): Promise<void> {
+  await db.query('UPDATE gateway_requests SET node_id = $2, work_id = $3, metadata = $4 WHERE id = $1', [id, attempt.node_id, attempt.work_id, JSON.stringify(attempt.metadata)]);
+}
+
+/** Closes a running request; false when it was already closed (someone else finished it first). */
+export async function closeGatewayRequest(
+  db: Queryable,
+  id: string,
+  end: { status: Exclude<GatewayStatus, 'running'>; usage: Record<string, number> | null; charged_cents: number; receipt_id?: string | null; error?: string | null },
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE gateway_requests SET status = $2, usage = $3, charged_cents = $4, receipt_id = $5, error = $6, completed_at = now()
+      WHERE id = $1 AND status = 'running'`,
+    [id, end.status, end.usage ? JSON.stringify(end.usage) : null, end.charged_cents, end.receipt_id ?? null, end.error ?? null],
+  );
+  return rowCount === 1;
+}
+
+/** Work leased straight to a node, handed out at its next poll (`dispatched_at` NULL until then). */
+export async function insertLeasedWork(
+  db: Queryable,
+  w: { id: string; request_id: string; org_id: string; node_id: string; type: GatewayType; model: string; payload: Record<string, unknown>; stream: boolean; lease_seconds: number },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at)
+     VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', now() + make_interval(secs => $9), NULL)`,
+    [w.id, w.request_id, w.org_id, w.node_id, w.type, w.model, JSON.stringify(w.payload), w.stream, w.lease_seconds],
+  );
+}
+
+export async function workState(db: Queryable, workId: string, lock = false): Promise<WorkState | undefined> {
+  const { rows } = await db.query<WorkState>(`SELECT status, error, error_retryable FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`, [workId]);
+  return rows[0];
+}
+
+/** Records why a node failed gateway work (the 502 message, and whether another node may retry). */
+export async function noteWorkFailure(db: Queryable, workId: string, message: string, retryable: boolean): Promise<void> {
+  await db.query('UPDATE work_items SET error = $2, error_retryable = $3 WHERE id = $1', [workId, message, retryable]);
+}
+
+/** Cancels open work: the node's next heartbeat (or events call) tells it to stop. */
+export async function cancelOpenWork(db: Queryable, workId: string, reason: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    "UPDATE work_items SET status = 'cancelled', error = $2, updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')",
+    [workId, reason],
+  );
+  return rowCount === 1;
+}
+
+/** Requests still running long after any request may run: their instance stopped mid-way. */
+export async function staleRequests(db: Queryable, olderThanSeconds: number, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    "SELECT id FROM gateway_requests WHERE status = 'running' AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $2",
+    [olderThanSeconds, limit],
+  );
+  return rows.map((r) => r.id);
+}
