@@ -78,6 +78,9 @@ describe('a marketplace job from estimate to signed receipt', () => {
     const receipts = (await t.app.inject({ method: 'GET', url: `/api/v1/jobs/${jobId}/receipts`, headers: bearer(buyer.apiKey) })).json();
     expect(receipts.receipts).toEqual([receipt]);
     expect((await t.app.inject({ method: 'GET', url: `/api/v1/job/receipts/${jobId}`, headers: bearer(buyer.apiKey) })).json().receipts).toEqual([receipt]);
+    const json = await t.app.inject({ method: 'GET', url: '/api/v1/audit/receipts', headers: bearer(buyer.apiKey) });
+    expect(json.statusCode).toBe(200);
+    expect(json.json().receipts).toContainEqual(receipt);
     const csv = await t.app.inject({ method: 'GET', url: '/api/v1/audit/receipts?format=csv', headers: bearer(buyer.apiKey) });
     expect(csv.headers['content-type']).toContain('text/csv');
     expect(csv.body.split('\r\n')[0]).toBe('id,job_id,node_id,node_public_key,result_hash,metering_units,signature,signature_version,created_at,metadata');
