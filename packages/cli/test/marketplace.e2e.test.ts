@@ -1,11 +1,10 @@
-import { createPublicKey, verify } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
-import { createTestStore, type TestStore } from '@svc/server/testing';
+import { createTestStore, svc1VerifiesIndependently, type TestStore } from '@svc/server/testing';
 import { spawnSvc, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 /** The fields these tests read from JSON answers. */
@@ -43,16 +42,6 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
   }
 }
 
-/** The receipt check an outside auditor would run, with node:crypto only. */
-function svc1Verifies(r: { job_id: string; node_public_key: string; result_hash: string; metering_units: number; signature: string }): boolean {
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(r.job_id.length);
-  const units = Buffer.alloc(8);
-  units.writeBigUInt64BE(BigInt(r.metering_units));
-  const message = Buffer.concat([Buffer.from('SVC1\0', 'latin1'), len, Buffer.from(r.job_id, 'ascii'), Buffer.from(r.node_public_key, 'hex'), Buffer.from(r.result_hash, 'hex'), units]);
-  const key = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), Buffer.from(r.node_public_key, 'hex')]), format: 'der', type: 'spki' });
-  return verify(null, message, key, Buffer.from(r.signature, 'hex'));
-}
 
 describe('end to end with real processes: svc serve, two svc node agents, a buyer', () => {
   let store: TestStore;
@@ -125,7 +114,7 @@ describe('end to end with real processes: svc serve, two svc node agents, a buye
     expect(receipts).toHaveLength(1);
     const receipt = receipts[0];
     if (!receipt) throw new Error('no receipt');
-    expect(svc1Verifies(receipt)).toBe(true);
+    expect(svc1VerifiesIndependently(receipt)).toBe(true);
     expect(receipt.metering_units).toBeGreaterThan(0);
     const result = await fetch(`${base}/api/v1/marketplace/jobs/${id}/result`, { headers: { authorization: `Bearer ${buyerKey}` } });
     const text = await result.text();

@@ -1,4 +1,5 @@
-import { createPublicKey, createHash, verify } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { svc1VerifiesIndependently } from '@svc/server/testing';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -7,16 +8,6 @@ import { startFakeControlPlane, type FakeControlPlane, type FakeWork } from './f
 import { createFakeEngine } from './fake-engine.js';
 import { cleanupAgents, makeAgent } from './helpers.js';
 
-/** docs/receipts.md "Verifying with node:crypto", verbatim in spirit: no @svc/protocol involved. */
-function verifySvc1WithNodeCrypto(r: { job_id: string; node_public_key: string; result_hash: string; metering_units: number; signature: string }): boolean {
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(r.job_id.length);
-  const units = Buffer.alloc(8);
-  units.writeBigUInt64BE(BigInt(r.metering_units));
-  const message = Buffer.concat([Buffer.from('SVC1\0', 'latin1'), len, Buffer.from(r.job_id, 'ascii'), Buffer.from(r.node_public_key, 'hex'), Buffer.from(r.result_hash, 'hex'), units]);
-  const key = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), Buffer.from(r.node_public_key, 'hex')]), format: 'der', type: 'spki' });
-  return verify(null, message, key, Buffer.from(r.signature, 'hex'));
-}
 
 const llmJob = (n: number, inputs = ['hello there', 'second line here']): FakeWork => ({
   work_id: `wrk_${n}`,
@@ -62,7 +53,7 @@ describe('node agent against a fake control plane', () => {
     const receipt = cp.receipts.get('wrk_1') ?? {};
     expect(receipt).toMatchObject({ job_id: 'job_1', pubkey: t.agent.publicKeyHex, result_hash: result.body.result_hash, metering_units: 11 });
     expect(receipt.metadata).toMatchObject({ model: 'tinyllama', engine: 'fake', country: 'CA', region: 'ca-central', duration_ms: expect.any(Number) });
-    const ok = verifySvc1WithNodeCrypto({
+    const ok = svc1VerifiesIndependently({
       job_id: String(receipt.job_id),
       node_public_key: String(receipt.pubkey),
       result_hash: String(receipt.result_hash),

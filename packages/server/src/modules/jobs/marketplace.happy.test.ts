@@ -1,17 +1,7 @@
-import { createPublicKey, verify } from 'node:crypto';
 import { sha256Hex } from '@svc/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, createTestNode, signUp, svc1VerifiesIndependently, type TestApp, type TestBuyer } from '../../../test/harness.js';
 
-function verifySvc1Independently(r: { job_id: string; node_public_key: string; result_hash: string; metering_units: number; signature: string }): boolean {
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(r.job_id.length);
-  const units = Buffer.alloc(8);
-  units.writeBigUInt64BE(BigInt(r.metering_units));
-  const message = Buffer.concat([Buffer.from('SVC1\0', 'latin1'), len, Buffer.from(r.job_id, 'ascii'), Buffer.from(r.node_public_key, 'hex'), Buffer.from(r.result_hash, 'hex'), units]);
-  const key = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), Buffer.from(r.node_public_key, 'hex')]), format: 'der', type: 'spki' });
-  return verify(null, message, key, Buffer.from(r.signature, 'hex'));
-}
 
 describe('a marketplace job from estimate to signed receipt', () => {
   let t: TestApp;
@@ -61,7 +51,7 @@ describe('a marketplace job from estimate to signed receipt', () => {
     expect(done.statusCode).toBe(200);
     const receipt = done.json();
     expect(receipt).toMatchObject({ job_id: jobId, node_id: node.nodeId, node_public_key: node.pubkey, result_hash: sha256Hex(output), metering_units: 1_000_000, signature_version: 'SVC1' });
-    expect(verifySvc1Independently(receipt)).toBe(true);
+    expect(svc1VerifiesIndependently(receipt)).toBe(true);
 
     const job = (await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${jobId}`, headers: bearer(buyer.apiKey) })).json();
     // 1,000,000 tokens at 0.5 micro-CAD = 50 cents, under the 150-cent budget.
