@@ -18,6 +18,21 @@ function header(request: FastifyRequest, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/**
+ * A deliberate cache: when this process last wrote a node's `last_seen` on a signed call, so
+ * that a busy node costs one write a second, not one per request (liveness is judged over 30 s).
+ * Heartbeats still write every time, with their load. Bounded; cleared when full.
+ */
+const lastTouched = new Map<string, number>();
+
+function shouldTouch(nodeId: string): boolean {
+  const now = Date.now();
+  if ((lastTouched.get(nodeId) ?? 0) > now - 1000) return false;
+  if (lastTouched.size >= 100_000) lastTouched.clear();
+  lastTouched.set(nodeId, now);
+  return true;
+}
+
 const refuse = (why: string) => new ApiError('unauthorized', `node request refused: ${why}`);
 
 /**
@@ -37,7 +52,7 @@ export async function verifyNodeRequest(ctx: ServiceContext, request: FastifyReq
   const message = requestMessage({ method: request.method, pathWithQuery: request.url, timestamp, body: request.rawBody ?? Buffer.alloc(0) });
   if (!verifyHex(message, signature, node.pubkey)) throw refuse('bad signature');
   if (!(await rememberSignature(ctx.db, signature))) throw refuse('replayed request');
-  await touchNode(ctx.db, node.id);
+  if (shouldTouch(node.id)) await touchNode(ctx.db, node.id);
   return node;
 }
 
