@@ -5,6 +5,7 @@ import { billingRoutes } from './modules/billing/routes.js';
 import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
+import { mcpRoutes } from './modules/mcp/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
@@ -23,4 +24,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await evidenceRoutes(app, ctx);
   await billingRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
+  await mcpRoutes(app, ctx);
 }
