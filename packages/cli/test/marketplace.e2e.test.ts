@@ -165,5 +165,11 @@ describe('end to end with real processes: svc serve, two svc node agents, a buye
     const balance = (await api('/api/v1/billing/balance')).body;
     expect(balance.balance_cents).toBe((balanceBefore.balance_cents ?? 0) - (done.charged_cents ?? 0));
     expect(balance.held_cents).toBe(balanceBefore.held_cents);
-  });
+    // The evidence written before the crash and after it is one gap-free, signed run.
+    const graph = (await api(`/api/v1/jobs/${id}/evidence`)).body as unknown as { events: { sequence: number; event_type: string }[]; certificate: { verified: boolean } };
+    expect(graph.events.map((e) => e.sequence)).toEqual(graph.events.map((_, i) => i + 1));
+    expect(graph.events.map((e) => e.event_type)).toEqual(expect.arrayContaining(['job.submitted', 'job.assigned', 'job.started', 'receipt.verified', 'ledger.charged', 'job.completed']));
+    expect(graph.events.at(-1)?.event_type).toBe('job.completed');
+    expect(graph.certificate.verified).toBe(true);
+  }, 120_000);
 });

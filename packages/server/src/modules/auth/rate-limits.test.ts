@@ -74,5 +74,6 @@ describe.skipIf(!redisUrl)('rate limits shared through Redis', () => {
       await one.close();
       await two.close();
     }
-  });
+    // Two embedded stores are opened here: on a loaded machine that alone can take most of 30 s.
+  }, 120_000);
 });
