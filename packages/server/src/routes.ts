@@ -2,6 +2,7 @@ import type { App } from './app.js';
 import type { ServiceContext } from './context.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { dashboardRoutes } from './modules/dashboard/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
@@ -21,4 +22,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await receiptRoutes(app, ctx);
   await billingRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
+  await dashboardRoutes(app, ctx);
 }
