@@ -35,6 +35,7 @@ const EXPECTED: Record<string, Permission | 'public' | 'node'> = {
   'POST /api/v1/node/work/:work_id/fail': 'node',
   'POST /api/v1/node/receipt': 'node',
   'GET /api/v1/nodes': 'nodes:read',
+  'GET /api/v1/nodes/earnings': 'payouts:read',
   'POST /api/v1/marketplace/estimate': 'jobs:read',
   'GET /api/v1/marketplace/pricing': 'models:read',
   'POST /api/v1/marketplace/jobs': 'jobs:write',
@@ -49,12 +50,14 @@ const EXPECTED: Record<string, Permission | 'public' | 'node'> = {
   'GET /api/v1/audit/receipts': 'receipts:read',
   'GET /api/v1/billing/balance': 'billing:read',
   'GET /api/v1/billing/transactions': 'billing:read',
+  'GET /api/v1/billing/spend': 'billing:read',
   'GET /v1/models': 'models:read',
   'POST /v1/chat/completions': 'inference:write',
   'POST /v1/embeddings': 'inference:write',
   'POST /v1/audio/transcriptions': 'inference:write',
   'POST /v1/images/generations': 'inference:write',
   'GET /v1/files/:name': 'public',
+  'GET /api/v1/gateway/requests': 'jobs:read',
   'POST /api/v1/node/work/:work_id/events': 'node',
 };
 
