@@ -162,3 +162,30 @@ export interface Model {
 export interface ServiceConfig {
   public_url: string;
 }
+
+export interface EvidenceEvent {
+  id: string;
+  run_id: string;
+  sequence: number;
+  event_type: string;
+  subject_id: string;
+  summary: string;
+  metadata: Record<string, unknown>;
+  created_at: string;
+  event_hash: string;
+}
+
+export interface EvidenceGraph {
+  run: { id: string; job_id: string; status: string; root_hash: string; signed_at?: string | null };
+  events: EvidenceEvent[];
+  edges: { run_id: string; from_event_id: string; to_event_id: string; edge_type: string }[];
+  certificate: { algorithm: string; version: string; root_hash: string; signature_hex: string; signer_public_key_hex: string; signed: boolean; verified: boolean; signed_at?: string | null; note?: string };
+}
+
+export interface PlatformKey {
+  key_id: string;
+  public_key_hex: string;
+  valid_from: string;
+  valid_until: string | null;
+  active: boolean;
+}

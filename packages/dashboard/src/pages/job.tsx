@@ -5,6 +5,7 @@ import { duration, money, short, signedMoney, when } from '../format';
 import { useAction, useAsync } from '../hooks';
 import { Link } from '../router';
 import type { Job, JobAudit, Receipt } from '../types';
+import { EvidenceSection } from './evidence';
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
@@ -170,6 +171,7 @@ export function JobPage(props: { id: string }) {
             <ErrorNotice error={receipts.error} />
             {receipts.data ? <Receipts receipts={receipts.data.receipts} /> : <Loading what="receipts" />}
           </Section>
+          <EvidenceSection jobId={j.id} status={j.status} />
           {audit.data && audit.data.credit_ledger.length > 0 && (
             <Section title="Ledger rows">
               <ul>
