@@ -47,17 +47,19 @@ export function SlaPage() {
   const s = sla.data;
   return (
     <Page title="SLA" intro="How fast your jobs are assigned to a node and how many complete, measured from the jobs' own timestamps.">
-      <Field label="Window">
-        {(id) => (
-          <select id={id} value={String(hours)} onChange={(e) => setHours(Number(e.currentTarget.value))}>
-            {WINDOWS.map((w) => (
-              <option key={w.hours} value={String(w.hours)}>
-                {w.label}
-              </option>
-            ))}
-          </select>
-        )}
-      </Field>
+      <div class="narrow">
+        <Field label="Window">
+          {(id) => (
+            <select id={id} value={String(hours)} onChange={(e) => setHours(Number(e.currentTarget.value))}>
+              {WINDOWS.map((w) => (
+                <option key={w.hours} value={String(w.hours)}>
+                  {w.label}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+      </div>
       <ErrorNotice error={sla.error} />
       {!s && <Loading what="the SLA" />}
       {s && (
@@ -94,7 +96,7 @@ export function SlaPage() {
               ))}
             </dl>
             <p class="muted small">
-              From {when(s.window_since)} to {when(s.generated_at)}.
+              From {when(s.window_since)} to {when(s.generated_at)}
             </p>
           </Section>
         </>
