@@ -3,6 +3,7 @@ import type { ServiceContext } from './context.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { dashboardRoutes } from './modules/dashboard/routes.js';
+import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
@@ -20,6 +21,7 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await nodeRoutes(app, ctx);
   await jobRoutes(app, ctx);
   await receiptRoutes(app, ctx);
+  await evidenceRoutes(app, ctx);
   await billingRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
   await dashboardRoutes(app, ctx);
