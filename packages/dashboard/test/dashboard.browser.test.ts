@@ -39,6 +39,8 @@ describe.skipIf(!HAVE_CHROMIUM)('the dashboard in a real browser against svc ser
   beforeAll(async () => {
     [stack, browser] = await Promise.all([startStack(), launchBrowser()]);
     context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    // Below the test's own time-out, so a failure names the element it waited for.
+    context.setDefaultTimeout(20_000);
     page = await context.newPage();
   }, 120_000);
 
@@ -194,6 +196,51 @@ describe.skipIf(!HAVE_CHROMIUM)('the dashboard in a real browser against svc ser
     await receipts.getByText('SVC1').waitFor();
     expect(await page.getByTestId('job-summary').textContent()).toContain('completed');
     await screenshot(page, '09-job');
+  });
+
+  it("draws the job's evidence graph, downloads its bundle and verifies it in the browser; a tampered bundle fails", async () => {
+    const graph = page.getByTestId('evidence-graph');
+    await graph.waitFor({ timeout: 30_000 });
+    const types = await graph.locator('g.node').evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-event-type')));
+    expect(types).toEqual(expect.arrayContaining(['job.submitted', 'receipt.verified', 'job.completed']));
+    expect(await graph.locator('g.edge').count()).toBeGreaterThanOrEqual(types.length - 1);
+    // Each event is a keyboard button that shows its fields and hash.
+    await graph.locator('g.node[data-event-type="receipt.verified"]').focus();
+    await page.keyboard.press('Enter');
+    await page.getByTestId('event-details').getByText('receipt.verified').waitFor();
+
+    await page.getByRole('button', { name: 'Verify in this browser' }).click();
+    const verification = page.getByTestId('verification');
+    await verification.waitFor();
+    expect(await verification.getAttribute('data-ok')).toBe('true');
+    const checks = await verification.locator('li').evaluateAll((items) => items.map((li) => [li.getAttribute('data-check'), li.getAttribute('data-ok')]));
+    expect(checks.map(([name]) => name)).toEqual(expect.arrayContaining(['bundle_hash', 'merkle_root', 'certificate_signature', 'signer_key', 'receipts_complete']));
+    expect(checks.some(([name]) => String(name).startsWith('receipt_signature['))).toBe(true);
+    expect(checks.every(([, ok]) => ok === 'true')).toBe(true);
+    expect(await page.getByTestId('verdict').textContent()).toMatch(/^Verified in this browser: all \d+ checks passed/);
+    await screenshot(page, '09b-job-evidence-verified');
+
+    const download = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Download bundle' }).click();
+    const text = readFileSync(await (await download).path(), 'utf8');
+    const bundle = JSON.parse(text) as { type: string; receipts: { metering_units: number }[] };
+    expect(bundle.type).toBe('svc.evidence_bundle.v1');
+
+    // Tamper: bill for more units than the node signed for.
+    const [receipt] = bundle.receipts;
+    if (!receipt) throw new Error('the bundle has no receipt');
+    receipt.metering_units += 1000;
+    await page.getByTestId('bundle-file').setInputFiles({ name: 'tampered.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(bundle)) });
+    await expect.poll(async () => verification.getAttribute('data-ok')).toBe('false');
+    expect(await page.getByTestId('verdict').textContent()).toMatch(/^Verification failed: \d+ of \d+ checks failed \(file tampered.json\)/);
+    const failed = await verification.locator('li[data-ok="false"]').evaluateAll((items) => items.map((li) => li.getAttribute('data-check')));
+    expect(failed).toEqual(expect.arrayContaining(['bundle_hash']));
+    expect(failed.some((name) => String(name).startsWith('receipt_signature['))).toBe(true);
+    await screenshot(page, '09c-job-evidence-tampered');
+
+    // The untouched file verifies the same way as the server's copy.
+    await page.getByTestId('bundle-file').setInputFiles({ name: 'original.json', mimeType: 'application/json', buffer: Buffer.from(text) });
+    await expect.poll(async () => verification.getAttribute('data-ok')).toBe('true');
   });
 
   it('streams a chat answer in the playground, naming the node, its country and the receipt', async () => {

@@ -92,7 +92,8 @@ export function EvidenceGraphView(props: { graph: EvidenceGraph }) {
                 key={n.event.id}
                 class={`node ${tone(n.event.event_type)}${active ? ' active' : ''}`}
                 transform={`translate(${n.x},${n.y})`}
-                tabIndex={0}
+                // Lower case: SVG attributes are case-sensitive, and only `tabindex` makes it focusable.
+                tabindex={0}
                 role="button"
                 aria-pressed={active ? 'true' : 'false'}
                 aria-label={`Event ${n.event.sequence}: ${n.event.event_type}. ${n.event.summary}`}
