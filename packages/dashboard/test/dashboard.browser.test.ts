@@ -12,7 +12,8 @@ if (!HAVE_CHROMIUM) process.stdout.write(`[svc test] SKIPPED the dashboard brows
  * OpenAI-compatible test upstream), and Debian's Chromium driven by playwright-core. The tests run
  * in order and share one account, as a person would use the product.
  */
-describe.skipIf(!HAVE_CHROMIUM)('the dashboard in a real browser against svc serve and svc node', () => {
+// Generous limits: in CI this file shares two cores with the rest of the suite.
+describe.skipIf(!HAVE_CHROMIUM)('the dashboard in a real browser against svc serve and svc node', { timeout: 90_000 }, () => {
   let stack: Stack;
   let browser: Browser;
   let context: BrowserContext;
@@ -40,7 +41,7 @@ describe.skipIf(!HAVE_CHROMIUM)('the dashboard in a real browser against svc ser
     [stack, browser] = await Promise.all([startStack(), launchBrowser()]);
     context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     // Below the test's own time-out, so a failure names the element it waited for.
-    context.setDefaultTimeout(20_000);
+    context.setDefaultTimeout(45_000);
     page = await context.newPage();
   }, 120_000);
 
@@ -184,10 +185,10 @@ describe.skipIf(!HAVE_CHROMIUM)('the dashboard in a real browser against svc ser
     await page.getByRole('radio', { name: 'completed' }).check();
     expect(page.url()).toBe(`${stack.base}/jobs?status=completed`);
     const link = page.getByRole('link', { name: new RegExp(state.jobId.slice(0, 8)) });
-    await link.waitFor({ timeout: 30_000 });
+    await link.waitFor({ timeout: 60_000 });
     await screenshot(page, '08-jobs');
     await link.click();
-    await page.getByTestId('timeline').locator('[data-event="job_completed"]').waitFor({ timeout: 30_000 });
+    await page.getByTestId('timeline').locator('[data-event="job_completed"]').waitFor({ timeout: 60_000 });
     const events = await page.getByTestId('timeline').locator('li').evaluateAll((items) => items.map((li) => li.getAttribute('data-event')));
     expect(events).toEqual(expect.arrayContaining(['job_submitted', 'job_assigned', 'job_completed']));
     expect(events.indexOf('job_submitted')).toBeLessThan(events.indexOf('job_completed'));
@@ -200,7 +201,7 @@ describe.skipIf(!HAVE_CHROMIUM)('the dashboard in a real browser against svc ser
 
   it("draws the job's evidence graph, downloads its bundle and verifies it in the browser; a tampered bundle fails", async () => {
     const graph = page.getByTestId('evidence-graph');
-    await graph.waitFor({ timeout: 30_000 });
+    await graph.waitFor({ timeout: 60_000 });
     const types = await graph.locator('g.node').evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-event-type')));
     expect(types).toEqual(expect.arrayContaining(['job.submitted', 'receipt.verified', 'job.completed']));
     expect(await graph.locator('g.edge').count()).toBeGreaterThanOrEqual(types.length - 1);
