@@ -6,6 +6,7 @@ import { dashboardRoutes } from './modules/dashboard/routes.js';
 import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
+import { mcpRoutes } from './modules/mcp/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
@@ -25,4 +26,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await billingRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
   await dashboardRoutes(app, ctx);
+  await mcpRoutes(app, ctx);
 }
