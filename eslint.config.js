@@ -1,5 +1,6 @@
 // @ts-check
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -18,7 +19,12 @@ export default tseslint.config(
     },
   },
   {
-    files: ['eslint.config.js', 'vitest.config.ts'],
+    // The dashboard runs in the browser.
+    files: ['packages/dashboard/src/**/*.{ts,tsx}'],
+    languageOptions: { globals: globals.browser },
+  },
+  {
+    files: ['eslint.config.js', 'vitest.config.ts', 'packages/dashboard/vite.config.ts'],
     rules: { 'no-restricted-syntax': 'off' },
   },
 );

@@ -25,6 +25,8 @@ export interface OpenAITestServerOptions {
   imageResponse?: 'auto' | 'url';
   /** Ids listed by `/v1/models`. */
   models?: string[];
+  /** Pause between the events of a streamed chat answer, in ms (default 1), to make streaming visible. */
+  streamDelayMs?: number;
 }
 
 /** Failure injection for the next `times` requests (default 1). */
@@ -189,7 +191,7 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
       // after K events delivers exactly K.
       await new Promise<void>((resolve) => res.write(`data: ${event}\n\n`, () => resolve()));
       sent++;
-      await new Promise((resolve) => setTimeout(resolve, 1));
+      await new Promise((resolve) => setTimeout(resolve, options.streamDelayMs ?? 1));
     }
     res.end();
   }

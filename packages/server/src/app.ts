@@ -3,6 +3,7 @@ import Fastify, {
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ServiceContext } from './context.js';
 import { installAuth } from './modules/auth/hook.js';
+import { dashboardPageFallback } from './modules/dashboard/routes.js';
 import { installErrorHandling } from './platform/http-errors.js';
 import { installMetrics } from './platform/http-metrics.js';
 import { installOpenApi } from './platform/openapi.js';
@@ -43,7 +44,7 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
     void reply.header('x-request-id', request.id);
   });
   installRouteTable(app);
-  installErrorHandling(app);
+  installErrorHandling(app, { pageFallback: dashboardPageFallback(ctx) });
   await installOpenApi(app, ctx);
   installAuth(app, ctx);
   installMetrics(app, ctx);

@@ -7,6 +7,7 @@ import { createJobSignal, startBackgroundTasks, type JobSignal } from './modules
 import { createUnverifiedAttestation, type AttestationVerifier } from './platform/attestation.js';
 import { createDbBlobStore, type BlobStore } from './platform/blobs.js';
 import { createDbBus, type Bus } from './platform/bus.js';
+import { loadDashboardFiles, type DashboardFiles } from './modules/dashboard/files.js';
 import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.js';
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
 
@@ -22,6 +23,8 @@ export interface ServiceContext {
   bus: Bus;
   blobs: BlobStore;
   attestation: AttestationVerifier;
+  /** The built web dashboard, read once at start-up (empty when not built). */
+  dashboard: DashboardFiles;
   /** Wakes long-polling nodes when a job becomes eligible on any instance. */
   jobSignal: JobSignal;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
@@ -76,6 +79,7 @@ export async function createContext(
       bus,
       blobs: createDbBlobStore(db),
       attestation: options.attestation ?? createUnverifiedAttestation(),
+      dashboard: loadDashboardFiles(config.dashboardDir),
       jobSignal: jobSignal.signal,
       stopBackground: async () => undefined,
       startedAt: new Date(),

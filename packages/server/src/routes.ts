@@ -2,6 +2,7 @@ import type { App } from './app.js';
 import type { ServiceContext } from './context.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { dashboardRoutes } from './modules/dashboard/routes.js';
 import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
@@ -24,5 +25,6 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await evidenceRoutes(app, ctx);
   await billingRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
+  await dashboardRoutes(app, ctx);
   await mcpRoutes(app, ctx);
 }

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, codeForStatus } from './errors.js';
 import { validationDetails } from './validation.js';
 
@@ -28,8 +28,15 @@ export function toApiError(err: unknown): ApiError {
   return new ApiError('internal', 'internal server error');
 }
 
-/** Installs the error handler and the 404 handler: every failure leaves as `{code, error, message}`. */
-export function installErrorHandling(app: FastifyInstance): void {
+/**
+ * Installs the error handler and the 404 handler: every failure leaves as `{code, error, message}`.
+ * `pageFallback` may answer an unmatched request first (the dashboard's client-side pages); it
+ * returns undefined to leave it to the JSON 404.
+ */
+export function installErrorHandling(
+  app: FastifyInstance,
+  options: { pageFallback?: (request: FastifyRequest, reply: FastifyReply) => FastifyReply | undefined } = {},
+): void {
   app.setErrorHandler((err, request, reply) => {
     const api = toApiError(err);
     if (api.status >= 500) request.log.error({ err }, 'request failed');
@@ -38,6 +45,8 @@ export function installErrorHandling(app: FastifyInstance): void {
     return reply.code(api.status).type('application/json; charset=utf-8').send(api.toBody());
   });
   app.setNotFoundHandler((request, reply) => {
+    const page = options.pageFallback?.(request, reply);
+    if (page) return page;
     const api = new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
     return reply.code(404).send(api.toBody());
   });

@@ -89,4 +89,25 @@ describe('billing routes', () => {
     expect(lines[2]).toMatch(/^tx_\w+,[^,]+,free_tier,500,500,Free tier: one-time grant for a new organization,$/);
     expect(lines[3]).toBe('');
   });
+
+  it('spend gives one entry per UTC day of the window, today last, with charges and credits', async () => {
+    const fresh = await signUp(t.app);
+    await ledger.charge(fresh.orgId, 1_230_000); // 123 cents
+    await ledger.charge(fresh.orgId, 70_000); // 7 cents
+    const res = await get('/api/v1/billing/spend?days=7', fresh);
+    expect(res.statusCode).toBe(200);
+    const body = res.json() as { days: number; since: string; series: { date: string; spend_cents: number; credit_cents: number }[]; total_spend_cents: number; total_credit_cents: number };
+    expect(body.days).toBe(7);
+    expect(body.series).toHaveLength(7);
+    const today = new Date().toISOString().slice(0, 10);
+    expect(body.series.at(-1)).toEqual({ date: today, spend_cents: 130, credit_cents: 500 });
+    expect(body.series.slice(0, 6).every((d) => d.spend_cents === 0 && d.credit_cents === 0)).toBe(true);
+    expect(body).toMatchObject({ currency: 'CAD', total_spend_cents: 130, total_credit_cents: 500 });
+    expect(body.since).toBe(`${body.series[0]?.date}T00:00:00.000Z`);
+    // Another organization's ledger is not counted.
+    expect((await get('/api/v1/billing/spend?days=1', buyer)).json().series[0].spend_cents).not.toBe(130);
+    expect((await get('/api/v1/billing/spend?days=0', fresh)).statusCode).toBe(400);
+    expect((await get('/api/v1/billing/spend?days=367', fresh)).statusCode).toBe(400);
+    expect((await get('/api/v1/billing/spend', fresh)).json().series).toHaveLength(30);
+  });
 });

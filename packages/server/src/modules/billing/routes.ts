@@ -2,8 +2,8 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
 import { toCsv } from './csv.js';
-import { BillingBalanceResponse, CreditTransaction, CreditTransactionsResponse, TransactionsQuery } from './schemas.js';
-import { balanceReport, createLedger, transactionPage } from './service.js';
+import { BillingBalanceResponse, CreditTransaction, CreditTransactionsResponse, SpendQuery, SpendResponse, TransactionsQuery } from './schemas.js';
+import { balanceReport, createLedger, spendSeries, transactionPage } from './service.js';
 
 const tags = ['billing'];
 const CSV_COLUMNS = ['id', 'created_at', 'tx_type', 'amount_cents', 'balance_after', 'description', 'ref'] as const;
@@ -51,5 +51,13 @@ export async function billingRoutes(app: App, ctx: ServiceContext): Promise<void
         .header('content-disposition', `attachment; filename="transactions-${offset}-${offset + page.transactions.length}.csv"`)
         .send(csv);
     },
+  );
+  app.get(
+    '/api/v1/billing/spend',
+    {
+      config: { auth: { permission: 'billing:read' } },
+      schema: { summary: 'Spend and credits per UTC day over the last `days` days (for charts)', tags, querystring: SpendQuery, response: { 200: SpendResponse } },
+    },
+    async (request) => spendSeries(ctx.db, principalOf(request).orgId, request.query.days ?? 30),
   );
 }

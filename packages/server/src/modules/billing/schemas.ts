@@ -46,3 +46,27 @@ export const TransactionsQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+
+export const SpendQuery = Type.Object(
+  { days: Type.Optional(Type.Integer({ minimum: 1, maximum: 366, default: 30, description: 'UTC days, today included' })) },
+  { additionalProperties: false },
+);
+
+export const SpendResponse = Type.Object(
+  {
+    currency: Type.Literal('CAD'),
+    days: Type.Integer(),
+    since: Type.String({ format: 'date-time', description: 'the first UTC midnight of the window' }),
+    series: Type.Array(
+      Type.Object({
+        date: Type.String({ description: 'UTC day, YYYY-MM-DD' }),
+        spend_cents: Type.Integer({ description: 'charges posted that day, as a positive sum' }),
+        credit_cents: Type.Integer({ description: 'grants, top-ups, refunds and earnings posted that day' }),
+      }),
+      { description: 'one entry per day, oldest first, zeros included' },
+    ),
+    total_spend_cents: Type.Integer(),
+    total_credit_cents: Type.Integer(),
+  },
+  { $id: 'SpendResponse' },
+);

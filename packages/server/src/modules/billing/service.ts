@@ -2,6 +2,7 @@ import { centsToCad } from '@svc/protocol';
 import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { fillDays, windowStart } from './series.js';
 import { applyUsage, availableCents, insufficientCredits, MAX_USAGE_MICRO, requireAmount, requireTxType } from './rules.js';
 import {
   closeHold,
@@ -9,6 +10,7 @@ import {
   findHold,
   insertHold,
   insertLedgerRow,
+  ledgerByDay,
   listLedger,
   lockAccount,
   postCredit,
@@ -240,4 +242,21 @@ export async function reconcileAccount(db: Queryable, orgId: string) {
   const consistent =
     account.balance_cents === ledgerSum && account.held_cents === activeHolds && account.held_cents >= 0 && account.held_cents <= account.balance_cents;
   return { ...account, ledger_sum_cents: ledgerSum, active_holds_cents: activeHolds, consistent };
+}
+
+/**
+ * `GET /billing/spend`: what the organization spent and was credited per UTC day over the last
+ * `days` days (today included), for the dashboard's chart.
+ */
+export async function spendSeries(db: Queryable, orgId: string, days: number, now = new Date()) {
+  const since = windowStart(days, now);
+  const series = fillDays(await ledgerByDay(db, orgId, since), days, now);
+  return {
+    currency: 'CAD' as const,
+    days,
+    since: since.toISOString(),
+    series,
+    total_spend_cents: series.reduce((sum, d) => sum + d.spend_cents, 0),
+    total_credit_cents: series.reduce((sum, d) => sum + d.credit_cents, 0),
+  };
 }

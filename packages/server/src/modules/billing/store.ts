@@ -138,3 +138,16 @@ export async function sumActiveHolds(db: Queryable, orgId: string): Promise<numb
   );
   return rows[0]?.total ?? 0;
 }
+
+/** Per UTC day since `since`: the charges (as a positive sum) and the credits of the ledger. */
+export async function ledgerByDay(db: Queryable, orgId: string, since: Date): Promise<{ date: string; spend_cents: number; credit_cents: number }[]> {
+  const { rows } = await db.query<{ date: string; spend_cents: number; credit_cents: number }>(
+    `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS date,
+            COALESCE(sum(-amount_cents) FILTER (WHERE amount_cents < 0), 0)::bigint AS spend_cents,
+            COALESCE(sum(amount_cents) FILTER (WHERE amount_cents > 0), 0)::bigint AS credit_cents
+       FROM credit_transactions WHERE org_id = $1 AND created_at >= $2
+      GROUP BY 1 ORDER BY 1`,
+    [orgId, since],
+  );
+  return rows;
+}

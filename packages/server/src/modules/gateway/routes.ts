@@ -14,6 +14,7 @@ import { createGatewayHub } from './hub.js';
 import { imagesView, prepareImages } from './images.js';
 import { listModels } from './models.js';
 import { acceptEvents } from './node-events.js';
+import { GatewayRequestListQuery, GatewayRequestListResponse, GatewayRequestRecord, listRequests } from './requests.js';
 import {
   ChatCompletion,
   ChatCompletionRequest,
@@ -78,6 +79,15 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     done(null, (body as Buffer).toString('utf8'));
   });
   app.addSchema(SvcNode);
+  app.addSchema(GatewayRequestRecord);
+  app.get(
+    '/api/v1/gateway/requests',
+    {
+      config: { auth: { permission: 'jobs:read' } },
+      schema: { summary: "Your organization's gateway requests, newest first: model, node, country, receipt, charge", tags, querystring: GatewayRequestListQuery, response: { 200: GatewayRequestListResponse } },
+    },
+    async (request) => listRequests(ctx, principalOf(request), request.query),
+  );
 
   app.get(
     '/v1/models',

@@ -118,3 +118,21 @@ export async function staleRequests(db: Queryable, olderThanSeconds: number, lim
   );
   return rows.map((r) => r.id);
 }
+
+/** One page of an organization's gateway requests, newest first, with the serving node's country. */
+export async function listGatewayRequests(
+  db: Queryable,
+  orgId: string,
+  page: { limit: number; offset: number; status?: GatewayStatus },
+): Promise<{ rows: (GatewayRequestRow & { country: string | null })[]; total: number }> {
+  const [{ rows }, count] = await Promise.all([
+    db.query<GatewayRequestRow & { country: string | null }>(
+      `SELECT g.*, n.country FROM gateway_requests g LEFT JOIN nodes n ON n.id = g.node_id
+        WHERE g.org_id = $1 AND ($2::text IS NULL OR g.status = $2)
+        ORDER BY g.created_at DESC, g.id DESC LIMIT $3 OFFSET $4`,
+      [orgId, page.status ?? null, page.limit, page.offset],
+    ),
+    db.query<{ n: number }>('SELECT count(*)::int AS n FROM gateway_requests WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)', [orgId, page.status ?? null]),
+  ]);
+  return { rows, total: count.rows[0]?.n ?? 0 };
+}

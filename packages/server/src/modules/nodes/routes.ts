@@ -7,8 +7,8 @@ import { deliverResult, failWork, submitReceipt } from '../receipts/service.js';
 import { NodeReceiptRequest, Receipt } from '../receipts/schemas.js';
 import { heartbeat, pollWork } from '../scheduler/node-work.js';
 import { nodeOf } from './node-auth.js';
-import { HeartbeatRequest, HeartbeatResponse, NodeListQuery, NodeListResponse, NodeRegisterRequest, NodeRegisterResponse, NodeSummary } from './schemas.js';
-import { listNodeSummaries, registerNode } from './service.js';
+import { HeartbeatRequest, HeartbeatResponse, NodeEarningsResponse, NodeListQuery, NodeListResponse, NodeRegisterRequest, NodeRegisterResponse, NodeSummary } from './schemas.js';
+import { listNodeSummaries, nodeEarnings, registerNode } from './service.js';
 
 const tags = ['nodes'];
 const node = { auth: { node: true as const } };
@@ -91,5 +91,10 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
     '/api/v1/nodes',
     { config: { auth: { permission: 'nodes:read' } }, schema: { summary: "Your organization's nodes (or every online node with scope=all)", tags, querystring: NodeListQuery, response: { 200: NodeListResponse } } },
     async (request) => listNodeSummaries(ctx, principalOf(request), request.query),
+  );
+  app.get(
+    '/api/v1/nodes/earnings',
+    { config: { auth: { permission: 'payouts:read' } }, schema: { summary: "What your organization's nodes earned, per node", tags, response: { 200: NodeEarningsResponse } } },
+    async (request) => nodeEarnings(ctx, principalOf(request)),
   );
 }

@@ -84,3 +84,19 @@ export const NodeListQuery = Type.Object({
 });
 
 export const NodeListResponse = Type.Object({ nodes: Type.Array(Type.Ref(NodeSummary)), total: Type.Integer() }, { $id: 'NodeListResponse' });
+
+export const NodeEarningsResponse = Type.Object(
+  {
+    currency: Type.Literal('CAD'),
+    total_cents: Type.Integer({ description: "the organization's node earnings, after the platform fee" }),
+    nodes: Type.Array(
+      Type.Object({
+        node_id: Type.String(),
+        earned_cents: Type.Integer(),
+        work_items: Type.Integer({ description: 'paid jobs and gateway requests' }),
+      }),
+      { description: 'nodes that earned anything, most first' },
+    ),
+  },
+  { $id: 'NodeEarningsResponse' },
+);

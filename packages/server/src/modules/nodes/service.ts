@@ -5,7 +5,7 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { ATTESTATION_METHODS } from '../../platform/attestation.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
-import { listNodes, upsertNode, type NodeRow } from './store.js';
+import { earningsByNode, listNodes, upsertNode, type NodeRow } from './store.js';
 
 export const POLL_INTERVAL_MS = 25_000;
 
@@ -110,4 +110,10 @@ export async function listNodeSummaries(
     liveSeconds: NODE_LIVE_SECONDS,
   });
   return { nodes: rows.map(nodeSummary), total };
+}
+
+/** `GET /api/v1/nodes/earnings`: what the organization's nodes earned, per node, after the platform fee. */
+export async function nodeEarnings(ctx: ServiceContext, principal: Principal) {
+  const nodes = await earningsByNode(ctx.db, principal.orgId);
+  return { currency: 'CAD' as const, total_cents: nodes.reduce((sum, n) => sum + n.earned_cents, 0), nodes };
 }

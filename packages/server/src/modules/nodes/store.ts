@@ -101,3 +101,20 @@ export async function listNodes(
   const count = await db.query<{ total: number }>(`SELECT count(*)::int AS total FROM nodes WHERE ${where}`, params);
   return { rows, total: count.rows[0]?.total ?? 0 };
 }
+
+/**
+ * An organization's `earning` ledger rows, summed per node: each row's `ref` is the job or the
+ * gateway request it paid for, and that names the node that did the work.
+ */
+export async function earningsByNode(db: Queryable, orgId: string): Promise<{ node_id: string; earned_cents: number; work_items: number }[]> {
+  const { rows } = await db.query<{ node_id: string; earned_cents: number; work_items: number }>(
+    `SELECT COALESCE(j.node_id, g.node_id) AS node_id, sum(t.amount_cents)::bigint AS earned_cents, count(*)::int AS work_items
+       FROM credit_transactions t
+       LEFT JOIN jobs j ON j.id = t.ref
+       LEFT JOIN gateway_requests g ON g.id = t.ref
+      WHERE t.org_id = $1 AND t.tx_type = 'earning' AND COALESCE(j.node_id, g.node_id) IS NOT NULL
+      GROUP BY 1 ORDER BY 2 DESC`,
+    [orgId],
+  );
+  return rows;
+}

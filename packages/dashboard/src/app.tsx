@@ -1,0 +1,149 @@
+import { createContext } from 'preact';
+import { useContext, useEffect, useState } from 'preact/hooks';
+import { api, onUnauthorized } from './api';
+import { Link, match, navigate, useLocation } from './router';
+import { clearSession, currentSession, saveSession, type Session } from './session';
+import { BillingPage } from './pages/billing';
+import { InvitePage, LoginPage, SignupPage } from './pages/auth';
+import { JobPage } from './pages/job';
+import { JobsPage } from './pages/jobs';
+import { KeysPage } from './pages/keys';
+import { NodesPage } from './pages/nodes';
+import { NotFoundPage } from './pages/not-found';
+import { OrganizationPage } from './pages/organization';
+import { OverviewPage } from './pages/overview';
+import { PlaygroundPage } from './pages/playground';
+import { SlaPage } from './pages/sla';
+
+interface SessionState {
+  session: Session | undefined;
+  /** Stores a new session (after log-in, sign-up, invite) and goes to `to`. */
+  signIn: (session: Session, to?: string) => void;
+  signOut: () => Promise<void>;
+}
+
+const SessionContext = createContext<SessionState>({ session: undefined, signIn: () => undefined, signOut: async () => undefined });
+
+export function useSession(): SessionState & { session: Session } {
+  const state = useContext(SessionContext);
+  if (!state.session) throw new Error('useSession outside a signed-in page');
+  return { ...state, session: state.session };
+}
+
+export function useSignIn(): SessionState['signIn'] {
+  return useContext(SessionContext).signIn;
+}
+
+const NAV = [
+  { href: '/', label: 'Overview' },
+  { href: '/playground', label: 'Playground' },
+  { href: '/jobs', label: 'Jobs' },
+  { href: '/nodes', label: 'Nodes' },
+  { href: '/sla', label: 'SLA' },
+  { href: '/billing', label: 'Billing' },
+  { href: '/keys', label: 'API keys' },
+  { href: '/organization', label: 'Organization' },
+];
+
+const PAGES: { pattern: string; render: (params: Record<string, string>) => preact.JSX.Element }[] = [
+  { pattern: '/', render: () => <OverviewPage /> },
+  { pattern: '/playground', render: () => <PlaygroundPage /> },
+  { pattern: '/jobs', render: () => <JobsPage /> },
+  { pattern: '/jobs/:id', render: (p) => <JobPage id={p.id ?? ''} /> },
+  { pattern: '/nodes', render: () => <NodesPage /> },
+  { pattern: '/sla', render: () => <SlaPage /> },
+  { pattern: '/billing', render: () => <BillingPage /> },
+  { pattern: '/keys', render: () => <KeysPage /> },
+  { pattern: '/organization', render: () => <OrganizationPage /> },
+];
+
+function isCurrent(href: string, path: string): boolean {
+  return href === '/' ? path === '/' : path === href || path.startsWith(`${href}/`);
+}
+
+function Shell(props: { session: Session; path: string; children: preact.ComponentChildren }) {
+  const { signOut } = useContext(SessionContext);
+  const [menuOpen, setMenuOpen] = useState(false);
+  useEffect(() => setMenuOpen(false), [props.path]);
+  return (
+    <div class="shell">
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="topbar">
+        <Link href="/" class="brand">
+          SVC
+        </Link>
+        <button type="button" class="btn plain menu-toggle" aria-expanded={menuOpen ? 'true' : 'false'} aria-controls="nav" onClick={() => setMenuOpen(!menuOpen)}>
+          Menu
+        </button>
+        <div class="who">
+          <span>
+            {props.session.organization.name} · <span class="muted">{props.session.organization.role}</span>
+          </span>
+          <span class="muted small">{props.session.email}</span>
+          <button type="button" class="btn plain" onClick={() => void signOut()}>
+            Log out
+          </button>
+        </div>
+      </header>
+      <div class="layout">
+        <nav id="nav" aria-label="Main" class={menuOpen ? 'open' : ''}>
+          <ul>
+            {NAV.map((item) => (
+              <li key={item.href}>
+                <Link href={item.href} aria-current={isCurrent(item.href, props.path) ? 'page' : undefined}>
+                  {item.label}
+                </Link>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <main id="main" tabIndex={-1}>
+          {props.children}
+        </main>
+      </div>
+    </div>
+  );
+}
+
+export function App() {
+  const location = useLocation();
+  const [session, setSession] = useState<Session | undefined>(currentSession);
+  useEffect(
+    () =>
+      onUnauthorized(() => {
+        setSession(undefined);
+      }),
+    [],
+  );
+  const state: SessionState = {
+    session,
+    signIn(next, to = '/') {
+      saveSession(next);
+      setSession(next);
+      navigate(to, { replace: true });
+    },
+    async signOut() {
+      try {
+        await api('/api/v1/auth/logout', { method: 'POST' });
+      } catch {
+        // the session may already be gone; forget it here either way
+      }
+      clearSession();
+      setSession(undefined);
+      navigate('/login', { replace: true });
+    },
+  };
+
+  const path = location.path;
+  let content: preact.JSX.Element;
+  if (path === '/invite') content = <InvitePage token={location.query.get('token') ?? ''} />;
+  else if (path === '/signup') content = <SignupPage />;
+  else if (!session || path === '/login') content = <LoginPage next={path === '/login' ? (location.query.get('next') ?? '/') : path} />;
+  else {
+    const page = PAGES.map((p) => ({ p, params: match(p.pattern, path) })).find((m) => m.params);
+    content = <Shell session={session} path={path}>{page?.params ? page.p.render(page.params) : <NotFoundPage />}</Shell>;
+  }
+  return <SessionContext.Provider value={state}>{content}</SessionContext.Provider>;
+}
