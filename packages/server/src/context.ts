@@ -9,6 +9,7 @@ import { createDbBlobStore, type BlobStore } from './platform/blobs.js';
 import { createDbBus, type Bus } from './platform/bus.js';
 import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.js';
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
+import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -22,6 +23,8 @@ export interface ServiceContext {
   bus: Bus;
   blobs: BlobStore;
   attestation: AttestationVerifier;
+  /** How knowledge-base chunks are searched on this store: pgvector HNSW, or exact (logged at start). */
+  vectorSearch: VectorSearch;
   /** Wakes long-polling nodes when a job becomes eligible on any instance. */
   jobSignal: JobSignal;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
@@ -62,6 +65,10 @@ export async function createContext(
   const db = await openDb(config);
   try {
     const secrets = await loadPlatformSecrets(db, config);
+    const vectorSearch = await prepareVectorSearch(db, config.knowledge.vectorSearch);
+    if (vectorSearch.mode === 'exact') {
+      log.warn({ vector_search: 'exact', reason: vectorSearch.reason }, `knowledge-base search is exact, not indexed: ${vectorSearch.reason ?? 'pgvector is not available'} (fine for small knowledge bases; install pgvector for large ones)`);
+    }
     const rateLimiter = createRateLimiter(config, { onError: (err) => log.warn({ err }, 'rate limiter: Redis unreachable, counting in memory') });
     const bus = createDbBus(db);
     const jobSignal = await createJobSignal({ bus, db });
@@ -76,6 +83,7 @@ export async function createContext(
       bus,
       blobs: createDbBlobStore(db),
       attestation: options.attestation ?? createUnverifiedAttestation(),
+      vectorSearch,
       jobSignal: jobSignal.signal,
       stopBackground: async () => undefined,
       startedAt: new Date(),
