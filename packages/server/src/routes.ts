@@ -5,6 +5,7 @@ import { billingRoutes } from './modules/billing/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
+import { knowledgeRoutes } from './modules/knowledge/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
 import { organizationRoutes } from './modules/organizations/routes.js';
@@ -21,4 +22,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await receiptRoutes(app, ctx);
   await billingRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
+  await knowledgeRoutes(app, ctx);
 }

@@ -56,6 +56,15 @@ const EXPECTED: Record<string, Permission | 'public' | 'node'> = {
   'POST /v1/images/generations': 'inference:write',
   'GET /v1/files/:name': 'public',
   'POST /api/v1/node/work/:work_id/events': 'node',
+  'POST /api/v1/knowledge-bases': 'knowledge_bases:write',
+  'GET /api/v1/knowledge-bases': 'knowledge_bases:read',
+  'GET /api/v1/knowledge-bases/:id': 'knowledge_bases:read',
+  'DELETE /api/v1/knowledge-bases/:id': 'knowledge_bases:write',
+  'POST /api/v1/knowledge-bases/:id/documents': 'documents:write',
+  'GET /api/v1/knowledge-bases/:id/documents': 'knowledge_bases:read',
+  'GET /api/v1/knowledge-bases/:id/documents/:document_id': 'knowledge_bases:read',
+  'DELETE /api/v1/knowledge-bases/:id/documents/:document_id': 'knowledge_bases:write',
+  'POST /api/v1/knowledge-bases/:id/search': 'knowledge_bases:read',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

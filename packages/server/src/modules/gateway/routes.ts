@@ -5,6 +5,7 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
+import { groundChat } from '../knowledge/retrieval.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { MAX_AUDIO_BYTES, prepareTranscription, transcriptionView } from './audio.js';
 import { chatCompletionView, prepareChat } from './chat.js';
@@ -17,6 +18,7 @@ import { acceptEvents } from './node-events.js';
 import {
   ChatCompletion,
   ChatCompletionRequest,
+  ChatSource,
   EmbeddingsRequest,
   EmbeddingsResponse,
   ImageRequest,
@@ -78,6 +80,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     done(null, (body as Buffer).toString('utf8'));
   });
   app.addSchema(SvcNode);
+  app.addSchema(ChatSource);
 
   app.get(
     '/v1/models',
@@ -98,7 +101,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       },
     },
     async (request, reply) => {
-      const call = prepareChat(request.body);
+      const call = await groundChat(ctx, hub, principalOf(request), prepareChat(request.body));
       if (call.stream) {
         await streamChat(ctx, hub, principalOf(request), call, reply);
         if (!reply.sent) void reply.hijack(); // the client left before the first byte
