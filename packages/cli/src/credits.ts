@@ -1,7 +1,6 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { ApiError, ConfigError, createLedger, loadConfig, openDb } from '@svc/server';
+import { ApiError, createLedger, openDb } from '@svc/server';
 import { centsToCad } from '@svc/protocol';
+import { adminStoreConfig } from './admin-store.js';
 import { parseArgs, UsageError } from './args.js';
 
 export const CREDITS_USAGE = `svc credits add --org ORG_ID --cents N [--description TEXT] [--data-dir DIR]
@@ -9,8 +8,6 @@ export const CREDITS_USAGE = `svc credits add --org ORG_ID --cents N [--descript
 Adds N cents (a positive integer) to an organization's credit balance, as a \`topup\` row on its
 ledger, and prints the new balance. Uses DATABASE_URL when set (works while the server runs);
 otherwise the embedded store in DATA_DIR, which only one process may open: stop \`svc serve\` first.`;
-
-const PGLITE_LOCK = 'postmaster.pid';
 
 /** Exit codes: 0 done, 1 refused (unknown organization, store busy), 2 bad usage or configuration. */
 export async function credits(argv: string[]): Promise<number> {
@@ -24,27 +21,12 @@ export async function credits(argv: string[]): Promise<number> {
   if (!Number.isSafeInteger(cents) || cents < 1) throw new UsageError(`--cents must be a positive whole number of cents, got '${rawCents}'`);
   const description = typeof args.flags.description === 'string' ? args.flags.description : 'Credits added by an administrator (svc credits add)';
 
-  let config;
-  try {
-    config = loadConfig(typeof args.flags['data-dir'] === 'string' ? { 'data-dir': args.flags['data-dir'] } : {}, process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) throw new UsageError(`configuration error: ${err.message}`);
-    throw err;
-  }
-  const pgdata = join(config.dataDir, 'pgdata');
-  if (!config.databaseUrl && !existsSync(pgdata)) {
-    process.stderr.write(`svc credits: no embedded store in ${config.dataDir} (no pgdata directory); check --data-dir or set DATABASE_URL\n`);
+  const store = adminStoreConfig('credits', args.flags['data-dir'], 'add credits');
+  if ('refusal' in store) {
+    process.stderr.write(store.refusal);
     return 1;
   }
-  if (!config.databaseUrl && existsSync(join(pgdata, PGLITE_LOCK))) {
-    // Two processes writing one embedded store corrupt it; PGlite keeps this file while it is open.
-    process.stderr.write(
-      `svc credits: the embedded store in ${config.dataDir} is open in another process (${join(pgdata, PGLITE_LOCK)} exists).\n` +
-        `Stop \`svc serve\` first, or set DATABASE_URL to add credits while it runs. If no server is running, it stopped uncleanly:\n` +
-        `start and stop \`svc serve\` once, then retry.\n`,
-    );
-    return 1;
-  }
+  const { config } = store;
 
   const db = await openDb(config);
   try {

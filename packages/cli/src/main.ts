@@ -1,7 +1,9 @@
 import { UsageError } from './args.js';
 import { CREDITS_USAGE, credits } from './credits.js';
 import { NODE_USAGE, node } from './node.js';
+import { KEYS_USAGE, keys } from './keys.js';
 import { SERVE_USAGE, serve } from './serve.js';
+import { VERIFY_USAGE, verify } from './verify.js';
 
 const USAGE = `svc <command> [options]
 
@@ -9,6 +11,8 @@ Commands:
   serve     run the server (control plane + gateway)
   credits   add credits to an organization's balance
   node      run a provider node (registers, polls for work, signs receipts)
+  verify    verify an evidence bundle offline (no server needed)
+  keys      rotate the platform signing key
   help      show this text
 
 ${SERVE_USAGE}
@@ -16,6 +20,10 @@ ${SERVE_USAGE}
 ${CREDITS_USAGE}
 
 ${NODE_USAGE}
+
+${VERIFY_USAGE}
+
+${KEYS_USAGE}
 `;
 
 type Command = (argv: string[]) => Promise<number>;
@@ -24,6 +32,8 @@ const COMMANDS: Record<string, Command> = {
   serve,
   credits,
   node,
+  verify,
+  keys,
   help: async () => {
     process.stdout.write(USAGE);
     return 0;

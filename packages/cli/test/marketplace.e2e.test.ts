@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { createTestStore, svc1VerifiesIndependently, type TestStore } from '@svc/server/testing';
-import { spawnSvc, waitForUrl, type SpawnedSvc } from './spawn.js';
+import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 /** The fields these tests read from JSON answers. */
 interface ApiBody {
@@ -31,17 +31,6 @@ async function freePort(): Promise<number> {
   await new Promise<void>((r) => server.close(() => r()));
   return typeof address === 'object' && address ? address.port : 0;
 }
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 
 describe('end to end with real processes: svc serve, two svc node agents, a buyer', () => {
   let store: TestStore;

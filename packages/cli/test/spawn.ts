@@ -38,3 +38,14 @@ export async function waitForUrl(p: SpawnedSvc, timeoutMs = 60_000): Promise<str
   }
   throw new Error(`svc serve did not start:\n${p.stdout()}\n${p.stderr()}`);
 }
+
+/** Polls `probe` every 100 ms until it yields a value (errors count as not yet), or fails naming `what`. */
+export async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

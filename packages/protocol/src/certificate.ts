@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import { ProtocolError } from './errors.js';
 import { EVIDENCE_CERT_VERSION } from './evidence.js';
 import { hexToBytes } from './hex.js';
-import { canonicalSha256Hex } from './jcs.js';
+import { canonicalSha256Hex } from './keys.js';
 import { signHex, verifyHex } from './signature.js';
 
 /** What an evidence certificate signs. */

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ProtocolError } from './errors.js';
-import { eventHash, eventHashInput, parentsOf, type EvidenceEventInput } from './evidence.js';
+import { eventHash } from './evidence-hash.js';
+import { eventHashInput, parentsOf, type EvidenceEventInput } from './evidence.js';
 import { canonicalJson } from './jcs.js';
 
 const event: EvidenceEventInput = {

@@ -1,6 +1,4 @@
 import { ProtocolError } from './errors.js';
-import { canonicalJson } from './jcs.js';
-import { leafHash } from './merkle.js';
 
 /** Evidence certificate `version`. */
 export const EVIDENCE_CERT_VERSION = 'SVC2-draft';
@@ -66,17 +64,6 @@ export function eventHashInput(event: EvidenceEventInput): EvidenceEventInput {
       edge_type: requireString(parent.edge_type, `/parents/${i}/edge_type`),
     })),
   };
-}
-
-/**
- * `event_hash` = hex SHA-256(0x00 || UTF-8 JCS(event)), an RFC 6962 leaf hash, so the run's
- * `root_hash` is `merkleRoot` over the event hashes in `sequence` order.
- *
- * @example
- * eventHash({ ...apiEvent, parents: parentsOf(apiEvent.id, events, edges) });
- */
-export function eventHash(event: EvidenceEventInput): string {
-  return leafHash(canonicalJson(eventHashInput(event)));
 }
 
 /** The minimal graph shapes {@link parentsOf} reads. */

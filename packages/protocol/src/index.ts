@@ -3,6 +3,7 @@ export * from './certificate.js';
 export * from './errors.js';
 export * from './estimate.js';
 export * from './evidence.js';
+export * from './evidence-hash.js';
 export * from './hex.js';
 export * from './jcs.js';
 export * from './job-kinds.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ProtocolError } from './errors.js';
-import { canonicalJson, canonicalSha256Hex } from './jcs.js';
-import { sha256Hex } from './keys.js';
+import { canonicalJson } from './jcs.js';
+import { canonicalSha256Hex, sha256Hex } from './keys.js';
 
 function pathOf(value: unknown): string | undefined {
   try {

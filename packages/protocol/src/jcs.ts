@@ -1,6 +1,5 @@
 import canonicalize from 'canonicalize';
 import { ProtocolError } from './errors.js';
-import { sha256Hex } from './keys.js';
 
 function pointer(path: string, key: string | number): string {
   return `${path}/${String(key).replaceAll('~', '~0').replaceAll('/', '~1')}`;
@@ -59,14 +58,4 @@ export function canonicalJson(value: unknown): string {
   }
   if (text === undefined) throw new ProtocolError('value is not valid JSON', '');
   return text;
-}
-
-/**
- * Hex SHA-256 of the UTF-8 bytes of {@link canonicalJson}.
- *
- * @example
- * canonicalSha256Hex({}); // sha256Hex('{}')
- */
-export function canonicalSha256Hex(value: unknown): string {
-  return sha256Hex(canonicalJson(value));
 }

@@ -7,6 +7,7 @@ import {
 } from 'node:crypto';
 import { ProtocolError } from './errors.js';
 import { hexToBytes } from './hex.js';
+import { canonicalJson } from './jcs.js';
 
 /** DER prefix of an Ed25519 SubjectPublicKeyInfo; the raw 32-byte key follows it. */
 export const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
@@ -104,4 +105,14 @@ export function seedHex(privateKey: KeyObject): string {
  */
 export function sha256Hex(data: Uint8Array | string): string {
   return createHash('sha256').update(data).digest('hex');
+}
+
+/**
+ * Hex SHA-256 of the UTF-8 bytes of `canonicalJson`.
+ *
+ * @example
+ * canonicalSha256Hex({}); // sha256Hex('{}')
+ */
+export function canonicalSha256Hex(value: unknown): string {
+  return sha256Hex(canonicalJson(value));
 }

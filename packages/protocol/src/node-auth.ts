@@ -1,6 +1,6 @@
 import { ProtocolError } from './errors.js';
 import { hexToBytes } from './hex.js';
-import { canonicalSha256Hex } from './jcs.js';
+import { canonicalSha256Hex } from './keys.js';
 import { sha256Hex } from './keys.js';
 
 /** First line of the registration signing string. */

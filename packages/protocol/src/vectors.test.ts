@@ -27,6 +27,7 @@ import {
   type EvidenceEventInput,
   type Svc1Fields,
 } from './index.js';
+import { certificateMessageBytes, merkleRootHex, svc1MessageBytes, verifyEd25519 } from './verify/index.js';
 
 // The test vectors published in docs/ are read from the Markdown itself, so they cannot drift.
 const receiptsDoc = readFileSync(new URL('../../../docs/receipts.md', import.meta.url), 'utf8');
@@ -188,5 +189,22 @@ describe('docs/evidence.md', () => {
     expect(message.toString('hex')).toBe(c.message_hex);
     expect(signCertificate(fields, key)).toBe(c.signature_hex);
     expect(verifyCertificate(fields, c.signature_hex, c.platform_public_key_hex)).toBe(true);
+  });
+});
+
+describe('the browser-safe verifier primitives agree with the vectors', () => {
+  it('SVC1 message, Merkle roots and certificate', async () => {
+    const v = json<Svc1Vector>(receiptsDoc, 'svc1');
+    const message = svc1MessageBytes(v.fields);
+    expect(message && Buffer.from(message).toString('hex')).toBe(v.message_hex);
+    expect(await verifyEd25519(v.node_public_key_hex, message ?? new Uint8Array(), v.signature_hex)).toBe(true);
+    const m = json<MerkleVector>(evidenceDoc, 'merkle');
+    for (const [n, root] of Object.entries(m.roots)) expect(await merkleRootHex(m.leaves.slice(0, Number(n)))).toBe(root);
+    expect(await merkleRootHex([])).toBe(MERKLE_EMPTY_ROOT);
+    const c = json<CertificateVector>(evidenceDoc, 'certificate');
+    const cert = certificateMessageBytes(c.run_id, c.event_count, c.root_hash_hex);
+    expect(Buffer.from(cert).toString('hex')).toBe(c.message_hex);
+    expect(await verifyEd25519(c.platform_public_key_hex, cert, c.signature_hex)).toBe(true);
+    expect(await verifyEd25519(c.platform_public_key_hex, cert, c.signature_hex.replace(/^./, (d) => (d === '0' ? '1' : '0')))).toBe(false);
   });
 });

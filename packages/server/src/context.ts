@@ -89,8 +89,13 @@ export async function createContext(
       startedAt: new Date(),
     };
     const stopTasks = startBackgroundTasks(ctx, { intervalMs: options.backgroundIntervalMs });
+    // `svc keys rotate` (another process) announces a new platform key; sign with it at once.
+    const stopKeyWatch = await bus.subscribe('keys', (payload) => {
+      if (payload === 'platform') void secrets.reload().catch((err: unknown) => log.error({ err }, 'could not reload the platform key'));
+    });
     ctx.stopBackground = async () => {
       await stopTasks();
+      await stopKeyWatch();
       await jobSignal.close();
     };
     return ctx;

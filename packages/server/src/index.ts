@@ -5,3 +5,5 @@ export { startServer, type RunningServer } from './server.js';
 export { openDb, type Db } from './platform/db/index.js';
 export { ApiError } from './platform/errors.js';
 export { createLedger, type Ledger, type LedgerOperations } from './modules/billing/service.js';
+export { createDbBus } from './platform/bus.js';
+export { rotatePlatformKey } from './platform/secrets.js';

@@ -2,8 +2,10 @@ import type { App } from './app.js';
 import type { ServiceContext } from './context.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
+import { mcpRoutes } from './modules/mcp/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
 import { knowledgeRoutes } from './modules/knowledge/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
@@ -20,7 +22,9 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await nodeRoutes(app, ctx);
   await jobRoutes(app, ctx);
   await receiptRoutes(app, ctx);
+  await evidenceRoutes(app, ctx);
   await billingRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
   await knowledgeRoutes(app, ctx);
+  await mcpRoutes(app, ctx);
 }

@@ -26,6 +26,8 @@ export interface Config {
   gatewayTimeoutMs: number;
   /** Lifetime of presigned file URLs (generated images), in seconds (SVC_FILE_URL_TTL_SECONDS). */
   fileUrlTtlSeconds: number;
+  /** Browser origins allowed to call /mcp besides the server's own (SVC_MCP_ALLOWED_ORIGINS). */
+  mcpAllowedOrigins: string[];
   knowledge: KnowledgeConfig;
 }
 
@@ -151,7 +153,13 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
   if (keyPepper !== undefined && keyPepper.length < 32) throw new ConfigError('SVC_KEY_PEPPER must be at least 32 characters');
   const metricsToken = env.SVC_METRICS_TOKEN || undefined;
   if (metricsToken !== undefined && metricsToken.length < 16) throw new ConfigError('SVC_METRICS_TOKEN must be at least 16 characters');
+  const mcpAllowedOrigins = (env.SVC_MCP_ALLOWED_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean).map((o) => {
+    const origin = parseUrl('SVC_MCP_ALLOWED_ORIGINS', o, ['http:', 'https:']);
+    if (new URL(origin).origin !== origin.replace(/\/+$/, '')) throw new ConfigError(`SVC_MCP_ALLOWED_ORIGINS entries must be origins (scheme://host[:port]), got '${o}'`);
+    return new URL(origin).origin;
+  });
   return {
+    mcpAllowedOrigins,
     port,
     host,
     dataDir,

@@ -4,9 +4,11 @@ import type { Permission } from '../modules/auth/scopes.js';
 /**
  * What a route requires of its caller, declared on every route as `config.auth`:
  * `{ public: true }`, `{ permission: 'jobs:read' }` (granted by scopes: modules/auth/scopes.ts), or
- * `{ node: true }` for calls signed by a registered node's key (docs/node-protocol.md).
+ * `{ node: true }` for calls signed by a registered node's key (docs/node-protocol.md), or
+ * `{ authenticated: true }`: any valid key or session, the handler checking each operation's own
+ * permission (the MCP endpoint, whose tools each need their REST twin's permission).
  */
-export type RouteAuth = { public: true } | { permission: Permission } | { node: true };
+export type RouteAuth = { public: true } | { permission: Permission } | { node: true } | { authenticated: true };
 
 /** One registered route, as kept in `app.routeTable` for tests and tooling. */
 export interface RouteEntry {

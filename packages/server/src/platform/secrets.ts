@@ -13,12 +13,15 @@ export interface PlatformKey {
 
 /** The active signer plus every key ever used, so old signatures stay verifiable. */
 export interface PlatformSecrets {
+  /** The current signer; replaced by {@link PlatformSecrets.reload} after a rotation. */
   active: PlatformKey & { privateKey: KeyObject };
   /** HMAC pepper for API-key hashes. Never logged, never returned. */
   pepper: Buffer;
   /** HMAC key for session tokens (HS256). */
   sessionSecret: Buffer;
   listKeys(): Promise<PlatformKey[]>;
+  /** Re-reads the active key (another process rotated it: `svc keys rotate`). */
+  reload(): Promise<void>;
 }
 
 interface KeyRow {
@@ -80,14 +83,8 @@ export async function loadPlatformSecrets(db: Db, config: Pick<Config, 'signingK
   const pepper = await ensureSecretSetting(db, 'api_key_pepper', config.keyPepper);
   const sessionSecret = await ensureSecretSetting(db, 'session_secret', undefined);
   const row = await ensureActiveKey(db, config.signingKeySeedHex);
-  return {
-    active: {
-      key_id: row.key_id,
-      public_key_hex: row.public_key_hex,
-      valid_from: row.valid_from,
-      valid_until: row.valid_until,
-      privateKey: privateKeyFromSeedHex(row.private_seed_hex),
-    },
+  const secrets: PlatformSecrets = {
+    active: activeOf(row),
     pepper,
     sessionSecret,
     async listKeys() {
@@ -96,5 +93,45 @@ export async function loadPlatformSecrets(db: Db, config: Pick<Config, 'signingK
       );
       return rows;
     },
+    async reload() {
+      const { rows } = await db.query<KeyRow>('SELECT * FROM platform_keys WHERE valid_until IS NULL');
+      if (rows[0]) secrets.active = activeOf(rows[0]);
+    },
   };
+  return secrets;
+}
+
+function activeOf(row: KeyRow): PlatformSecrets['active'] {
+  return {
+    key_id: row.key_id,
+    public_key_hex: row.public_key_hex,
+    valid_from: row.valid_from,
+    valid_until: row.valid_until,
+    privateKey: privateKeyFromSeedHex(row.private_seed_hex),
+  };
+}
+
+/**
+ * Retires the active platform key (its `valid_until` becomes now; it stays published, so what it
+ * signed stays verifiable) and makes a new one active, in one transaction. Running servers
+ * switch on the `keys` bus message their caller publishes.
+ *
+ * @example
+ * const { retired, active } = await rotatePlatformKey(db);
+ */
+export async function rotatePlatformKey(db: Db): Promise<{ retired: PlatformKey | undefined; active: PlatformKey }> {
+  return db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [5_318_009]);
+    const { rows } = await tx.query<KeyRow>('UPDATE platform_keys SET valid_until = now() WHERE valid_until IS NULL RETURNING *');
+    const key = generateEd25519().privateKey;
+    const publicHex = publicKeyHex(key);
+    const inserted = await tx.query<KeyRow>(
+      'INSERT INTO platform_keys (key_id, public_key_hex, private_seed_hex, valid_from) VALUES ($1, $2, $3, clock_timestamp()) RETURNING *',
+      [platformKeyId(publicHex), publicHex, seedHex(key)],
+    );
+    const row = inserted.rows[0];
+    if (!row) throw new Error('platform key insert returned nothing');
+    const strip = (r: KeyRow): PlatformKey => ({ key_id: r.key_id, public_key_hex: r.public_key_hex, valid_from: r.valid_from, valid_until: r.valid_until });
+    return { retired: rows[0] ? strip(rows[0]) : undefined, active: strip(row) };
+  });
 }

@@ -7,7 +7,7 @@ import { scopesGrant, type Permission } from './scopes.js';
  * What every route requires. A route missing here fails the test: adding a route means deciding,
  * in this table, who may call it.
  */
-const EXPECTED: Record<string, Permission | 'public' | 'node'> = {
+const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'> = {
   'GET /metrics': 'public',
   'GET /openapi.json': 'public',
   'GET /api/v1/health': 'public',
@@ -33,6 +33,9 @@ const EXPECTED: Record<string, Permission | 'public' | 'node'> = {
   'POST /api/v1/node/heartbeat': 'node',
   'POST /api/v1/node/work/:work_id/result': 'node',
   'POST /api/v1/node/work/:work_id/fail': 'node',
+  'GET /api/v1/jobs/:job/evidence': 'evidence:read',
+  'GET /api/v1/jobs/:job/evidence/bundle': 'evidence:read',
+  'GET /api/v1/evidence': 'evidence:read',
   'POST /api/v1/node/receipt': 'node',
   'GET /api/v1/nodes': 'nodes:read',
   'POST /api/v1/marketplace/estimate': 'jobs:read',
@@ -56,6 +59,9 @@ const EXPECTED: Record<string, Permission | 'public' | 'node'> = {
   'POST /v1/images/generations': 'inference:write',
   'GET /v1/files/:name': 'public',
   'POST /api/v1/node/work/:work_id/events': 'node',
+  'POST /mcp': 'authenticated',
+  'GET /mcp': 'authenticated',
+  'DELETE /mcp': 'authenticated',
   'POST /api/v1/knowledge-bases': 'knowledge_bases:write',
   'GET /api/v1/knowledge-bases': 'knowledge_bases:read',
   'GET /api/v1/knowledge-bases/:id': 'knowledge_bases:read',
@@ -87,7 +93,7 @@ describe('access control over every route', () => {
     expect(registered.filter((r) => !(r in EXPECTED))).toEqual([]);
     expect(Object.keys(EXPECTED).filter((r) => !registered.includes(r))).toEqual([]);
     for (const r of routes()) {
-      const declared = r.auth && ('public' in r.auth ? 'public' : 'node' in r.auth ? 'node' : r.auth.permission);
+      const declared = r.auth && ('public' in r.auth ? 'public' : 'node' in r.auth ? 'node' : 'authenticated' in r.auth ? 'authenticated' : r.auth.permission);
       expect(`${r.method} ${r.url} -> ${declared}`).toBe(`${r.method} ${r.url} -> ${EXPECTED[`${r.method} ${r.url}`]}`);
     }
   });
@@ -130,7 +136,7 @@ describe('access control over every route', () => {
         const key = keys[scope] ?? '';
         const res = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), headers: bearer(key), payload: r.method === 'GET' ? undefined : {} });
         const label = `${scope} -> ${r.method} ${r.url}`;
-        if (scopesGrant([scope], expected)) {
+        if (expected === 'authenticated' || scopesGrant([scope], expected)) {
           expect(`${label}: ${[401, 403].includes(res.statusCode) ? `refused ${res.body}` : 'allowed'}`).toBe(`${label}: allowed`);
         } else {
           expect(`${label}: ${res.statusCode} ${res.json().error}`).toBe(`${label}: 403 insufficient_scope`);

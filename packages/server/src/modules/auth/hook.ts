@@ -62,7 +62,7 @@ export function installAuth(app: FastifyInstance, ctx: ServiceContext): void {
     const principal = credential.value ? await authenticate(ctx, credential) : undefined;
     if (!principal) throw new ApiError('unauthorized', 'invalid, expired or revoked API key or session token', undefined, WWW_AUTHENTICATE);
     request.principal = principal;
-    if (!scopesGrant(principal.scopes, auth.permission)) {
+    if ('permission' in auth && !scopesGrant(principal.scopes, auth.permission)) {
       throw new ApiError('insufficient_scope', `this credential's scopes (${principal.scopes.join(', ')}) do not grant ${auth.permission}`);
     }
     if (config.rateLimit === false) return;

@@ -28,8 +28,12 @@ describe('routing (pure)', () => {
   });
 
   it('prefers the jurisdiction asked, but falls back to any eligible node', () => {
-    expect(chooseNode(nodes, { model: 'tinyllama', jurisdiction: 'CA' })).toEqual({ node: nodes[1], preferred: true });
-    expect(chooseNode(nodes, { model: 'tinyllama', jurisdiction: 'DE' })).toEqual({ node: nodes[2], preferred: false });
+    expect(chooseNode(nodes, { model: 'tinyllama', jurisdiction: 'CA' })).toEqual({
+      node: nodes[1], preferred: true, candidates: 3, eligible: 3,
+      reason: 'least loaded (1 open) of 2 node(s), in CA as preferred; 3 of 3 live node(s) serving tinyllama were eligible',
+    });
+    expect(chooseNode(nodes, { model: 'tinyllama', jurisdiction: 'DE' })).toMatchObject({ node: nodes[2], preferred: false, reason: expect.stringContaining('none in the preferred DE, so any eligible node') });
+    expect(chooseNode(nodes, { model: 'tinyllama', strict_jurisdiction: 'CA', exclude: ['ca2'] })).toMatchObject({ reason: expect.stringContaining('(in CA (strict_jurisdiction), not already tried (1))') });
   });
 
   it('never breaks a hard constraint, and says which one left no node', () => {

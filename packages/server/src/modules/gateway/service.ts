@@ -7,7 +7,9 @@ import { insufficientCredits } from '../billing/rules.js';
 import { followWork, type WorkFollower } from './follow.js';
 import type { GatewayHub } from './hub.js';
 import { holdCents, type GatewayType } from './pricing.js';
-import { chooseNode, type RouteAsk, type RouteCandidate } from './routing.js';
+import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
+import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
+import { openRun, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
 import { endRequest } from './settle.js';
 import { findGatewayRequest, insertGatewayRequest, insertLeasedWork, liveNodesServing, setAttempt, staleRequests, type GatewayRequestRow, type WorkState } from './store.js';
 
@@ -54,9 +56,26 @@ export function svcNode(node: RouteCandidate) {
   return { node_id: node.id, gpu_model: node.gpu_model, region: node.region, country: node.country };
 }
 
-async function pickNode(ctx: ServiceContext, call: GatewayCall, exclude: string[]): Promise<RouteCandidate | string> {
-  const decision = chooseNode(await liveNodesServing(ctx.db, call.model), { ...call.route, model: call.model, exclude });
-  return 'node' in decision ? decision.node : decision.refusal;
+async function pickNode(ctx: ServiceContext, call: GatewayCall, exclude: string[]) {
+  return chooseNode(await liveNodesServing(ctx.db, call.model), { ...call.route, model: call.model, exclude });
+}
+
+/** The routing constraints of a request: its evidence run's policy snapshot. */
+function requestPolicy(call: GatewayCall): Record<string, unknown> {
+  return { model: call.model, jurisdiction: call.route.jurisdiction ?? null, strict_jurisdiction: call.route.strict_jurisdiction ?? null, requires_tee: call.route.requires_tee ?? false, max_cost_micro: call.maxMicro };
+}
+
+function policyText(call: GatewayCall): string {
+  const parts = [`a live node serving ${call.model}`];
+  if (call.route.strict_jurisdiction) parts.push(`only in ${call.route.strict_jurisdiction}`);
+  if (call.route.jurisdiction) parts.push(`preferably in ${call.route.jurisdiction}`);
+  if (call.route.requires_tee) parts.push('attested TEE only');
+  parts.push(`at most ${call.maxMicro} micro-CAD`);
+  return parts.join('; ');
+}
+
+function routedEvents(decision: Extract<RouteDecision, { node: unknown }>, workId: string, attempt: number): EvidenceEvent[] {
+  return routed(decision.node, { reason: decision.reason, candidates: decision.candidates, eligible: decision.eligible, preferred: decision.preferred, open_work: decision.node.open_work }, { type: 'request.assigned', work_id: workId, attempt });
 }
 
 function workPayload(call: GatewayCall) {
@@ -72,8 +91,9 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
   const cents = holdCents(call.maxMicro);
   const { available_cents } = await ctx.ledger.balance(principal.orgId);
   if (available_cents < cents) throw insufficientCredits(available_cents, cents);
-  const node = await pickNode(ctx, call, []);
-  if (typeof node === 'string') throw new ApiError('no_capacity', node);
+  const decision = await pickNode(ctx, call, []);
+  if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
+  const node = decision.node;
   await ctx.db.transaction(async (tx) => {
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
     await insertGatewayRequest(tx, {
@@ -85,21 +105,40 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
     });
     await call.onOpen?.(tx);
     await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds });
+    const policy = requestPolicy(call);
+    await openRun(
+      tx,
+      {
+        org_id: principal.orgId, buyer_id: principal.buyerId, subject_type: 'request', job_id: call.id, summary: `${call.type} ${call.model}, open`,
+        jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null, policy_id: policyId(policy), trust_tier: call.route.requires_tee ? 'sovereign' : 'public', work_type: call.type,
+      },
+      [
+        { type: 'request.received', summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`, metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro } },
+        policyEvaluated(policy, policyText(call)),
+        ledgerHeld(holdId, cents, 'request.received'),
+        ...routedEvents(decision, workId, 1),
+      ],
+    );
   });
   await ctx.bus.publish('jobs', `node:${node.id}`);
   return { workId, node };
 }
 
 /** Leases the request to another node (failover); undefined when no other node is eligible. */
-export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId: string, tried: string[]): Promise<Attempt | undefined> {
-  const node = await pickNode(ctx, call, tried);
-  if (typeof node === 'string') return undefined;
+export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId: string, tried: string[], why: string): Promise<Attempt | undefined> {
+  const decision = await pickNode(ctx, call, tried);
+  if (!('node' in decision)) return undefined;
+  const node = decision.node;
   const moved = await ctx.db.transaction(async (tx) => {
     const request = await findGatewayRequest(tx, call.id, true);
     if (!request || request.status !== 'running') return false;
     await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: request.org_id, node_id: node.id, lease_seconds: ctx.config.leaseSeconds });
     const attempts = [...(Array.isArray(request.metadata.attempts) ? request.metadata.attempts : []), { node_id: node.id, work_id: workId }];
     await setAttempt(tx, call.id, { node_id: node.id, work_id: workId, metadata: { ...request.metadata, attempts } });
+    await recordEvents(tx, call.id, [
+      { type: 'request.failover', summary: `retrying once on another node: ${why}`.slice(0, 500), metadata: { failed_node_id: tried[tried.length - 1] ?? null, reason: why } },
+      ...routedEvents(decision, workId, tried.length + 1),
+    ]);
     return true;
   });
   if (!moved) return undefined;
@@ -169,7 +208,7 @@ export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal
         follower.close();
         workId = newId('wrk');
         follower = followWork(ctx, hub, workId);
-        const next = await redispatch(ctx, call, workId, tried);
+        const next = await redispatch(ctx, call, workId, tried, why);
         if (next) {
           ctx.log.info({ request_id: call.id, failed_node: attempt.node.id, node_id: next.node.id }, `gateway failover: ${why}`);
           attempt = next;

@@ -3,7 +3,10 @@ import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
+import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events.js';
+import { closeRun } from '../evidence/recorder.js';
 import { operatorEarningCents } from '../receipts/service.js';
+import type { ReceiptRow } from '../receipts/store.js';
 import type { WorkRow } from '../scheduler/store.js';
 import { costMicro, usageFromUnits } from './pricing.js';
 import { cancelOpenWork, closeGatewayRequest, findGatewayRequest, workState, type GatewayRequestRow, type GatewayStatus } from './store.js';
@@ -49,17 +52,18 @@ export function gatewayReceiptMetadata(request: GatewayRequestRow, node: NodeRow
   };
 }
 
-async function charge(ctx: ServiceContext, tx: Queryable, request: GatewayRequestRow, usage: ModelUsage, node: Pick<NodeRow, 'id' | 'org_id'> | undefined, what: string) {
-  if (!request.hold_id) return 0;
+/** Settles (or releases) the request's hold; returns the cents charged and the ledger's evidence event. */
+async function charge(ctx: ServiceContext, tx: Queryable, request: GatewayRequestRow, usage: ModelUsage, node: Pick<NodeRow, 'id' | 'org_id'> | undefined, what: string, cause: string) {
+  if (!request.hold_id) return { charged: 0, events: [] };
   const micro = costMicro(request.model, usage);
   if (micro === 0) {
-    await ctx.ledger.within(tx).release(request.hold_id);
-    return 0;
+    const { released_cents } = await ctx.ledger.within(tx).release(request.hold_id);
+    return { charged: 0, events: [ledgerReleased(request.hold_id, released_cents, cause)] };
   }
   const settled = await ctx.ledger.within(tx).settle(request.hold_id, micro, { description: `${request.type} ${request.model}: ${what}`, ref: request.id });
   const earning = node ? operatorEarningCents(settled.charged_cents) : 0;
-  if (node && earning > 0) await ctx.ledger.within(tx).credit(node.org_id, earning, { txType: 'earning', description: `${request.type} ${request.id} on ${node.id}`, ref: request.id });
-  return settled.charged_cents;
+  const earned = node && earning > 0 ? await ctx.ledger.within(tx).credit(node.org_id, earning, { txType: 'earning', description: `${request.type} ${request.id} on ${node.id}`, ref: request.id }) : null;
+  return { charged: settled.charged_cents, events: [ledgerCharged(request.hold_id, settled, earned, cause)] };
 }
 
 function describe(usage: ModelUsage): string {
@@ -78,11 +82,16 @@ export async function completeFromReceipt(
   ctx: ServiceContext,
   tx: Queryable,
   request: GatewayRequestRow,
-  done: { work: Pick<WorkRow, 'usage'>; node: NodeRow; receipt: { id: string; metering_units: number } },
+  done: { work: Pick<WorkRow, 'id' | 'usage'>; node: NodeRow; receipt: ReceiptRow },
 ): Promise<void> {
   const usage = usageFromUnits(request.type, done.receipt.metering_units, done.work.usage);
-  const charged = await charge(ctx, tx, request, usage, done.node, `${describe(usage)} on ${done.node.id}`);
+  const { charged, events } = await charge(ctx, tx, request, usage, done.node, `${describe(usage)} on ${done.node.id}`, 'receipt.verified');
   await closeGatewayRequest(tx, request.id, { status: 'completed', usage: usage as Record<string, number>, charged_cents: charged, receipt_id: done.receipt.id });
+  await closeRun(tx, ctx.secrets, request.id, [
+    ...receiptEvents(done.receipt, done.node, done.work.id),
+    ...events,
+    { type: 'request.completed', summary: `completed on ${done.node.id}: ${describe(usage) || 'no usage'}`, metadata: { receipt_id: done.receipt.id, usage, charged_cents: charged }, causedBy: ['receipt.verified'] },
+  ], `${request.type} ${request.model}, completed`);
 }
 
 /**
@@ -105,8 +114,13 @@ export async function endRequest(
     if (!request || request.status !== 'running') return undefined;
     if (end.cancelWork && request.work_id) await cancelOpenWork(tx, request.work_id, end.error);
     const usage = end.usage ?? {};
-    const charged = await charge(ctx, tx, request, usage, end.earnTo, `${describe(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480));
+    const ended = `request.${end.status}`;
+    const { charged, events } = await charge(ctx, tx, request, usage, end.earnTo, `${describe(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480), ended);
     await closeGatewayRequest(tx, request.id, { status: end.status, usage: end.usage ? (end.usage as Record<string, number>) : null, charged_cents: charged, error: end.error });
+    await closeRun(tx, ctx.secrets, request.id, [
+      { type: ended, summary: `${end.status}: ${end.error}`.slice(0, 500), metadata: { error: end.error, usage: end.usage ?? null, node_id: request.node_id, work_cancelled: end.cancelWork ?? false } },
+      ...events,
+    ], `${request.type} ${request.model}, ${end.status}`);
     return charged;
   });
 }

@@ -159,7 +159,7 @@ export async function streamChat(ctx: ServiceContext, hub: GatewayHub, principal
           follower.close();
           workId = newId('wrk');
           follower = followWork(ctx, hub, workId);
-          const next = await redispatch(ctx, call, workId, tried);
+          const next = await redispatch(ctx, call, workId, tried, why);
           if (next) {
             ctx.log.info({ request_id: call.id, failed_node: attempt.node.id, node_id: next.node.id }, `gateway failover: ${why}`);
             attempt = next;

@@ -8,6 +8,7 @@ import { transactionRecord } from '../billing/service.js';
 import { capabilityMet, floorPriceMicroPerUnit } from '../scheduler/matching.js';
 import type { MatchNode } from '../scheduler/matching.js';
 import { enqueueTerminalWebhook } from './delivery.js';
+import { closeJobRun, endedWithoutResult, openJobRun } from './evidence.js';
 import { isTerminal, type JobStatus } from './states.js';
 import * as store from './store.js';
 import type { Static } from '@sinclair/typebox';
@@ -146,6 +147,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     await store.addJobEvent(tx, jobId, 'job_submitted', { budget_cents: budgetCents, region: spec.region, strict_jurisdiction: spec.strict_jurisdiction, kind: body.kind, execution_pool: pool, hold_id: holdId });
     const queued = await store.moveJob(tx, jobId, 'pending');
     if (!queued) throw new Error('a new job could not be queued');
+    await openJobRun(tx, queued);
     return queued;
   });
   await ctx.bus.publish('jobs', jobId);
@@ -182,6 +184,7 @@ export async function cancelJob(ctx: ServiceContext, principal: Principal, jobId
     if (current.hold_id) await ctx.ledger.within(tx).release(current.hold_id);
     if (current.work_id) await tx.query("UPDATE work_items SET status = 'cancelled', updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')", [current.work_id]);
     await store.addJobEvent(tx, jobId, 'job_cancelled', { previous_status: current.status, by: principal.buyerId, node_id: current.node_id, released_cents: current.budget_cents });
+    await closeJobRun(tx, ctx.secrets, current, 'cancelled', endedWithoutResult(current, 'job.cancelled', `cancelled by ${principal.buyerId} while ${current.status}`, { previous_status: current.status, by: principal.buyerId, node_id: current.node_id }));
     await enqueueTerminalWebhook(tx, moved);
     return moved;
   });

@@ -7,6 +7,9 @@ import { deliverArtifacts, enqueueTerminalWebhook } from '../jobs/delivery.js';
 import { afterLostAttempt } from '../jobs/states.js';
 import { addJobEvent, findJobById, moveJob } from '../jobs/store.js';
 import type { NodeRow } from '../nodes/store.js';
+import { ledgerCharged, receiptEvents } from '../evidence/events.js';
+import { recordEvents } from '../evidence/recorder.js';
+import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
 import { findWork, setWorkStatus } from '../scheduler/store.js';
 import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '../gateway/settle.js';
 import { noteWorkFailure } from '../gateway/store.js';
@@ -103,8 +106,13 @@ export async function submitReceipt(
       ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, { description: `job ${job.id}: ${body.metering_units} units on ${node.id}`, ref: job.id })
       : { charged_cents: 0, released_cents: 0, transaction: null };
     const earning = operatorEarningCents(settlement.charged_cents);
-    if (earning > 0) await ctx.ledger.within(tx).credit(node.org_id, earning, { txType: 'earning', description: `job ${job.id} on ${node.id}`, ref: job.id });
+    const earned = earning > 0 ? await ctx.ledger.within(tx).credit(node.org_id, earning, { txType: 'earning', description: `job ${job.id} on ${node.id}`, ref: job.id }) : null;
     const completed = await moveJob(tx, job.id, 'completed', { result_hash: body.result_hash, charged_cents: settlement.charged_cents });
+    await closeJobRun(tx, ctx.secrets, job, 'completed', [
+      ...receiptEvents(receipt, node, work.id),
+      ledgerCharged(job.hold_id, settlement, earned, 'receipt.verified'),
+      { type: 'job.completed', summary: `completed on ${node.id}: ${body.metering_units} units, result ${body.result_hash.slice(0, 16)}...`, metadata: { result_hash: body.result_hash, receipt_id: receipt.id, metering_units: body.metering_units, charged_cents: settlement.charged_cents }, causedBy: ['receipt.verified'] },
+    ]);
     await addJobEvent(tx, job.id, 'job_completed', {
       result_hash: body.result_hash, node_id: node.id, receipt_id: receipt.id, metering_units: body.metering_units,
       charged_cents: settlement.charged_cents, released_cents: settlement.released_cents, operator_earning_cents: earning,
@@ -136,15 +144,18 @@ export async function failWork(ctx: ServiceContext, node: NodeRow, workId: strin
     const job = await findJobById(tx, work.job_id, true);
     if (!job || job.work_id !== workId) return false;
     await addJobEvent(tx, job.id, 'job_attempt_failed', { node_id: node.id, work_id: workId, message: body.message, retryable: body.retryable ?? false });
+    const attemptFailed = { type: 'job.attempt_failed', summary: `${node.id} reported a failure: ${body.message}`.slice(0, 500), metadata: { node_id: node.id, work_id: workId, message: body.message, retryable: body.retryable ?? false } };
     const next = body.retryable ? afterLostAttempt(job.attempts) : 'failed';
     if (next === 'pending') {
       await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
       await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: body.message });
+      await recordEvents(tx, job.id, [attemptFailed, { type: 'job.requeued', summary: 'back in the queue for another node', metadata: { attempt: job.attempts, reason: body.message }, causedBy: ['job.attempt_failed'] }]);
       return true;
     }
     const failed = await moveJob(tx, job.id, 'failed', { failure_reason: body.message });
     if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
     await addJobEvent(tx, job.id, 'job_failed', { reason: body.message, attempts: job.attempts, released_cents: job.budget_cents });
+    await closeJobRun(tx, ctx.secrets, job, 'failed', [attemptFailed, ...endedWithoutResult(job, 'job.failed', `failed after ${job.attempts} attempt(s): ${body.message}`.slice(0, 500), { reason: body.message, attempts: job.attempts })]);
     if (failed) await enqueueTerminalWebhook(tx, failed);
     return false;
   });

@@ -1,5 +1,6 @@
 import type { ServiceContext } from '../../context.js';
 import { moveJob, addJobEvent } from '../jobs/store.js';
+import { recordEvents } from '../evidence/recorder.js';
 import { touchNode, type NodeRow } from '../nodes/store.js';
 import { claimJobs, workItemView } from './service.js';
 import { renewLeases, takeLeasedWork } from './store.js';
@@ -35,7 +36,11 @@ export async function heartbeat(ctx: ServiceContext, node: NodeRow, body: { load
     const { rows } = await ctx.db.query<{ job_id: string; id: string }>("SELECT job_id, id FROM work_items WHERE id = ANY($1) AND type = 'job'", [renewed]);
     for (const row of rows) {
       const started = await moveJob(ctx.db, row.job_id, 'running');
-      if (started) await addJobEvent(ctx.db, row.job_id, 'job_running', { node_id: node.id, work_id: row.id });
+      if (!started) continue;
+      await ctx.db.transaction(async (tx) => {
+        await addJobEvent(tx, row.job_id, 'job_running', { node_id: node.id, work_id: row.id });
+        await recordEvents(tx, row.job_id, [{ type: 'job.started', summary: `${node.id} reported it is running the work`, metadata: { node_id: node.id, work_id: row.id } }]);
+      });
     }
   }
   return { cancel: gone, lease_expires_at: new Date(Date.now() + ctx.config.leaseSeconds * 1000).toISOString() };

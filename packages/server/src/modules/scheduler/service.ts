@@ -2,6 +2,9 @@ import type { ServiceContext } from '../../context.js';
 import { newId } from '../../platform/ids.js';
 import { enqueueTerminalWebhook } from '../jobs/delivery.js';
 import { afterLostAttempt } from '../jobs/states.js';
+import { routed } from '../evidence/events.js';
+import { recordEvents } from '../evidence/recorder.js';
+import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
 import { addJobEvent, findJobById, moveJob, type JobRow } from '../jobs/store.js';
 import type { NodeRow } from '../nodes/store.js';
 import { askingPrice, unmetConstraint } from './matching.js';
@@ -74,6 +77,11 @@ export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number)
         node_id: node.id, region: node.region, country: node.country, work_id: workId, attempt: job.attempts + 1,
         price_micro_per_unit: work.price_micro_per_unit, latency_ms: moved.assigned_at && moved.pending_at ? moved.assigned_at.getTime() - moved.pending_at.getTime() : null,
       });
+      await recordEvents(tx, job.id, routed(
+        node,
+        { reason: `${node.id} polled for work and meets every constraint of the policy; the oldest eligible pending job goes first`, reputation: node.reputation, price_micro_per_unit: work.price_micro_per_unit },
+        { type: 'job.assigned', work_id: workId, attempt: job.attempts + 1, lease_expires_at: work.lease_expires_at.toISOString() },
+      ));
       claimed.push(work);
     }
     return claimed;
@@ -95,14 +103,17 @@ export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
       if (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status)) continue;
       const next = afterLostAttempt(job.attempts);
       await addJobEvent(tx, job.id, 'job_lease_lost', { node_id: work.node_id, work_id: work.id, attempt: job.attempts });
+      const lost = { type: 'job.lease_lost', summary: `${work.node_id} stopped renewing its lease on attempt ${job.attempts}`, metadata: { node_id: work.node_id, work_id: work.id, attempt: job.attempts } };
       if (next === 'pending') {
         await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
         await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: 'lease expired' });
+        await recordEvents(tx, job.id, [lost, { type: 'job.requeued', summary: 'back in the queue for another node', metadata: { attempt: job.attempts, reason: 'lease expired' }, causedBy: ['job.lease_lost'] }]);
         count++;
       } else {
         const failed = await moveJob(tx, job.id, 'failed', { failure_reason: `no node completed it in ${job.attempts} attempts` });
         if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
         await addJobEvent(tx, job.id, 'job_failed', { reason: 'lease expired on the last attempt', attempts: job.attempts, released_cents: job.budget_cents });
+        await closeJobRun(tx, ctx.secrets, job, 'failed', [lost, ...endedWithoutResult(job, 'job.failed', `failed: no node completed it in ${job.attempts} attempts`, { reason: 'lease expired on the last attempt', attempts: job.attempts })]);
         if (failed) await enqueueTerminalWebhook(tx, failed);
       }
     }

@@ -1,0 +1,4 @@
+// Browser-safe entry (`@svc/protocol/verify`): no Node.js built-ins anywhere in this import graph.
+export * from './bundle.js';
+export * from './strict-json.js';
+export { certificateMessageBytes, merkleRootHex, svc1MessageBytes, verifyEd25519 } from './primitives.js';

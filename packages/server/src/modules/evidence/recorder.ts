@@ -1,0 +1,107 @@
+import { eventHash, merkleRoot, signCertificate } from '@svc/protocol';
+import type { Queryable } from '../../platform/db/index.js';
+import { newId } from '../../platform/ids.js';
+import type { PlatformSecrets } from '../../platform/secrets.js';
+import { appendEvents, eventHashesOf, insertRun, latestEventsOfTypes, lockOpenRun, markSigned, type EdgeRow, type EdgeType, type EventRow, type NewRun } from './store.js';
+
+/**
+ * Writing evidence as things happen (DESIGN.md section 11). Every call takes the transaction of
+ * the state change it describes, so an event exists exactly when its change committed, and a
+ * crash loses neither. Each event gets a `then` edge from the one before it and `caused_by`
+ * edges to the latest earlier events of the types it names.
+ */
+
+/** One event to record. */
+export interface EvidenceEvent {
+  type: string;
+  summary: string;
+  metadata?: Record<string, unknown>;
+  /** Event types this one follows from (the latest of each, earlier in the run or this batch). */
+  causedBy?: readonly string[];
+}
+
+/** `created_at` exactly as hashed and returned: ISO 8601 UTC with milliseconds. */
+function timestamp(): string {
+  return new Date().toISOString();
+}
+
+async function append(tx: Queryable, run: { id: string; event_count: number; last_event_id: string | null }, subjectId: string, events: readonly EvidenceEvent[]): Promise<void> {
+  // Only causes that no earlier event of this batch provides are looked up in the store.
+  const wanted = new Set<string>();
+  events.forEach((e, i) => (e.causedBy ?? []).forEach((type) => events.slice(0, i).some((p) => p.type === type) || wanted.add(type)));
+  const latest = wanted.size > 0 && run.event_count > 0 ? await latestEventsOfTypes(tx, run.id, [...wanted]) : new Map<string, { id: string; sequence: number }>();
+  const rows: EventRow[] = [];
+  const edges: EdgeRow[] = [];
+  let previous = run.last_event_id ? { id: run.last_event_id, sequence: run.event_count } : undefined;
+  for (const [i, e] of events.entries()) {
+    const self = { id: newId('evt'), sequence: run.event_count + i + 1 };
+    const parents: { event_id: string; edge_type: EdgeType; sequence: number }[] = [];
+    if (previous) parents.push({ event_id: previous.id, edge_type: 'then', sequence: previous.sequence });
+    for (const type of e.causedBy ?? []) {
+      // A cause that is also the previous event gets both edges: they say different things.
+      const cause = latest.get(type);
+      if (cause) parents.push({ event_id: cause.id, edge_type: 'caused_by', sequence: cause.sequence });
+    }
+    // The hashed order (parentsOf in @svc/protocol): the parent's sequence, then the edge type.
+    parents.sort((a, b) => a.sequence - b.sequence || (a.edge_type < b.edge_type ? -1 : a.edge_type > b.edge_type ? 1 : 0));
+    const hashedParents = parents.map(({ event_id, edge_type }) => ({ event_id, edge_type }));
+    const row: EventRow = {
+      id: self.id, run_id: run.id, sequence: self.sequence, event_type: e.type, subject_id: subjectId, summary: e.summary,
+      metadata: JSON.stringify(e.metadata ?? {}), created_at: timestamp(), event_hash: '',
+    };
+    row.event_hash = eventHash({ ...row, metadata: e.metadata ?? {}, parents: hashedParents });
+    rows.push(row);
+    for (const p of hashedParents) edges.push({ run_id: run.id, from_event_id: p.event_id, to_event_id: self.id, edge_type: p.edge_type });
+    latest.set(e.type, self);
+    previous = self;
+  }
+  await appendEvents(tx, run.id, rows, edges);
+}
+
+/**
+ * Starts the run of a job or gateway request with its first events.
+ *
+ * @example
+ * await openRun(tx, { org_id, buyer_id, subject_type: 'job', job_id, ... }, [{ type: 'job.submitted', summary: '...' }]);
+ */
+export async function openRun(tx: Queryable, run: Omit<NewRun, 'id'>, events: readonly EvidenceEvent[]): Promise<string> {
+  const id = newId('run');
+  await insertRun(tx, { ...run, id });
+  await append(tx, { id, event_count: 0, last_event_id: null }, run.job_id, events);
+  return id;
+}
+
+/**
+ * Appends events to the open run of `subjectId`. Returns false (recording nothing) when the
+ * subject has no open run: it predates evidence runs, or its run is already signed.
+ */
+export async function recordEvents(tx: Queryable, subjectId: string, events: readonly EvidenceEvent[]): Promise<boolean> {
+  const run = await lockOpenRun(tx, subjectId);
+  if (!run) return false;
+  await append(tx, run, subjectId, events);
+  return true;
+}
+
+/**
+ * Appends the closing events, then signs the run: the RFC 6962 root over every event hash and
+ * the platform's Ed25519 certificate over it. Nothing can be appended afterwards.
+ */
+export async function closeRun(tx: Queryable, secrets: PlatformSecrets, subjectId: string, events: readonly EvidenceEvent[], summary: string): Promise<boolean> {
+  const run = await lockOpenRun(tx, subjectId);
+  if (!run) return false;
+  await append(tx, run, subjectId, events);
+  const hashes = await eventHashesOf(tx, run.id);
+  // Another process may have rotated the platform key: sign with the one active now.
+  const { rows } = await tx.query<{ key_id: string }>('SELECT key_id FROM platform_keys WHERE valid_until IS NULL');
+  if (rows[0] && rows[0].key_id !== secrets.active.key_id) await secrets.reload();
+  const root = merkleRoot(hashes);
+  const key = secrets.active;
+  await markSigned(tx, run.id, {
+    root_hash: root,
+    root_signature_hex: signCertificate({ run_id: run.id, event_count: hashes.length, root_hash_hex: root }, key.privateKey),
+    signer_public_key_hex: key.public_key_hex,
+    signer_key_id: key.key_id,
+    summary,
+  });
+  return true;
+}

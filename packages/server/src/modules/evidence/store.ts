@@ -1,0 +1,162 @@
+import type { Queryable } from '../../platform/db/index.js';
+
+export type RunStatus = 'open' | 'signed';
+
+export interface RunRow {
+  id: string;
+  org_id: string;
+  buyer_id: string | null;
+  subject_type: 'job' | 'request';
+  job_id: string;
+  status: RunStatus;
+  summary: string;
+  jurisdiction: string | null;
+  policy_id: string;
+  trust_tier: string;
+  work_type: string;
+  event_count: number;
+  last_event_id: string | null;
+  root_hash: string | null;
+  root_signature_hex: string | null;
+  signer_public_key_hex: string | null;
+  signer_key_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  signed_at: Date | null;
+}
+
+export interface EventRow {
+  id: string;
+  run_id: string;
+  sequence: number;
+  event_type: string;
+  subject_id: string;
+  summary: string;
+  /** JSON text, exactly as hashed. */
+  metadata: string;
+  /** ISO 8601 with milliseconds, exactly as hashed. */
+  created_at: string;
+  event_hash: string;
+}
+
+export type EdgeType = 'then' | 'caused_by';
+
+export interface EdgeRow {
+  run_id: string;
+  from_event_id: string;
+  to_event_id: string;
+  edge_type: EdgeType;
+}
+
+export type NewRun = Pick<RunRow, 'id' | 'org_id' | 'buyer_id' | 'subject_type' | 'job_id' | 'summary' | 'jurisdiction' | 'policy_id' | 'trust_tier' | 'work_type'>;
+
+export async function insertRun(db: Queryable, run: NewRun): Promise<void> {
+  await db.query(
+    `INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    [run.id, run.org_id, run.buyer_id, run.subject_type, run.job_id, run.summary, run.jurisdiction, run.policy_id, run.trust_tier, run.work_type],
+  );
+}
+
+/** The open run of a subject, locked so that appends to one run are serialised. */
+export async function lockOpenRun(db: Queryable, subjectId: string): Promise<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> | undefined> {
+  const { rows } = await db.query<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'>>(
+    "SELECT id, event_count, last_event_id FROM evidence_runs WHERE job_id = $1 AND status = 'open' FOR UPDATE",
+    [subjectId],
+  );
+  return rows[0];
+}
+
+/** The latest event of each of `types` in a run (for `caused_by` edges to earlier batches). */
+export async function latestEventsOfTypes(db: Queryable, runId: string, types: readonly string[]): Promise<Map<string, { id: string; sequence: number }>> {
+  const { rows } = await db.query<{ id: string; event_type: string; sequence: number }>(
+    'SELECT DISTINCT ON (event_type) id, event_type, sequence FROM evidence_events WHERE run_id = $1 AND event_type = ANY($2) ORDER BY event_type, sequence DESC',
+    [runId, types],
+  );
+  return new Map(rows.map((r) => [r.event_type, { id: r.id, sequence: r.sequence }]));
+}
+
+/** Appends events and their edges and moves the run's counters, in three statements. */
+export async function appendEvents(db: Queryable, runId: string, events: readonly EventRow[], edges: readonly EdgeRow[]): Promise<void> {
+  if (events.length === 0) return;
+  const params: unknown[] = [];
+  const tuples = events.map((e) => {
+    params.push(e.id, e.run_id, e.sequence, e.event_type, e.subject_id, e.summary, e.metadata, e.created_at, e.event_hash);
+    const base = params.length - 9;
+    return `(${Array.from({ length: 9 }, (_, i) => `$${base + i + 1}`).join(', ')})`;
+  });
+  await db.query(
+    `INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash) VALUES ${tuples.join(', ')}`,
+    params,
+  );
+  if (edges.length > 0) {
+    const edgeParams = edges.flatMap((e) => [e.run_id, e.from_event_id, e.to_event_id, e.edge_type]);
+    const edgeTuples = edges.map((_, i) => `($${i * 4 + 1}, $${i * 4 + 2}, $${i * 4 + 3}, $${i * 4 + 4})`);
+    await db.query(`INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type) VALUES ${edgeTuples.join(', ')}`, edgeParams);
+  }
+  const last = events[events.length - 1];
+  await db.query('UPDATE evidence_runs SET event_count = $2, last_event_id = $3, updated_at = now() WHERE id = $1', [runId, last?.sequence, last?.id]);
+}
+
+export async function eventHashesOf(db: Queryable, runId: string): Promise<string[]> {
+  const { rows } = await db.query<{ event_hash: string }>('SELECT event_hash FROM evidence_events WHERE run_id = $1 ORDER BY sequence', [runId]);
+  return rows.map((r) => r.event_hash);
+}
+
+export async function markSigned(
+  db: Queryable,
+  runId: string,
+  signed: { root_hash: string; root_signature_hex: string; signer_public_key_hex: string; signer_key_id: string; summary: string },
+): Promise<void> {
+  await db.query(
+    `UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
+       summary = $6, signed_at = now(), updated_at = now() WHERE id = $1`,
+    [runId, signed.root_hash, signed.root_signature_hex, signed.signer_public_key_hex, signed.signer_key_id, signed.summary],
+  );
+}
+
+/** A tenant's run by its subject (job id or completion id); another tenant's is not found. */
+export async function findRun(db: Queryable, orgId: string, subjectId: string): Promise<RunRow | undefined> {
+  const { rows } = await db.query<RunRow>('SELECT * FROM evidence_runs WHERE org_id = $1 AND job_id = $2', [orgId, subjectId]);
+  return rows[0];
+}
+
+export async function graphOf(db: Queryable, runId: string): Promise<{ events: EventRow[]; edges: EdgeRow[] }> {
+  const [events, edges] = await Promise.all([
+    db.query<EventRow>('SELECT * FROM evidence_events WHERE run_id = $1 ORDER BY sequence', [runId]),
+    db.query<EdgeRow & { seq: number }>(
+      `SELECT d.run_id, d.from_event_id, d.to_event_id, d.edge_type FROM evidence_edges d JOIN evidence_events t ON t.id = d.to_event_id
+        JOIN evidence_events f ON f.id = d.from_event_id WHERE d.run_id = $1 ORDER BY t.sequence, f.sequence, d.edge_type`,
+      [runId],
+    ),
+  ]);
+  return { events: events.rows, edges: edges.rows };
+}
+
+export interface RunFilter {
+  job_id?: string | undefined;
+  status?: RunStatus | undefined;
+  from?: Date | undefined;
+  to?: Date | undefined;
+  limit: number;
+  offset: number;
+}
+
+export async function listRuns(db: Queryable, orgId: string, f: RunFilter): Promise<{ rows: RunRow[]; total: number }> {
+  const where = ['org_id = $1'];
+  const params: unknown[] = [orgId];
+  const add = (sql: string, value: unknown) => {
+    params.push(value);
+    where.push(sql.replace('?', `$${params.length}`));
+  };
+  if (f.job_id !== undefined) add('job_id = ?', f.job_id);
+  if (f.status !== undefined) add('status = ?', f.status);
+  if (f.from !== undefined) add('created_at >= ?', f.from);
+  if (f.to !== undefined) add('created_at < ?', f.to);
+  const clause = where.join(' AND ');
+  const [rows, count] = await Promise.all([
+    db.query<RunRow>(`SELECT * FROM evidence_runs WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}`, [...params, f.limit, f.offset]),
+    db.query<{ n: number }>(`SELECT count(*)::int AS n FROM evidence_runs WHERE ${clause}`, params),
+  ]);
+  return { rows: rows.rows, total: count.rows[0]?.n ?? 0 };
+}
