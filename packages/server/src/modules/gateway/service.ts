@@ -32,6 +32,8 @@ export interface GatewayCall {
   audit?: Record<string, unknown>;
   /** Runs inside the transaction that records the request, so that what it writes exists exactly when the request does. */
   onOpen?: (tx: Queryable) => Promise<void>;
+  /** Events of what was done for the request before it was routed (retrieval), recorded after `request.received`. */
+  evidence?: EvidenceEvent[];
 }
 
 /** One attempt: the work item and the node it is leased to. */
@@ -114,6 +116,7 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
       },
       [
         { type: 'request.received', summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`, metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro } },
+        ...(call.evidence ?? []),
         policyEvaluated(policy, policyText(call)),
         ledgerHeld(holdId, cents, 'request.received'),
         ...routedEvents(decision, workId, 1),

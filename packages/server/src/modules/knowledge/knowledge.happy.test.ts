@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { verifyBundle } from '@svc/protocol/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { svc1VerifiesIndependently } from '../../../test/harness.js';
 import { eventually, startGatewayFixture, type GatewayFixture, type GatewayNode } from '../../../test/gateway-fixture.js';
@@ -151,6 +152,23 @@ describe('knowledge bases end to end: upload, ingestion on a real node, search, 
     const recorded = await retrievalsFor(f.server.ctx.db, id);
     expect(recorded.map((r) => [r.rank, r.document_id, r.chunk_id, r.chunk_sha256, r.score])).toEqual(sources.map((s, i) => [i + 1, s.document_id, s.chunk_id, s.sha256, s.score]));
     expect(recorded[0]?.query_request_id).toBe(retrieval.query_request_id);
+
+    // The request's evidence run records the retrieval as an event, covered by the signed root,
+    // and the downloadable bundle still verifies offline (what `svc verify` runs).
+    const graph = (await f.api('GET', `/api/v1/jobs/${id}/evidence`)).json as { events: { event_type: string; metadata: Json }[]; certificate: Json };
+    expect(graph.events.map((e) => e.event_type).slice(0, 3)).toEqual(['request.received', 'knowledge.retrieved', 'policy.evaluated']);
+    expect(graph.events[1]?.metadata).toEqual(retrieval);
+    expect(graph.events.at(-1)?.event_type).toBe('request.completed');
+    expect(graph.certificate).toMatchObject({ signed: true, verified: true });
+    const bundle = (await f.api('GET', `/api/v1/jobs/${id}/evidence/bundle`)).text;
+    expect(bundle).toContain('knowledge.retrieved');
+    for (const s of sources) expect(bundle).toContain(s.sha256);
+    const keys = (await f.api('GET', '/api/v1/keys/platform')).json.keys as { public_key_hex: string }[];
+    const verified = await verifyBundle(bundle, { trustedKeys: keys });
+    expect(verified.checks.filter((c) => !c.ok)).toEqual([]);
+    expect(verified.ok).toBe(true);
+    // A bundle whose retrieval was altered (another chunk's hash) fails the check.
+    expect((await verifyBundle(bundle.replace(sources[0]?.sha256 ?? '', 'f'.repeat(64)), { trustedKeys: keys })).ok).toBe(false);
   });
 
   it('streams a grounded chat with the sources on the first chunk', async () => {

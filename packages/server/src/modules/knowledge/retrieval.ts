@@ -3,6 +3,7 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
 import { scopesGrant } from '../auth/scopes.js';
+import type { EvidenceEvent } from '../evidence/recorder.js';
 import { withSystemContext, type ChatCall } from '../gateway/chat.js';
 import type { GatewayHub } from '../gateway/hub.js';
 import type { RouteAsk } from '../gateway/routing.js';
@@ -53,6 +54,20 @@ export function sourcesMessage(kbName: string, hits: readonly ChunkHit[]): strin
 }
 
 /**
+ * The evidence event of a grounded request: every chunk the model was given (document, chunk,
+ * SHA-256 of its text, score, rank), hashed into the request's evidence run like any event.
+ */
+export function retrievedEvent(kbName: string, retrieval: { knowledge_base_id: string; embedding_model: string; query_request_id: string | null; chunks: { rank: number; document_id: string; chunk_id: string; sha256: string; score: number }[] }): EvidenceEvent {
+  const best = retrieval.chunks[0];
+  return {
+    type: 'knowledge.retrieved',
+    summary: `${retrieval.chunks.length} chunks retrieved from knowledge base ${retrieval.knowledge_base_id} (${kbName})${best ? `, best ${best.chunk_id} at ${best.score.toFixed(4)}` : ''}`.slice(0, 500),
+    metadata: retrieval,
+    causedBy: ['request.received'],
+  };
+}
+
+/**
  * Grounds a chat call in its `knowledge_base` (api-spec part 4): checks that the caller may read
  * knowledge bases (403 `insufficient_scope` for a write-only key) and owns this one (404), embeds
  * the last user message, puts the nearest chunks before the conversation with citation numbers,
@@ -90,9 +105,11 @@ export async function groundChat(ctx: ServiceContext, hub: GatewayHub, principal
   }));
   const chunks = hits.map((h, i) => ({ rank: i + 1, document_id: h.document_id, chunk_id: h.chunk_id, sha256: h.sha256, score: h.score }));
   const grounded = withSystemContext(call, sourcesMessage(kb.name, hits), { sources });
+  const retrieval = { knowledge_base_id: kb.id, embedding_model: kb.embedding_model, query_request_id: queryRequestId, chunks };
   return {
     ...grounded,
-    audit: { ...call.audit, retrieval: { knowledge_base_id: kb.id, embedding_model: kb.embedding_model, query_request_id: queryRequestId, chunks } },
+    audit: { ...call.audit, retrieval },
+    evidence: [...(call.evidence ?? []), retrievedEvent(kb.name, retrieval)],
     onOpen: async (tx) => {
       await call.onOpen?.(tx);
       await insertRetrievals(
