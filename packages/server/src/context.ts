@@ -10,6 +10,7 @@ import { createDbBus, type Bus } from './platform/bus.js';
 import { loadDashboardFiles, type DashboardFiles } from './modules/dashboard/files.js';
 import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.js';
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
+import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -25,6 +26,8 @@ export interface ServiceContext {
   attestation: AttestationVerifier;
   /** The built web dashboard, read once at start-up (empty when not built). */
   dashboard: DashboardFiles;
+  /** How knowledge-base chunks are searched on this store: pgvector HNSW, or exact (logged at start). */
+  vectorSearch: VectorSearch;
   /** Wakes long-polling nodes when a job becomes eligible on any instance. */
   jobSignal: JobSignal;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
@@ -65,6 +68,10 @@ export async function createContext(
   const db = await openDb(config);
   try {
     const secrets = await loadPlatformSecrets(db, config);
+    const vectorSearch = await prepareVectorSearch(db, config.knowledge.vectorSearch);
+    if (vectorSearch.mode === 'exact') {
+      log.warn({ vector_search: 'exact', reason: vectorSearch.reason }, `knowledge-base search is exact, not indexed: ${vectorSearch.reason ?? 'pgvector is not available'} (fine for small knowledge bases; install pgvector for large ones)`);
+    }
     const rateLimiter = createRateLimiter(config, { onError: (err) => log.warn({ err }, 'rate limiter: Redis unreachable, counting in memory') });
     const bus = createDbBus(db);
     const jobSignal = await createJobSignal({ bus, db });
@@ -80,6 +87,7 @@ export async function createContext(
       blobs: createDbBlobStore(db),
       attestation: options.attestation ?? createUnverifiedAttestation(),
       dashboard: loadDashboardFiles(config.dashboardDir),
+      vectorSearch,
       jobSignal: jobSignal.signal,
       stopBackground: async () => undefined,
       startedAt: new Date(),

@@ -8,6 +8,7 @@ import { gatewayRoutes } from './modules/gateway/routes.js';
 import { jobRoutes } from './modules/jobs/routes.js';
 import { mcpRoutes } from './modules/mcp/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
+import { knowledgeRoutes } from './modules/knowledge/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
 import { organizationRoutes } from './modules/organizations/routes.js';
@@ -25,6 +26,7 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await evidenceRoutes(app, ctx);
   await billingRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
+  await knowledgeRoutes(app, ctx);
   await dashboardRoutes(app, ctx);
   await mcpRoutes(app, ctx);
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { createNodeAgent, createOpenAIUpstreamEngine, type AgentEvent, type EngineSet, type NodeAgent } from '@svc/node-agent';
 import { startOpenAITestServer, type OpenAITestServer, type OpenAITestServerOptions } from '@svc/node-agent/testing';
-import { createKey, signUp, startTestServer, type TestBuyer } from './harness.js';
+import { createKey, signUp, startTestServer, type TestBuyer, type TestStore } from './harness.js';
 
 /** Every catalogue model the OpenAI test server can stand in for. */
 export const UPSTREAM_MODELS = ['tinyllama', 'phi-4', 'all-MiniLM-L6-v2', 'whisper-base', 'sdxl-turbo'];
@@ -43,16 +43,18 @@ export const TEST_TIMING = {
 };
 
 /**
- * A listening server, a signed-up buyer and an operator key; nodes are added per test.
+ * A listening server, a signed-up buyer and an operator key; nodes are added per test. With
+ * `store`, the server runs on that store and leaves it in place when closed (a restart test).
  *
  * @example
  * const f = await startGatewayFixture();
  * await f.addNode({ country: 'CA' });
  * await f.openai().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] });
  */
-export async function startGatewayFixture(options: { env?: Record<string, string> } = {}): Promise<GatewayFixture> {
+export async function startGatewayFixture(options: { env?: Record<string, string>; store?: TestStore } = {}): Promise<GatewayFixture> {
   const server = await startTestServer({
     env: { SVC_RATE_LIMIT_BURST: '100000', SVC_ORG_RATE_LIMIT_BURST: '100000', SVC_ANON_RATE_LIMIT_BURST: '100000', SVC_LOG_LEVEL: 'warn', ...options.env },
+    ...(options.store ? { store: options.store } : {}),
   });
   const buyer = await signUp(server.app);
   // Nodes belong to another organization, so the buyer's ledger shows only what it pays.

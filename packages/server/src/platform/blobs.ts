@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Queryable } from './db/index.js';
 
-/** Stored bytes: job results now, generated images later. */
+/** Stored bytes: job results, generated images, uploaded knowledge-base documents. */
 export interface BlobStore {
   put(key: string, bytes: Buffer, contentType: string): Promise<{ sha256: string }>;
   get(key: string): Promise<{ bytes: Buffer; contentType: string; sha256: string } | undefined>;
+  /** Removes a blob; true when there was one. */
+  delete(key: string): Promise<boolean>;
 }
 
 /**
@@ -26,6 +28,10 @@ export function createDbBlobStore(db: Queryable): BlobStore {
       const { rows } = await db.query<{ bytes: Uint8Array; content_type: string; sha256: string }>('SELECT bytes, content_type, sha256 FROM blobs WHERE key = $1', [key]);
       const row = rows[0];
       return row ? { bytes: Buffer.from(row.bytes), contentType: row.content_type, sha256: row.sha256 } : undefined;
+    },
+    async delete(key) {
+      const { rowCount } = await db.query('DELETE FROM blobs WHERE key = $1', [key]);
+      return rowCount > 0;
     },
   };
 }

@@ -31,6 +31,23 @@ export interface Config {
   dashboardDir: string;
   /** Browser origins allowed to call /mcp besides the server's own (SVC_MCP_ALLOWED_ORIGINS). */
   mcpAllowedOrigins: string[];
+  knowledge: KnowledgeConfig;
+}
+
+/** Knowledge bases (docs/knowledge-bases.md). */
+export interface KnowledgeConfig {
+  /** `auto`: pgvector with HNSW indexes where the extension can be created, else exact; `exact`: never pgvector (SVC_KB_VECTOR_SEARCH). */
+  vectorSearch: 'auto' | 'exact';
+  /** Largest document accepted, in bytes (SVC_KB_MAX_DOCUMENT_BYTES, default 20 MiB). */
+  maxDocumentBytes: number;
+  /** Chunks per embeddings request sent to a node (SVC_KB_EMBED_BATCH, default 64). */
+  embedBatch: number;
+  /** Embeddings requests one document keeps in flight (SVC_KB_EMBED_CONCURRENCY, default 4). */
+  embedConcurrency: number;
+  /** How long an instance owns a document's ingestion between progress reports (SVC_KB_LEASE_SECONDS, default 60). */
+  leaseSeconds: number;
+  /** First wait before an embeddings batch is retried after no_capacity or a node failure, doubling each time (SVC_KB_RETRY_MS, default 1000). */
+  retryBaseMs: number;
 }
 
 /** Where `npm install` builds the dashboard (packages/dashboard/dist), next to this package. */
@@ -67,6 +84,13 @@ function parseBool(name: string, raw: string): boolean {
   if (['1', 'true', 'yes', 'on'].includes(v)) return true;
   if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
   throw new ConfigError(`${name} must be 1/0, true/false, yes/no or on/off, got '${raw}'`);
+}
+
+function parseChoice<T extends string>(name: string, raw: string | undefined, choices: readonly T[], fallback: T): T {
+  if (raw === undefined || raw === '') return fallback;
+  const value = choices.find((c) => c === raw.trim());
+  if (!value) throw new ConfigError(`${name} must be one of ${choices.join(', ')}, got '${raw}'`);
+  return value;
 }
 
 function parseUrl(name: string, raw: string, protocols: string[]): string {
@@ -162,6 +186,14 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     gatewayTimeoutMs: env.SVC_GATEWAY_TIMEOUT_MS ? parseIntIn('SVC_GATEWAY_TIMEOUT_MS', env.SVC_GATEWAY_TIMEOUT_MS, 1_000, 3_600_000) : 120_000,
     fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400) : 3_600,
     dashboardDir: resolve(env.SVC_DASHBOARD_DIR || DEFAULT_DASHBOARD_DIR),
+    knowledge: {
+      vectorSearch: parseChoice('SVC_KB_VECTOR_SEARCH', env.SVC_KB_VECTOR_SEARCH, ['auto', 'exact'] as const, 'auto'),
+      maxDocumentBytes: env.SVC_KB_MAX_DOCUMENT_BYTES ? parseIntIn('SVC_KB_MAX_DOCUMENT_BYTES', env.SVC_KB_MAX_DOCUMENT_BYTES, 1024, 256 * 1024 * 1024) : 20 * 1024 * 1024,
+      embedBatch: env.SVC_KB_EMBED_BATCH ? parseIntIn('SVC_KB_EMBED_BATCH', env.SVC_KB_EMBED_BATCH, 1, 2048) : 64,
+      embedConcurrency: env.SVC_KB_EMBED_CONCURRENCY ? parseIntIn('SVC_KB_EMBED_CONCURRENCY', env.SVC_KB_EMBED_CONCURRENCY, 1, 64) : 4,
+      leaseSeconds: env.SVC_KB_LEASE_SECONDS ? parseIntIn('SVC_KB_LEASE_SECONDS', env.SVC_KB_LEASE_SECONDS, 1, 3600) : 60,
+      retryBaseMs: env.SVC_KB_RETRY_MS ? parseIntIn('SVC_KB_RETRY_MS', env.SVC_KB_RETRY_MS, 0, 600_000) : 1_000,
+    },
     leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
     rateLimits: {
       key: { ratePerSec: num('SVC_RATE_LIMIT_RPS', 50), burst: num('SVC_RATE_LIMIT_BURST', 100) },

@@ -65,6 +65,15 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'POST /mcp': 'authenticated',
   'GET /mcp': 'authenticated',
   'DELETE /mcp': 'authenticated',
+  'POST /api/v1/knowledge-bases': 'knowledge_bases:write',
+  'GET /api/v1/knowledge-bases': 'knowledge_bases:read',
+  'GET /api/v1/knowledge-bases/:id': 'knowledge_bases:read',
+  'DELETE /api/v1/knowledge-bases/:id': 'knowledge_bases:write',
+  'POST /api/v1/knowledge-bases/:id/documents': 'documents:write',
+  'GET /api/v1/knowledge-bases/:id/documents': 'knowledge_bases:read',
+  'GET /api/v1/knowledge-bases/:id/documents/:document_id': 'knowledge_bases:read',
+  'DELETE /api/v1/knowledge-bases/:id/documents/:document_id': 'knowledge_bases:write',
+  'POST /api/v1/knowledge-bases/:id/search': 'knowledge_bases:read',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

@@ -12,6 +12,33 @@ export interface ChatCall extends GatewayCall {
   includeUsage: boolean;
   /** The prompt's tokens by the agent's estimate rule: billed when a stream ends with no count. */
   promptEstimate: number;
+  /** The completion tokens the hold assumes: `max_tokens`, or the model's context. */
+  completionBound: number;
+  /** `knowledge_base`: ground the answer in this knowledge base (modules/knowledge). */
+  knowledgeBase?: { id: string; topK: number | undefined };
+  /** Extra fields of the answer (and of a stream's first chunk), e.g. `sources`. */
+  extra?: Record<string, unknown>;
+}
+
+/** The prompt-dependent parts of a chat call, recomputed whenever its messages change. */
+function promptParts(model: string, messages: readonly { content: string }[], completionBound: number) {
+  const contents = messages.map((m) => m.content);
+  return {
+    maxMicro: usageCostMicro(model, { prompt_tokens: promptTokenBound(contents), completion_tokens: completionBound }),
+    promptEstimate: contents.reduce((sum, c) => sum + estimateTokens(c), 0),
+  };
+}
+
+/**
+ * The call with `message` placed before the conversation (a grounded answer's sources), its hold
+ * and prompt estimate recomputed, and `extra` fields added to the answer.
+ *
+ * @example
+ * withSystemContext(call, 'Answer from these sources: ...', { sources }).payload.messages[0].role; // 'system'
+ */
+export function withSystemContext(call: ChatCall, message: string, extra: Record<string, unknown>): ChatCall {
+  const messages = [{ role: 'system' as const, content: message }, ...(call.payload.messages as { role: string; content: string }[])];
+  return { ...call, ...promptParts(call.model, messages, call.completionBound), payload: { ...call.payload, messages }, extra: { ...call.extra, ...extra } };
 }
 
 /** The node's chat result (`runGatewayChat` in the agent). */
@@ -25,13 +52,13 @@ export interface ChatOutput {
  * Turns a validated `POST /v1/chat/completions` body into a gateway call. The schema has already
  * checked every field's type and range; this applies the rules across fields and the defaults
  * (temperature 0.7). Without `max_tokens` the node's engine decides the length, and the hold
- * assumes the model's whole context (at most 32768 tokens).
+ * assumes the model's whole context (at most 32768 tokens). `knowledge_base` is only noted here:
+ * the route grounds the call (modules/knowledge) before it is dispatched.
  *
  * @example
  * prepareChat({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] }).payload.temperature; // 0.7
  */
 export function prepareChat(body: Static<typeof ChatCompletionRequest>): ChatCall {
-  if (body.knowledge_base !== undefined && body.knowledge_base !== null) throw new ApiError('not_found', `knowledge base ${body.knowledge_base} not found`);
   const model = findModel(body.model);
   if (!model || model.type !== 'chat') throw new ApiError('invalid_request', `model ${body.model} is not a chat model`, [{ path: '/model', message: 'must be a catalogue chat model' }]);
   const asked = body.max_tokens ?? body.max_completion_tokens ?? undefined;
@@ -39,7 +66,7 @@ export function prepareChat(body: Static<typeof ChatCompletionRequest>): ChatCal
   const bound = asked ?? Math.min(model.context_length ?? MAX_COMPLETION_TOKENS, MAX_COMPLETION_TOKENS);
   const messages = body.messages.map((m) => ({ role: m.role, content: m.content }));
   const stream = body.stream === true;
-  const contents = messages.map((m) => m.content);
+  const kb = body.knowledge_base ?? undefined;
   return {
     id: requestId('chatcmpl'),
     type: 'chat',
@@ -51,9 +78,10 @@ export function prepareChat(body: Static<typeof ChatCompletionRequest>): ChatCal
       strict_jurisdiction: body.strict_jurisdiction ?? undefined,
       requires_tee: body.requires_tee ?? undefined,
     },
-    maxMicro: usageCostMicro(model.id, { prompt_tokens: promptTokenBound(contents), completion_tokens: bound }),
+    ...promptParts(model.id, messages, bound),
+    completionBound: bound,
     includeUsage: body.stream_options?.include_usage === true,
-    promptEstimate: contents.reduce((sum, c) => sum + estimateTokens(c), 0),
+    ...(kb === undefined ? {} : { knowledgeBase: { id: kb, topK: body.knowledge_base_top_k ?? undefined } }),
   };
 }
 
@@ -90,5 +118,6 @@ export function chatCompletionView(call: ChatCall, done: Finished, created: numb
     usage: chatUsage(done.request.usage),
     svc_node: svcNode(done.attempt.node),
     svc_receipt_id: done.receiptId,
+    ...call.extra,
   };
 }

@@ -47,7 +47,7 @@ describe('gateway request validation (before any node is involved)', () => {
     expect(res.json()).toEqual({ code: 503, error: 'no_capacity', message: 'no live node serves tinyllama' });
   });
 
-  it('chat: any knowledge_base is 404 until knowledge bases exist', async () => {
+  it('chat: an unknown knowledge_base is 404', async () => {
     const res = await post('/v1/chat/completions', chat({ knowledge_base: 'kb_anything' }));
     expect(res.statusCode).toBe(404);
     expect(res.json()).toEqual({ code: 404, error: 'not_found', message: 'knowledge base kb_anything not found' });

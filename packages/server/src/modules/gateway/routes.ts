@@ -5,6 +5,7 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
+import { groundChat } from '../knowledge/retrieval.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { MAX_AUDIO_BYTES, prepareTranscription, transcriptionView } from './audio.js';
 import { chatCompletionView, prepareChat } from './chat.js';
@@ -18,6 +19,7 @@ import { GatewayRequestListQuery, GatewayRequestListResponse, GatewayRequestReco
 import {
   ChatCompletion,
   ChatCompletionRequest,
+  ChatSource,
   EmbeddingsRequest,
   EmbeddingsResponse,
   ImageRequest,
@@ -88,6 +90,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     },
     async (request) => listRequests(ctx, principalOf(request), request.query),
   );
+  app.addSchema(ChatSource);
 
   app.get(
     '/v1/models',
@@ -108,7 +111,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       },
     },
     async (request, reply) => {
-      const call = prepareChat(request.body);
+      const call = await groundChat(ctx, hub, principalOf(request), prepareChat(request.body));
       if (call.stream) {
         await streamChat(ctx, hub, principalOf(request), call, reply);
         if (!reply.sent) void reply.hijack(); // the client left before the first byte

@@ -37,7 +37,10 @@ export const ChatCompletionRequest = Type.Object(
     temperature: Type.Optional(nullable(Type.Number({ minimum: 0, maximum: 2, default: 0.7 }))),
     max_tokens: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 32_768, description: 'default: the model context length, at most 32768' }))),
     max_completion_tokens: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 32_768, description: 'the same as max_tokens (newer OpenAI clients)' }))),
-    knowledge_base: Type.Optional(nullable(Type.String({ maxLength: 256, description: 'knowledge base id; none exist yet (404)' }))),
+    knowledge_base: Type.Optional(
+      nullable(Type.String({ maxLength: 256, description: 'knowledge base id (kb_...): the answer is grounded in its nearest chunks, returned in `sources`; needs knowledge_bases:read' })),
+    ),
+    knowledge_base_top_k: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 20, default: 4, description: 'how many chunks of the knowledge base go to the model' }))),
     ...Routing,
   },
   { $id: 'ChatCompletionRequest', additionalProperties: true },
@@ -51,6 +54,21 @@ export const SvcNode = Type.Object(
     country: Type.Union([Type.String(), Type.Null()]),
   },
   { $id: 'SvcNode', description: 'the node that served the request' },
+);
+
+/** One retrieved chunk a grounded answer may cite (`[index]` in the answer). */
+export const ChatSource = Type.Object(
+  {
+    index: Type.Integer({ description: 'the citation number: [1], [2], ...' }),
+    document_id: Type.String(),
+    document_name: Type.String(),
+    chunk_id: Type.String(),
+    chunk_index: Type.Integer({ description: "the chunk's position in its document, from 0" }),
+    score: Type.Number({ description: 'cosine similarity to the question' }),
+    sha256: Type.String({ description: 'SHA-256 of the chunk text (hex), as recorded in the receipt metadata' }),
+    text: Type.String(),
+  },
+  { $id: 'ChatSource' },
 );
 
 const ChatUsage = Type.Object({ prompt_tokens: Type.Integer(), completion_tokens: Type.Integer(), total_tokens: Type.Integer() });
@@ -73,6 +91,7 @@ export const ChatCompletion = Type.Object(
     usage: ChatUsage,
     svc_node: Type.Ref(SvcNode),
     svc_receipt_id: Type.String(),
+    sources: Type.Optional(Type.Array(Type.Ref(ChatSource), { description: 'with knowledge_base: the chunks the answer was grounded in, cited as [index]' })),
   },
   { $id: 'ChatCompletion', additionalProperties: true },
 );

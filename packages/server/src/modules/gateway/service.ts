@@ -1,4 +1,5 @@
 import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
@@ -24,6 +25,15 @@ export interface GatewayCall {
   route: Pick<RouteAsk, 'jurisdiction' | 'strict_jurisdiction' | 'requires_tee'>;
   /** The most the request can cost, in micro-CAD: what is held before dispatch. */
   maxMicro: number;
+  /**
+   * Facts recorded with the request and copied into its receipt's metadata, outside the SVC1
+   * signature (retrieved-chunk provenance, what an ingestion embedding was for).
+   */
+  audit?: Record<string, unknown>;
+  /** Runs inside the transaction that records the request, so that what it writes exists exactly when the request does. */
+  onOpen?: (tx: Queryable) => Promise<void>;
+  /** Events of what was done for the request before it was routed (retrieval), recorded after `request.received`. */
+  evidence?: EvidenceEvent[];
 }
 
 /** One attempt: the work item and the node it is leased to. */
@@ -90,8 +100,12 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
     await insertGatewayRequest(tx, {
       id: call.id, org_id: principal.orgId, buyer_id: principal.buyerId, type: call.type, model: call.model, stream: call.stream, node_id: node.id, work_id: workId, hold_id: holdId,
-      metadata: { jurisdiction: call.route.jurisdiction ?? null, strict_jurisdiction: call.route.strict_jurisdiction ?? null, requires_tee: call.route.requires_tee ?? false, attempts: [{ node_id: node.id, work_id: workId }] },
+      metadata: {
+        jurisdiction: call.route.jurisdiction ?? null, strict_jurisdiction: call.route.strict_jurisdiction ?? null, requires_tee: call.route.requires_tee ?? false,
+        attempts: [{ node_id: node.id, work_id: workId }], ...(call.audit ? { audit: call.audit } : {}),
+      },
     });
+    await call.onOpen?.(tx);
     await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds });
     const policy = requestPolicy(call);
     await openRun(
@@ -102,6 +116,7 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
       },
       [
         { type: 'request.received', summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`, metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro } },
+        ...(call.evidence ?? []),
         policyEvaluated(policy, policyText(call)),
         ledgerHeld(holdId, cents, 'request.received'),
         ...routedEvents(decision, workId, 1),
@@ -165,12 +180,13 @@ export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt
  * node failure or lost lease before any result retries once on another eligible node. Throws
  * 503 `no_capacity` (no node), 402, 502 `upstream_error` (the node failed) or 504 `timeout`
  * (`SVC_GATEWAY_TIMEOUT_MS`, or the node went silent); the hold is released on every failure.
+ * An aborted `signal` cancels the request (and its work) and throws `timeout`.
  *
  * @example
  * const done = await runRequest(ctx, hub, principal, call);
  * JSON.parse(done.output.toString('utf8'));
  */
-export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal: Principal, call: GatewayCall): Promise<Finished> {
+export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal: Principal, call: GatewayCall, options: { signal?: AbortSignal } = {}): Promise<Finished> {
   const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
   let workId = newId('wrk');
   let follower: WorkFollower = followWork(ctx, hub, workId);
@@ -178,8 +194,12 @@ export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal
     let attempt = await openRequest(ctx, principal, call, workId);
     const tried = [attempt.node.id];
     for (;;) {
-      const item = await follower.next(deadline);
+      const item = await follower.next(deadline, options.signal);
       if (item.kind === 'events') continue;
+      if (item.kind === 'aborted') {
+        await endRequest(ctx, call.id, { status: 'cancelled', error: 'the caller stopped waiting', cancelWork: true });
+        throw new ApiError('timeout', `request ${call.id} was cancelled: the caller stopped waiting`);
+      }
       if (item.kind !== 'ended') {
         const message = `no result from node ${attempt.node.id} within ${ctx.config.gatewayTimeoutMs} ms`;
         await endRequest(ctx, call.id, { status: 'timeout', error: message, cancelWork: true });

@@ -31,10 +31,15 @@ export async function lockRequestOfWork(tx: Queryable, work: Pick<WorkRow, 'id' 
   return request;
 }
 
-/** What the server records beside a gateway receipt (outside the SVC1 signature): where it ran and what was asked. */
+/**
+ * What the server records beside a gateway receipt (outside the SVC1 signature): where it ran,
+ * what was asked, and the request's audit facts (for a grounded chat, the retrieved chunks).
+ */
 export function gatewayReceiptMetadata(request: GatewayRequestRow, node: NodeRow): Record<string, unknown> {
   const asked = request.metadata;
+  const audit = typeof asked.audit === 'object' && asked.audit !== null && !Array.isArray(asked.audit) ? (asked.audit as Record<string, unknown>) : {};
   return {
+    ...audit,
     request_type: request.type,
     model: request.model,
     node_id: node.id,

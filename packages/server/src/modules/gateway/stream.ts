@@ -52,7 +52,7 @@ function createSse(reply: FastifyReply, call: ChatCall, created: number) {
         'x-svc-node': node.id,
         'x-svc-completion-id': call.id,
       });
-      write(chunk({ role: 'assistant', content: '' }, null, { svc_node: svcNode(node) }));
+      write(chunk({ role: 'assistant', content: '' }, null, { svc_node: svcNode(node), ...call.extra }));
     },
     delta(content: string) {
       if (content !== '') write(chunk({ content }, null));

@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { PGlite, types } from '@electric-sql/pglite';
+import { vector } from '@electric-sql/pglite-pgvector';
 import { assertChannel, type Db, type Queryable, type QueryResult } from './interface.js';
 
 const parsers = { [types.INT8]: (value: string) => toSafeNumber(value) };
@@ -24,13 +25,14 @@ function wrap(target: Pick<PGlite, 'query' | 'exec'>): Queryable {
 
 /**
  * Opens the embedded store: PGlite (PostgreSQL compiled to WASM) in `dir`, or in memory for `memory://`.
+ * pgvector is loaded, so `CREATE EXTENSION vector` works (knowledge-base search).
  *
  * @example
  * const db = await createPgliteDb('./.svc/pgdata');
  */
 export async function createPgliteDb(dir: string): Promise<Db> {
   if (!dir.startsWith('memory://')) mkdirSync(dir, { recursive: true });
-  const pg = await PGlite.create(dir, { parsers });
+  const pg = await PGlite.create(dir, { parsers, extensions: { vector } });
   const base = wrap(pg);
   return {
     kind: 'pglite',

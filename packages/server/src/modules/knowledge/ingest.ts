@@ -1,0 +1,248 @@
+import { sha256Hex } from '@svc/protocol';
+import type { ServiceContext } from '../../context.js';
+import { ApiError } from '../../platform/errors.js';
+import { newId, randomToken } from '../../platform/ids.js';
+import type { GatewayHub } from '../gateway/hub.js';
+import { chunkText } from './chunking.js';
+import { embedTexts, principalFor } from './embed.js';
+import { extractText, type DocumentFormat } from './extract.js';
+import {
+  claimDocument,
+  finishDocument,
+  pendingChunks,
+  releaseLease,
+  renewLease,
+  replaceChunks,
+  storeEmbeddings,
+  type DocumentRow,
+} from './store.js';
+
+/**
+ * Asynchronous ingestion: a document answers 202 at upload and is then extracted, chunked and
+ * embedded here, in the background, through the gateway (one billed, receipted embeddings
+ * request per batch of chunks). Work is leased in the store: an instance renews its lease while
+ * it works, and a document whose instance stopped (crash, kill -9) is taken over by any instance
+ * once the lease runs out, resuming where it was (chunks already embedded are kept). A document
+ * taken more than {@link MAX_ATTEMPTS} times is marked `failed`.
+ */
+export interface Ingestor {
+  /** Looks for documents to ingest now (after an upload); the periodic sweep does the same. */
+  kick(): void;
+  /** Graceful stop: stops in-flight embedding requests (their holds are released) and frees the leases. */
+  close(): Promise<void>;
+  /** Stops at once and keeps the leases, as a crash would (tests of the takeover). */
+  halt(): void;
+}
+
+export const MAX_ATTEMPTS = 3;
+/** Tries per embeddings batch when no node can take it or a node fails. */
+const EMBED_TRIES = 4;
+/** Documents one instance ingests at once. */
+const MAX_DOCUMENTS = 2;
+
+/** The blob key of an uploaded document's bytes. */
+export function sourceKey(documentId: string): string {
+  return `kb/${documentId}/source`;
+}
+
+class Stop extends Error {
+  override name = 'Stop';
+}
+
+const RETRYABLE = new Set(['no_capacity', 'upstream_error', 'timeout']);
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** A lock for one async section at a time (choosing the next batch of chunks). */
+function createMutex() {
+  let tail = Promise.resolve();
+  return <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = tail.then(fn);
+    tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  };
+}
+
+async function extractAndChunk(ctx: ServiceContext, doc: DocumentRow, model: string, owner: string): Promise<boolean> {
+  const { leaseSeconds } = ctx.config.knowledge;
+  if (!(await renewLease(ctx.db, doc.id, owner, leaseSeconds, { phase: 'extracting' }))) return false;
+  const blob = await ctx.blobs.get(sourceKey(doc.id));
+  if (!blob) throw new ApiError('internal', 'the uploaded bytes of this document are missing');
+  const { text, pages } = await extractText(blob.bytes, doc.content_type as DocumentFormat);
+  const chunks = await chunkText(text, { size: doc.chunk_size, overlap: doc.chunk_overlap });
+  const rows = chunks.map((c, i) => ({ id: newId('chk'), ordinal: i, text: c.text, sha256: sha256Hex(c.text), tokens: c.tokens, char_start: c.start, char_end: c.end }));
+  const tokens = rows.reduce((sum, r) => sum + r.tokens, 0);
+  return ctx.db.transaction(async (tx) => {
+    const progress = { phase: 'embedding' as const, chunk_count: rows.length, text_chars: text.length, token_count: tokens, ...(pages === undefined ? {} : { pages }) };
+    if (!(await renewLease(tx, doc.id, owner, leaseSeconds, progress))) return false;
+    await replaceChunks(tx, doc, model, rows);
+    return true;
+  });
+}
+
+async function embedPending(ctx: ServiceContext, hub: GatewayHub, doc: DocumentRow, model: string, owner: string, signal: AbortSignal): Promise<void> {
+  const { embedBatch, embedConcurrency, leaseSeconds, retryBaseMs } = ctx.config.knowledge;
+  const principal = principalFor(doc.org_id, doc.created_by);
+  const inFlight = new Set<string>();
+  const exclusive = createMutex();
+  const nextBatch = () =>
+    exclusive(async () => {
+      const batch = await pendingChunks(ctx.db, doc.id, embedBatch, [...inFlight]);
+      for (const c of batch) inFlight.add(c.id);
+      return batch;
+    });
+  const embed = async (batch: { id: string; text: string }[]) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await embedTexts(ctx, hub, principal, {
+          model,
+          texts: batch.map((c) => c.text),
+          // The receipt then says which chunks its signed result embeds.
+          audit: { purpose: 'knowledge_base_ingestion', knowledge_base_id: doc.kb_id, document_id: doc.id, chunk_ids: batch.map((c) => c.id) },
+          signal,
+        });
+      } catch (err) {
+        if (signal.aborted) throw new Stop('stopped');
+        if (!(err instanceof ApiError) || !RETRYABLE.has(err.code) || attempt >= EMBED_TRIES) throw err;
+        ctx.log.info({ document_id: doc.id, attempt, err: err.message }, 'knowledge: embeddings batch failed; retrying');
+        await sleep(retryBaseMs * 2 ** (attempt - 1), signal);
+      }
+    }
+  };
+  const worker = async () => {
+    for (;;) {
+      if (signal.aborted) throw new Stop('stopped');
+      const batch = await nextBatch();
+      if (batch.length === 0) return;
+      try {
+        const { vectors, requestId } = await embed(batch);
+        if (signal.aborted) throw new Stop('stopped');
+        const stored = await ctx.db.transaction(async (tx) => {
+          if (!(await renewLease(tx, doc.id, owner, leaseSeconds))) return false;
+          await storeEmbeddings(tx, ctx.vectorSearch, doc.id, requestId, batch.map((c, i) => ({ id: c.id, embedding: vectors[i] ?? [] })));
+          return true;
+        });
+        if (!stored) throw new Stop('lease lost');
+      } finally {
+        for (const c of batch) inFlight.delete(c.id);
+      }
+    }
+  };
+  const workers = Array.from({ length: embedConcurrency }, () => worker());
+  const results = await Promise.allSettled(workers);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+/**
+ * Starts the ingestion loop of this instance: every `sweepMs` (and at each `kick`) it takes
+ * documents that wait, up to {@link MAX_DOCUMENTS} at once.
+ *
+ * @example
+ * const ingestor = startIngestor(ctx, hub);
+ * ingestor.kick(); // after an upload
+ * await ingestor.close();
+ */
+export function startIngestor(ctx: ServiceContext, hub: GatewayHub, options: { sweepMs?: number } = {}): Ingestor {
+  const owner = `ing_${randomToken(16)}`;
+  const { leaseSeconds } = ctx.config.knowledge;
+  const active = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  let stopped = false;
+  let halted = false;
+  let filling = false;
+  let again = false;
+
+  const ingest = async (doc: DocumentRow, signal: AbortSignal) => {
+    // Keeps the lease while long embeddings requests run; a lost lease stops the work.
+    const keeper = setInterval(() => {
+      void renewLease(ctx.db, doc.id, owner, leaseSeconds).then(
+        (kept) => {
+          if (!kept) active.get(doc.id)?.controller.abort(new Stop('lease lost'));
+        },
+        () => undefined,
+      );
+    }, Math.max(500, (leaseSeconds * 1000) / 3));
+    keeper.unref();
+    try {
+      if (doc.attempts > MAX_ATTEMPTS) {
+        await finishDocument(ctx.db, doc.id, { status: 'failed', error: `ingestion was interrupted ${MAX_ATTEMPTS} times; upload the document again`, owner });
+        return;
+      }
+      const { rows } = await ctx.db.query<{ embedding_model: string }>('SELECT embedding_model FROM knowledge_bases WHERE id = $1', [doc.kb_id]);
+      const model = rows[0]?.embedding_model;
+      if (!model) return; // deleted meanwhile
+      if ((doc.phase === 'queued' || doc.phase === 'extracting') && !(await extractAndChunk(ctx, doc, model, owner))) return;
+      if (signal.aborted) return;
+      await embedPending(ctx, hub, doc, model, owner, signal);
+      await finishDocument(ctx.db, doc.id, { status: 'ready', owner });
+    } catch (err) {
+      if (signal.aborted || err instanceof Stop) return;
+      const message = err instanceof ApiError && err.code !== 'internal' ? err.message : 'internal error while ingesting the document';
+      if (!(err instanceof ApiError) || err.code === 'internal') ctx.log.error({ err, document_id: doc.id }, 'knowledge: ingestion failed');
+      await finishDocument(ctx.db, doc.id, { status: 'failed', error: message.slice(0, 1000), owner }).catch(() => undefined);
+    } finally {
+      clearInterval(keeper);
+      if (!halted) await releaseLease(ctx.db, doc.id, owner).catch(() => undefined);
+    }
+  };
+
+  const fill = async () => {
+    if (filling) {
+      again = true;
+      return;
+    }
+    filling = true;
+    try {
+      do {
+        again = false;
+        while (!stopped && active.size < MAX_DOCUMENTS) {
+          const doc = await claimDocument(ctx.db, owner, leaseSeconds);
+          if (!doc || stopped) break;
+          const controller = new AbortController();
+          const done = ingest(doc, controller.signal).finally(() => {
+            active.delete(doc.id);
+            if (!stopped) kick();
+          });
+          active.set(doc.id, { controller, done });
+        }
+      } while (again && !stopped);
+    } catch (err) {
+      if (!stopped) ctx.log.warn({ err }, 'knowledge: could not look for documents to ingest');
+    } finally {
+      filling = false;
+    }
+  };
+  const kick = () => void fill();
+  const sweep = setInterval(kick, options.sweepMs ?? Math.min(5_000, leaseSeconds * 500));
+  sweep.unref();
+  kick();
+
+  return {
+    kick,
+    async close() {
+      stopped = true;
+      clearInterval(sweep);
+      for (const { controller } of active.values()) controller.abort(new Stop('closing'));
+      await Promise.allSettled([...active.values()].map((a) => a.done));
+    },
+    halt() {
+      stopped = true;
+      halted = true;
+      clearInterval(sweep);
+      for (const { controller } of active.values()) controller.abort(new Stop('halted'));
+    },
+  };
+}

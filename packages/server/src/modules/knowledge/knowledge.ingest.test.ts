@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestStore, type TestStore } from '../../../test/harness.js';
+import { openDb } from '../../platform/db/index.js';
+import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
+import { MAX_ATTEMPTS } from './ingest.js';
+
+type Doc = { id: string; status: string; phase: string; chunk_count: number; embedded_count: number; progress: number; error: string | null; token_count: number | null };
+
+const WORDS = ['river', 'granite', 'harbour', 'lantern', 'orchard', 'signal', 'meadow', 'copper', 'glacier', 'falcon', 'thunder', 'willow', 'compass', 'ember', 'quartz', 'tundra'];
+
+/** About `bytes` of varied prose: sentences of words from a small vocabulary, in paragraphs. */
+function prose(bytes: number): string {
+  const out: string[] = [];
+  let size = 0;
+  for (let i = 0; size < bytes; i++) {
+    const words = Array.from({ length: 12 }, (_, j) => WORDS[(i * 7 + j * 3 + (i >> 4)) % WORDS.length]);
+    const sentence = `Entry ${i} notes that the ${words.join(' ')}.`;
+    out.push(i % 8 === 7 ? `${sentence}\n\n` : `${sentence} `);
+    size += sentence.length + 1;
+  }
+  return out.join('');
+}
+
+describe('ingestion of a 5 MB document, with progress visible while it runs', () => {
+  let f: GatewayFixture;
+  beforeAll(async () => {
+    f = await startGatewayFixture({ env: { SVC_KB_EMBED_BATCH: '256', SVC_KB_MAX_DOCUMENT_BYTES: String(8 * 1024 * 1024) } });
+    await f.addNode({ concurrency: 4 });
+  });
+  afterAll(() => f.close());
+
+  it('answers 202 at once, then shows the phase and the chunk counts rising until every chunk is embedded', async () => {
+    const kb = await f.api('POST', '/api/v1/knowledge-bases', { name: 'big' });
+    const kbId = String(kb.json.id);
+    const text = prose(5 * 1024 * 1024);
+    const form = new FormData();
+    form.append('file', new Blob([text], { type: 'text/plain' }), 'big.txt');
+    const started = Date.now();
+    const res = await fetch(`${f.server.url}/api/v1/knowledge-bases/${kbId}/documents`, { method: 'POST', headers: { authorization: `Bearer ${f.buyer.apiKey}` }, body: form });
+    expect(res.status).toBe(202);
+    const accepted = (await res.json()) as Doc;
+    expect(accepted).toMatchObject({ status: 'processing', chunk_count: 0, embedded_count: 0 });
+    expect(Date.now() - started).toBeLessThan(15_000);
+
+    const seen: Doc[] = [];
+    const done = await eventually(async () => {
+      const doc = (await f.api('GET', `/api/v1/knowledge-bases/${kbId}/documents/${accepted.id}`)).json as unknown as Doc;
+      seen.push(doc);
+      if (doc.status === 'failed') throw new Error(`failed: ${doc.error}`);
+      return doc.status === 'ready' ? doc : undefined;
+    }, 170_000);
+    expect(done.chunk_count).toBeGreaterThan(4000);
+    expect(done).toMatchObject({ embedded_count: done.chunk_count, progress: 1, phase: 'done' });
+    expect(done.token_count).toBeGreaterThan(1_000_000);
+    // Progress was visible: part-way states with a known chunk count, never going backwards.
+    const partial = seen.filter((d) => d.phase === 'embedding' && d.chunk_count === done.chunk_count && d.embedded_count > 0 && d.embedded_count < d.chunk_count);
+    expect(partial.length).toBeGreaterThan(0);
+    const counts = seen.map((d) => d.embedded_count);
+    expect(counts).toEqual([...counts].sort((a, b) => a - b));
+    const { rows } = await f.server.ctx.db.query<{ max: number; requests: number }>(
+      'SELECT max(tokens)::int AS max, count(DISTINCT embedded_by)::int AS requests FROM kb_chunks WHERE document_id = $1',
+      [accepted.id],
+    );
+    expect(rows[0]?.max).toBeLessThanOrEqual(200);
+    expect(rows[0]?.requests).toBe(Math.ceil(done.chunk_count / 256));
+  }, 180_000);
+});
+
+describe('ingestion survives its instance stopping: another instance takes the document over', () => {
+  let store: TestStore;
+  const env = { SVC_KB_LEASE_SECONDS: '2', SVC_KB_EMBED_BATCH: '4', SVC_KB_EMBED_CONCURRENCY: '1', SVC_SHUTDOWN_GRACE_MS: '500' };
+  beforeAll(async () => {
+    store = await createTestStore();
+  });
+  afterAll(() => store.drop());
+
+  it('resumes after the lease runs out, keeping what was embedded, and fails a document interrupted too often', async () => {
+    const a = await startGatewayFixture({ env, store });
+    await a.addNode({ upstream: { delayMs: 100 } });
+    const kbId = String((await a.api('POST', '/api/v1/knowledge-bases', { name: 'kb', chunk_size: 32, chunk_overlap: 0 })).json.id);
+    const up = await a.api('POST', `/api/v1/knowledge-bases/${kbId}/documents`, { name: 'notes.txt', text: prose(6000) });
+    const docId = String(up.json.id);
+    const path = `/api/v1/knowledge-bases/${kbId}/documents/${docId}`;
+    await eventually(async () => ((await a.api('GET', path)).json.embedded_count as number) >= 8, 30_000);
+    // A crash: the instance stops where it is and never gives its lease back.
+    a.server.app.knowledgeIngestor.halt();
+    const before = await a.server.ctx.db.query<{ id: string; embedded_by: string }>('SELECT id, embedded_by FROM kb_chunks WHERE document_id = $1 AND embedding IS NOT NULL', [docId]);
+    const stopped = (await a.api('GET', path)).json as unknown as Doc;
+    expect(stopped.status).toBe('processing');
+    expect(stopped.embedded_count).toBeLessThan(stopped.chunk_count);
+    const buyerKey = a.buyer.apiKey;
+    await a.close();
+    // Its node went down with it; without this it would look live for 30 s more and draw work.
+    const db = await openDb(store);
+    await db.query("UPDATE nodes SET last_seen = now() - interval '1 hour'");
+    await db.close();
+
+    const b = await startGatewayFixture({ env, store });
+    try {
+      await b.addNode();
+      const doc = await eventually(async () => {
+        const d = (await b.api('GET', path, undefined, buyerKey)).json as unknown as Doc;
+        return d.status === 'ready' ? d : undefined;
+      }, 60_000);
+      expect(doc.embedded_count).toBe(doc.chunk_count);
+      const after = await b.server.ctx.db.query<{ id: string; embedded_by: string; attempts: number }>(
+        'SELECT c.id, c.embedded_by, d.attempts FROM kb_chunks c JOIN kb_documents d ON d.id = c.document_id WHERE c.document_id = $1',
+        [docId],
+      );
+      // Nothing embedded before the stop was embedded again.
+      const now = new Map(after.rows.map((r) => [r.id, r.embedded_by]));
+      for (const r of before.rows) expect(now.get(r.id)).toBe(r.embedded_by);
+      expect(after.rows[0]?.attempts).toBe(2);
+
+      // A document whose ingestion was taken over MAX_ATTEMPTS times is given up on.
+      await b.server.ctx.db.query(
+        "UPDATE kb_documents SET status = 'processing', phase = 'embedding', attempts = $2, lease_owner = 'ing_gone', lease_until = now() - interval '1 second', completed_at = NULL WHERE id = $1",
+        [docId, MAX_ATTEMPTS],
+      );
+      b.server.app.knowledgeIngestor.kick();
+      const failed = await eventually(async () => {
+        const d = (await b.api('GET', path, undefined, buyerKey)).json as unknown as Doc;
+        return d.status === 'failed' ? d : undefined;
+      }, 20_000);
+      expect(failed.error).toBe(`ingestion was interrupted ${MAX_ATTEMPTS} times; upload the document again`);
+    } finally {
+      await b.close();
+    }
+  }, 120_000);
+});
