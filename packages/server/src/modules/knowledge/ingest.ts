@@ -122,9 +122,12 @@ async function embedPending(ctx: ServiceContext, hub: GatewayHub, doc: DocumentR
       }
     }
   };
+  // The first worker to fail stops the others: the document fails as a whole.
+  let stopping = false;
   const worker = async () => {
     for (;;) {
       if (signal.aborted) throw new Stop('stopped');
+      if (stopping) return;
       const batch = await nextBatch();
       if (batch.length === 0) return;
       try {
@@ -136,6 +139,9 @@ async function embedPending(ctx: ServiceContext, hub: GatewayHub, doc: DocumentR
           return true;
         });
         if (!stored) throw new Stop('lease lost');
+      } catch (err) {
+        stopping = true;
+        throw err;
       } finally {
         for (const c of batch) inFlight.delete(c.id);
       }
@@ -178,7 +184,8 @@ export function startIngestor(ctx: ServiceContext, hub: GatewayHub, options: { s
     keeper.unref();
     try {
       if (doc.attempts > MAX_ATTEMPTS) {
-        await finishDocument(ctx.db, doc.id, { status: 'failed', error: `ingestion was interrupted ${MAX_ATTEMPTS} times; upload the document again`, owner });
+        const error = `ingestion was interrupted ${MAX_ATTEMPTS} times; upload the document again`;
+        await ctx.db.transaction((tx) => finishDocument(tx, doc.id, { status: 'failed', error, owner }));
         return;
       }
       const { rows } = await ctx.db.query<{ embedding_model: string }>('SELECT embedding_model FROM knowledge_bases WHERE id = $1', [doc.kb_id]);
@@ -192,7 +199,7 @@ export function startIngestor(ctx: ServiceContext, hub: GatewayHub, options: { s
       if (signal.aborted || err instanceof Stop) return;
       const message = err instanceof ApiError && err.code !== 'internal' ? err.message : 'internal error while ingesting the document';
       if (!(err instanceof ApiError) || err.code === 'internal') ctx.log.error({ err, document_id: doc.id }, 'knowledge: ingestion failed');
-      await finishDocument(ctx.db, doc.id, { status: 'failed', error: message.slice(0, 1000), owner }).catch(() => undefined);
+      await ctx.db.transaction((tx) => finishDocument(tx, doc.id, { status: 'failed', error: message.slice(0, 1000), owner })).catch(() => undefined);
     } finally {
       clearInterval(keeper);
       if (!halted) await releaseLease(ctx.db, doc.id, owner).catch(() => undefined);

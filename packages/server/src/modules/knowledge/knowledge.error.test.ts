@@ -89,6 +89,9 @@ describe('knowledge bases: validation and failures', () => {
     const doc = await settled(res.json().id);
     expect(doc).toMatchObject({ status: 'failed', phase: 'embedding', chunk_count: 1, embedded_count: 0, error: 'no live node serves all-MiniLM-L6-v2' });
     expect(doc.completed_at).not.toBeNull();
+    // A failed document is never searched: its chunks are gone, its counts stay as information.
+    const { rows } = await t.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM kb_chunks WHERE document_id = $1', [doc.id]);
+    expect(rows[0]?.n).toBe(0);
     expect((await api('GET', '/api/v1/billing/balance')).json()).toMatchObject({ balance_cents: 500, held_cents: 0 });
   });
 

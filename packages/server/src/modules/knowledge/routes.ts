@@ -127,7 +127,8 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
     '/api/v1/knowledge-bases/:id/documents',
     {
       config: { auth: { permission: 'documents:write' } },
-      bodyLimit: maxBytes + 1024 * 1024,
+      // JSON escapes can make a text longer on the wire; the document's own size is checked after.
+      bodyLimit: maxBytes * 2 + 1024 * 1024,
       validatorCompiler: jsonOrMultipart(),
       schema: {
         summary: 'Upload a document: JSON {name, text} or multipart/form-data with `file` (plain text, Markdown, HTML, PDF); ingested in the background (202)',

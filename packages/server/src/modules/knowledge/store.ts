@@ -168,7 +168,11 @@ export async function releaseLease(db: Queryable, id: string, owner: string): Pr
   );
 }
 
-/** Ends ingestion: `ready`, or `failed` with the reason. Only the lease holder may (when `owner` is given). */
+/**
+ * Ends ingestion: `ready`, or `failed` with the reason, when its chunks are dropped (a failed
+ * document is never searched; its counts stay as they were). Only the lease holder may (when
+ * `owner` is given). Call it inside a transaction.
+ */
 export async function finishDocument(db: Queryable, id: string, end: { status: 'ready' | 'failed'; error?: string; owner?: string }): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE kb_documents SET status = $2, phase = CASE WHEN $2 = 'ready' THEN 'done' ELSE phase END, error = $3,
@@ -176,6 +180,7 @@ export async function finishDocument(db: Queryable, id: string, end: { status: '
       WHERE id = $1 AND status = 'processing' ${end.owner ? 'AND lease_owner = $4' : ''}`,
     end.owner ? [id, end.status, end.error ?? null, end.owner] : [id, end.status, end.error ?? null],
   );
+  if (rowCount === 1 && end.status === 'failed') await db.query('DELETE FROM kb_chunks WHERE document_id = $1', [id]);
   return rowCount === 1;
 }
 
