@@ -149,6 +149,26 @@ export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId:
   return { workId, node };
 }
 
+/**
+ * The one failover of a request whose first attempt failed before any byte reached the client:
+ * closes the old follower, follows a new work item and leases it to another eligible node.
+ * Returns the new attempt and its follower (the node joins `tried`), or undefined when no other
+ * node may take it (the caller then ends the request).
+ */
+export async function failOver(ctx: ServiceContext, hub: GatewayHub, call: GatewayCall, failed: { attempt: Attempt; follower: WorkFollower; tried: string[]; why: string }): Promise<{ attempt: Attempt; follower: WorkFollower } | undefined> {
+  failed.follower.close();
+  const workId = newId('wrk');
+  const follower = followWork(ctx, hub, workId);
+  const next = await redispatch(ctx, call, workId, failed.tried, failed.why);
+  if (!next) {
+    follower.close();
+    return undefined;
+  }
+  ctx.log.info({ request_id: call.id, failed_node: failed.attempt.node.id, node_id: next.node.id }, `gateway failover: ${failed.why}`);
+  failed.tried.push(next.node.id);
+  return { attempt: next, follower };
+}
+
 /** The sentence a failed attempt leaves for the 502/504 message. */
 export function failureMessage(state: WorkState, nodeId: string): string {
   if (state.status === 'lost') return `node ${nodeId} stopped answering (its lease expired before a result)`;
@@ -188,7 +208,7 @@ export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt
  */
 export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal: Principal, call: GatewayCall, options: { signal?: AbortSignal } = {}): Promise<Finished> {
   const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
-  let workId = newId('wrk');
+  const workId = newId('wrk');
   let follower: WorkFollower = followWork(ctx, hub, workId);
   try {
     let attempt = await openRequest(ctx, principal, call, workId);
@@ -208,14 +228,9 @@ export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal
       if (item.state.status === 'completed') return await finishedOf(ctx, call, attempt);
       const why = failureMessage(item.state, attempt.node.id);
       if (tried.length === 1 && mayRetry(item.state)) {
-        follower.close();
-        workId = newId('wrk');
-        follower = followWork(ctx, hub, workId);
-        const next = await redispatch(ctx, call, workId, tried, why);
+        const next = await failOver(ctx, hub, call, { attempt, follower, tried, why });
         if (next) {
-          ctx.log.info({ request_id: call.id, failed_node: attempt.node.id, node_id: next.node.id }, `gateway failover: ${why}`);
-          attempt = next;
-          tried.push(next.node.id);
+          ({ attempt, follower } = next);
           continue;
         }
       }

@@ -8,7 +8,7 @@ import { followWork } from './follow.js';
 import type { GatewayHub, StreamEvent } from './hub.js';
 import { estimateTokens } from './pricing.js';
 import type { RouteCandidate } from './routing.js';
-import { failureMessage, finishedOf, mayRetry, openRequest, redispatch, svcNode, type Attempt } from './service.js';
+import { failOver, failureMessage, finishedOf, mayRetry, openRequest, svcNode, type Attempt } from './service.js';
 import { endRequest } from './settle.js';
 
 /**
@@ -87,7 +87,7 @@ export async function streamChat(ctx: ServiceContext, hub: GatewayHub, principal
   reply.raw.on('close', () => {
     if (!reply.raw.writableEnded) gone.abort();
   });
-  let workId = newId('wrk');
+  const workId = newId('wrk');
   let follower = followWork(ctx, hub, workId);
   let attempt: Attempt;
   try {
@@ -156,14 +156,9 @@ export async function streamChat(ctx: ServiceContext, hub: GatewayHub, principal
       const why = nodeError && state.status === 'failed' ? `node ${attempt.node.id} failed: ${nodeError}` : failureMessage(state, attempt.node.id);
       if (!sse.started && !clientGone) {
         if (tried.length === 1 && mayRetry(state)) {
-          follower.close();
-          workId = newId('wrk');
-          follower = followWork(ctx, hub, workId);
-          const next = await redispatch(ctx, call, workId, tried, why);
+          const next = await failOver(ctx, hub, call, { attempt, follower, tried, why });
           if (next) {
-            ctx.log.info({ request_id: call.id, failed_node: attempt.node.id, node_id: next.node.id }, `gateway failover: ${why}`);
-            attempt = next;
-            tried.push(next.node.id);
+            ({ attempt, follower } = next);
             nodeError = undefined;
             continue;
           }
