@@ -11,6 +11,11 @@ export interface RetryOptions {
   onRetry?: (error: ControlPlaneError, delayMs: number) => void;
 }
 
+export interface DeliveryOptions extends RetryOptions {
+  /** Send the result inside the receipt call (one request instead of two): gateway work. */
+  inline?: boolean;
+}
+
 /** How a retried call ended: done, refused for good (a 4xx), or still failing at the deadline. */
 export type RetryResult<T> = { ok: true; value: T } | { ok: false; error: ControlPlaneError; final: 'refused' | 'deadline' };
 
@@ -46,7 +51,8 @@ export type Delivery =
   | { outcome: 'pending'; step: 'result' | 'receipt'; error: ControlPlaneError };
 
 /**
- * Uploads an outbox entry: the result, then its receipt, each with {@link withRetries}. A `409`
+ * Uploads an outbox entry: the result, then its receipt, each with {@link withRetries} (with
+ * `inline`, one receipt call that carries the result). A `409`
  * counts as done: the agent only ever sends the bytes it wrote to the outbox, so a conflict means
  * an earlier attempt (before a crash or a lost answer) already delivered them. Should the server
  * really hold a different result, the receipt is then refused with `400` and the entry reported
@@ -56,12 +62,14 @@ export type Delivery =
  * const d = await deliverEntry(client, entry, { backoff: { baseMs: 500, capMs: 30_000 } });
  * if (d.outcome === 'delivered') await outbox.remove(entry.work_id);
  */
-export async function deliverEntry(client: NodeClient, entry: OutboxEntry, options: RetryOptions): Promise<Delivery> {
+export async function deliverEntry(client: NodeClient, entry: OutboxEntry, options: DeliveryOptions): Promise<Delivery> {
   const call = options.signal ? { signal: options.signal } : {};
-  const steps = [
-    ['result', () => client.uploadResult(entry.work_id, resultBody(entry), call)],
-    ['receipt', () => client.submitReceipt(entry.receipt, call)],
-  ] as const;
+  const steps: readonly (readonly ['result' | 'receipt', () => Promise<unknown>])[] = options.inline
+    ? [['receipt', () => client.submitReceipt({ ...entry.receipt, result: resultBody(entry) }, call)]]
+    : [
+        ['result', () => client.uploadResult(entry.work_id, resultBody(entry), call)],
+        ['receipt', () => client.submitReceipt(entry.receipt, call)],
+      ];
   const conflicts: string[] = [];
   for (const [step, send] of steps) {
     const r = await withRetries(async () => {

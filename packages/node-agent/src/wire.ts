@@ -87,6 +87,8 @@ export interface ReceiptUpload {
   signature: string;
   metering_units: number;
   metadata: ReceiptMetadata;
+  /** The result itself, inline: stored and receipted in one call (gateway work). */
+  result?: ResultUpload;
 }
 
 export interface FailUpload {

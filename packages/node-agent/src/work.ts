@@ -99,8 +99,19 @@ export async function reportFailure(deps: WorkDeps, workId: string, message: str
 }
 
 /**
- * Runs one work item to its end: run it, sign the result into the outbox (before any upload),
- * deliver result and receipt, and report the outcome; or report the failure.
+ * Gateway work (chat, embeddings, transcription, image) is not kept in the outbox: a client is
+ * waiting for it now, and should the node crash before the upload, the server fails the request
+ * over or ends it when the lease runs out, so a re-upload at the next start would be refused
+ * anyway. Its result travels inside the receipt call: one request instead of two.
+ */
+export function isGatewayWork(item: Pick<WorkItem, 'type'>): boolean {
+  return item.type !== 'job';
+}
+
+/**
+ * Runs one work item to its end: run it, sign the result into the outbox (before any upload;
+ * gateway work skips the outbox, see {@link isGatewayWork}), deliver result and receipt, and
+ * report the outcome; or report the failure.
  *
  * @example
  * await processWork({ work_id, job_id, item, controller: new AbortController(), phase: 'running' }, deps);
@@ -133,7 +144,7 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
       ...(run.exit_code === undefined ? {} : { exit_code: run.exit_code }),
     };
     entry = sealResult({ item, run, identity: deps.identity, metadata });
-    await deps.outbox.put(entry);
+    if (!isGatewayWork(item)) await deps.outbox.put(entry);
   } catch (err) {
     work.phase = 'delivering';
     deps.onRunFinished(work);
@@ -152,9 +163,12 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
   await deliverWork(work, entry, deps, elapsed());
 }
 
+const NOT_KEPT = 'gateway work is not kept (its request fails over or times out)';
+
 /**
  * Delivers an outbox entry (fresh, or left by an earlier run) and settles the outbox file:
  * removed when delivered or cancelled, moved to `rejected/` when refused, kept otherwise.
+ * Gateway work has no outbox file; its result goes inside the receipt call.
  *
  * @example
  * await deliverWork(work, entry, deps);
@@ -164,7 +178,8 @@ export async function deliverWork(work: TrackedWork, entry: OutboxEntry, deps: W
   const signal = work.controller.signal;
   const onRetry = (error: Error, delayMs: number) =>
     deps.emit({ event: 'warning', work_id: work.work_id, message: `upload failed (${error.message}); retrying in ${delayMs} ms` });
-  const delivery = await deliverEntry(deps.client, entry, { backoff: deps.backoff, deadlineMs: deps.deliveryDeadlineMs, signal, onRetry }).catch((err: unknown) => {
+  const inline = work.item !== undefined && isGatewayWork(work.item);
+  const delivery = await deliverEntry(deps.client, entry, { backoff: deps.backoff, deadlineMs: deps.deliveryDeadlineMs, signal, onRetry, inline }).catch((err: unknown) => {
     if (signal.aborted) return undefined;
     throw err;
   });
@@ -173,7 +188,7 @@ export async function deliverWork(work: TrackedWork, entry: OutboxEntry, deps: W
       await deps.outbox.remove(work.work_id);
       deps.emit({ event: 'work', ...fields, outcome: 'cancelled' });
     } else {
-      deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: 'the node stopped during the upload; it resumes at the next start' });
+      deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: `the node stopped during the upload; ${inline ? NOT_KEPT : 'it resumes at the next start'}` });
     }
     return;
   }
@@ -182,9 +197,9 @@ export async function deliverWork(work: TrackedWork, entry: OutboxEntry, deps: W
     const conflicts = delivery.conflicts.length > 0 ? { message: `409 counted as already delivered: ${delivery.conflicts.join('; ')}` } : {};
     deps.emit({ event: 'work', ...fields, outcome: 'completed', ...conflicts });
   } else if (delivery.outcome === 'refused') {
-    await deps.outbox.reject(work.work_id);
+    if (!inline) await deps.outbox.reject(work.work_id);
     deps.emit({ event: 'work', ...fields, outcome: 'refused', message: `${delivery.step}: ${delivery.error.status} ${delivery.error.message}` });
   } else {
-    deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: `${delivery.step}: ${delivery.error.message}; kept in the outbox until the next start` });
+    deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: `${delivery.step}: ${delivery.error.message}; ${inline ? NOT_KEPT : 'kept in the outbox until the next start'}` });
   }
 }

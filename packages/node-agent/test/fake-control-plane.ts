@@ -236,6 +236,13 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
     const lease = [...leases.entries()].find(([, l]) => l.item.job_id === json.job_id && l.pubkey === node.pubkey);
     if (lease === undefined) return refuse(404, 'no work for this job is leased to this node');
     const [workId] = lease;
+    // A receipt may carry its result inline (gateway work): stored first, as the real server does.
+    if (typeof json.result === 'object' && json.result !== null && !cp.results.has(workId)) {
+      const inline = json.result as Record<string, unknown>;
+      const output = Buffer.from(String(inline.output), inline.encoding === 'base64' ? 'base64' : 'utf8');
+      if (sha256Hex(output) !== inline.result_hash) return refuse(400, 'result_hash is not the SHA-256 of the output');
+      cp.results.set(workId, { raw: record.body, body: inline, output });
+    }
     const result = cp.results.get(workId);
     if (result === undefined || result.body.result_hash !== json.result_hash) return refuse(400, 'result_hash differs from the delivered result');
     if (cp.receipts.has(workId)) return refuse(409, 'a receipt was already stored for this work');

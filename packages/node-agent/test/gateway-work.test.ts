@@ -1,3 +1,4 @@
+import { watch } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createOpenAIUpstreamEngine, runJob, STREAMING_UNSUPPORTED, type RunContext, type WorkItem } from '../src/index.js';
 import { startFakeControlPlane, type FakeControlPlane, type FakeWork } from './fake-control-plane.js';
@@ -15,7 +16,7 @@ const streamedChat = (n: number, content: string, extra: Partial<FakeWork> = {})
   ...extra,
 });
 
-describe('streamed gateway chat on the agent', () => {
+describe('gateway chat on the agent', () => {
   let cp: FakeControlPlane;
   let upstream: OpenAITestServer;
   beforeEach(async () => {
@@ -87,6 +88,31 @@ describe('streamed gateway chat on the agent', () => {
     expect(String(events.at(-1)?.message)).toMatch(/^upstream connection lost mid-stream/);
     expect(cp.fails.get('wrk_4')).toMatchObject({ retryable: true });
     expect(cp.results.has('wrk_4')).toBe(false);
+  });
+
+  it('sends the result inside the receipt call, writes no outbox file, and keeps the outbox for jobs', async () => {
+    const t = await makeAgent(cp, { engines: engines() });
+    const written: string[] = [];
+    const watcher = watch(t.dataDir, { recursive: true }, (_, name) => name && written.push(String(name)));
+    try {
+      await t.agent.start();
+      cp.enqueue(streamedChat(5, 'plain answer', { stream: false, payload: { model: 'tinyllama', messages: [{ role: 'user', content: 'plain answer' }] } }));
+      await cp.waitFor(() => t.workEvents().some((e) => e.work_id === 'wrk_5'));
+      expect(cp.calls('result')).toHaveLength(0);
+      expect(cp.calls('receipt')).toHaveLength(1);
+      const receipt = cp.receipts.get('wrk_5') as { result?: { output: string; result_hash: string }; result_hash: string };
+      expect(receipt.result?.result_hash).toBe(receipt.result_hash);
+      expect(JSON.parse(receipt.result?.output ?? '{}')).toMatchObject({ content: 'You said: plain answer' });
+      expect(t.workEvents().find((e) => e.work_id === 'wrk_5')).toMatchObject({ outcome: 'completed' });
+      expect(written.filter((name) => name.startsWith('outbox'))).toEqual([]);
+      // A marketplace job still goes through the outbox, in two calls.
+      cp.enqueue({ work_id: 'wrk_6', job_id: 'job_6', type: 'job', kind: 1, model: 'tinyllama', payload: { model: 'tinyllama', inputs: ['a job'], max_tokens: 8 } });
+      await cp.waitFor(() => t.workEvents().some((e) => e.work_id === 'wrk_6'));
+      expect(cp.calls('result')).toHaveLength(1);
+      expect(written.some((name) => name.startsWith('outbox') && name.includes('wrk_6'))).toBe(true);
+    } finally {
+      watcher.close();
+    }
   });
 });
 

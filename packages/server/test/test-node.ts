@@ -18,7 +18,8 @@ export interface TestNode {
   /** Uploads `output` as the result and submits a valid SVC1 receipt for it. */
   complete(work: WorkItem, output: string, units: number): Promise<Response>;
   deliver(work: WorkItem, output: string, units: number): Promise<Response>;
-  receipt(work: WorkItem, fields: { result_hash: string; metering_units: number; signature?: string; job_id?: string; pubkey?: string }): Promise<Response>;
+  /** `result`: the result upload carried inline (one call, as the agent sends gateway work). */
+  receipt(work: WorkItem, fields: { result_hash: string; metering_units: number; signature?: string; job_id?: string; pubkey?: string; result?: Record<string, unknown> }): Promise<Response>;
 }
 
 export interface WorkItem {
@@ -69,7 +70,8 @@ export async function createTestNode(app: App, operatorKey: string, info: Record
     receipt(work, fields) {
       const jobId = fields.job_id ?? work.job_id;
       const signature = fields.signature ?? signSvc1({ job_id: jobId, node_public_key_hex: pubkey, result_hash_hex: fields.result_hash, metering_units: fields.metering_units }, privateKey);
-      return call('POST', '/api/v1/node/receipt', { job_id: jobId, pubkey: fields.pubkey ?? pubkey, result_hash: fields.result_hash, metering_units: fields.metering_units, signature, metadata: { model: work.model, engine: 'test' } });
+      const inline = fields.result === undefined ? {} : { result: fields.result };
+      return call('POST', '/api/v1/node/receipt', { job_id: jobId, pubkey: fields.pubkey ?? pubkey, result_hash: fields.result_hash, metering_units: fields.metering_units, signature, metadata: { model: work.model, engine: 'test' }, ...inline });
     },
     async complete(work, output, units) {
       const delivered = await node.deliver(work, output, units);

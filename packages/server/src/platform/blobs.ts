@@ -7,6 +7,8 @@ export interface BlobStore {
   get(key: string): Promise<{ bytes: Buffer; contentType: string; sha256: string } | undefined>;
   /** Removes a blob; true when there was one. */
   delete(key: string): Promise<boolean>;
+  /** The same store inside the caller's transaction: a write commits or rolls back with it. */
+  within(tx: Queryable): BlobStore;
 }
 
 /**
@@ -33,5 +35,6 @@ export function createDbBlobStore(db: Queryable): BlobStore {
       const { rowCount } = await db.query('DELETE FROM blobs WHERE key = $1', [key]);
       return rowCount > 0;
     },
+    within: (tx) => createDbBlobStore(tx),
   };
 }

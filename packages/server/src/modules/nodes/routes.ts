@@ -4,7 +4,7 @@ import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
 import { MessageResponse } from '../auth/schemas.js';
 import { deliverResult, failWork, submitReceipt } from '../receipts/service.js';
-import { NodeReceiptRequest, Receipt } from '../receipts/schemas.js';
+import { NodeReceiptRequest, Receipt, ResultRequest } from '../receipts/schemas.js';
 import { heartbeat, pollWork } from '../scheduler/node-work.js';
 import { nodeOf } from './node-auth.js';
 import { HeartbeatRequest, HeartbeatResponse, NodeEarningsResponse, NodeListQuery, NodeListResponse, NodeRegisterRequest, NodeRegisterResponse, NodeSummary } from './schemas.js';
@@ -20,19 +20,6 @@ const WorkItem = Type.Object(
     payload: Type.Object({}, { additionalProperties: true }), stream: Type.Boolean(), lease_expires_at: Type.String({ format: 'date-time' }),
   },
   { $id: 'WorkItem' },
-);
-
-const ResultRequest = Type.Object(
-  {
-    output: Type.String({ maxLength: 64 * 1024 * 1024 }),
-    encoding: Type.Union([Type.Literal('utf8'), Type.Literal('base64')]),
-    content_type: Type.Optional(Type.String({ maxLength: 128 })),
-    result_hash: Type.String({ pattern: '^[0-9a-f]{64}$' }),
-    metering_units: Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 }),
-    usage: Type.Optional(Type.Object({}, { additionalProperties: true })),
-    exit_code: Type.Optional(Type.Integer()),
-  },
-  { $id: 'WorkResultRequest', additionalProperties: false },
 );
 
 export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
@@ -84,7 +71,7 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
   );
   app.post(
     '/api/v1/node/receipt',
-    { config: node, schema: { summary: 'Submit the SVC1 receipt of delivered work; completes it', tags, body: NodeReceiptRequest, response: { 200: Receipt } } },
+    { config: node, bodyLimit: 96 * 1024 * 1024, schema: { summary: 'Submit the SVC1 receipt of delivered work; completes it', tags, body: NodeReceiptRequest, response: { 200: Receipt } } },
     async (request) => submitReceipt(ctx, nodeOf(request), request.body),
   );
   app.get(

@@ -90,3 +90,62 @@ describe('receipts and node requests are verified strictly; refused ones charge 
     expect(after).toMatchObject({ balance_cents: 490, held_cents: 0 });
   });
 });
+
+describe('a receipt may carry its result inline', () => {
+  let t: TestApp;
+  let buyer: TestBuyer;
+  let node: TestNode;
+  beforeAll(async () => {
+    t = await createTestApp();
+    buyer = await signUp(t.app);
+    const operator = await signUp(t.app);
+    node = await createTestNode(t.app, await createKey(t.app, operator, ['operator']));
+  });
+  afterAll(() => t.close());
+
+  const leaseOne = async (): Promise<WorkItem> => {
+    await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' } });
+    const [w] = await node.poll();
+    if (!w) throw new Error('no work');
+    return w;
+  };
+  const upload = (output: string, hash = sha256Hex(output)) => ({ output, encoding: 'utf8', content_type: 'application/json', result_hash: hash, metering_units: 10 });
+  const storedResult = async (workId: string) => (await t.ctx.blobs.get(`results/${workId}`))?.bytes.toString('utf8');
+
+  it('stores the result and accepts the receipt in one call', async () => {
+    const work = await leaseOne();
+    const output = '{"inline":true}';
+    const res = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: 10, result: upload(output) });
+    expect(res.statusCode).toBe(200);
+    expect(await storedResult(work.work_id)).toBe(output);
+    const job = (await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${work.job_id}`, headers: bearer(buyer.apiKey) })).json();
+    expect(job).toMatchObject({ status: 'completed', result_hash: sha256Hex(output) });
+  });
+
+  it('refuses an inline result whose bytes do not hash, or that is not the receipted one, and stores nothing', async () => {
+    const work = await leaseOne();
+    const output = '{"inline":2}';
+    const badBytes = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: 10, result: upload('{"other":1}', sha256Hex(output)) });
+    expect(badBytes.statusCode).toBe(400);
+    expect(badBytes.json().details).toEqual([{ path: '/result/result_hash', message: 'does not match the output' }]);
+    const otherResult = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: 10, result: upload('{"other":1}') });
+    expect(otherResult.statusCode).toBe(400);
+    expect(otherResult.json().details).toEqual([{ path: '/result/result_hash', message: 'differs from /result_hash' }]);
+    expect(await storedResult(work.work_id)).toBeUndefined();
+    const job = (await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${work.job_id}`, headers: bearer(buyer.apiKey) })).json();
+    expect(job.status).not.toBe('completed');
+  });
+
+  it('accepts an inline result already delivered by POST .../result, and refuses one that differs from it', async () => {
+    const work = await leaseOne();
+    const output = '{"inline":3}';
+    expect((await node.deliver(work, output, 10)).statusCode).toBe(200);
+    const different = '{"inline":4}';
+    const refused = await node.receipt(work, { result_hash: sha256Hex(different), metering_units: 10, result: upload(different) });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().message).toContain('differs from the delivered result');
+    const same = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: 10, result: upload(output) });
+    expect(same.statusCode).toBe(200);
+    expect(await storedResult(work.work_id)).toBe(output);
+  });
+});

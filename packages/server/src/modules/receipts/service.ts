@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { verifySvc1 } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { deliverArtifacts, enqueueTerminalWebhook } from '../jobs/delivery.js';
@@ -29,50 +30,74 @@ async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
   return work;
 }
 
+/** The body of `POST /api/v1/node/work/{work_id}/result`, also carried inline by a receipt as `result`. */
+export interface ResultUpload {
+  output: string;
+  encoding: 'utf8' | 'base64';
+  content_type?: string;
+  result_hash: string;
+  metering_units: number;
+  usage?: Record<string, unknown>;
+}
+
+/** The result's bytes, checked against its `result_hash` (400 naming `path` when they differ). */
+function resultBytes(body: ResultUpload, path: string): Buffer {
+  const bytes = Buffer.from(body.output, body.encoding === 'base64' ? 'base64' : 'utf8');
+  const actual = createHash('sha256').update(bytes).digest('hex');
+  if (actual !== body.result_hash) throw new ApiError('invalid_request', `result_hash ${body.result_hash} does not match the SHA-256 of the output (${actual})`, [{ path, message: 'does not match the output' }]);
+  return bytes;
+}
+
+/**
+ * Stores the result of leased work and marks it delivered, in the caller's transaction when
+ * `db` is one. False when the work was no longer leased without a result (it changed state).
+ */
+async function storeResult(ctx: ServiceContext, db: Queryable, workId: string, bytes: Buffer, body: ResultUpload): Promise<boolean> {
+  const contentType = body.content_type ?? 'application/json';
+  await (db === ctx.db ? ctx.blobs : ctx.blobs.within(db)).put(`results/${workId}`, bytes, contentType);
+  const { rowCount } = await db.query(
+    `UPDATE work_items SET status = 'delivered', result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
+      WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
+    [workId, body.result_hash, contentType, bytes.length, body.metering_units, body.usage ? JSON.stringify(body.usage) : null],
+  );
+  return rowCount === 1;
+}
+
 /**
  * Stores a node's result for its work after checking the bytes hash to `result_hash`. Sending
  * the same result again is accepted; a different one is 409: one job, one result.
  */
-export async function deliverResult(
-  ctx: ServiceContext,
-  node: NodeRow,
-  workId: string,
-  body: { output: string; encoding: 'utf8' | 'base64'; content_type?: string; result_hash: string; metering_units: number; usage?: Record<string, unknown> },
-) {
+export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: string, body: ResultUpload) {
   const work = await openWorkOf(ctx, node, workId);
-  const bytes = Buffer.from(body.output, body.encoding === 'base64' ? 'base64' : 'utf8');
-  const actual = createHash('sha256').update(bytes).digest('hex');
-  if (actual !== body.result_hash) throw new ApiError('invalid_request', `result_hash ${body.result_hash} does not match the SHA-256 of the output (${actual})`, [{ path: '/result_hash', message: 'does not match the output' }]);
+  const bytes = resultBytes(body, '/result_hash');
   if (work.result_hash !== null) {
-    if (work.result_hash === body.result_hash) return { work_id: workId, result_hash: actual, status: work.status };
+    if (work.result_hash === body.result_hash) return { work_id: workId, result_hash: body.result_hash, status: work.status };
     throw new ApiError('conflict', `work ${workId} already has a different result`);
   }
   if (work.status !== 'leased') throw new ApiError('conflict', `work ${workId} is ${work.status}; no result is accepted`);
-  const contentType = body.content_type ?? 'application/json';
-  await ctx.blobs.put(`results/${workId}`, bytes, contentType);
-  const { rowCount } = await ctx.db.query(
-    `UPDATE work_items SET status = 'delivered', result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
-      WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
-    [workId, actual, contentType, bytes.length, body.metering_units, body.usage ? JSON.stringify(body.usage) : null],
-  );
-  if (rowCount !== 1) throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
-  return { work_id: workId, result_hash: actual, status: 'delivered' };
+  if (!(await storeResult(ctx, ctx.db, workId, bytes, body))) throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
+  return { work_id: workId, result_hash: body.result_hash, status: 'delivered' };
 }
 
 /**
  * Accepts a node's SVC1 receipt for delivered work and completes the job in one transaction:
  * receipt stored, job completed, buyer charged min(units x price, budget), rest of the hold
  * released, operator credited its earning. Strict: forged, mismatched, unleased or second
- * receipts are refused and nothing is charged.
+ * receipts are refused and nothing is charged. With `result` (the result upload, inline) the
+ * result is stored in the same transaction first: one call instead of two, for the gateway's
+ * hot path. A result already delivered must be the same one.
  */
 export async function submitReceipt(
   ctx: ServiceContext,
   node: NodeRow,
-  body: { job_id: string; pubkey: string; result_hash: string; signature: string; metering_units: number; metadata?: Record<string, unknown> },
+  body: { job_id: string; pubkey: string; result_hash: string; signature: string; metering_units: number; metadata?: Record<string, unknown>; result?: ResultUpload },
 ) {
   if (body.pubkey !== node.pubkey) throw new ApiError('forbidden', 'pubkey is not the key of the node making the request');
   const fields = { job_id: body.job_id, node_public_key_hex: body.pubkey, result_hash_hex: body.result_hash, metering_units: body.metering_units };
   if (!verifySvc1(fields, body.signature)) throw new ApiError('invalid_request', 'the SVC1 signature does not verify for these fields and this node key', [{ path: '/signature', message: 'does not verify' }]);
+  const inline = body.result;
+  if (inline && inline.result_hash !== body.result_hash) throw new ApiError('invalid_request', "result.result_hash differs from the receipt's result_hash", [{ path: '/result/result_hash', message: 'differs from /result_hash' }]);
+  const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
   const outcome = await ctx.db.transaction(async (tx) => {
     const { rows } = await tx.query<{ id: string; status: string }>(
       "SELECT id, status FROM work_items WHERE job_id = $1 AND node_id = $2 ORDER BY created_at DESC LIMIT 1 FOR UPDATE",
@@ -82,8 +107,11 @@ export async function submitReceipt(
     if (!workRow) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
     const existing = await tx.query<ReceiptRow>('SELECT * FROM receipts WHERE work_id = $1', [workRow.id]);
     if (existing.rows[0]) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
-    const work = await findWork(tx, workRow.id, true);
+    let work = await findWork(tx, workRow.id, true);
     if (!work) throw new ApiError('not_found', `no work for ${body.job_id}`);
+    if (inline && inlineBytes && work.status === 'leased' && work.result_hash === null && (await storeResult(ctx, tx, work.id, inlineBytes, inline))) {
+      work = { ...work, status: 'delivered', result_hash: inline.result_hash, metering_units: inline.metering_units, usage: inline.usage ?? null };
+    }
     if (work.status !== 'delivered' || work.result_hash === null) {
       throw new ApiError('conflict', work.status === 'leased' ? 'deliver the result (POST /api/v1/node/work/{work_id}/result) before the receipt' : `work is ${work.status}; no receipt is accepted`);
     }
