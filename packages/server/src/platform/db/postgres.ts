@@ -33,13 +33,19 @@ export async function createPostgresDb(url: string, options: { max?: number } = 
   pool.on('error', () => undefined); // idle-client errors surface on the next query instead
   await pool.query('SELECT 1');
   const handlers = new Map<string, Set<(payload: string) => void>>();
-  let listener: pg.Client | undefined;
+  let listener: Promise<pg.Client> | undefined;
   let closed = false;
 
   async function connectListener(): Promise<pg.Client> {
     const client = new pg.Client({ connectionString: url, types: typeParsers });
     client.on('notification', (msg) => {
-      for (const handler of handlers.get(msg.channel) ?? []) handler(msg.payload ?? '');
+      for (const handler of [...(handlers.get(msg.channel) ?? [])]) {
+        try {
+          handler(msg.payload ?? '');
+        } catch {
+          // A listener's failure is its own; the others still hear the message.
+        }
+      }
     });
     client.on('error', () => {
       listener = undefined;
@@ -49,8 +55,12 @@ export async function createPostgresDb(url: string, options: { max?: number } = 
     for (const channel of handlers.keys()) await client.query(`LISTEN "${channel}"`);
     return client;
   }
+  // One connection however many subscribe at once: concurrent callers share the one being made.
   async function ensureListener(): Promise<pg.Client> {
-    listener ??= await connectListener();
+    listener ??= connectListener().catch((err: unknown) => {
+      listener = undefined;
+      throw err;
+    });
     return listener;
   }
 
@@ -85,7 +95,7 @@ export async function createPostgresDb(url: string, options: { max?: number } = 
         set.delete(handler);
         if (set.size === 0) {
           handlers.delete(channel);
-          await listener?.query(`UNLISTEN "${channel}"`).catch(() => undefined);
+          await listener?.then((c) => c.query(`UNLISTEN "${channel}"`)).catch(() => undefined);
         }
       };
     },
@@ -95,7 +105,7 @@ export async function createPostgresDb(url: string, options: { max?: number } = 
     },
     async close() {
       closed = true;
-      await listener?.end().catch(() => undefined);
+      await listener?.then((c) => c.end()).catch(() => undefined);
       await pool.end();
     },
   };
