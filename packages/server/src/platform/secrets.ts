@@ -20,8 +20,8 @@ export interface PlatformSecrets {
   /** HMAC key for session tokens (HS256). */
   sessionSecret: Buffer;
   listKeys(): Promise<PlatformKey[]>;
-  /** Re-reads the active key (another process rotated it: `svc keys rotate`). */
-  reload(): Promise<void>;
+  /** Re-reads the active key (another process rotated it: `svc keys rotate`); `within` an open transaction when called from one. */
+  reload(within?: Queryable): Promise<void>;
 }
 
 interface KeyRow {
@@ -93,8 +93,8 @@ export async function loadPlatformSecrets(db: Db, config: Pick<Config, 'signingK
       );
       return rows;
     },
-    async reload() {
-      const { rows } = await db.query<KeyRow>('SELECT * FROM platform_keys WHERE valid_until IS NULL');
+    async reload(within = db) {
+      const { rows } = await within.query<KeyRow>('SELECT * FROM platform_keys WHERE valid_until IS NULL');
       if (rows[0]) secrets.active = activeOf(rows[0]);
     },
   };

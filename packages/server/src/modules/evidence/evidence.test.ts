@@ -1,5 +1,6 @@
 import { verifyBundle } from '@svc/protocol/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rotatePlatformKey } from '../../platform/secrets.js';
 import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
 
 interface GraphEvent { id: string; sequence: number; event_type: string; metadata: Record<string, unknown>; event_hash: string; created_at: string }
@@ -96,6 +97,25 @@ describe('evidence runs of marketplace jobs', () => {
     const failed: Graph = (await get(`/api/v1/jobs/${failing}/evidence`)).json();
     expect(failed.events.map((e) => e.event_type)).toEqual(['job.submitted', 'policy.evaluated', 'ledger.held', 'routing.decided', 'job.assigned', 'job.attempt_failed', 'job.failed', 'ledger.released']);
     expect(failed.certificate.verified).toBe(true);
+  });
+
+  it('signs with the key active when the run closes, even when another process rotated it unannounced', async () => {
+    const jobId = await submit();
+    // Another process rotates the platform key and this server misses the bus message.
+    const { retired, active } = await rotatePlatformKey(t.ctx.db);
+    expect(t.ctx.secrets.active.key_id).toBe(retired?.key_id);
+    const cancel = await t.app.inject({ method: 'POST', url: `/api/v1/marketplace/jobs/${jobId}/cancel`, headers: bearer(buyer.apiKey) });
+    expect(cancel.statusCode).toBe(200);
+    const graph = (await get(`/api/v1/jobs/${jobId}/evidence`)).json() as Graph;
+    expect(graph.certificate).toMatchObject({ signed: true, verified: true, signer_public_key_hex: active.public_key_hex });
+    expect(graph.run).toMatchObject({ event_count: graph.events.length });
+    expect(graph.events.map((e) => e.event_type)).toEqual(['job.submitted', 'policy.evaluated', 'ledger.held', 'job.cancelled', 'ledger.released']);
+    expect(t.ctx.secrets.active.key_id).toBe(active.key_id);
+    const keys = (await t.app.inject({ method: 'GET', url: '/api/v1/keys/platform' })).json().keys;
+    const bundle = (await get(`/api/v1/jobs/${jobId}/evidence/bundle`)).body;
+    const report = await verifyBundle(bundle, { trustedKeys: keys });
+    expect(report.ok).toBe(true);
+    platformKeys = keys; // the later tests verify what the new key signs
   });
 
   it('lists runs with filters and paging; another organization sees 404 and nothing listed', async () => {

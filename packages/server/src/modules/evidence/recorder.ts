@@ -2,7 +2,7 @@ import { eventHash, merkleRoot, signCertificate } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 import { newId } from '../../platform/ids.js';
 import type { PlatformSecrets } from '../../platform/secrets.js';
-import { appendEvents, eventHashesOf, insertRun, latestEventsOfTypes, lockOpenRun, markSigned, type EdgeRow, type EdgeType, type EventRow, type NewRun } from './store.js';
+import { appendAndSign, appendEvents, insertRunWithEvents, latestEventsOfTypes, lockOpenRun, lockOpenRunWithHashes, markSigned, type EdgeRow, type EdgeType, type EventRow, type NewRun } from './store.js';
 
 /**
  * Writing evidence as things happen (DESIGN.md section 11). Every call takes the transaction of
@@ -25,7 +25,8 @@ function timestamp(): string {
   return new Date().toISOString();
 }
 
-async function append(tx: Queryable, run: { id: string; event_count: number; last_event_id: string | null }, subjectId: string, events: readonly EvidenceEvent[]): Promise<void> {
+/** The rows for `events` appended to `run`: hashed, with their `then` and `caused_by` edges. */
+async function buildEvents(tx: Queryable, run: { id: string; event_count: number; last_event_id: string | null }, subjectId: string, events: readonly EvidenceEvent[]): Promise<{ rows: EventRow[]; edges: EdgeRow[] }> {
   // Only causes that no earlier event of this batch provides are looked up in the store.
   const wanted = new Set<string>();
   events.forEach((e, i) => (e.causedBy ?? []).forEach((type) => events.slice(0, i).some((p) => p.type === type) || wanted.add(type)));
@@ -55,7 +56,7 @@ async function append(tx: Queryable, run: { id: string; event_count: number; las
     latest.set(e.type, self);
     previous = self;
   }
-  await appendEvents(tx, run.id, rows, edges);
+  return { rows, edges };
 }
 
 /**
@@ -66,8 +67,8 @@ async function append(tx: Queryable, run: { id: string; event_count: number; las
  */
 export async function openRun(tx: Queryable, run: Omit<NewRun, 'id'>, events: readonly EvidenceEvent[]): Promise<string> {
   const id = newId('run');
-  await insertRun(tx, { ...run, id });
-  await append(tx, { id, event_count: 0, last_event_id: null }, run.job_id, events);
+  const { rows, edges } = await buildEvents(tx, { id, event_count: 0, last_event_id: null }, run.job_id, events);
+  await insertRunWithEvents(tx, { ...run, id }, rows, edges);
   return id;
 }
 
@@ -78,7 +79,8 @@ export async function openRun(tx: Queryable, run: Omit<NewRun, 'id'>, events: re
 export async function recordEvents(tx: Queryable, subjectId: string, events: readonly EvidenceEvent[]): Promise<boolean> {
   const run = await lockOpenRun(tx, subjectId);
   if (!run) return false;
-  await append(tx, run, subjectId, events);
+  const { rows, edges } = await buildEvents(tx, run, subjectId, events);
+  await appendEvents(tx, run.id, rows, edges);
   return true;
 }
 
@@ -87,21 +89,27 @@ export async function recordEvents(tx: Queryable, subjectId: string, events: rea
  * the platform's Ed25519 certificate over it. Nothing can be appended afterwards.
  */
 export async function closeRun(tx: Queryable, secrets: PlatformSecrets, subjectId: string, events: readonly EvidenceEvent[], summary: string): Promise<boolean> {
-  const run = await lockOpenRun(tx, subjectId);
+  const run = await lockOpenRunWithHashes(tx, subjectId);
   if (!run) return false;
-  await append(tx, run, subjectId, events);
-  const hashes = await eventHashesOf(tx, run.id);
-  // Another process may have rotated the platform key: sign with the one active now.
-  const { rows } = await tx.query<{ key_id: string }>('SELECT key_id FROM platform_keys WHERE valid_until IS NULL');
-  if (rows[0] && rows[0].key_id !== secrets.active.key_id) await secrets.reload();
-  const root = merkleRoot(hashes);
-  const key = secrets.active;
-  await markSigned(tx, run.id, {
-    root_hash: root,
-    root_signature_hex: signCertificate({ run_id: run.id, event_count: hashes.length, root_hash_hex: root }, key.privateKey),
-    signer_public_key_hex: key.public_key_hex,
-    signer_key_id: key.key_id,
-    summary,
-  });
+  const { rows, edges } = await buildEvents(tx, run, subjectId, events);
+  const hashes = [...run.hashes, ...rows.map((r) => r.event_hash)];
+  const last = rows[rows.length - 1];
+  const count = last?.sequence ?? run.event_count;
+  const lastId = last?.id ?? run.last_event_id;
+  const sign = () => {
+    const key = secrets.active;
+    const root = merkleRoot(hashes);
+    return {
+      root_hash: root,
+      root_signature_hex: signCertificate({ run_id: run.id, event_count: hashes.length, root_hash_hex: root }, key.privateKey),
+      signer_public_key_hex: key.public_key_hex,
+      signer_key_id: key.key_id,
+      summary,
+    };
+  };
+  // Signed only while the key is still the active one; another process may have rotated it.
+  if (await appendAndSign(tx, run.id, rows, edges, sign(), count, lastId)) return true;
+  await secrets.reload(tx);
+  await markSigned(tx, run.id, sign(), count, lastId);
   return true;
 }

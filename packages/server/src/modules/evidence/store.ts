@@ -50,18 +50,61 @@ export interface EdgeRow {
 
 export type NewRun = Pick<RunRow, 'id' | 'org_id' | 'buyer_id' | 'subject_type' | 'job_id' | 'summary' | 'jurisdiction' | 'policy_id' | 'trust_tier' | 'work_type'>;
 
-export async function insertRun(db: Queryable, run: NewRun): Promise<void> {
-  await db.query(
-    `INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-    [run.id, run.org_id, run.buyer_id, run.subject_type, run.job_id, run.summary, run.jurisdiction, run.policy_id, run.trust_tier, run.work_type],
-  );
+/** Placeholders and parameters for a multi-row VALUES list, numbered after `params`' current length. */
+function values(params: unknown[], rows: readonly (readonly unknown[])[]): string {
+  return rows
+    .map((row) => {
+      const base = params.length;
+      params.push(...row);
+      return `(${row.map((_, i) => `$${base + i + 1}`).join(', ')})`;
+    })
+    .join(', ');
+}
+
+/**
+ * `WITH` parts inserting events and their edges, for one statement: a run's writes then cost one
+ * round trip (the foreign keys are checked at the end of the statement, when all rows exist).
+ */
+function eventInserts(params: unknown[], events: readonly EventRow[], edges: readonly EdgeRow[]): string {
+  const parts = [
+    `ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash) VALUES ${values(
+      params,
+      events.map((e) => [e.id, e.run_id, e.sequence, e.event_type, e.subject_id, e.summary, e.metadata, e.created_at, e.event_hash]),
+    )})`,
+  ];
+  if (edges.length > 0) {
+    parts.push(`ed AS (INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type) VALUES ${values(params, edges.map((e) => [e.run_id, e.from_event_id, e.to_event_id, e.edge_type]))})`);
+  }
+  return parts.join(', ');
+}
+
+/** Creates a run with its first events and their edges, in one statement. */
+export async function insertRunWithEvents(db: Queryable, run: NewRun, events: readonly EventRow[], edges: readonly EdgeRow[]): Promise<void> {
+  const last = events[events.length - 1];
+  const params: unknown[] = [];
+  const runRow = values(params, [[run.id, run.org_id, run.buyer_id, run.subject_type, run.job_id, run.summary, run.jurisdiction, run.policy_id, run.trust_tier, run.work_type, last?.sequence ?? 0, last?.id ?? null]]);
+  const insertRun = `INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id) VALUES ${runRow}`;
+  if (events.length === 0) {
+    await db.query(insertRun, params);
+    return;
+  }
+  await db.query(`WITH run AS (${insertRun}), ${eventInserts(params, events, edges)} SELECT 1`, params);
 }
 
 /** The open run of a subject, locked so that appends to one run are serialised. */
 export async function lockOpenRun(db: Queryable, subjectId: string): Promise<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> | undefined> {
   const { rows } = await db.query<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'>>(
     "SELECT id, event_count, last_event_id FROM evidence_runs WHERE job_id = $1 AND status = 'open' FOR UPDATE",
+    [subjectId],
+  );
+  return rows[0];
+}
+
+/** {@link lockOpenRun}, with the hashes of the run's events in order (to sign it). */
+export async function lockOpenRunWithHashes(db: Queryable, subjectId: string): Promise<(Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> & { hashes: string[] }) | undefined> {
+  const { rows } = await db.query<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> & { hashes: string[] }>(
+    `SELECT r.id, r.event_count, r.last_event_id, ARRAY(SELECT e.event_hash FROM evidence_events e WHERE e.run_id = r.id ORDER BY e.sequence) AS hashes
+       FROM evidence_runs r WHERE r.job_id = $1 AND r.status = 'open' FOR UPDATE OF r`,
     [subjectId],
   );
   return rows[0];
@@ -76,42 +119,42 @@ export async function latestEventsOfTypes(db: Queryable, runId: string, types: r
   return new Map(rows.map((r) => [r.event_type, { id: r.id, sequence: r.sequence }]));
 }
 
-/** Appends events and their edges and moves the run's counters, in three statements. */
+/** Appends events and their edges and moves the run's counters, in one statement. */
 export async function appendEvents(db: Queryable, runId: string, events: readonly EventRow[], edges: readonly EdgeRow[]): Promise<void> {
-  if (events.length === 0) return;
-  const params: unknown[] = [];
-  const tuples = events.map((e) => {
-    params.push(e.id, e.run_id, e.sequence, e.event_type, e.subject_id, e.summary, e.metadata, e.created_at, e.event_hash);
-    const base = params.length - 9;
-    return `(${Array.from({ length: 9 }, (_, i) => `$${base + i + 1}`).join(', ')})`;
-  });
-  await db.query(
-    `INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash) VALUES ${tuples.join(', ')}`,
-    params,
-  );
-  if (edges.length > 0) {
-    const edgeParams = edges.flatMap((e) => [e.run_id, e.from_event_id, e.to_event_id, e.edge_type]);
-    const edgeTuples = edges.map((_, i) => `($${i * 4 + 1}, $${i * 4 + 2}, $${i * 4 + 3}, $${i * 4 + 4})`);
-    await db.query(`INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type) VALUES ${edgeTuples.join(', ')}`, edgeParams);
-  }
   const last = events[events.length - 1];
-  await db.query('UPDATE evidence_runs SET event_count = $2, last_event_id = $3, updated_at = now() WHERE id = $1', [runId, last?.sequence, last?.id]);
+  if (!last) return;
+  const params: unknown[] = [runId, last.sequence, last.id];
+  await db.query(`WITH ${eventInserts(params, events, edges)} UPDATE evidence_runs SET event_count = $2, last_event_id = $3, updated_at = now() WHERE id = $1`, params);
 }
 
-export async function eventHashesOf(db: Queryable, runId: string): Promise<string[]> {
-  const { rows } = await db.query<{ event_hash: string }>('SELECT event_hash FROM evidence_events WHERE run_id = $1 ORDER BY sequence', [runId]);
-  return rows.map((r) => r.event_hash);
+export interface Signature {
+  root_hash: string;
+  root_signature_hex: string;
+  signer_public_key_hex: string;
+  signer_key_id: string;
+  summary: string;
 }
 
-export async function markSigned(
-  db: Queryable,
-  runId: string,
-  signed: { root_hash: string; root_signature_hex: string; signer_public_key_hex: string; signer_key_id: string; summary: string },
-): Promise<void> {
+/**
+ * Appends the closing events and signs the run in one statement, provided `signer_key_id` is
+ * still the active platform key (another process may have rotated it). The events are written
+ * either way; returns false when the key was no longer active and the run is left unsigned.
+ */
+export async function appendAndSign(db: Queryable, runId: string, events: readonly EventRow[], edges: readonly EdgeRow[], signed: Signature, eventCount: number, lastEventId: string | null): Promise<boolean> {
+  const params: unknown[] = [runId, signed.root_hash, signed.root_signature_hex, signed.signer_public_key_hex, signed.signer_key_id, signed.summary, eventCount, lastEventId];
+  const update = `UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
+       summary = $6, event_count = $7, last_event_id = $8, signed_at = now(), updated_at = now()
+     WHERE id = $1 AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = $5 AND valid_until IS NULL)`;
+  const { rowCount } = await db.query(events.length > 0 ? `WITH ${eventInserts(params, events, edges)} ${update}` : update, params);
+  return rowCount === 1;
+}
+
+/** Signs a run whose events are all written (the key check already done by the caller). */
+export async function markSigned(db: Queryable, runId: string, signed: Signature, eventCount: number, lastEventId: string | null): Promise<void> {
   await db.query(
     `UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
-       summary = $6, signed_at = now(), updated_at = now() WHERE id = $1`,
-    [runId, signed.root_hash, signed.root_signature_hex, signed.signer_public_key_hex, signed.signer_key_id, signed.summary],
+       summary = $6, event_count = $7, last_event_id = $8, signed_at = now(), updated_at = now() WHERE id = $1`,
+    [runId, signed.root_hash, signed.root_signature_hex, signed.signer_public_key_hex, signed.signer_key_id, signed.summary, eventCount, lastEventId],
   );
 }
 
