@@ -5,14 +5,15 @@ import { newId } from '../../platform/ids.js';
 import { fillDays, windowStart } from './series.js';
 import { applyUsage, availableCents, insufficientCredits, MAX_USAGE_MICRO, requireAmount, requireTxType } from './rules.js';
 import {
-  closeHold,
+  closeHoldAndSetAccount,
   countLedger,
   findHold,
-  insertHold,
+  insertHoldAndSetAccount,
   insertLedgerRow,
   ledgerByDay,
   listLedger,
   lockAccount,
+  lockAccountOfHold,
   postCredit,
   readAccount,
   sumActiveHolds,
@@ -91,9 +92,8 @@ async function lockedAccount(q: Queryable, orgId: string): Promise<AccountRow> {
 
 /** Locks the hold's account, then the hold, in the order every operation locks them; it must be active. */
 async function lockedActiveHold(q: Queryable, holdId: string): Promise<{ hold: HoldRow; account: AccountRow }> {
-  const seen = await findHold(q, holdId);
-  if (!seen) throw new ApiError('not_found', `hold ${holdId} not found`);
-  const account = await lockedAccount(q, seen.org_id);
+  const account = await lockAccountOfHold(q, holdId);
+  if (!account) throw new ApiError('not_found', `hold ${holdId} not found`);
   const hold = await findHold(q, holdId, true);
   if (!hold || hold.status !== 'active') throw new ApiError('conflict', `hold ${holdId} is already ${hold?.status ?? 'closed'}`);
   return { hold, account };
@@ -108,8 +108,7 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
         const available = availableCents(account);
         if (available < cents) throw insufficientCredits(available, cents);
         const holdId = newId('hold');
-        await insertHold(q, { id: holdId, orgId, amountCents: cents, ref });
-        await updateAccount(q, orgId, { ...account, held_cents: account.held_cents + cents });
+        await insertHoldAndSetAccount(q, { id: holdId, orgId, amountCents: cents, ref }, { ...account, held_cents: account.held_cents + cents });
         return { holdId };
       });
     },
@@ -121,8 +120,7 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
         const { hold, account } = await lockedActiveHold(q, holdId);
         const charged = applyUsage(usageMicro, account.carry_micro, hold.amount_cents);
         const balance = account.balance_cents - charged.cents;
-        await closeHold(q, holdId, 'settled');
-        await updateAccount(q, hold.org_id, { balance_cents: balance, held_cents: account.held_cents - hold.amount_cents, carry_micro: charged.carryMicro });
+        await closeHoldAndSetAccount(q, holdId, 'settled', hold.org_id, { balance_cents: balance, held_cents: account.held_cents - hold.amount_cents, carry_micro: charged.carryMicro });
         const transaction =
           charged.cents > 0
             ? await insertLedgerRow(q, { ...entry, orgId: hold.org_id, amountCents: -charged.cents, balanceAfter: balance, ref: entry.ref ?? hold.ref ?? hold.id })
@@ -134,8 +132,7 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
     release: (holdId) =>
       run(async (q) => {
         const { hold, account } = await lockedActiveHold(q, holdId);
-        await closeHold(q, holdId, 'released');
-        await updateAccount(q, hold.org_id, { ...account, held_cents: account.held_cents - hold.amount_cents });
+        await closeHoldAndSetAccount(q, holdId, 'released', hold.org_id, { ...account, held_cents: account.held_cents - hold.amount_cents });
         return { released_cents: hold.amount_cents };
       }),
 

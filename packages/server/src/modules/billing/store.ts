@@ -67,6 +67,12 @@ export async function lockAccount(db: Queryable, orgId: string): Promise<Account
   return rows[0];
 }
 
+/** The account a hold draws on, locked (the hold's organization never changes, so it is read unlocked). */
+export async function lockAccountOfHold(db: Queryable, holdId: string): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = (SELECT org_id FROM credit_holds WHERE id = $1) FOR UPDATE`, [holdId]);
+  return rows[0];
+}
+
 export async function readAccount(db: Queryable, orgId: string): Promise<AccountRow | undefined> {
   const { rows } = await db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = $1`, [orgId]);
   return rows[0];
@@ -92,8 +98,13 @@ export interface HoldRow {
 
 const HOLD_COLUMNS = 'id, org_id, amount_cents, ref, status';
 
-export async function insertHold(db: Queryable, hold: { id: string; orgId: string; amountCents: number; ref: string | null }): Promise<void> {
-  await db.query('INSERT INTO credit_holds (id, org_id, amount_cents, ref) VALUES ($1, $2, $3, $4)', [hold.id, hold.orgId, hold.amountCents, hold.ref]);
+/** Records a new hold and sets the account's figures (the caller holds the row lock), in one statement. */
+export async function insertHoldAndSetAccount(db: Queryable, hold: { id: string; orgId: string; amountCents: number; ref: string | null }, account: AccountRow): Promise<void> {
+  await db.query(
+    `WITH h AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref) VALUES ($1, $2, $3, $4))
+     UPDATE credit_accounts SET balance_cents = $5, held_cents = $6, carry_micro = $7, updated_at = now() WHERE org_id = $2`,
+    [hold.id, hold.orgId, hold.amountCents, hold.ref, account.balance_cents, account.held_cents, account.carry_micro],
+  );
 }
 
 /** The hold, locked for update when `lock` is set. */
@@ -102,8 +113,13 @@ export async function findHold(db: Queryable, holdId: string, lock = false): Pro
   return rows[0];
 }
 
-export async function closeHold(db: Queryable, holdId: string, status: 'settled' | 'released'): Promise<void> {
-  await db.query("UPDATE credit_holds SET status = $2, closed_at = now() WHERE id = $1 AND status = 'active'", [holdId, status]);
+/** Closes an active hold and sets its account's figures (the caller holds both locks), in one statement. */
+export async function closeHoldAndSetAccount(db: Queryable, holdId: string, status: 'settled' | 'released', orgId: string, account: AccountRow): Promise<void> {
+  await db.query(
+    `WITH h AS (UPDATE credit_holds SET status = $2, closed_at = now() WHERE id = $1 AND status = 'active')
+     UPDATE credit_accounts SET balance_cents = $4, held_cents = $5, carry_micro = $6, updated_at = now() WHERE org_id = $3`,
+    [holdId, status, orgId, account.balance_cents, account.held_cents, account.carry_micro],
+  );
 }
 
 /** One page of an organization's ledger, newest first. */
