@@ -11,6 +11,7 @@ import { loadDashboardFiles, type DashboardFiles } from './modules/dashboard/fil
 import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.js';
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
 import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
+import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -30,6 +31,8 @@ export interface ServiceContext {
   vectorSearch: VectorSearch;
   /** Wakes long-polling nodes when a job becomes eligible on any instance. */
   jobSignal: JobSignal;
+  /** Carries gateway work's stream events and completions to the request that waits for them. */
+  hub: GatewayHub;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -75,6 +78,7 @@ export async function createContext(
     const rateLimiter = createRateLimiter(config, { onError: (err) => log.warn({ err }, 'rate limiter: Redis unreachable, counting in memory') });
     const bus = createDbBus(db);
     const jobSignal = await createJobSignal({ bus, db });
+    const hub = await createGatewayHub({ bus, log });
     const ctx: ServiceContext = {
       config,
       db,
@@ -89,6 +93,7 @@ export async function createContext(
       dashboard: loadDashboardFiles(config.dashboardDir),
       vectorSearch,
       jobSignal: jobSignal.signal,
+      hub,
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };
@@ -101,6 +106,7 @@ export async function createContext(
       await stopTasks();
       await stopKeyWatch();
       await jobSignal.close();
+      await hub.close();
     };
     return ctx;
   } catch (err) {

@@ -1,9 +1,14 @@
 import type { ServiceContext } from '../../context.js';
-import type { GatewayHub, StreamEvent } from './hub.js';
+import type { GatewayHub, LocalCompletion, StreamEvent } from './hub.js';
 import { workState, type WorkState } from './store.js';
 
 /** What happened next to the work a request follows. */
-export type FollowItem = { kind: 'events'; events: StreamEvent[] } | { kind: 'ended'; state: WorkState } | { kind: 'timeout' } | { kind: 'aborted' };
+export type FollowItem =
+  | { kind: 'events'; events: StreamEvent[] }
+  /** `completion`: handed over in memory by the receipt's handler in this process (else read from the store). */
+  | { kind: 'ended'; state: WorkState; completion?: LocalCompletion }
+  | { kind: 'timeout' }
+  | { kind: 'aborted' };
 
 export interface WorkFollower {
   /** The next item; `timeout` once `deadline` (epoch ms) passes, `aborted` once the signal aborts. */
@@ -15,7 +20,8 @@ const ENDED = new Set(['completed', 'failed', 'lost', 'cancelled']);
 
 /**
  * Follows one work item: its streamed events as the hub delivers them, and its end (receipt
- * accepted, failed, lease lost, cancelled) read from the store whenever the hub says it changed,
+ * accepted, failed, lease lost, cancelled): handed over by the hub when the receipt was accepted
+ * in this process, else read from the store whenever the hub says it changed,
  * and every `pollMs` besides, so a missed message only delays, never loses, the outcome (lease
  * expiry in particular is noticed by the poll).
  *
@@ -58,6 +64,10 @@ export function followWork(ctx: Pick<ServiceContext, 'db'>, hub: GatewayHub, wor
   const stopWatching = hub.watch(workId, (message) => {
     if (message.kind === 'events') {
       if (!ended) push({ kind: 'events', events: message.events });
+    } else if (message.kind === 'completed') {
+      if (ended) return;
+      ended = true;
+      push({ kind: 'ended', state: { status: 'completed', error: null, error_retryable: null }, completion: message.completion });
     } else void check();
   });
   const timer = setInterval(() => void check(), options.pollMs ?? 1_000);

@@ -2,7 +2,7 @@ import { writeFile, mkdtemp, rm } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import OpenAI from 'openai';
 import { verifySvc1 } from '@svc/protocol';
 import { createSineWav, PNG_SIGNATURE } from '@svc/node-agent/testing';
@@ -31,6 +31,21 @@ describe('the gateway through the official openai client, a real server and a re
     const ids = page.data.map((m) => m.id);
     expect(ids).toEqual(['phi-4', 'svc-llama-3.2-3b', 'tinyllama', 'all-MiniLM-L6-v2', 'nomic-embed-text', 'whisper-base', 'sdxl-turbo']);
     expect(page.data[0]).toMatchObject({ object: 'model', owned_by: 'svc', created: 1_735_689_600 });
+  });
+
+  it('hands the answer from the accepted receipt to the waiting request in memory, reading nothing back from the store', async () => {
+    const reads = vi.spyOn(f.server.ctx.blobs, 'get');
+    try {
+      const completion = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'in memory' }] });
+      expect(completion.choices[0]?.message.content).toBe('You said: in memory');
+      expect(reads).not.toHaveBeenCalled();
+      // The answer is what was stored and receipted all the same.
+      const { rows } = await f.server.ctx.db.query<{ id: string }>('SELECT id FROM work_items WHERE job_id = $1', [completion.id]);
+      const stored = await f.server.ctx.blobs.get(`results/${rows[0]?.id ?? ''}`);
+      expect(JSON.parse(stored?.bytes.toString('utf8') ?? '{}')).toMatchObject({ content: 'You said: in memory' });
+    } finally {
+      reads.mockRestore();
+    }
   });
 
   it('answers a chat completion with usage, svc_node, X-SVC-Node and an SVC1 receipt retrievable by the completion id', async () => {

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { ServiceContext } from '../../context.js';
+import type { GatewayRequestRow } from './store.js';
 
 /** One line of `POST /api/v1/node/work/{work_id}/events` (docs/node-protocol.md). */
 export type StreamEvent =
@@ -7,8 +8,19 @@ export type StreamEvent =
   | { type: 'done'; usage?: { prompt_tokens?: number; completion_tokens?: number }; finish_reason?: string; result_hash?: string }
   | { type: 'error'; message: string; retryable?: boolean };
 
-/** What a gateway request following its work hears: streamed events, or "its state changed". */
-export type HubMessage = { kind: 'events'; events: StreamEvent[] } | { kind: 'changed' };
+/**
+ * A gateway request completed by a receipt this process accepted: what the request answers with,
+ * handed over in memory instead of read back from the store. `output` is absent when the result
+ * was uploaded by an earlier call (then it is read from the blob store).
+ */
+export interface LocalCompletion {
+  receiptId: string;
+  request: GatewayRequestRow;
+  output?: Buffer;
+}
+
+/** What a gateway request following its work hears: streamed events, "its state changed", or its completion. */
+export type HubMessage = { kind: 'events'; events: StreamEvent[] } | { kind: 'changed' } | { kind: 'completed'; completion: LocalCompletion };
 
 /**
  * Connects the node side of a gateway request to the buyer side, which may be on another
@@ -21,6 +33,11 @@ export interface GatewayHub {
   watch(workId: string, listener: (message: HubMessage) => void): () => void;
   /** Delivers a node's events to whoever follows the work, on any instance. */
   emitEvents(workId: string, events: StreamEvent[]): Promise<void>;
+  /**
+   * Hands a committed completion to the work's follower when it is in this process (true). The
+   * caller still publishes `work` on the bus: a follower elsewhere reads the outcome from the store.
+   */
+  completed(workId: string, completion: LocalCompletion): boolean;
   close(): Promise<void>;
 }
 
@@ -50,10 +67,10 @@ export function busMessages(workId: string, events: readonly StreamEvent[]): str
 }
 
 /**
- * Builds the hub over the context's bus. Call `close` when the app stops.
+ * Builds the hub over a bus (one per process: `ctx.hub`). Call `close` when the process stops.
  *
  * @example
- * const hub = await createGatewayHub(ctx);
+ * const hub = await createGatewayHub({ bus, log });
  * const stop = hub.watch(workId, (m) => console.log(m));
  */
 export async function createGatewayHub(ctx: Pick<ServiceContext, 'bus' | 'log'>): Promise<GatewayHub> {
@@ -80,6 +97,9 @@ export async function createGatewayHub(ctx: Pick<ServiceContext, 'bus' | 'log'>)
         return;
       }
       for (const message of busMessages(workId, events)) await ctx.bus.publish('gateway', message);
+    },
+    completed(workId, completion) {
+      return emitter.emit(workId, { kind: 'completed', completion } satisfies HubMessage);
     },
     async close() {
       emitter.removeAllListeners();

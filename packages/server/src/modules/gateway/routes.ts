@@ -11,7 +11,6 @@ import { MAX_AUDIO_BYTES, prepareTranscription, transcriptionView } from './audi
 import { chatCompletionView, prepareChat } from './chat.js';
 import { embeddingsView, prepareEmbeddings } from './embeddings.js';
 import { checkFileUrl, fileBlobKey } from './files.js';
-import { createGatewayHub } from './hub.js';
 import { imagesView, prepareImages } from './images.js';
 import { listModels } from './models.js';
 import { acceptEvents } from './node-events.js';
@@ -67,12 +66,11 @@ async function readAudioForm(request: FastifyRequest): Promise<{ fields: Record<
  * `/v1`, the presigned file route, and the node's stream-events call.
  */
 export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void> {
-  const hub = await createGatewayHub(ctx);
+  const hub = ctx.hub;
   const sweeper = setInterval(() => void sweepStaleRequests(ctx).catch((err: unknown) => ctx.log.warn({ err }, 'gateway: stale request sweep failed')), 60_000);
   sweeper.unref();
   app.addHook('onClose', async () => {
     clearInterval(sweeper);
-    await hub.close();
   });
   await app.register(multipart, { limits: { fileSize: MAX_AUDIO_BYTES, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 } });
   // Node stream events are NDJSON, signed over their exact bytes like every node call.

@@ -5,7 +5,7 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { insufficientCredits } from '../billing/rules.js';
 import { followWork, type WorkFollower } from './follow.js';
-import type { GatewayHub } from './hub.js';
+import type { GatewayHub, LocalCompletion } from './hub.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
@@ -189,8 +189,10 @@ export interface Finished {
   request: GatewayRequestRow;
 }
 
-export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt: Attempt): Promise<Finished> {
-  const [blob, request] = await Promise.all([ctx.blobs.get(`results/${attempt.workId}`), findGatewayRequest(ctx.db, call.id)]);
+/** The request's answer: from the completion handed over in memory, else read from the store. */
+export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt: Attempt, completion?: LocalCompletion): Promise<Finished> {
+  if (completion?.output) return { attempt, output: completion.output, receiptId: completion.receiptId, request: completion.request };
+  const [blob, request] = await Promise.all([ctx.blobs.get(`results/${attempt.workId}`), completion ? completion.request : findGatewayRequest(ctx.db, call.id)]);
   if (!blob || !request?.receipt_id) throw new Error(`completed work ${attempt.workId} has no stored result or receipt`);
   return { attempt, output: blob.bytes, receiptId: request.receipt_id, request };
 }
@@ -225,7 +227,7 @@ export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal
         await endRequest(ctx, call.id, { status: 'timeout', error: message, cancelWork: true });
         throw new ApiError('timeout', message);
       }
-      if (item.state.status === 'completed') return await finishedOf(ctx, call, attempt);
+      if (item.state.status === 'completed') return await finishedOf(ctx, call, attempt, item.completion);
       const why = failureMessage(item.state, attempt.node.id);
       if (tried.length === 1 && mayRetry(item.state)) {
         const next = await failOver(ctx, hub, call, { attempt, follower, tried, why });

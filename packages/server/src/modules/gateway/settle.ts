@@ -76,22 +76,24 @@ function describe(usage: ModelUsage): string {
 /**
  * Completes a gateway request from its accepted receipt, inside `submitReceipt`'s transaction:
  * charges the signed units at the catalogue price (the hold caps it), credits the operator its
- * earning and closes the request.
+ * earning and closes the request. Returns the request row as it now stands.
  */
 export async function completeFromReceipt(
   ctx: ServiceContext,
   tx: Queryable,
   request: GatewayRequestRow,
   done: { work: Pick<WorkRow, 'id' | 'usage'>; node: NodeRow; receipt: ReceiptRow },
-): Promise<void> {
+): Promise<GatewayRequestRow> {
   const usage = usageFromUnits(request.type, done.receipt.metering_units, done.work.usage);
   const { charged, events } = await charge(ctx, tx, request, usage, done.node, `${describe(usage)} on ${done.node.id}`, 'receipt.verified');
-  await closeGatewayRequest(tx, request.id, { status: 'completed', usage: usage as Record<string, number>, charged_cents: charged, receipt_id: done.receipt.id });
+  const closed = { status: 'completed' as const, usage: usage as Record<string, number>, charged_cents: charged, receipt_id: done.receipt.id };
+  await closeGatewayRequest(tx, request.id, closed);
   await closeRun(tx, ctx.secrets, request.id, [
     ...receiptEvents(done.receipt, done.node, done.work.id),
     ...events,
     { type: 'request.completed', summary: `completed on ${done.node.id}: ${describe(usage) || 'no usage'}`, metadata: { receipt_id: done.receipt.id, usage, charged_cents: charged }, causedBy: ['receipt.verified'] },
   ], `${request.type} ${request.model}, completed`);
+  return { ...request, ...closed, completed_at: new Date() };
 }
 
 /**

@@ -144,7 +144,7 @@ export async function streamChat(ctx: ServiceContext, hub: GatewayHub, principal
       }
       const state = item.state;
       if (state.status === 'completed') {
-        const finished = await finishedOf(ctx, call, attempt);
+        const finished = await finishedOf(ctx, call, attempt, item.completion);
         if (clientGone) return;
         sse.start(attempt.node);
         const out = chatOutput(finished.output);

@@ -7,7 +7,6 @@ import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
 import { createValidatorCompiler } from '../../platform/validation.js';
 import { StringEnum } from '../auth/schemas.js';
-import { createGatewayHub } from '../gateway/hub.js';
 import { startIngestor, type Ingestor } from './ingest.js';
 import {
   CreateKnowledgeBaseRequest,
@@ -88,12 +87,10 @@ async function readUpload(request: FastifyRequest, maxBytes: number): Promise<se
  * documents (uploaded as JSON text or a multipart file, ingested in the background) and search.
  */
 export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<void> {
-  const hub = await createGatewayHub(ctx);
-  const ingestor = startIngestor(ctx, hub);
+  const ingestor = startIngestor(ctx, ctx.hub);
   app.decorate('knowledgeIngestor', ingestor);
   app.addHook('onClose', async () => {
     await ingestor.close();
-    await hub.close();
   });
   if (!app.hasRequestDecorator('isMultipart')) await app.register(multipart);
   for (const schema of [KnowledgeBase, KbDocument]) app.addSchema(schema);
@@ -180,6 +177,6 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
       config: read,
       schema: { summary: 'The chunks nearest to a query, best first (the query is embedded on a node: billed and receipted)', tags, params: KbParams, body: SearchRequest, response: { 200: SearchResponse } },
     },
-    async (request) => service.search(ctx, hub, principalOf(request), request.params.id, request.body),
+    async (request) => service.search(ctx, ctx.hub, principalOf(request), request.params.id, request.body),
   );
 }

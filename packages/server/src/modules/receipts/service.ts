@@ -11,10 +11,10 @@ import type { NodeRow } from '../nodes/store.js';
 import { ledgerCharged, receiptEvents } from '../evidence/events.js';
 import { recordEvents } from '../evidence/recorder.js';
 import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
-import { findWork, setWorkStatus } from '../scheduler/store.js';
+import { findWork, setWorkStatus, type WorkRow } from '../scheduler/store.js';
 import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '../gateway/settle.js';
 import { noteWorkFailure } from '../gateway/store.js';
-import { insertReceipt, receiptView, type ReceiptRow } from './store.js';
+import { insertReceipt, lockWorkForReceipt, receiptView } from './store.js';
 
 /** The platform's share of each job's charge, in basis points (configurable later). */
 export const PLATFORM_FEE_BPS = 1500;
@@ -49,16 +49,17 @@ function resultBytes(body: ResultUpload, path: string): Buffer {
 }
 
 /**
- * Stores the result of leased work and marks it delivered, in the caller's transaction when
- * `db` is one. False when the work was no longer leased without a result (it changed state).
+ * Stores the result of leased work and marks it delivered (or, receipted in the same
+ * transaction, completed), in the caller's transaction when `db` is one. False when the work was
+ * no longer leased without a result (it changed state).
  */
-async function storeResult(ctx: ServiceContext, db: Queryable, workId: string, bytes: Buffer, body: ResultUpload): Promise<boolean> {
+async function storeResult(ctx: ServiceContext, db: Queryable, workId: string, bytes: Buffer, body: ResultUpload, status: 'delivered' | 'completed' = 'delivered'): Promise<boolean> {
   const contentType = body.content_type ?? 'application/json';
   await (db === ctx.db ? ctx.blobs : ctx.blobs.within(db)).put(`results/${workId}`, bytes, contentType);
   const { rowCount } = await db.query(
-    `UPDATE work_items SET status = 'delivered', result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
+    `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
       WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
-    [workId, body.result_hash, contentType, bytes.length, body.metering_units, body.usage ? JSON.stringify(body.usage) : null],
+    [workId, body.result_hash, contentType, bytes.length, body.metering_units, body.usage ? JSON.stringify(body.usage) : null, status],
   );
   return rowCount === 1;
 }
@@ -99,18 +100,16 @@ export async function submitReceipt(
   if (inline && inline.result_hash !== body.result_hash) throw new ApiError('invalid_request', "result.result_hash differs from the receipt's result_hash", [{ path: '/result/result_hash', message: 'differs from /result_hash' }]);
   const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
   const outcome = await ctx.db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ id: string; status: string }>(
-      "SELECT id, status FROM work_items WHERE job_id = $1 AND node_id = $2 ORDER BY created_at DESC LIMIT 1 FOR UPDATE",
-      [body.job_id, node.id],
-    );
-    const workRow = rows[0];
-    if (!workRow) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
-    const existing = await tx.query<ReceiptRow>('SELECT * FROM receipts WHERE work_id = $1', [workRow.id]);
-    if (existing.rows[0]) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
-    let work = await findWork(tx, workRow.id, true);
-    if (!work) throw new ApiError('not_found', `no work for ${body.job_id}`);
-    if (inline && inlineBytes && work.status === 'leased' && work.result_hash === null && (await storeResult(ctx, tx, work.id, inlineBytes, inline))) {
+    const locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+    if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
+    if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
+    let work: WorkRow = locked;
+    // An inline result is stored as completed at once: if a check below refuses the receipt, the
+    // transaction rolls the result back with it.
+    let resultCompleted = false;
+    if (inline && inlineBytes && work.status === 'leased' && work.result_hash === null && (await storeResult(ctx, tx, work.id, inlineBytes, inline, 'completed'))) {
       work = { ...work, status: 'delivered', result_hash: inline.result_hash, metering_units: inline.metering_units, usage: inline.usage ?? null };
+      resultCompleted = true;
     }
     if (work.status !== 'delivered' || work.result_hash === null) {
       throw new ApiError('conflict', work.status === 'leased' ? 'deliver the result (POST /api/v1/node/work/{work_id}/result) before the receipt' : `work is ${work.status}; no receipt is accepted`);
@@ -126,8 +125,8 @@ export async function submitReceipt(
       result_hash: body.result_hash, metering_units: body.metering_units, signature: body.signature,
       metadata: { ...(body.metadata ?? {}), node_country: node.country, node_region: node.region, gpu_model: node.gpu_model, ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}) },
     });
-    await setWorkStatus(tx, work.id, 'completed');
-    if (gateway) await completeFromReceipt(ctx, tx, gateway, { work, node, receipt });
+    if (!resultCompleted) await setWorkStatus(tx, work.id, 'completed');
+    if (gateway) return { receipt, job: undefined, request: await completeFromReceipt(ctx, tx, gateway, { work, node, receipt }) };
     if (!job) return { receipt, job: undefined };
     const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
     const settlement = job.hold_id
@@ -153,7 +152,8 @@ export async function submitReceipt(
     const job = outcome.job;
     if (blob) void deliverArtifacts(ctx, job, blob, outcome.receipt.id).catch((err: unknown) => ctx.log.error({ err, job_id: job.id }, 'artifact delivery failed'));
   }
-  // A gateway request waits for its receipt, perhaps on another instance.
+  // A gateway request waits for its receipt: here (handed over with the answer), or on another instance.
+  if ('request' in outcome && outcome.request) ctx.hub.completed(outcome.receipt.work_id, { receiptId: outcome.receipt.id, request: outcome.request, ...(inlineBytes ? { output: inlineBytes } : {}) });
   if (!outcome.job) await ctx.bus.publish('work', outcome.receipt.work_id);
   return receiptView(outcome.receipt);
 }
