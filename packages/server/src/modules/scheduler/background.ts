@@ -12,7 +12,20 @@ export interface JobSignal {
    * `id`, work leased straight to it: `node:<id>`), or when `signal` aborts, whichever is first.
    */
   wait(node: MatchNode & { id?: string }, ms: number, signal?: AbortSignal): Promise<void>;
+  /** A counter of the job messages heard (not `node:<id>`): read it before a claim, hand it to {@link JobSignal.nothingToClaim}. */
+  generation(): number;
+  /**
+   * Whether a claim by this node may find a job: false only while nothing was signalled since its
+   * last claim found no eligible pending job, and for at most {@link CLAIM_RECHECK_MS} (a missed
+   * message only delays). Spares a node's immediate re-poll the claim's queries.
+   */
+  shouldClaim(nodeId: string): boolean;
+  /** The node's claim, started at `generation`, found no eligible pending job. */
+  nothingToClaim(nodeId: string, generation: number): void;
 }
+
+/** The longest a node goes without a claim while no job is signalled. */
+export const CLAIM_RECHECK_MS = 5_000;
 
 interface Waiter {
   node: MatchNode & { id?: string };
@@ -56,8 +69,23 @@ export async function createJobSignal(ctx: Pick<ServiceContext, 'bus' | 'db'>): 
       }
     }
   };
-  const unsubscribe = await ctx.bus.subscribe('jobs', (payload) => void wakeFor(payload).catch(() => undefined));
+  let generation = 0;
+  const emptyClaims = new Map<string, { generation: number; at: number }>();
+  const unsubscribe = await ctx.bus.subscribe('jobs', (payload) => {
+    // `node:<id>` names work leased straight to a node (gateway), not a job to claim.
+    if (!payload.startsWith('node:')) generation++;
+    void wakeFor(payload).catch(() => undefined);
+  });
   const signal: JobSignal = {
+    generation: () => generation,
+    shouldClaim(nodeId) {
+      const empty = emptyClaims.get(nodeId);
+      return empty === undefined || empty.generation !== generation || Date.now() - empty.at >= CLAIM_RECHECK_MS;
+    },
+    nothingToClaim(nodeId, seen) {
+      if (emptyClaims.size >= 100_000) emptyClaims.clear();
+      emptyClaims.set(nodeId, { generation: seen, at: Date.now() });
+    },
     wait(node, ms, abort) {
       const missedUntil = node.id === undefined ? undefined : missed.get(node.id);
       if (node.id !== undefined && missedUntil !== undefined) {

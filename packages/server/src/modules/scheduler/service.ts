@@ -44,17 +44,19 @@ export function workItemView(w: WorkRow) {
 
 /**
  * Assigns up to `max` pending jobs this node is eligible for (every constraint of DESIGN.md
- * section 8), oldest first. Jobs are locked with SKIP LOCKED, so two nodes or two server
- * instances never take the same job; the job's state guard makes a double assignment impossible.
+ * section 8), oldest first; `noneEligible` when it had room and no pending job fits it. Jobs
+ * are locked with SKIP LOCKED, so two nodes or two server instances never take the same job; the
+ * job's state guard makes a double assignment impossible.
  */
-export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number): Promise<WorkRow[]> {
+export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number): Promise<{ work: WorkRow[]; noneEligible: boolean }> {
   return ctx.db.transaction(async (tx) => {
     const free = Math.min(max, node.max_concurrency - (await countOpenWork(tx, node.id)));
-    if (free <= 0) return [];
+    if (free <= 0) return { work: [], noneEligible: false };
     const pools = node.attestation_verified ? ['public', 'sovereign'] : ['public'];
     // Match on a snapshot, then lock only the chosen jobs: cheap, and SKIP LOCKED keeps two
     // claimers from waiting on each other. The window bounds how far back a node looks.
     const eligible = (await pendingJobs(tx, pools, CLAIM_WINDOW)).filter((job) => unmetConstraint(matchJob(job), node) === undefined);
+    if (eligible.length === 0) return { work: [], noneEligible: true };
     // Other claimers may hold the first choices: walk on through the eligible list, a slice at a time.
     const candidates: JobRow[] = [];
     // Lock exactly as many as still wanted, so no claimer holds rows it will not use.
@@ -84,7 +86,7 @@ export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number)
       ));
       claimed.push(work);
     }
-    return claimed;
+    return { work: claimed, noneEligible: false };
   });
 }
 
