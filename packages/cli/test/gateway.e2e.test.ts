@@ -33,6 +33,8 @@ describe('the gateway through the openai client, against svc serve and svc node 
     dir = mkdtempSync(join(tmpdir(), 'svc-gw-e2e-'));
     server = spawnSvc(['serve'], {
       SVC_DATA_DIR: store.dataDir, SVC_PORT: '0', SVC_LOG_LEVEL: 'warn', SVC_RATE_LIMIT_BURST: '60', SVC_RATE_LIMIT_RPS: '0.01',
+      // A free tier of 40 cents: enough for these tests, and one 10-image request (30 cents) away from 402.
+      SVC_FREE_TIER_CENTS: '40',
       ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
     });
     base = await waitForUrl(server);
@@ -114,7 +116,7 @@ describe('the gateway through the openai client, against svc serve and svc node 
     expect(receipt.receipts?.[0]?.metadata).toMatchObject({ engine: 'llama-cpp', country: 'FR' });
   }, 120_000);
 
-  it("the SDK's typed errors: 401, 403, 404, 503 and 429", async () => {
+  it("the SDK's typed errors: 401, 403, 404, 402, 503 and 429", async () => {
     type ApiErr = InstanceType<typeof OpenAI.APIError>;
     const expectError = async (p: Promise<unknown>, type: new (...args: never[]) => ApiErr, status: number) => {
       const err = await p.then(() => undefined, (e: unknown) => e);
@@ -125,6 +127,12 @@ describe('the gateway through the openai client, against svc serve and svc node 
     await expectError(client('svc_live_wrong').models.list(), OpenAI.AuthenticationError, 401);
     await expectError(client(readOnlyKey).chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'x' }] }), OpenAI.PermissionDeniedError, 403);
     await expectError(client().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'x' }], knowledge_base: 'kb_missing' } as OpenAI.ChatCompletionCreateParamsNonStreaming), OpenAI.NotFoundError, 404);
+    // A new buyer has the 40-cent free tier: one 10-image request (30 cents) fits, the next cannot be held.
+    const poor = (await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'poor@gw.test', password: 'gateway e2e password' }) })).json()) as { api_key: string };
+    const tenImages = () => client(poor.api_key).images.generate({ model: 'sdxl-turbo', prompt: 'ten', n: 10, size: '256x256' });
+    expect((await tenImages()).data).toHaveLength(10);
+    const broke = await expectError(tenImages(), OpenAI.APIError, 402);
+    expect(broke.error).toBe('insufficient_credits');
     const none = await expectError(client().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'x' }], strict_jurisdiction: 'JP' } as OpenAI.ChatCompletionCreateParamsNonStreaming), OpenAI.InternalServerError, 503);
     // The SDK reads only `error` of the body, our stable string (DESIGN.md section 5 fixes the shape).
     expect(none.error).toBe('no_capacity');
