@@ -1,5 +1,5 @@
 import type { ServiceContext } from '../../context.js';
-import type { GatewayHub, LocalCompletion, StreamEvent } from './hub.js';
+import type { LocalCompletion, StreamEvent } from './hub.js';
 import { workState, type WorkState } from './store.js';
 
 /** What happened next to the work a request follows. */
@@ -26,10 +26,10 @@ const ENDED = new Set(['completed', 'failed', 'lost', 'cancelled']);
  * expiry in particular is noticed by the poll).
  *
  * @example
- * const follower = followWork(ctx, hub, workId);
+ * const follower = followWork(ctx, workId);
  * const item = await follower.next(Date.now() + 120_000);
  */
-export function followWork(ctx: Pick<ServiceContext, 'db'>, hub: GatewayHub, workId: string, options: { pollMs?: number } = {}): WorkFollower {
+export function followWork(ctx: Pick<ServiceContext, 'db' | 'hub'>, workId: string, options: { pollMs?: number } = {}): WorkFollower {
   const queue: FollowItem[] = [];
   let wake: (() => void) | undefined;
   let ended = false;
@@ -61,7 +61,7 @@ export function followWork(ctx: Pick<ServiceContext, 'db'>, hub: GatewayHub, wor
       checking = false;
     }
   };
-  const stopWatching = hub.watch(workId, (message) => {
+  const stopWatching = ctx.hub.watch(workId, (message) => {
     if (message.kind === 'events') {
       if (!ended) push({ kind: 'events', events: message.events });
     } else if (message.kind === 'completed') {

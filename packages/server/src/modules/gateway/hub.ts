@@ -34,8 +34,8 @@ export interface GatewayHub {
   /** Delivers a node's events to whoever follows the work, on any instance. */
   emitEvents(workId: string, events: StreamEvent[]): Promise<void>;
   /**
-   * Hands a committed completion to the work's follower when it is in this process (true). The
-   * caller still publishes `work` on the bus: a follower elsewhere reads the outcome from the store.
+   * Hands a committed completion to the work's follower when it is in this process (true). Else
+   * the caller publishes `work` on the bus: a follower elsewhere reads the outcome from the store.
    */
   completed(workId: string, completion: LocalCompletion): boolean;
   close(): Promise<void>;

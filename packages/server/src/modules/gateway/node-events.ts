@@ -2,7 +2,7 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { findWork } from '../scheduler/store.js';
-import type { GatewayHub, StreamEvent } from './hub.js';
+import type { StreamEvent } from './hub.js';
 
 /** Lines one events call may carry. */
 export const MAX_EVENT_LINES = 4096;
@@ -54,13 +54,13 @@ export function parseEvents(text: string): StreamEvent[] {
  * waits for them (on any instance). Answers `cancel: true` when the work was cancelled (the
  * client went away): the node must stop and upload nothing.
  */
-export async function acceptEvents(ctx: ServiceContext, hub: GatewayHub, node: NodeRow, workId: string, text: string) {
+export async function acceptEvents(ctx: ServiceContext, node: NodeRow, workId: string, text: string) {
   const work = await findWork(ctx.db, workId);
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
   if (work.status === 'cancelled') return { accepted: 0, cancel: true };
   if (!work.stream) throw new ApiError('conflict', `work ${workId} is not streamed; upload its result with POST .../result`);
   if (work.status !== 'leased' && work.status !== 'delivered') throw new ApiError('conflict', `work ${workId} is ${work.status}; no events are accepted`);
   const events = parseEvents(text);
-  await hub.emitEvents(workId, events);
+  await ctx.hub.emitEvents(workId, events);
   return { accepted: events.length, cancel: false };
 }

@@ -66,7 +66,6 @@ async function readAudioForm(request: FastifyRequest): Promise<{ fields: Record<
  * `/v1`, the presigned file route, and the node's stream-events call.
  */
 export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void> {
-  const hub = ctx.hub;
   const sweeper = setInterval(() => void sweepStaleRequests(ctx).catch((err: unknown) => ctx.log.warn({ err }, 'gateway: stale request sweep failed')), 60_000);
   sweeper.unref();
   app.addHook('onClose', async () => {
@@ -109,14 +108,14 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       },
     },
     async (request, reply) => {
-      const call = await groundChat(ctx, hub, principalOf(request), prepareChat(request.body));
+      const call = await groundChat(ctx, principalOf(request), prepareChat(request.body));
       if (call.stream) {
-        await streamChat(ctx, hub, principalOf(request), call, reply);
+        await streamChat(ctx, principalOf(request), call, reply);
         if (!reply.sent) void reply.hijack(); // the client left before the first byte
         return reply;
       }
       const created = Math.floor(Date.now() / 1000);
-      const done = await runRequest(ctx, hub, principalOf(request), call);
+      const done = await runRequest(ctx, principalOf(request), call);
       served(reply, done, call.id);
       return chatCompletionView(call, done, created);
     },
@@ -127,7 +126,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     { config: inference, schema: { summary: 'Embeddings of one text or up to 2048 (OpenAI format)', tags, body: EmbeddingsRequest, response: { 200: EmbeddingsResponse } } },
     async (request, reply) => {
       const call = prepareEmbeddings(request.body);
-      const done = await runRequest(ctx, hub, principalOf(request), call);
+      const done = await runRequest(ctx, principalOf(request), call);
       served(reply, done, call.id);
       return embeddingsView(call, done);
     },
@@ -152,7 +151,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     async (request, reply) => {
       const { fields, file } = await readAudioForm(request);
       const call = prepareTranscription(fields, file);
-      const done = await runRequest(ctx, hub, principalOf(request), call);
+      const done = await runRequest(ctx, principalOf(request), call);
       served(reply, done, call.id);
       const view = transcriptionView(call, done);
       if (typeof view === 'string') return reply.type('text/plain; charset=utf-8').send(Buffer.from(view, 'utf8'));
@@ -166,7 +165,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     async (request, reply) => {
       const call = prepareImages(request.body);
       const created = Math.floor(Date.now() / 1000);
-      const done = await runRequest(ctx, hub, principalOf(request), call);
+      const done = await runRequest(ctx, principalOf(request), call);
       served(reply, done, call.id);
       return imagesView(ctx, call, done, created);
     },
@@ -209,6 +208,6 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
         response: { 200: Type.Object({ accepted: Type.Integer(), cancel: Type.Boolean({ description: 'true: the work was cancelled; stop and upload nothing' }) }) },
       },
     },
-    async (request) => acceptEvents(ctx, hub, nodeOf(request), request.params.work_id, typeof request.body === 'string' ? request.body : ''),
+    async (request) => acceptEvents(ctx, nodeOf(request), request.params.work_id, typeof request.body === 'string' ? request.body : ''),
   );
 }

@@ -5,7 +5,7 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { insufficientCredits } from '../billing/rules.js';
 import { followWork, type WorkFollower } from './follow.js';
-import type { GatewayHub, LocalCompletion } from './hub.js';
+import type { LocalCompletion } from './hub.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
@@ -155,10 +155,10 @@ export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId:
  * Returns the new attempt and its follower (the node joins `tried`), or undefined when no other
  * node may take it (the caller then ends the request).
  */
-export async function failOver(ctx: ServiceContext, hub: GatewayHub, call: GatewayCall, failed: { attempt: Attempt; follower: WorkFollower; tried: string[]; why: string }): Promise<{ attempt: Attempt; follower: WorkFollower } | undefined> {
+export async function failOver(ctx: ServiceContext, call: GatewayCall, failed: { attempt: Attempt; follower: WorkFollower; tried: string[]; why: string }): Promise<{ attempt: Attempt; follower: WorkFollower } | undefined> {
   failed.follower.close();
   const workId = newId('wrk');
-  const follower = followWork(ctx, hub, workId);
+  const follower = followWork(ctx, workId);
   const next = await redispatch(ctx, call, workId, failed.tried, failed.why);
   if (!next) {
     follower.close();
@@ -205,13 +205,13 @@ export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt
  * An aborted `signal` cancels the request (and its work) and throws `timeout`.
  *
  * @example
- * const done = await runRequest(ctx, hub, principal, call);
+ * const done = await runRequest(ctx, principal, call);
  * JSON.parse(done.output.toString('utf8'));
  */
-export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal: Principal, call: GatewayCall, options: { signal?: AbortSignal } = {}): Promise<Finished> {
+export async function runRequest(ctx: ServiceContext, principal: Principal, call: GatewayCall, options: { signal?: AbortSignal } = {}): Promise<Finished> {
   const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
   const workId = newId('wrk');
-  let follower: WorkFollower = followWork(ctx, hub, workId);
+  let follower: WorkFollower = followWork(ctx, workId);
   try {
     let attempt = await openRequest(ctx, principal, call, workId);
     const tried = [attempt.node.id];
@@ -230,7 +230,7 @@ export async function runRequest(ctx: ServiceContext, hub: GatewayHub, principal
       if (item.state.status === 'completed') return await finishedOf(ctx, call, attempt, item.completion);
       const why = failureMessage(item.state, attempt.node.id);
       if (tried.length === 1 && mayRetry(item.state)) {
-        const next = await failOver(ctx, hub, call, { attempt, follower, tried, why });
+        const next = await failOver(ctx, call, { attempt, follower, tried, why });
         if (next) {
           ({ attempt, follower } = next);
           continue;

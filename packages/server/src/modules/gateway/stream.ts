@@ -5,7 +5,7 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { chatOutput, chatUsage, type ChatCall } from './chat.js';
 import { followWork } from './follow.js';
-import type { GatewayHub, StreamEvent } from './hub.js';
+import type { StreamEvent } from './hub.js';
 import { estimateTokens } from './pricing.js';
 import type { RouteCandidate } from './routing.js';
 import { failOver, failureMessage, finishedOf, mayRetry, openRequest, svcNode, type Attempt } from './service.js';
@@ -80,7 +80,7 @@ function createSse(reply: FastifyReply, call: ChatCall, created: number) {
  * delivered tokens are billed. A client that disconnects cancels the work (the node is told at
  * its next events call or heartbeat) and is billed the prompt and the tokens generated so far.
  */
-export async function streamChat(ctx: ServiceContext, hub: GatewayHub, principal: Principal, call: ChatCall, reply: FastifyReply): Promise<void> {
+export async function streamChat(ctx: ServiceContext, principal: Principal, call: ChatCall, reply: FastifyReply): Promise<void> {
   const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
   const sse = createSse(reply, call, Math.floor(Date.now() / 1000));
   const gone = new AbortController();
@@ -88,7 +88,7 @@ export async function streamChat(ctx: ServiceContext, hub: GatewayHub, principal
     if (!reply.raw.writableEnded) gone.abort();
   });
   const workId = newId('wrk');
-  let follower = followWork(ctx, hub, workId);
+  let follower = followWork(ctx, workId);
   let attempt: Attempt;
   try {
     attempt = await openRequest(ctx, principal, call, workId);
@@ -156,7 +156,7 @@ export async function streamChat(ctx: ServiceContext, hub: GatewayHub, principal
       const why = nodeError && state.status === 'failed' ? `node ${attempt.node.id} failed: ${nodeError}` : failureMessage(state, attempt.node.id);
       if (!sse.started && !clientGone) {
         if (tried.length === 1 && mayRetry(state)) {
-          const next = await failOver(ctx, hub, call, { attempt, follower, tried, why });
+          const next = await failOver(ctx, call, { attempt, follower, tried, why });
           if (next) {
             ({ attempt, follower } = next);
             nodeError = undefined;

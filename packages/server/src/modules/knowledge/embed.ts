@@ -1,7 +1,6 @@
 import type { ServiceContext } from '../../context.js';
 import type { Principal } from '../../platform/principal.js';
 import { embeddingsView, prepareEmbeddings } from '../gateway/embeddings.js';
-import type { GatewayHub } from '../gateway/hub.js';
 import type { RouteAsk } from '../gateway/routing.js';
 import { runRequest } from '../gateway/service.js';
 import { unitVector } from './vector-search.js';
@@ -18,11 +17,10 @@ export function principalFor(orgId: string, buyerId: string): Principal {
  * whose receipt is at `GET /api/v1/job/receipts/{request_id}`.
  *
  * @example
- * const { vectors, requestId } = await embedTexts(ctx, hub, principal, { model: 'all-MiniLM-L6-v2', texts: ['a', 'b'], audit: {} });
+ * const { vectors, requestId } = await embedTexts(ctx, principal, { model: 'all-MiniLM-L6-v2', texts: ['a', 'b'], audit: {} });
  */
 export async function embedTexts(
   ctx: ServiceContext,
-  hub: GatewayHub,
   principal: Principal,
   ask: {
     model: string;
@@ -33,7 +31,7 @@ export async function embedTexts(
   },
 ): Promise<{ vectors: number[][]; requestId: string; receiptId: string }> {
   const call = { ...prepareEmbeddings({ model: ask.model, input: ask.texts, ...ask.route }), audit: ask.audit };
-  const done = await runRequest(ctx, hub, principal, call, ask.signal ? { signal: ask.signal } : {});
+  const done = await runRequest(ctx, principal, call, ask.signal ? { signal: ask.signal } : {});
   const view = embeddingsView(call, done);
   const vectors = view.data.map((d) => unitVector(Array.isArray(d.embedding) ? d.embedding : []));
   return { vectors, requestId: call.id, receiptId: done.receiptId };

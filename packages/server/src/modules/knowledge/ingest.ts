@@ -2,7 +2,6 @@ import { sha256Hex } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId, randomToken } from '../../platform/ids.js';
-import type { GatewayHub } from '../gateway/hub.js';
 import { chunkText } from './chunking.js';
 import { embedTexts, principalFor } from './embed.js';
 import { extractText, type DocumentFormat } from './extract.js';
@@ -93,7 +92,7 @@ async function extractAndChunk(ctx: ServiceContext, doc: DocumentRow, model: str
   });
 }
 
-async function embedPending(ctx: ServiceContext, hub: GatewayHub, doc: DocumentRow, model: string, owner: string, signal: AbortSignal): Promise<void> {
+async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string, owner: string, signal: AbortSignal): Promise<void> {
   const { embedBatch, embedConcurrency, leaseSeconds, retryBaseMs } = ctx.config.knowledge;
   const principal = principalFor(doc.org_id, doc.created_by);
   const inFlight = new Set<string>();
@@ -107,7 +106,7 @@ async function embedPending(ctx: ServiceContext, hub: GatewayHub, doc: DocumentR
   const embed = async (batch: { id: string; text: string }[]) => {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await embedTexts(ctx, hub, principal, {
+        return await embedTexts(ctx, principal, {
           model,
           texts: batch.map((c) => c.text),
           // The receipt then says which chunks its signed result embeds.
@@ -158,11 +157,11 @@ async function embedPending(ctx: ServiceContext, hub: GatewayHub, doc: DocumentR
  * documents that wait, up to {@link MAX_DOCUMENTS} at once.
  *
  * @example
- * const ingestor = startIngestor(ctx, hub);
+ * const ingestor = startIngestor(ctx);
  * ingestor.kick(); // after an upload
  * await ingestor.close();
  */
-export function startIngestor(ctx: ServiceContext, hub: GatewayHub, options: { sweepMs?: number } = {}): Ingestor {
+export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number } = {}): Ingestor {
   const owner = `ing_${randomToken(16)}`;
   const { leaseSeconds } = ctx.config.knowledge;
   const active = new Map<string, { controller: AbortController; done: Promise<void> }>();
@@ -193,7 +192,7 @@ export function startIngestor(ctx: ServiceContext, hub: GatewayHub, options: { s
       if (!model) return; // deleted meanwhile
       if ((doc.phase === 'queued' || doc.phase === 'extracting') && !(await extractAndChunk(ctx, doc, model, owner))) return;
       if (signal.aborted) return;
-      await embedPending(ctx, hub, doc, model, owner, signal);
+      await embedPending(ctx, doc, model, owner, signal);
       await finishDocument(ctx.db, doc.id, { status: 'ready', owner });
     } catch (err) {
       if (signal.aborted || err instanceof Stop) return;

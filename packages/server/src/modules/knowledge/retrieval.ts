@@ -5,7 +5,6 @@ import type { Principal } from '../../platform/principal.js';
 import { scopesGrant } from '../auth/scopes.js';
 import type { EvidenceEvent } from '../evidence/recorder.js';
 import { withSystemContext, type ChatCall } from '../gateway/chat.js';
-import type { GatewayHub } from '../gateway/hub.js';
 import type { RouteAsk } from '../gateway/routing.js';
 import { embedTexts } from './embed.js';
 import { findKnowledgeBase, insertRetrievals, retrievalRows, type KnowledgeBaseRow } from './store.js';
@@ -28,13 +27,12 @@ export async function knowledgeBaseOf(db: Queryable, principal: Principal, id: s
  */
 export async function searchKnowledgeBase(
   ctx: ServiceContext,
-  hub: GatewayHub,
   principal: Principal,
   kb: KnowledgeBaseRow,
   ask: { query: string; topK: number; route?: Pick<RouteAsk, 'jurisdiction' | 'strict_jurisdiction' | 'requires_tee'>; purpose: string; forRequest?: string },
 ): Promise<{ hits: ChunkHit[]; queryRequestId: string }> {
   const audit = { purpose: ask.purpose, knowledge_base_id: kb.id, ...(ask.forRequest ? { for_request_id: ask.forRequest } : {}) };
-  const { vectors, requestId } = await embedTexts(ctx, hub, principal, { model: kb.embedding_model, texts: [ask.query], audit, ...(ask.route ? { route: ask.route } : {}) });
+  const { vectors, requestId } = await embedTexts(ctx, principal, { model: kb.embedding_model, texts: [ask.query], audit, ...(ask.route ? { route: ask.route } : {}) });
   const hits = await searchChunks(ctx.db, ctx.vectorSearch, { kbId: kb.id, model: kb.embedding_model, query: vectors[0] ?? [], topK: ask.topK });
   return { hits, queryRequestId: requestId };
 }
@@ -76,10 +74,10 @@ export function retrievedEvent(kbName: string, retrieval: { knowledge_base_id: s
  * written in the same transaction as the request itself.
  *
  * @example
- * const grounded = await groundChat(ctx, hub, principal, prepareChat(body));
- * await runRequest(ctx, hub, principal, grounded);
+ * const grounded = await groundChat(ctx, principal, prepareChat(body));
+ * await runRequest(ctx, principal, grounded);
  */
-export async function groundChat(ctx: ServiceContext, hub: GatewayHub, principal: Principal, call: ChatCall): Promise<ChatCall> {
+export async function groundChat(ctx: ServiceContext, principal: Principal, call: ChatCall): Promise<ChatCall> {
   const ask = call.knowledgeBase;
   if (!ask) return call;
   if (!scopesGrant(principal.scopes, 'knowledge_bases:read')) {
@@ -92,7 +90,7 @@ export async function groundChat(ctx: ServiceContext, hub: GatewayHub, principal
   const { hits, queryRequestId } =
     question.trim() === ''
       ? { hits: [], queryRequestId: null }
-      : await searchKnowledgeBase(ctx, hub, principal, kb, { query: question, topK, route: call.route, purpose: 'knowledge_base_query', forRequest: call.id });
+      : await searchKnowledgeBase(ctx, principal, kb, { query: question, topK, route: call.route, purpose: 'knowledge_base_query', forRequest: call.id });
   const sources = hits.map((h, i) => ({
     index: i + 1,
     document_id: h.document_id,

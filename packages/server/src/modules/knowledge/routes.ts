@@ -87,7 +87,7 @@ async function readUpload(request: FastifyRequest, maxBytes: number): Promise<se
  * documents (uploaded as JSON text or a multipart file, ingested in the background) and search.
  */
 export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<void> {
-  const ingestor = startIngestor(ctx, ctx.hub);
+  const ingestor = startIngestor(ctx);
   app.decorate('knowledgeIngestor', ingestor);
   app.addHook('onClose', async () => {
     await ingestor.close();
@@ -177,6 +177,6 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
       config: read,
       schema: { summary: 'The chunks nearest to a query, best first (the query is embedded on a node: billed and receipted)', tags, params: KbParams, body: SearchRequest, response: { 200: SearchResponse } },
     },
-    async (request) => service.search(ctx, ctx.hub, principalOf(request), request.params.id, request.body),
+    async (request) => service.search(ctx, principalOf(request), request.params.id, request.body),
   );
 }

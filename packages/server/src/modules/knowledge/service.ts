@@ -5,7 +5,6 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
-import type { GatewayHub } from '../gateway/hub.js';
 import { detectFormat } from './extract.js';
 import { sourceKey } from './ingest.js';
 import { knowledgeBaseOf, searchKnowledgeBase } from './retrieval.js';
@@ -145,9 +144,9 @@ export async function deleteDocument(ctx: ServiceContext, principal: Principal, 
   return { id: documentId, deleted: true as const };
 }
 
-export async function search(ctx: ServiceContext, hub: GatewayHub, principal: Principal, kbId: string, body: Static<typeof SearchRequest>) {
+export async function search(ctx: ServiceContext, principal: Principal, kbId: string, body: Static<typeof SearchRequest>) {
   const kb = await knowledgeBaseOf(ctx.db, principal, kbId);
-  const { hits, queryRequestId } = await searchKnowledgeBase(ctx, hub, principal, kb, { query: body.query, topK: body.top_k ?? DEFAULT_SEARCH_TOP_K, purpose: 'knowledge_base_search' });
+  const { hits, queryRequestId } = await searchKnowledgeBase(ctx, principal, kb, { query: body.query, topK: body.top_k ?? DEFAULT_SEARCH_TOP_K, purpose: 'knowledge_base_search' });
   return {
     object: 'list' as const,
     knowledge_base_id: kb.id,

@@ -55,7 +55,7 @@ function resultBytes(body: ResultUpload, path: string): Buffer {
  */
 async function storeResult(ctx: ServiceContext, db: Queryable, workId: string, bytes: Buffer, body: ResultUpload, status: 'delivered' | 'completed' = 'delivered'): Promise<boolean> {
   const contentType = body.content_type ?? 'application/json';
-  await (db === ctx.db ? ctx.blobs : ctx.blobs.within(db)).put(`results/${workId}`, bytes, contentType);
+  await ctx.blobs.within(db).put(`results/${workId}`, bytes, contentType);
   const { rowCount } = await db.query(
     `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
       WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
@@ -152,9 +152,10 @@ export async function submitReceipt(
     const job = outcome.job;
     if (blob) void deliverArtifacts(ctx, job, blob, outcome.receipt.id).catch((err: unknown) => ctx.log.error({ err, job_id: job.id }, 'artifact delivery failed'));
   }
-  // A gateway request waits for its receipt: here (handed over with the answer), or on another instance.
-  if ('request' in outcome && outcome.request) ctx.hub.completed(outcome.receipt.work_id, { receiptId: outcome.receipt.id, request: outcome.request, ...(inlineBytes ? { output: inlineBytes } : {}) });
-  if (!outcome.job) await ctx.bus.publish('work', outcome.receipt.work_id);
+  // A gateway request waits for its receipt: here (handed over with the answer), or on another
+  // instance (told over the bus; it reads the outcome from the store).
+  const handedOver = 'request' in outcome && outcome.request !== undefined && ctx.hub.completed(outcome.receipt.work_id, { receiptId: outcome.receipt.id, request: outcome.request, ...(inlineBytes ? { output: inlineBytes } : {}) });
+  if (!outcome.job && !handedOver) await ctx.bus.publish('work', outcome.receipt.work_id);
   return receiptView(outcome.receipt);
 }
 
