@@ -44,24 +44,35 @@ export function base64Floats(vector: readonly number[]): string {
   return buf.toString('base64');
 }
 
-/** The OpenAI embeddings list from the node's result `{data: [{index, embedding}]}`. */
-export function embeddingsView(call: EmbeddingsCall, done: Finished) {
+/**
+ * The vectors of a node's embeddings result `{data: [{index, embedding}]}`, in input order, checked
+ * against the number of inputs and the model's dimensions (502 `upstream_error` when they differ).
+ *
+ * @example
+ * embeddingVectors(Buffer.from('{"data":[{"index":0,"embedding":[0.1]}]}'), 'm', 1); // [[0.1]]
+ */
+export function embeddingVectors(output: Buffer, model: string, inputs: number): number[][] {
   let parsed: { data?: { index?: number; embedding?: unknown }[] };
   try {
-    parsed = JSON.parse(done.output.toString('utf8')) as typeof parsed;
+    parsed = JSON.parse(output.toString('utf8')) as typeof parsed;
   } catch {
     throw new ApiError('upstream_error', 'the node returned an embeddings result that is not JSON');
   }
   const data = parsed.data ?? [];
-  const dimensions = findModel(call.model)?.dimensions;
-  if (data.length !== call.inputs) throw new ApiError('upstream_error', `the node returned ${data.length} embeddings for ${call.inputs} inputs`);
-  const vectors = data.map((item, i) => {
+  const dimensions = findModel(model)?.dimensions;
+  if (data.length !== inputs) throw new ApiError('upstream_error', `the node returned ${data.length} embeddings for ${inputs} inputs`);
+  return data.map((item, i) => {
     const v = item.embedding;
     if (!Array.isArray(v) || !v.every((x) => typeof x === 'number') || (dimensions !== undefined && v.length !== dimensions)) {
       throw new ApiError('upstream_error', `the node returned a malformed embedding at index ${i}`);
     }
     return v as number[];
   });
+}
+
+/** The OpenAI embeddings list from the node's result `{data: [{index, embedding}]}`. */
+export function embeddingsView(call: EmbeddingsCall, done: Finished) {
+  const vectors = embeddingVectors(done.output, call.model, call.inputs);
   const tokens = done.request.usage?.prompt_tokens ?? 0;
   return {
     object: 'list' as const,

@@ -3,7 +3,10 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId, randomToken } from '../../platform/ids.js';
 import { chunkText } from './chunking.js';
+import { endRequest } from '../gateway/settle.js';
+import { embeddingVectors } from '../gateway/embeddings.js';
 import { embedTexts, principalFor } from './embed.js';
+import { unitVector } from './vector-search.js';
 import { extractText, type DocumentFormat } from './extract.js';
 import {
   claimDocument,
@@ -13,6 +16,7 @@ import {
   renewLease,
   replaceChunks,
   storeEmbeddings,
+  unsettledBatches,
   type DocumentRow,
 } from './store.js';
 
@@ -29,7 +33,10 @@ export interface Ingestor {
   kick(): void;
   /** Graceful stop: stops in-flight embedding requests (their holds are released) and frees the leases. */
   close(): Promise<void>;
-  /** Stops at once and keeps the leases, as a crash would (tests of the takeover). */
+  /**
+   * Stops at once, as a crash would (tests of the takeover): the leases are kept, and requests in
+   * flight are left to end on their own, their results never stored.
+   */
   halt(): void;
 }
 
@@ -92,13 +99,54 @@ async function extractAndChunk(ctx: ServiceContext, doc: DocumentRow, model: str
   });
 }
 
-async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string, owner: string, signal: AbortSignal): Promise<void> {
+/**
+ * Settles what an interrupted take of the document left behind, so that no batch is paid twice.
+ * A request still running is cancelled: its hold is released and its node's receipt will be
+ * refused. A request that completed (and was paid) without its vectors being stored gives them
+ * now, from its stored result, instead of being embedded and paid again.
+ * Returns false when the lease was lost meanwhile.
+ */
+async function settleInterrupted(ctx: ServiceContext, doc: DocumentRow, owner: string): Promise<boolean> {
+  const left = await unsettledBatches(ctx.db, doc.org_id, doc.id);
+  const running = left.filter((r) => r.status === 'running');
+  for (const r of running) {
+    await endRequest(ctx, r.id, { status: 'cancelled', error: 'the ingestion it was for was taken over by another instance', cancelWork: true });
+  }
+  const completed = running.length > 0 ? (await unsettledBatches(ctx.db, doc.org_id, doc.id)).filter((r) => r.status === 'completed') : left.filter((r) => r.status === 'completed');
+  for (const r of completed) {
+    const blob = r.work_id ? await ctx.blobs.get(`results/${r.work_id}`) : undefined;
+    if (!blob) {
+      ctx.log.warn({ document_id: doc.id, request_id: r.id }, 'knowledge: a completed ingestion request has no stored result; its chunks are embedded again');
+      continue;
+    }
+    const vectors = embeddingVectors(blob.bytes, r.model, r.chunk_ids.length);
+    const pending = new Set(r.pending);
+    const rows = r.chunk_ids.flatMap((id, i) => (pending.has(id) ? [{ id, embedding: unitVector(vectors[i] ?? []) }] : []));
+    const kept = await ctx.db.transaction(async (tx) => {
+      if (!(await renewLease(tx, doc.id, owner, ctx.config.knowledge.leaseSeconds))) return false;
+      await storeEmbeddings(tx, ctx.vectorSearch, doc.id, r.id, rows);
+      return true;
+    });
+    if (!kept) return false;
+    ctx.log.info({ document_id: doc.id, request_id: r.id, chunks: rows.length }, 'knowledge: stored the vectors of a batch paid before an interruption');
+  }
+  return true;
+}
+
+/**
+ * Embeds the document's pending chunks, batch by batch. `signal` stops the work; `requests`
+ * (aborted by a graceful stop, not by a halt) cancels the embeddings requests in flight.
+ */
+async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string, owner: string, signal: AbortSignal, requests: AbortSignal): Promise<void> {
   const { embedBatch, embedConcurrency, leaseSeconds, retryBaseMs } = ctx.config.knowledge;
   const principal = principalFor(doc.org_id, doc.created_by);
   const inFlight = new Set<string>();
   const exclusive = createMutex();
   const nextBatch = () =>
     exclusive(async () => {
+      // A fresh lease before each request: no other instance can take the document over (and
+      // settle its requests) while this one opens a request it would then not store.
+      if (!(await renewLease(ctx.db, doc.id, owner, leaseSeconds))) throw new Stop('lease lost');
       const batch = await pendingChunks(ctx.db, doc.id, embedBatch, [...inFlight]);
       for (const c of batch) inFlight.add(c.id);
       return batch;
@@ -111,7 +159,7 @@ async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string
           texts: batch.map((c) => c.text),
           // The receipt then says which chunks its signed result embeds.
           audit: { purpose: 'knowledge_base_ingestion', knowledge_base_id: doc.kb_id, document_id: doc.id, chunk_ids: batch.map((c) => c.id) },
-          signal,
+          signal: requests,
         });
       } catch (err) {
         if (signal.aborted) throw new Stop('stopped');
@@ -164,18 +212,22 @@ async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string
 export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number } = {}): Ingestor {
   const owner = `ing_${randomToken(16)}`;
   const { leaseSeconds } = ctx.config.knowledge;
-  const active = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  const active = new Map<string, { controller: AbortController; requests: AbortController; done: Promise<void> }>();
   let stopped = false;
   let halted = false;
   let filling = false;
   let again = false;
 
-  const ingest = async (doc: DocumentRow, signal: AbortSignal) => {
+  const ingest = async (doc: DocumentRow, signal: AbortSignal, requests: AbortSignal) => {
     // Keeps the lease while long embeddings requests run; a lost lease stops the work.
     const keeper = setInterval(() => {
+      if (signal.aborted) return;
       void renewLease(ctx.db, doc.id, owner, leaseSeconds).then(
         (kept) => {
-          if (!kept) active.get(doc.id)?.controller.abort(new Stop('lease lost'));
+          if (kept) return;
+          const entry = active.get(doc.id);
+          entry?.controller.abort(new Stop('lease lost'));
+          entry?.requests.abort(new Stop('lease lost'));
         },
         () => undefined,
       );
@@ -192,7 +244,8 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number }
       if (!model) return; // deleted meanwhile
       if ((doc.phase === 'queued' || doc.phase === 'extracting') && !(await extractAndChunk(ctx, doc, model, owner))) return;
       if (signal.aborted) return;
-      await embedPending(ctx, doc, model, owner, signal);
+      if (!(await settleInterrupted(ctx, doc, owner))) return;
+      await embedPending(ctx, doc, model, owner, signal, requests);
       await finishDocument(ctx.db, doc.id, { status: 'ready', owner });
     } catch (err) {
       if (signal.aborted || err instanceof Stop) return;
@@ -218,11 +271,12 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number }
           const doc = await claimDocument(ctx.db, owner, leaseSeconds);
           if (!doc || stopped) break;
           const controller = new AbortController();
-          const done = ingest(doc, controller.signal).finally(() => {
+          const requests = new AbortController();
+          const done = ingest(doc, controller.signal, requests.signal).finally(() => {
             active.delete(doc.id);
             if (!stopped) kick();
           });
-          active.set(doc.id, { controller, done });
+          active.set(doc.id, { controller, requests, done });
         }
       } while (again && !stopped);
     } catch (err) {
@@ -241,7 +295,10 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number }
     async close() {
       stopped = true;
       clearInterval(sweep);
-      for (const { controller } of active.values()) controller.abort(new Stop('closing'));
+      for (const { controller, requests } of active.values()) {
+        controller.abort(new Stop('closing'));
+        requests.abort(new Stop('closing'));
+      }
       await Promise.allSettled([...active.values()].map((a) => a.done));
     },
     halt() {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestStore, type TestStore } from '../../../test/harness.js';
 import { openDb } from '../../platform/db/index.js';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
-import { MAX_ATTEMPTS } from './ingest.js';
+import { MAX_ATTEMPTS, startIngestor, type Ingestor } from './ingest.js';
 
 type Doc = { id: string; status: string; phase: string; chunk_count: number; embedded_count: number; progress: number; error: string | null; token_count: number | null };
 
@@ -127,4 +127,82 @@ describe('ingestion survives its instance stopping: another instance takes the d
       await b.close();
     }
   }, 120_000);
+});
+
+describe('no embeddings batch is paid twice when ingestion is taken over mid-batch', () => {
+  let f: GatewayFixture;
+  const started: Ingestor[] = [];
+  beforeAll(async () => {
+    f = await startGatewayFixture({ env: { SVC_KB_LEASE_SECONDS: '2', SVC_KB_EMBED_BATCH: '4', SVC_KB_EMBED_CONCURRENCY: '1' } });
+  });
+  afterAll(async () => {
+    for (const ingestor of started) ingestor.halt();
+    await f.close();
+  });
+
+  type Batch = { id: string; status: string; charged_cents: number | null; chunk_ids: string[] };
+  const batches = async (docId: string) =>
+    (
+      await f.server.ctx.db.query<Batch>(
+        "SELECT id, status, charged_cents, ARRAY(SELECT jsonb_array_elements_text(metadata->'audit'->'chunk_ids')) AS chunk_ids FROM gateway_requests WHERE metadata->'audit'->>'document_id' = $1 ORDER BY created_at",
+        [docId],
+      )
+    ).rows;
+  const embeddedBy = async (docId: string) =>
+    new Map((await f.server.ctx.db.query<{ id: string; embedded_by: string | null }>('SELECT id, embedded_by FROM kb_chunks WHERE document_id = $1', [docId])).rows.map((r) => [r.id, r.embedded_by]));
+  /** Another instance on the same store (the test's own ingestor loop, as `svc serve` starts one). */
+  const anotherInstance = () => {
+    const ingestor = startIngestor(f.server.ctx, { sweepMs: 200 });
+    started.push(ingestor);
+    return ingestor;
+  };
+
+  it('stores the vectors of a batch that completed after the stop, and cancels one still running at the takeover', async () => {
+    const node = await f.addNode({ upstream: { delayMs: 600 } });
+    const kbId = String((await f.api('POST', '/api/v1/knowledge-bases', { name: 'kb', chunk_size: 32, chunk_overlap: 0 })).json.id);
+    const docId = String((await f.api('POST', `/api/v1/knowledge-bases/${kbId}/documents`, { name: 'notes.txt', text: prose(3000) })).json.id);
+
+    // 1. The first instance stops while a batch is on the node; the node finishes it and it is paid.
+    const paidBeforeTakeover = await eventually(async () => (await batches(docId)).find((b) => b.status === 'running'), 30_000);
+    f.server.app.knowledgeIngestor.halt();
+    const completed = await eventually(async () => (await batches(docId)).find((b) => b.id === paidBeforeTakeover.id && b.status === 'completed'), 10_000);
+    const unstored = await embeddedBy(docId);
+    expect(completed.chunk_ids.every((id) => unstored.get(id) === null)).toBe(true);
+
+    // 2. A second instance takes over: it stores that batch's vectors from its result, then stops
+    //    (as the first did) while its next batch runs slowly on the node.
+    const upstream = node.upstream;
+    if (!upstream) throw new Error('the node has no test upstream');
+    upstream.setDelay(8_000);
+    const asked = upstream.requests.length;
+    const second = anotherInstance();
+    await eventually(async () => {
+      const now = await embeddedBy(docId);
+      return completed.chunk_ids.every((id) => now.get(id) === completed.id);
+    }, 20_000);
+    // Running, and on the upstream (so the 8 s delay applies to it).
+    await eventually(() => upstream.requests.length > asked, 20_000);
+    const stillRunning = await eventually(async () => (await batches(docId)).find((b) => b.status === 'running'), 20_000);
+    second.halt();
+
+    // 3. A third takes over while that batch is still on the node: it cancels it and embeds the rest.
+    upstream.setDelay(0);
+    anotherInstance();
+    const path = `/api/v1/knowledge-bases/${kbId}/documents/${docId}`;
+    const doc = await eventually(async () => {
+      const d = (await f.api('GET', path)).json as unknown as Doc;
+      if (d.status === 'failed') throw new Error(`failed: ${d.error}`);
+      return d.status === 'ready' ? d : undefined;
+    }, 30_000);
+    expect(doc.embedded_count).toBe(doc.chunk_count);
+
+    const all = await batches(docId);
+    const final = await embeddedBy(docId);
+    expect(all.find((b) => b.id === stillRunning.id)).toMatchObject({ status: 'cancelled', charged_cents: 0 });
+    // Every batch that was paid for is the one that embedded its chunks: nothing was paid twice.
+    const paid = all.filter((b) => b.status === 'completed');
+    for (const b of paid) for (const id of b.chunk_ids) expect(final.get(id)).toBe(b.id);
+    expect(new Set(final.values()).size).toBe(paid.length);
+    expect(paid.reduce((n, b) => n + b.chunk_ids.length, 0)).toBe(doc.chunk_count);
+  }, 90_000);
 });

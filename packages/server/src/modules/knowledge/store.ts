@@ -220,6 +220,35 @@ export async function pendingChunks(db: Queryable, documentId: string, limit: nu
   return rows;
 }
 
+/** An embeddings request made for a document's ingestion whose chunks still wait for their vectors. */
+export interface UnsettledBatch {
+  id: string;
+  status: 'running' | 'completed';
+  model: string;
+  work_id: string | null;
+  /** The batch's chunks in request order (the result's order). */
+  chunk_ids: string[];
+  /** Those of them still without an embedding. */
+  pending: string[];
+}
+
+/**
+ * The document's ingestion requests that are still running, or that completed (and were paid)
+ * without their vectors being stored: what an interrupted instance left behind.
+ */
+export async function unsettledBatches(db: Queryable, orgId: string, documentId: string): Promise<UnsettledBatch[]> {
+  const { rows } = await db.query<UnsettledBatch>(
+    `SELECT g.id, g.status, g.model, g.work_id, ids.chunk_ids,
+            ARRAY(SELECT c.id FROM kb_chunks c WHERE c.document_id = $2 AND c.embedding IS NULL AND c.id = ANY(ids.chunk_ids)) AS pending
+       FROM gateway_requests g,
+            LATERAL (SELECT ARRAY(SELECT jsonb_array_elements_text(g.metadata->'audit'->'chunk_ids')) AS chunk_ids) ids
+      WHERE g.org_id = $1 AND g.metadata->'audit'->>'document_id' = $2 AND g.status IN ('running', 'completed')
+      ORDER BY g.created_at`,
+    [orgId, documentId],
+  );
+  return rows.filter((r) => r.status === 'running' || r.pending.length > 0);
+}
+
 /** Stores embeddings (unit vectors) and the request that made them; returns the document's embedded count. */
 export async function storeEmbeddings(
   db: Queryable,
