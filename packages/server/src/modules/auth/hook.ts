@@ -1,12 +1,36 @@
+import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
+import { randomToken } from '../../platform/ids.js';
 import type { RateDecision, RateRule } from '../../platform/ratelimit/index.js';
 import { verifyNodeRequest } from '../nodes/node-auth.js';
 import { authenticate } from './service.js';
 import { scopesGrant } from './scopes.js';
 
 const WWW_AUTHENTICATE = { 'www-authenticate': 'Bearer realm="svc"' };
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * This process's secret for calls it makes to itself on behalf of a request already counted
+     * against the rate limits (an MCP tool call runs its REST twin through `app.inject`). Sent in
+     * {@link INNER_CALL_HEADER}; such a call is authenticated and authorized as usual but not
+     * counted again.
+     */
+    innerCallMark: string;
+  }
+}
+
+/** The header that carries {@link FastifyInstance.innerCallMark}. */
+export const INNER_CALL_HEADER = 'x-svc-inner-call';
+
+/** Whether the request is this process's own call for a request already counted. */
+function isInnerCall(request: FastifyRequest, mark: string): boolean {
+  const sent = request.headers[INNER_CALL_HEADER];
+  if (typeof sent !== 'string' || sent.length !== mark.length) return false;
+  return timingSafeEqual(Buffer.from(sent), Buffer.from(mark));
+}
 
 /** The credential a request carries: `Authorization: Bearer ...` first, then `X-API-Key`. */
 export function credentialOf(request: FastifyRequest): { value: string; via: 'bearer' | 'x-api-key' } | undefined {
@@ -46,6 +70,8 @@ export async function enforceRateLimits(ctx: ServiceContext, reply: FastifyReply
  */
 export function installAuth(app: FastifyInstance, ctx: ServiceContext): void {
   const limits = ctx.config.rateLimits;
+  const mark = randomToken(32);
+  app.decorate('innerCallMark', mark);
   app.addHook('onRequest', async (request, reply) => {
     const config = request.routeOptions.config;
     const auth = config?.auth;
@@ -65,7 +91,7 @@ export function installAuth(app: FastifyInstance, ctx: ServiceContext): void {
     if ('permission' in auth && !scopesGrant(principal.scopes, auth.permission)) {
       throw new ApiError('insufficient_scope', `this credential's scopes (${principal.scopes.join(', ')}) do not grant ${auth.permission}`);
     }
-    if (config.rateLimit === false) return;
+    if (config.rateLimit === false || isInnerCall(request, mark)) return;
     const caller = principal.keyId ? `key:${principal.keyId}` : `ses:${principal.sessionId ?? principal.buyerId}`;
     await enforceRateLimits(ctx, reply, [
       [caller, limits.key],

@@ -131,3 +131,34 @@ describe('the MCP endpoint, through the official SDK client, on a real server wi
     expect([get.status, get.headers.get('allow')]).toEqual([405, 'POST']);
   });
 });
+
+describe('an MCP tool call counts once against the rate limits', () => {
+  let f: GatewayFixture;
+  beforeAll(async () => {
+    // Buckets that barely refill during the test, so every take shows in X-RateLimit-Remaining.
+    f = await startGatewayFixture({ env: { SVC_RATE_LIMIT_BURST: '8', SVC_RATE_LIMIT_RPS: '0.001', SVC_ORG_RATE_LIMIT_BURST: '8', SVC_ORG_RATE_LIMIT_RPS: '0.001' } });
+  });
+  afterAll(() => f.close());
+
+  it('a tool call and the REST twin it runs take one token, and the inner-call header cannot be forged', async () => {
+    const toolCall = (id: number, headers: Record<string, string> = {}) =>
+      fetch(`${f.server.url}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18', authorization: `Bearer ${f.buyer.apiKey}`, ...headers },
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'get_balance', arguments: {} } }),
+      });
+    const remaining: number[] = [];
+    for (let i = 1; i <= 3; i++) {
+      const res = await toolCall(i);
+      const body = (await res.json()) as { result?: { isError?: boolean; structuredContent?: Record<string, unknown> } };
+      expect([res.status, body.result?.isError ?? false]).toEqual([200, false]);
+      expect(body.result?.structuredContent).toHaveProperty('available_cents');
+      remaining.push(Number(res.headers.get('x-ratelimit-remaining')));
+    }
+    // Each response shows the bucket after its own take: one token per call, not two.
+    expect(remaining).toEqual([7, 6, 5]);
+    // A client cannot skip the limits by sending the header itself: its guess is counted like any request.
+    const forged = await fetch(`${f.server.url}/api/v1/billing/balance`, { headers: { authorization: `Bearer ${f.buyer.apiKey}`, 'x-svc-inner-call': 'x'.repeat(32) } });
+    expect([forged.status, forged.headers.get('x-ratelimit-remaining')]).toEqual([200, '4']);
+  });
+});

@@ -45,6 +45,8 @@ export async function mcpRoutes(app: App, ctx: ServiceContext): Promise<void> {
       checkOrigin(ctx, request);
       const server = createMcpServer(app, credentialHeaders(request), SERVICE_VERSION);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      // The transport writes the response itself: keep the headers set so far (request id, rate limits).
+      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
       reply.hijack();
       reply.raw.on('close', () => {
         void transport.close();

@@ -3,6 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { verifyBundle, type TrustedKey } from '@svc/protocol/verify';
 import * as z from 'zod';
 import type { App } from '../../app.js';
+import { INNER_CALL_HEADER } from '../auth/hook.js';
 
 /**
  * The MCP tools (DESIGN.md section 13). Each one calls its REST twin in-process
@@ -42,7 +43,9 @@ function toolError(res: Rest): CallToolResult {
  */
 export function createMcpServer(app: App, credential: Credential, version: string): McpServer {
   const rest = async (method: 'GET' | 'POST', url: string, payload?: unknown): Promise<Rest> => {
-    const res = await app.inject({ method, url, headers: { ...credential, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) }, ...(payload === undefined ? {} : { payload: JSON.stringify(payload) }) });
+    // The MCP request was counted against the rate limits already; its REST twin is not counted again.
+    const headers = { ...credential, [INNER_CALL_HEADER]: app.innerCallMark };
+    const res = await app.inject({ method, url, headers: { ...headers, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) }, ...(payload === undefined ? {} : { payload: JSON.stringify(payload) }) });
     let json: unknown;
     try {
       json = JSON.parse(res.body);
