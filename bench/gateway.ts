@@ -101,9 +101,12 @@ async function throughput(workers: number, seconds: number, once: () => Promise<
 
 const SVC_BIN = fileURLToPath(new URL('../packages/cli/bin/svc.js', import.meta.url));
 
+/** Extra node flags for the svc processes, e.g. `BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'`. */
+const NODE_ARGS = process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
+
 /** Runs `svc <args>` as a child process; `output()` is what it printed so far. */
 function svcProcess(args: string[], env: Record<string, string>): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, [SVC_BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...NODE_ARGS, SVC_BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));

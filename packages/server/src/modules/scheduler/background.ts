@@ -22,6 +22,17 @@ export interface JobSignal {
   shouldClaim(nodeId: string): boolean;
   /** The node's claim, started at `generation`, found no eligible pending job. */
   nothingToClaim(nodeId: string, generation: number): void;
+  /** A counter of the `node:<id>` messages heard for this node: read it before taking its leased work. */
+  leasedGeneration(nodeId: string): number;
+  /**
+   * Whether work may be leased to this node and not yet handed out: false only while no
+   * `node:<id>` message was heard since a take that left none behind, and for at most
+   * {@link CLAIM_RECHECK_MS}. Gateway work is leased before its message is sent, so a take that
+   * began after the message saw the work. Spares a node's re-poll after each request a statement.
+   */
+  shouldTakeLeased(nodeId: string): boolean;
+  /** The node's take of its leased work, started at `generation`, left none behind. */
+  leasedDrained(nodeId: string, generation: number): void;
 }
 
 /** The longest a node goes without a claim while no job is signalled. */
@@ -71,21 +82,37 @@ export async function createJobSignal(ctx: Pick<ServiceContext, 'bus' | 'db'>): 
   };
   let generation = 0;
   const emptyClaims = new Map<string, { generation: number; at: number }>();
+  const nodeMessages = new Map<string, number>();
+  const drained = new Map<string, { generation: number; at: number }>();
   const unsubscribe = await ctx.bus.subscribe('jobs', (payload) => {
     // `node:<id>` names work leased straight to a node (gateway), not a job to claim.
-    if (!payload.startsWith('node:')) generation++;
+    if (payload.startsWith('node:')) {
+      const nodeId = payload.slice(5);
+      if (nodeMessages.size >= 100_000 && !nodeMessages.has(nodeId)) {
+        // Forgetting counts would let an old mark match again: forget the marks with them.
+        nodeMessages.clear();
+        drained.clear();
+      }
+      nodeMessages.set(nodeId, (nodeMessages.get(nodeId) ?? 0) + 1);
+    } else generation++;
     void wakeFor(payload).catch(() => undefined);
   });
+  // Cleared maps only ever make a poll look again: a missing entry means "may have work".
+  const skip = (marks: Map<string, { generation: number; at: number }>, nodeId: string, current: number) => {
+    const mark = marks.get(nodeId);
+    return mark !== undefined && mark.generation === current && Date.now() - mark.at < CLAIM_RECHECK_MS;
+  };
+  const remember = (marks: Map<string, { generation: number; at: number }>, nodeId: string, seen: number) => {
+    if (marks.size >= 100_000) marks.clear();
+    marks.set(nodeId, { generation: seen, at: Date.now() });
+  };
   const signal: JobSignal = {
     generation: () => generation,
-    shouldClaim(nodeId) {
-      const empty = emptyClaims.get(nodeId);
-      return empty === undefined || empty.generation !== generation || Date.now() - empty.at >= CLAIM_RECHECK_MS;
-    },
-    nothingToClaim(nodeId, seen) {
-      if (emptyClaims.size >= 100_000) emptyClaims.clear();
-      emptyClaims.set(nodeId, { generation: seen, at: Date.now() });
-    },
+    shouldClaim: (nodeId) => !skip(emptyClaims, nodeId, generation),
+    nothingToClaim: (nodeId, seen) => remember(emptyClaims, nodeId, seen),
+    leasedGeneration: (nodeId) => nodeMessages.get(nodeId) ?? 0,
+    shouldTakeLeased: (nodeId) => !skip(drained, nodeId, nodeMessages.get(nodeId) ?? 0),
+    leasedDrained: (nodeId, seen) => remember(drained, nodeId, seen),
     wait(node, ms, abort) {
       const missedUntil = node.id === undefined ? undefined : missed.get(node.id);
       if (node.id !== undefined && missedUntil !== undefined) {

@@ -7,15 +7,21 @@ import { renewLeases, takeLeasedWork } from './store.js';
 
 /**
  * The node's long-poll: first hands out work already leased to this node (gateway requests
- * routed to it), then claims eligible jobs (unless its last claim found none and no job was
- * signalled since: see `JobSignal.shouldClaim`); else waits for a signal (from any instance)
- * until `waitMs` runs out, and looks again each time it is woken.
+ * routed to it; skipped while no `node:<id>` message came since a take that left none: see
+ * `JobSignal.shouldTakeLeased`), then claims eligible jobs (unless its last claim found none and
+ * no job was signalled since: see `JobSignal.shouldClaim`); else waits for a signal (from any
+ * instance) until `waitMs` runs out, and looks again each time it is woken.
  */
 export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { waitMs: number; max: number; signal?: AbortSignal }) {
   const deadline = Date.now() + options.waitMs;
   for (;;) {
-    const leased = await takeLeasedWork(ctx.db, node.id, options.max, ctx.config.leaseSeconds);
-    if (leased.length > 0) return { work: leased.map(workItemView) };
+    if (options.waitMs === 0 || ctx.jobSignal.shouldTakeLeased(node.id)) {
+      const heard = ctx.jobSignal.leasedGeneration(node.id);
+      const leased = await takeLeasedWork(ctx.db, node.id, options.max, ctx.config.leaseSeconds);
+      // Fewer than asked for: nothing leased before `heard` is left behind.
+      if (leased.length < options.max) ctx.jobSignal.leasedDrained(node.id, heard);
+      if (leased.length > 0) return { work: leased.map(workItemView) };
+    }
     const seen = ctx.jobSignal.generation();
     // A poll that will not wait claims every time: a job's message may still be on its way.
     if (options.waitMs === 0 || ctx.jobSignal.shouldClaim(node.id)) {

@@ -1,0 +1,85 @@
+/**
+ * Store statements per gateway chat request, by statement: the count and the time each takes
+ * (waiting for the store's one connection included, on PGlite). The server and one node agent run
+ * in this process over the OpenAI test server, so the figures name what a request asks of the
+ * store, not the end-to-end latency (bench/gateway.ts measures that). See bench/README.md.
+ *
+ * @example
+ * npx tsx bench/statements.ts --requests 100
+ * DATABASE_URL=postgres://... npx tsx bench/statements.ts
+ */
+import { parseArgs } from 'node:util';
+import type { Db, Queryable, QueryResult } from '../packages/server/src/platform/db/index.js';
+import { startGatewayFixture } from '../packages/server/test/gateway-fixture.js';
+import { positiveInt } from './lib.js';
+
+const { values } = parseArgs({ options: { requests: { type: 'string', default: '100' } } });
+const requests = positiveInt('requests', values.requests);
+
+const f = await startGatewayFixture({ env: { SVC_LOG_LEVEL: 'silent' } });
+await f.addNode();
+const stats = new Map<string, { n: number; ms: number }>();
+let recording = false;
+
+function record(label: string, ms: number): void {
+  if (!recording) return;
+  const key = label.replace(/\s+/g, ' ').slice(0, 100);
+  const s = stats.get(key) ?? { n: 0, ms: 0 };
+  s.n++;
+  s.ms += ms;
+  stats.set(key, s);
+}
+
+async function timed<T>(label: string, run: () => Promise<T>): Promise<T> {
+  const started = performance.now();
+  try {
+    return await run();
+  } finally {
+    record(label, performance.now() - started);
+  }
+}
+
+function counting(q: Queryable): Queryable {
+  return {
+    query: <Row>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> => timed(sql, () => q.query<Row>(sql, params)),
+    exec: (sql: string) => timed(`EXEC ${sql}`, () => q.exec(sql)),
+  };
+}
+
+// Every module reaches the store through ctx.db, so wrapping its methods counts every statement.
+const db: Db = f.server.ctx.db;
+const plain = { query: db.query, exec: db.exec, transaction: db.transaction };
+const wrapped = counting(plain);
+db.query = wrapped.query;
+db.exec = wrapped.exec;
+db.transaction = (fn) => timed('(whole transaction, statements inside counted too)', () => plain.transaction((tx) => fn(counting(tx))));
+
+const body = JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'the quick brown fox' }], max_tokens: 16 });
+async function chat(): Promise<void> {
+  const res = await fetch(`${f.server.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${f.buyer.apiKey}` }, body });
+  if (res.status !== 200) throw new Error(`chat answered ${res.status}`);
+  await res.json();
+}
+
+for (let i = 0; i < 30; i++) await chat();
+await new Promise((r) => setTimeout(r, 300));
+recording = true;
+const started = performance.now();
+for (let i = 0; i < requests; i++) await chat();
+const elapsed = performance.now() - started;
+await new Promise((r) => setTimeout(r, 300));
+recording = false;
+
+console.log(`store ${db.kind}; ${requests} sequential chat requests, per request:`);
+console.log('  count      ms  statement');
+let count = 0;
+let ms = 0;
+for (const [sql, s] of [...stats].sort((a, b) => b[1].ms - a[1].ms)) {
+  if (!sql.startsWith('(whole')) {
+    count += s.n;
+    ms += s.ms;
+  }
+  console.log(`${(s.n / requests).toFixed(2).padStart(7)} ${(s.ms / requests).toFixed(2).padStart(7)}  ${sql}`);
+}
+console.log(`total: ${(count / requests).toFixed(1)} statements (BEGIN and COMMIT not counted), ${(ms / requests).toFixed(1)} ms in them; ${(elapsed / requests).toFixed(1)} ms per request`);
+await f.close();
