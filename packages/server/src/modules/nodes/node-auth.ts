@@ -2,7 +2,7 @@ import { NODE_HEADERS, NODE_MAX_CLOCK_SKEW_MS, requestMessage, verifyHex } from 
 import type { FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
-import { findNode, rememberSignature, touchNode, type NodeRow } from './store.js';
+import { findNode, rememberSignature, rememberSignatureAndRead, touchNode, type NodeRow } from './store.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -36,6 +36,19 @@ function shouldTouch(nodeId: string): boolean {
 const refuse = (why: string) => new ApiError('unauthorized', `node request refused: ${why}`);
 
 /**
+ * A hint, not a trust decision: each node's public key as this process last read it (a node's
+ * key never changes: registration is keyed by it). With it the signature is checked before the
+ * store is asked anything, and the nonce and the node's current row then come in one statement,
+ * whose key must still be the one that verified. Bounded; cleared when full.
+ */
+const knownKeys = new Map<string, string>();
+
+function rememberKey(nodeId: string, pubkey: string): void {
+  if (knownKeys.size >= 100_000) knownKeys.clear();
+  knownKeys.set(nodeId, pubkey);
+}
+
+/**
  * Verifies a signed node request (docs/node-protocol.md): known node, timestamp within 60 s,
  * Ed25519 signature over method, path with query, timestamp and body hash, and never seen before.
  */
@@ -47,11 +60,25 @@ export async function verifyNodeRequest(ctx: ServiceContext, request: FastifyReq
   if (!/^\d{1,16}$/.test(timestamp)) throw refuse('timestamp must be unix milliseconds');
   if (Math.abs(Date.now() - Number(timestamp)) > NODE_MAX_CLOCK_SKEW_MS) throw refuse('timestamp is more than 60 s from the server clock');
   if (!/^[0-9a-f]{128}$/.test(signature)) throw refuse('signature must be 128 lowercase hex characters');
-  const node = await findNode(ctx.db, nodeId);
-  if (!node) throw refuse('unknown node');
   const message = requestMessage({ method: request.method, pathWithQuery: request.url, timestamp, body: request.rawBody ?? Buffer.alloc(0) });
-  if (!verifyHex(message, signature, node.pubkey)) throw refuse('bad signature');
-  if (!(await rememberSignature(ctx.db, signature))) throw refuse('replayed request');
+  const known = knownKeys.get(nodeId);
+  let node: NodeRow | undefined;
+  if (known !== undefined && verifyHex(message, signature, known)) {
+    const read = await rememberSignatureAndRead(ctx.db, nodeId, signature);
+    if (!read.node || read.node.pubkey !== known) {
+      knownKeys.delete(nodeId);
+      throw refuse(read.node ? 'bad signature' : 'unknown node');
+    }
+    if (!read.fresh) throw refuse('replayed request');
+    node = read.node;
+  } else {
+    // First call this process sees from the node (or a signature its known key refuses): the row first.
+    node = await findNode(ctx.db, nodeId);
+    if (!node) throw refuse('unknown node');
+    if (!verifyHex(message, signature, node.pubkey)) throw refuse('bad signature');
+    if (!(await rememberSignature(ctx.db, signature))) throw refuse('replayed request');
+    rememberKey(node.id, node.pubkey);
+  }
   if (shouldTouch(node.id)) await touchNode(ctx.db, node.id);
   return node;
 }

@@ -86,6 +86,22 @@ export async function rememberSignature(db: Queryable, signature: string): Promi
   return rowCount === 1;
 }
 
+/**
+ * Records a verified signature and reads the node's row, in one statement: `fresh` is false when
+ * the signature was seen before (a replay); `node` is undefined when there is no such node.
+ */
+export async function rememberSignatureAndRead(db: Queryable, nodeId: string, signature: string): Promise<{ node: NodeRow | undefined; fresh: boolean }> {
+  const { rows } = await db.query<NodeRow & { seen_first: boolean }>(
+    `WITH seen AS (INSERT INTO node_request_nonces (signature) VALUES ($2) ON CONFLICT DO NOTHING RETURNING 1)
+     SELECT n.*, EXISTS (SELECT 1 FROM seen) AS seen_first FROM nodes n WHERE n.id = $1`,
+    [nodeId, signature],
+  );
+  const row = rows[0];
+  if (!row) return { node: undefined, fresh: true };
+  const { seen_first: fresh, ...node } = row;
+  return { node, fresh };
+}
+
 export async function forgetOldSignatures(db: Queryable): Promise<void> {
   await db.query("DELETE FROM node_request_nonces WHERE seen_at < now() - interval '3 minutes'");
 }

@@ -1,5 +1,5 @@
 import { generateEd25519, requestMessage, sha256Hex, signHex, signSvc1, svc1Message } from '@svc/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer, type TestNode, type WorkItem } from '../../../test/harness.js';
 
 describe('receipts and node requests are verified strictly; refused ones charge nothing', () => {
@@ -46,6 +46,20 @@ describe('receipts and node requests are verified strictly; refused ones charge 
     const tampered = await node.call('POST', '/api/v1/node/heartbeat', { active_work: ['x'] }, { timestamp: ts2, signature: sigForFirstBody });
     expect(tampered.statusCode).toBe(401);
     expect(tampered.json().message).toContain('bad signature');
+  });
+
+  it("a known node's signed call costs one store statement: nonce and current row together", async () => {
+    expect((await node.call('POST', '/api/v1/node/heartbeat', { active_work: [] })).statusCode).toBe(200);
+    const queries = vi.spyOn(t.ctx.db, 'query');
+    try {
+      const res = await node.call('GET', '/api/v1/node/work?wait_ms=0&max=1');
+      expect(res.statusCode).toBe(200);
+      const auth = queries.mock.calls.map(([sql]) => sql).filter((sql) => sql.includes('node_request_nonces') || /FROM nodes\b/.test(sql));
+      expect(auth).toHaveLength(1);
+      expect(auth[0]).toContain('node_request_nonces');
+    } finally {
+      queries.mockRestore();
+    }
   });
 
   it('refuses a result whose bytes do not hash to result_hash', async () => {
