@@ -20,11 +20,13 @@ import { createTestStore } from '@svc/server/testing';
 import { positiveInt, printTable, ratio } from './lib.js';
 
 const { values } = parseArgs({
-  options: { requests: { type: 'string', default: '300' }, duration: { type: 'string', default: '10' }, concurrency: { type: 'string', default: '16' } },
+  options: { requests: { type: 'string', default: '300' }, duration: { type: 'string', default: '10' }, concurrency: { type: 'string', default: '16' }, warmup: { type: 'string', default: '1000' } },
 });
 const requests = positiveInt('requests', values.requests);
 const duration = positiveInt('duration', values.duration);
 const concurrency = Math.min(16, positiveInt('concurrency', values.concurrency));
+if (!/^\d{1,7}$/.test(values.warmup)) throw new Error(`--warmup must be a whole number of requests, 0 or more, got '${values.warmup}'`);
+const warmup = Number(values.warmup);
 
 const MESSAGES = [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }];
 const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
@@ -163,10 +165,13 @@ try {
   const direct: Target = { base: upstream.url, headers: {} };
   const through: Target = { base: `${url}/v1`, headers: { authorization: `Bearer ${buyer.api_key}` } };
   await until('the node registering', () => chat(through).then(() => true, () => undefined), agent.output);
+  // A gateway runs for days: warm the processes up (V8 tiers PGlite's WASM and the JS up over the
+  // first few hundred requests) so the figures are the steady state, not the first minute.
+  for (let i = 0; i < warmup; i++) await chat(through);
 
   const storeKind = store.databaseUrl ? 'postgres' : 'pglite';
   console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`);
-  console.log(`latency: ${requests} sequential requests each; throughput: ${concurrency} concurrent requests, ${duration}s each after 2s warm-up`);
+  console.log(`warm-up: ${warmup} requests through svc; latency: ${requests} sequential requests each; throughput: ${concurrency} concurrent requests, ${duration}s each after 2s warm-up`);
   console.log('upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n');
   const latDirect = await sequential(requests, timed(() => chat(direct)));
   const latThrough = await sequential(requests, timed(() => chat(through)));

@@ -48,6 +48,17 @@ describe('Ed25519 keys', () => {
     expect(() => publicKeyHex(x25519)).toThrow(ProtocolError);
     expect(() => seedHex(publicKeyFromHex(RFC8032_PUBLIC))).toThrow(ProtocolError);
   });
+
+  it("builds a key object once per public key, and derives a key pair's hex once", () => {
+    const { privateKey, publicKey } = generateEd25519();
+    const hex = publicKeyHex(privateKey);
+    expect(publicKeyFromHex(hex)).toBe(publicKeyFromHex(hex));
+    expect(publicKeyHex(privateKey)).toBe(hex);
+    expect(publicKeyHex(publicKey)).toBe(hex);
+    // A refused key is refused every time; nothing about it is kept.
+    expect(() => publicKeyFromHex(hex.toUpperCase())).toThrow(ProtocolError);
+    expect(() => publicKeyFromHex(hex.toUpperCase())).toThrow(ProtocolError);
+  });
 });
 
 describe('sha256Hex', () => {

@@ -53,11 +53,22 @@ function rawAfterPrefix(der: Buffer, prefix: Buffer, path: string): Buffer {
  * // '3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29'
  */
 export function publicKeyHex(key: KeyObject): string {
+  const known = hexByKey.get(key);
+  if (known !== undefined) return known;
   assertEd25519(key, '/public_key');
   const publicKey = key.type === 'private' ? createPublicKey(key) : key;
   const der = publicKey.export({ format: 'der', type: 'spki' });
-  return rawAfterPrefix(der, ED25519_SPKI_PREFIX, '/public_key').toString('hex');
+  const hex = rawAfterPrefix(der, ED25519_SPKI_PREFIX, '/public_key').toString('hex');
+  hexByKey.set(key, hex);
+  return hex;
 }
+
+// Key objects are immutable, so what is derived from one is kept with it: a node signs every
+// call with the same key, and a server verifies the same nodes' keys over and over (building a
+// key object costs about as much as the verification itself).
+const hexByKey = new WeakMap<KeyObject, string>();
+const keyByHex = new Map<string, KeyObject>();
+const KEYS_KEPT = 4096;
 
 /**
  * Builds a public key object from 64 lowercase hex characters (the raw key).
@@ -66,9 +77,16 @@ export function publicKeyHex(key: KeyObject): string {
  * const key = publicKeyFromHex(receipt.node_public_key);
  */
 export function publicKeyFromHex(hex: string): KeyObject {
+  const known = keyByHex.get(hex);
+  if (known !== undefined) return known;
   const raw = hexToBytes(hex, 32, '/public_key');
   const der = Buffer.concat([ED25519_SPKI_PREFIX, raw]);
-  return createPublicKey({ key: der, format: 'der', type: 'spki' });
+  const key = createPublicKey({ key: der, format: 'der', type: 'spki' });
+  // Only well-formed keys reach the map (hexToBytes refuses anything else), and it forgets the
+  // oldest once full, so a stream of unknown keys cannot grow it.
+  if (keyByHex.size >= KEYS_KEPT) keyByHex.delete(keyByHex.keys().next().value as string);
+  keyByHex.set(hex, key);
+  return key;
 }
 
 /**

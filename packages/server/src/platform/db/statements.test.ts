@@ -65,4 +65,30 @@ describe(`statements on the ${TEST_STORE_KIND} store`, () => {
     });
     expect((await db.query<{ n: number }>("SELECT count(*)::int AS n FROM stmt_probe WHERE id = 'in-tx'")).rows).toEqual([{ n: 1 }]);
   });
+
+  it('a statement run many times still answers after the table under it changes shape', async () => {
+    await db.exec('CREATE TABLE stmt_shape (id text PRIMARY KEY, a int)');
+    await db.query("INSERT INTO stmt_shape VALUES ('k', 1)");
+    // Past five runs PostgreSQL keeps one plan for a prepared statement.
+    for (let i = 0; i < 7; i++) expect((await db.query('SELECT * FROM stmt_shape WHERE id = $1', ['k'])).rows).toEqual([{ id: 'k', a: 1 }]);
+    await db.exec('ALTER TABLE stmt_shape ADD COLUMN b text');
+    expect((await db.query('SELECT * FROM stmt_shape WHERE id = $1', ['k'])).rows).toEqual([{ id: 'k', a: 1, b: null }]);
+  });
+
+  it.runIf(TEST_STORE_KIND === 'pglite')('PGlite parses each statement once, closes what a failed first run left, and keeps at most 500', async () => {
+    const kept = async (text: string) => (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [text])).rows[0]?.n;
+    const sql = 'SELECT id FROM stmt_probe WHERE id = $1';
+    for (let i = 0; i < 3; i++) await db.query(sql, ['nulls']);
+    expect(await kept(sql)).toBe(1);
+    // Parsed, then failed at execution: the statement exists until the next one closes it.
+    const failing = 'INSERT INTO stmt_probe (id) VALUES ($1) RETURNING id';
+    await expect(db.query(failing, ['nulls'])).rejects.toMatchObject({ code: '23505' });
+    expect(await kept(failing)).toBe(0);
+    await db.query(failing, ['fresh']);
+    expect(await kept(failing)).toBe(1);
+    for (let i = 0; i < 600; i++) await db.query(`SELECT ${i} AS n WHERE $1::int IS NOT NULL`, [i]);
+    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements');
+    expect(rows[0]?.n).toBeLessThanOrEqual(501);
+    expect(rows[0]?.n).toBeGreaterThan(400);
+  });
 });
