@@ -11,7 +11,9 @@ import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } fr
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
 import { openRun, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
 import { endRequest } from './settle.js';
-import { findGatewayRequest, insertGatewayRequest, insertLeasedWork, liveNodesServing, setAttempt, staleRequests, type GatewayRequestRow, type WorkState } from './store.js';
+import { findGatewayRequest, insertGatewayRequest, insertLeasedWork, liveNodesServing, setAttempt, staleRequests, undispatchWork, type GatewayRequestRow, type WorkState } from './store.js';
+import type { Handoff } from '../scheduler/background.js';
+import type { WorkRow } from '../scheduler/store.js';
 
 /** A validated gateway request, ready to be routed. */
 export interface GatewayCall {
@@ -96,7 +98,8 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
   const decision = await pickNode(ctx, call, []);
   if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
   const node = decision.node;
-  await ctx.db.transaction(async (tx) => {
+  const handoff = ctx.jobSignal.reserve(node.id);
+  const work = await ctx.db.transaction(async (tx) => {
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
     await insertGatewayRequest(tx, {
       id: call.id, org_id: principal.orgId, buyer_id: principal.buyerId, type: call.type, model: call.model, stream: call.stream, node_id: node.id, work_id: workId, hold_id: holdId,
@@ -106,7 +109,7 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
       },
     });
     await call.onOpen?.(tx);
-    await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds });
+    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched: handoff !== undefined });
     const policy = requestPolicy(call);
     await openRun(
       tx,
@@ -122,9 +125,24 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
         ...routedEvents(decision, workId, 1),
       ],
     );
+    return work;
+  }).catch((err: unknown) => {
+    handoff?.release();
+    throw err;
   });
-  await ctx.bus.publish('jobs', `node:${node.id}`);
+  await sendWork(ctx, work, handoff);
   return { workId, node };
+}
+
+/**
+ * Gets committed work to its node: handed to the node's poll reserved in this process (the work
+ * was written already dispatched), or, when there was none or it hung up meanwhile, left for its
+ * next poll with a `node:<id>` message to whichever instance holds that poll.
+ */
+export async function sendWork(ctx: ServiceContext, work: WorkRow, handoff: Handoff | undefined): Promise<void> {
+  if (handoff?.deliver([work])) return;
+  if (handoff) await undispatchWork(ctx.db, work.id);
+  await ctx.bus.publish('jobs', `node:${work.node_id}`);
 }
 
 /** Leases the request to another node (failover); undefined when no other node is eligible. */
@@ -132,20 +150,27 @@ export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId:
   const decision = await pickNode(ctx, call, tried);
   if (!('node' in decision)) return undefined;
   const node = decision.node;
+  const handoff = ctx.jobSignal.reserve(node.id);
   const moved = await ctx.db.transaction(async (tx) => {
     const request = await findGatewayRequest(tx, call.id, true);
-    if (!request || request.status !== 'running') return false;
-    await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: request.org_id, node_id: node.id, lease_seconds: ctx.config.leaseSeconds });
+    if (!request || request.status !== 'running') return undefined;
+    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: request.org_id, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched: handoff !== undefined });
     const attempts = [...(Array.isArray(request.metadata.attempts) ? request.metadata.attempts : []), { node_id: node.id, work_id: workId }];
     await setAttempt(tx, call.id, { node_id: node.id, work_id: workId, metadata: { ...request.metadata, attempts } });
     await recordEvents(tx, call.id, [
       { type: 'request.failover', summary: `retrying once on another node: ${why}`.slice(0, 500), metadata: { failed_node_id: tried[tried.length - 1] ?? null, reason: why } },
       ...routedEvents(decision, workId, tried.length + 1),
     ]);
-    return true;
+    return work;
+  }).catch((err: unknown) => {
+    handoff?.release();
+    throw err;
   });
-  if (!moved) return undefined;
-  await ctx.bus.publish('jobs', `node:${node.id}`);
+  if (!moved) {
+    handoff?.release();
+    return undefined;
+  }
+  await sendWork(ctx, moved, handoff);
   return { workId, node };
 }
 

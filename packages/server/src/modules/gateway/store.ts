@@ -2,6 +2,7 @@ import type { Queryable } from '../../platform/db/index.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import type { GatewayType } from './pricing.js';
 import type { RouteCandidate } from './routing.js';
+import type { WorkRow } from '../scheduler/store.js';
 
 export type GatewayStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'timeout';
 
@@ -79,16 +80,27 @@ export async function closeGatewayRequest(
   return rowCount === 1;
 }
 
-/** Work leased straight to a node, handed out at its next poll (`dispatched_at` NULL until then). */
+/**
+ * Work leased straight to a node, handed out at its next poll (`dispatched_at` NULL until then),
+ * or `dispatched` already: handed in memory to its poll waiting in this process.
+ */
 export async function insertLeasedWork(
   db: Queryable,
-  w: { id: string; request_id: string; org_id: string; node_id: string; type: GatewayType; model: string; payload: Record<string, unknown>; stream: boolean; lease_seconds: number },
-): Promise<void> {
-  await db.query(
+  w: { id: string; request_id: string; org_id: string; node_id: string; type: GatewayType; model: string; payload: Record<string, unknown>; stream: boolean; lease_seconds: number; dispatched?: boolean },
+): Promise<WorkRow> {
+  const { rows } = await db.query<WorkRow>(
     `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at)
-     VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', now() + make_interval(secs => $9), NULL)`,
-    [w.id, w.request_id, w.org_id, w.node_id, w.type, w.model, JSON.stringify(w.payload), w.stream, w.lease_seconds],
+     VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', now() + make_interval(secs => $9), CASE WHEN $10::boolean THEN now() END) RETURNING *`,
+    [w.id, w.request_id, w.org_id, w.node_id, w.type, w.model, JSON.stringify(w.payload), w.stream, w.lease_seconds, w.dispatched ?? false],
   );
+  const row = rows[0];
+  if (!row) throw new Error('work insert returned nothing');
+  return row;
+}
+
+/** Work marked dispatched whose in-memory hand-over found the poll gone: back to the next poll. */
+export async function undispatchWork(db: Queryable, workId: string): Promise<void> {
+  await db.query("UPDATE work_items SET dispatched_at = NULL, updated_at = now() WHERE id = $1 AND status = 'leased'", [workId]);
 }
 
 export async function workState(db: Queryable, workId: string, lock = false): Promise<WorkState | undefined> {

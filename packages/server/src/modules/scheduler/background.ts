@@ -4,14 +4,31 @@ import { forgetOldSignatures } from '../nodes/store.js';
 import { findJobById } from '../jobs/store.js';
 import { unmetConstraint, type MatchNode } from './matching.js';
 import { matchJob, sweepExpiredLeases } from './service.js';
+import type { WorkRow } from './store.js';
+
+/** A node's poll waiting in this process, taken out of the waiters to be handed work in memory. */
+export interface Handoff {
+  /** Hands the work to the poll; false, handing nothing, when the poll ended meanwhile (its node hung up). */
+  deliver(work: WorkRow[]): boolean;
+  /** Gives the poll back: it looks in the store and waits on as before. */
+  release(): void;
+}
 
 /** Wakes long-polling nodes in this process when any instance says a job became eligible. */
 export interface JobSignal {
   /**
    * Resolves after `ms`, when a job this node may take is signalled (or, for a node with an
    * `id`, work leased straight to it: `node:<id>`), or when `signal` aborts, whichever is first.
+   * Resolves with the work when it was handed over in memory ({@link JobSignal.reserve}).
    */
-  wait(node: MatchNode & { id?: string }, ms: number, signal?: AbortSignal): Promise<void>;
+  wait(node: MatchNode & { id?: string }, ms: number, signal?: AbortSignal): Promise<WorkRow[] | undefined>;
+  /**
+   * Takes this process's waiting poll of `nodeId` out of the waiters, so that work leased to
+   * the node can be handed to it in memory: no take statement, no wake-up and no second look in
+   * the store. Undefined when no poll of that node waits here. The caller must `deliver` or
+   * `release` it; until then its timeout and wake-ups wait for that.
+   */
+  reserve(nodeId: string): Handoff | undefined;
   /** A counter of the job messages heard (not `node:<id>`): read it before a claim, hand it to {@link JobSignal.nothingToClaim}. */
   generation(): number;
   /**
@@ -41,6 +58,7 @@ export const CLAIM_RECHECK_MS = 5_000;
 interface Waiter {
   node: MatchNode & { id?: string };
   wake: () => void;
+  reserve: () => Handoff | undefined;
 }
 
 /** A `node:<id>` signal that found no waiter is kept this long, for a poll between two waits. */
@@ -117,20 +135,60 @@ export async function createJobSignal(ctx: Pick<ServiceContext, 'bus' | 'db'>): 
       const missedUntil = node.id === undefined ? undefined : missed.get(node.id);
       if (node.id !== undefined && missedUntil !== undefined) {
         missed.delete(node.id);
-        if (missedUntil > Date.now()) return Promise.resolve();
+        if (missedUntil > Date.now()) return Promise.resolve(undefined);
       }
-      return new Promise<void>((resolve) => {
-        const waiter: Waiter = { node, wake: () => done() };
-        const done = () => {
+      return new Promise<WorkRow[] | undefined>((resolve) => {
+        let reserved = false;
+        const finish = (work?: WorkRow[]) => {
           clearTimeout(timer);
           waiters.delete(waiter);
           abort?.removeEventListener('abort', done);
-          resolve();
+          resolve(work);
+        };
+        // A reserved poll ends when the reservation says so, not on its timer or a wake-up.
+        const done = () => {
+          if (!reserved) finish();
+        };
+        const waiter: Waiter = {
+          node,
+          wake: done,
+          reserve: () => {
+            if (reserved || abort?.aborted) return undefined;
+            reserved = true;
+            // Out of the waiters: a `node:<id>` message meanwhile is kept for its next wait.
+            waiters.delete(waiter);
+            let settled = false;
+            return {
+              deliver: (work) => {
+                if (settled) return false;
+                settled = true;
+                if (abort?.aborted) {
+                  finish();
+                  return false;
+                }
+                finish(work);
+                return true;
+              },
+              release: () => {
+                if (settled) return;
+                settled = true;
+                finish();
+              },
+            };
+          },
         };
         const timer = setTimeout(done, ms);
         waiters.add(waiter);
         abort?.addEventListener('abort', done, { once: true });
       });
+    },
+    reserve(nodeId) {
+      for (const w of waiters) {
+        if (w.node.id !== nodeId) continue;
+        const handoff = w.reserve();
+        if (handoff) return handoff;
+      }
+      return undefined;
     },
   };
   return { signal, close: unsubscribe };

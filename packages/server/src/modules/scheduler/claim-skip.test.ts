@@ -1,7 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer, type TestNode } from '../../../test/harness.js';
+import { sendWork } from '../gateway/service.js';
 import { insertLeasedWork } from '../gateway/store.js';
+import { startGatewayFixture } from '../../../test/gateway-fixture.js';
 import { CLAIM_RECHECK_MS, createJobSignal } from './background.js';
+import type { WorkRow } from './store.js';
 
 describe("a node's re-poll skips the job claim while nothing was signalled", () => {
   it('skips after an empty claim until a job message (not a node: wake-up) or the recheck interval', async () => {
@@ -95,5 +98,94 @@ describe('claim skipping with a real server', () => {
     await t.ctx.bus.publish('jobs', `node:${node.nodeId}`);
     const [work] = await waiting;
     expect(work?.work_id).toBe('wrk_leased1');
+  });
+
+  it('work written dispatched for a poll that hung up before the hand-over goes back to the next poll', async () => {
+    const org = (await t.ctx.db.query<{ org_id: string }>('SELECT org_id FROM nodes WHERE id = $1', [node.nodeId])).rows[0]?.org_id ?? '';
+    const hangUp = new AbortController();
+    const waiting = t.ctx.jobSignal.wait({ id: node.nodeId } as never, 10_000, hangUp.signal);
+    const handoff = t.ctx.jobSignal.reserve(node.nodeId);
+    expect(handoff).toBeDefined();
+    const row = await insertLeasedWork(t.ctx.db, { id: 'wrk_hungup1', request_id: 'chatcmpl-hungup1', org_id: org, node_id: node.nodeId, type: 'chat', model: 'tinyllama', payload: {}, stream: false, lease_seconds: 30, dispatched: true });
+    expect((await t.ctx.db.query('SELECT dispatched_at IS NOT NULL AS sent FROM work_items WHERE id = $1', ['wrk_hungup1'])).rows).toEqual([{ sent: true }]);
+    hangUp.abort();
+    await sendWork(t.ctx, row, handoff);
+    expect(await waiting).toBeUndefined();
+    expect((await t.ctx.db.query('SELECT dispatched_at FROM work_items WHERE id = $1', ['wrk_hungup1'])).rows).toEqual([{ dispatched_at: null }]);
+    const [work] = await node.poll({ waitMs: 1_000 });
+    expect(work?.work_id).toBe('wrk_hungup1');
+  });
+});
+
+describe('gateway work handed to a waiting poll in memory', () => {
+  const fakeSignal = async () => {
+    let deliver: (payload: string) => void = () => undefined;
+    const bus = { publish: async () => undefined, subscribe: async (_: string, handler: (p: string) => void) => ((deliver = handler), async () => undefined) };
+    const { signal, close } = await createJobSignal({ bus, db: { query: async () => ({ rows: [], rowCount: 0 }) } as never });
+    return { signal, close, message: (payload: string) => deliver(payload) };
+  };
+  const node = (id: string) => ({ id, country: 'CA', region: 'ca-east', attestation_verified: false, models: [], reputation: 1 }) as never;
+  const row = { id: 'wrk_1' } as WorkRow;
+  const settled = async (p: Promise<unknown>) => Promise.race([p.then(() => true), new Promise((r) => setTimeout(() => r(false), 30))]);
+
+  it('reserves only a waiting poll of that node, once; the poll gets the work, and ignores its timer meanwhile', async () => {
+    const { signal, close, message } = await fakeSignal();
+    expect(signal.reserve('nd_1')).toBeUndefined();
+    const waiting = signal.wait(node('nd_1'), 10);
+    expect(signal.reserve('nd_2')).toBeUndefined();
+    const handoff = signal.reserve('nd_1');
+    expect(handoff).toBeDefined();
+    expect(signal.reserve('nd_1')).toBeUndefined();
+    // Past its 10 ms and woken by its own message: still reserved.
+    message('node:nd_1');
+    expect(await settled(waiting)).toBe(false);
+    expect(handoff?.deliver([row])).toBe(true);
+    expect(await waiting).toEqual([row]);
+    expect(handoff?.deliver([row])).toBe(false);
+    // The message heard while reserved is kept: the next wait returns at once, to take that work.
+    expect(await settled(signal.wait(node('nd_1'), 10_000))).toBe(true);
+    await close();
+  });
+
+  it('a released poll carries on; a poll whose node hung up is handed nothing and cannot be reserved', async () => {
+    const { signal, close } = await fakeSignal();
+    const released = signal.wait(node('nd_1'), 10_000);
+    signal.reserve('nd_1')?.release();
+    expect(await released).toBeUndefined();
+    const abort = new AbortController();
+    const hungUp = signal.wait(node('nd_1'), 10_000, abort.signal);
+    const handoff = signal.reserve('nd_1');
+    abort.abort();
+    expect(handoff?.deliver([row])).toBe(false);
+    expect(await hungUp).toBeUndefined();
+    const aborted = new AbortController();
+    aborted.abort();
+    void signal.wait(node('nd_2'), 50, aborted.signal);
+    expect(signal.reserve('nd_2')).toBeUndefined();
+    await close();
+  });
+
+  it('through svc: work routed to a node whose poll waits here is written dispatched and handed over, with no take statement', async () => {
+    const f = await startGatewayFixture();
+    try {
+      await f.addNode();
+      const ask = () => f.openai().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+      await ask();
+      const queries = vi.spyOn(f.server.ctx.db, 'query');
+      const answers = [];
+      for (let i = 0; i < 5; i++) {
+        // The node's re-poll is waiting again before the next request.
+        await new Promise((r) => setTimeout(r, 50));
+        answers.push(await ask());
+      }
+      const sql = queries.mock.calls.map(([text]) => text);
+      vi.restoreAllMocks();
+      expect(sql.filter((text) => text.includes('SET dispatched_at = now()'))).toEqual([]);
+      expect(sql.filter((text) => text.includes('dispatched_at = NULL'))).toEqual([]);
+      const { rows } = await f.server.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM work_items WHERE job_id = ANY($1) AND dispatched_at IS NOT NULL', [answers.map((a) => a.id)]);
+      expect(rows[0]?.n).toBe(5);
+    } finally {
+      await f.close();
+    }
   });
 });

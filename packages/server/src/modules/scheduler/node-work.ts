@@ -10,7 +10,8 @@ import { renewLeases, takeLeasedWork } from './store.js';
  * routed to it; skipped while no `node:<id>` message came since a take that left none: see
  * `JobSignal.shouldTakeLeased`), then claims eligible jobs (unless its last claim found none and
  * no job was signalled since: see `JobSignal.shouldClaim`); else waits for a signal (from any
- * instance) until `waitMs` runs out, and looks again each time it is woken.
+ * instance) until `waitMs` runs out, and looks again each time it is woken. Gateway work routed
+ * to the node while it waits in this process is handed to the wait itself (`JobSignal.reserve`).
  */
 export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { waitMs: number; max: number; signal?: AbortSignal }) {
   const deadline = Date.now() + options.waitMs;
@@ -31,7 +32,8 @@ export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { wa
     }
     const left = deadline - Date.now();
     if (left <= 0 || options.signal?.aborted) return { work: [] };
-    await ctx.jobSignal.wait(node, left, options.signal);
+    const handed = await ctx.jobSignal.wait(node, left, options.signal);
+    if (handed && handed.length > 0) return { work: handed.map(workItemView) };
   }
 }
 
