@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startOpenAITestServer } from '@svc/node-agent/testing';
 import { createTestStore } from '@svc/server/testing';
-import { positiveInt, printTable, ratio } from './lib.js';
+import { positiveInt, printTable, ratio, wholeNumber } from './lib.js';
 
 const { values } = parseArgs({
   options: { requests: { type: 'string', default: '300' }, duration: { type: 'string', default: '10' }, concurrency: { type: 'string', default: '16' }, warmup: { type: 'string', default: '1000' } },
@@ -25,8 +25,7 @@ const { values } = parseArgs({
 const requests = positiveInt('requests', values.requests);
 const duration = positiveInt('duration', values.duration);
 const concurrency = Math.min(16, positiveInt('concurrency', values.concurrency));
-if (!/^\d{1,7}$/.test(values.warmup)) throw new Error(`--warmup must be a whole number of requests, 0 or more, got '${values.warmup}'`);
-const warmup = Number(values.warmup);
+const warmup = wholeNumber('warmup', values.warmup);
 
 const MESSAGES = [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }];
 const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };

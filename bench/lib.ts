@@ -16,6 +16,12 @@ export function positiveInt(name: string, raw: string): number {
   return Number(raw);
 }
 
+/** A whole number, 0 or more, from a command-line flag; throws a clear error otherwise. */
+export function wholeNumber(name: string, raw: string): number {
+  if (!/^(0|[1-9]\d{0,8})$/.test(raw)) throw new Error(`--${name} must be a whole number, 0 or more, got '${raw}'`);
+  return Number(raw);
+}
+
 /** autocannon against one URL after a warm-up; the client runs in a worker thread. */
 export async function measureThroughput(url: string, options: { connections: number; duration: number; headers?: Record<string, string> }): Promise<Throughput> {
   const base = { url, connections: options.connections, workers: 1, headers: options.headers ?? {} };

@@ -44,6 +44,13 @@ function rawAfterPrefix(der: Buffer, prefix: Buffer, path: string): Buffer {
   return der.subarray(prefix.length);
 }
 
+// Key objects are immutable, so what is derived from one is kept with it: a node signs every
+// call with the same key, and a server verifies the same nodes' keys over and over (building a
+// key object costs about as much as the verification itself).
+const hexByKey = new WeakMap<KeyObject, string>();
+const keyByHex = new Map<string, KeyObject>();
+const KEYS_KEPT = 4096;
+
 /**
  * The raw 32-byte public key as 64 lowercase hex characters. Accepts a public key or a private
  * key (its public half is derived).
@@ -62,13 +69,6 @@ export function publicKeyHex(key: KeyObject): string {
   hexByKey.set(key, hex);
   return hex;
 }
-
-// Key objects are immutable, so what is derived from one is kept with it: a node signs every
-// call with the same key, and a server verifies the same nodes' keys over and over (building a
-// key object costs about as much as the verification itself).
-const hexByKey = new WeakMap<KeyObject, string>();
-const keyByHex = new Map<string, KeyObject>();
-const KEYS_KEPT = 4096;
 
 /**
  * Builds a public key object from 64 lowercase hex characters (the raw key).

@@ -98,8 +98,7 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
   const decision = await pickNode(ctx, call, []);
   if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
   const node = decision.node;
-  const handoff = ctx.jobSignal.reserve(node.id);
-  const work = await ctx.db.transaction(async (tx) => {
+  await leaseWork(ctx, node.id, async (tx, dispatched) => {
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
     await insertGatewayRequest(tx, {
       id: call.id, org_id: principal.orgId, buyer_id: principal.buyerId, type: call.type, model: call.model, stream: call.stream, node_id: node.id, work_id: workId, hold_id: holdId,
@@ -109,7 +108,7 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
       },
     });
     await call.onOpen?.(tx);
-    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched: handoff !== undefined });
+    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched });
     const policy = requestPolicy(call);
     await openRun(
       tx,
@@ -126,12 +125,26 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
       ],
     );
     return work;
-  }).catch((err: unknown) => {
-    handoff?.release();
-    throw err;
   });
-  await sendWork(ctx, work, handoff);
   return { workId, node };
+}
+
+/**
+ * Writes work leased to `nodeId` in one transaction (`write` returns it, or undefined to write
+ * none), then gets it to the node. A poll of that node waiting in this process is reserved first,
+ * so `write` stores the work already `dispatched` and the poll answers with it; otherwise the
+ * work waits for the node's next poll. Returns the work written.
+ */
+async function leaseWork(ctx: ServiceContext, nodeId: string, write: (tx: Queryable, dispatched: boolean) => Promise<WorkRow | undefined>): Promise<WorkRow | undefined> {
+  const handoff = ctx.jobSignal.reserve(nodeId);
+  let work: WorkRow | undefined;
+  try {
+    work = await ctx.db.transaction((tx) => write(tx, handoff !== undefined));
+  } finally {
+    if (!work) handoff?.release();
+  }
+  if (work) await sendWork(ctx, work, handoff);
+  return work;
 }
 
 /**
@@ -150,11 +163,10 @@ export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId:
   const decision = await pickNode(ctx, call, tried);
   if (!('node' in decision)) return undefined;
   const node = decision.node;
-  const handoff = ctx.jobSignal.reserve(node.id);
-  const moved = await ctx.db.transaction(async (tx) => {
+  const moved = await leaseWork(ctx, node.id, async (tx, dispatched) => {
     const request = await findGatewayRequest(tx, call.id, true);
     if (!request || request.status !== 'running') return undefined;
-    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: request.org_id, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched: handoff !== undefined });
+    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: request.org_id, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched });
     const attempts = [...(Array.isArray(request.metadata.attempts) ? request.metadata.attempts : []), { node_id: node.id, work_id: workId }];
     await setAttempt(tx, call.id, { node_id: node.id, work_id: workId, metadata: { ...request.metadata, attempts } });
     await recordEvents(tx, call.id, [
@@ -162,15 +174,8 @@ export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId:
       ...routedEvents(decision, workId, tried.length + 1),
     ]);
     return work;
-  }).catch((err: unknown) => {
-    handoff?.release();
-    throw err;
   });
-  if (!moved) {
-    handoff?.release();
-    return undefined;
-  }
-  await sendWork(ctx, moved, handoff);
+  if (!moved) return undefined;
   return { workId, node };
 }
 

@@ -138,41 +138,35 @@ export async function createJobSignal(ctx: Pick<ServiceContext, 'bus' | 'db'>): 
         if (missedUntil > Date.now()) return Promise.resolve(undefined);
       }
       return new Promise<WorkRow[] | undefined>((resolve) => {
-        let reserved = false;
+        // Reserved, the poll ends when the reservation says so, not on its timer or a wake-up.
+        let state: 'waiting' | 'reserved' | 'done' = 'waiting';
         const finish = (work?: WorkRow[]) => {
+          state = 'done';
           clearTimeout(timer);
           waiters.delete(waiter);
           abort?.removeEventListener('abort', done);
           resolve(work);
         };
-        // A reserved poll ends when the reservation says so, not on its timer or a wake-up.
         const done = () => {
-          if (!reserved) finish();
+          if (state === 'waiting') finish();
         };
         const waiter: Waiter = {
           node,
           wake: done,
           reserve: () => {
-            if (reserved || abort?.aborted) return undefined;
-            reserved = true;
+            if (state !== 'waiting' || abort?.aborted) return undefined;
+            state = 'reserved';
             // Out of the waiters: a `node:<id>` message meanwhile is kept for its next wait.
             waiters.delete(waiter);
-            let settled = false;
             return {
               deliver: (work) => {
-                if (settled) return false;
-                settled = true;
-                if (abort?.aborted) {
-                  finish();
-                  return false;
-                }
-                finish(work);
-                return true;
+                if (state !== 'reserved') return false;
+                const handed = !abort?.aborted;
+                finish(handed ? work : undefined);
+                return handed;
               },
               release: () => {
-                if (settled) return;
-                settled = true;
-                finish();
+                if (state === 'reserved') finish();
               },
             };
           },
