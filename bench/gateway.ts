@@ -101,13 +101,14 @@ async function throughput(workers: number, seconds: number, once: () => Promise<
 }
 
 const SVC_BIN = fileURLToPath(new URL('../packages/cli/bin/svc.js', import.meta.url));
+const RELAY = fileURLToPath(new URL('./relay.ts', import.meta.url));
 
 /** Extra node flags for the svc processes, e.g. `BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'`. */
 const NODE_ARGS = process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
 
-/** Runs `svc <args>` as a child process; `output()` is what it printed so far. */
-function svcProcess(args: string[], env: Record<string, string>): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, [...NODE_ARGS, SVC_BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs `svc <args>` (or, given `script`, that script) as a child process; `output()` is what it printed so far. */
+function svcProcess(args: string[], env: Record<string, string>, script: string[] = [SVC_BIN]): { child: ChildProcess; output: () => string } {
+  const child = spawn(process.execPath, [...NODE_ARGS, ...script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
@@ -138,7 +139,15 @@ const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
 const unlimited = { SVC_RATE_LIMIT_BURST: '1000000', SVC_RATE_LIMIT_RPS: '1000000', SVC_ORG_RATE_LIMIT_BURST: '1000000', SVC_ORG_RATE_LIMIT_RPS: '1000000', SVC_ANON_RATE_LIMIT_BURST: '1000000', SVC_ANON_RATE_LIMIT_RPS: '1000000' };
 let serve: ReturnType<typeof svcProcess> | undefined;
 let node: ReturnType<typeof svcProcess> | undefined;
+let relayGateway: ReturnType<typeof svcProcess> | undefined;
+let relayNode: ReturnType<typeof svcProcess> | undefined;
 try {
+  // The bare relay (bench/relay.ts): the same three processes and hops, nothing else.
+  const relayOf = (args: string[]) => svcProcess(args, {}, ['--import', 'tsx', RELAY]);
+  const bareGateway = (relayGateway = relayOf(['gateway']));
+  const relayUrl = await until('the bare relay', () => /listening on (http:\/\/\S+)/.exec(bareGateway.output())?.[1], bareGateway.output);
+  relayNode = relayOf(['node', relayUrl, upstream.url, '16']);
+
   serve = svcProcess(['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', store.dataDir], {
     SVC_LOG_LEVEL: 'silent',
     SVC_FREE_TIER_CENTS: '100000000',
@@ -163,34 +172,40 @@ try {
   const agent = node;
   const direct: Target = { base: upstream.url, headers: {} };
   const through: Target = { base: `${url}/v1`, headers: { authorization: `Bearer ${buyer.api_key}` } };
+  const relay: Target = { base: `${relayUrl}/v1`, headers: {} };
   await until('the node registering', () => chat(through).then(() => true, () => undefined), agent.output);
   // A gateway runs for days: warm the processes up (V8 tiers PGlite's WASM and the JS up over the
   // first few hundred requests) so the figures are the steady state, not the first minute.
   for (let i = 0; i < warmup; i++) await chat(through);
+  for (let i = 0; i < warmup; i++) await chat(relay);
 
   const storeKind = store.databaseUrl ? 'postgres' : 'pglite';
   console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`);
   console.log(`warm-up: ${warmup} requests through svc; latency: ${requests} sequential requests each; throughput: ${concurrency} concurrent requests, ${duration}s each after 2s warm-up`);
   console.log('upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n');
   const latDirect = await sequential(requests, timed(() => chat(direct)));
+  const latRelay = await sequential(requests, timed(() => chat(relay)));
   const latThrough = await sequential(requests, timed(() => chat(through)));
   const ttftDirect = await sequential(requests, () => firstToken(direct));
   const ttftThrough = await sequential(requests, () => firstToken(through));
   const tDirect = await throughput(concurrency, duration, () => chat(direct));
+  const tRelay = await throughput(concurrency, duration, () => chat(relay));
   const tThrough = await throughput(concurrency, duration, () => chat(through));
   const ms = (n: number) => n.toFixed(2);
   printTable([
-    ['', 'direct', 'via svc', 'added / ratio'],
-    ['chat p50 ms', ms(latDirect.p50), ms(latThrough.p50), ms(latThrough.p50 - latDirect.p50)],
-    ['chat p99 ms', ms(latDirect.p99), ms(latThrough.p99), ms(latThrough.p99 - latDirect.p99)],
-    ['stream first token p50 ms', ms(ttftDirect.p50), ms(ttftThrough.p50), ms(ttftThrough.p50 - ttftDirect.p50)],
-    ['stream first token p99 ms', ms(ttftDirect.p99), ms(ttftThrough.p99), ms(ttftThrough.p99 - ttftDirect.p99)],
-    [`chat req/s (${concurrency} concurrent)`, tDirect.rps.toFixed(0), tThrough.rps.toFixed(0), ratio(tThrough.rps, tDirect.rps)],
-    ['failed', String(tDirect.failed), String(tThrough.failed), ''],
+    ['', 'direct', 'bare relay', 'via svc', 'relay added / ratio', 'svc added / ratio'],
+    ['chat p50 ms', ms(latDirect.p50), ms(latRelay.p50), ms(latThrough.p50), ms(latRelay.p50 - latDirect.p50), ms(latThrough.p50 - latDirect.p50)],
+    ['chat p99 ms', ms(latDirect.p99), ms(latRelay.p99), ms(latThrough.p99), ms(latRelay.p99 - latDirect.p99), ms(latThrough.p99 - latDirect.p99)],
+    ['stream first token p50 ms', ms(ttftDirect.p50), 'n/a', ms(ttftThrough.p50), 'n/a', ms(ttftThrough.p50 - ttftDirect.p50)],
+    ['stream first token p99 ms', ms(ttftDirect.p99), 'n/a', ms(ttftThrough.p99), 'n/a', ms(ttftThrough.p99 - ttftDirect.p99)],
+    [`chat req/s (${concurrency} concurrent)`, tDirect.rps.toFixed(0), tRelay.rps.toFixed(0), tThrough.rps.toFixed(0), ratio(tRelay.rps, tDirect.rps), ratio(tThrough.rps, tDirect.rps)],
+    ['failed', String(tDirect.failed), String(tRelay.failed), String(tThrough.failed), '', ''],
   ]);
 } finally {
   await stop(node);
   await stop(serve);
+  await stop(relayNode);
+  await stop(relayGateway);
   await upstream.close();
   await store.drop();
   await rm(nodeDir, { recursive: true, force: true });

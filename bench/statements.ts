@@ -6,24 +6,30 @@
  *
  * @example
  * npx tsx bench/statements.ts --requests 100
+ * npx tsx bench/statements.ts --requests 100 --trace 3
  * DATABASE_URL=postgres://... npx tsx bench/statements.ts
  */
 import { parseArgs } from 'node:util';
 import type { Db, Queryable, QueryResult } from '../packages/server/src/platform/db/index.js';
 import { startGatewayFixture } from '../packages/server/test/gateway-fixture.js';
-import { positiveInt } from './lib.js';
+import { positiveInt, wholeNumber } from './lib.js';
 
-const { values } = parseArgs({ options: { requests: { type: 'string', default: '100' } } });
+const { values } = parseArgs({ options: { requests: { type: 'string', default: '100' }, trace: { type: 'string', default: '0' } } });
 const requests = positiveInt('requests', values.requests);
+const traces = wholeNumber('trace', values.trace);
 
 const f = await startGatewayFixture({ env: { SVC_LOG_LEVEL: 'silent' } });
 await f.addNode();
 const stats = new Map<string, { n: number; ms: number }>();
 let recording = false;
+// --trace: one request's statements in order, each with when it started (from the request's start).
+let trace: { at: number; ms: number; label: string }[] | undefined;
+let traceStart = 0;
 
 function record(label: string, ms: number): void {
-  if (!recording) return;
   const key = label.replace(/\s+/g, ' ').slice(0, 100);
+  trace?.push({ at: performance.now() - ms - traceStart, ms, label: key });
+  if (!recording) return;
   const s = stats.get(key) ?? { n: 0, ms: 0 };
   s.n++;
   s.ms += ms;
@@ -82,4 +88,16 @@ for (const [sql, s] of [...stats].sort((a, b) => b[1].ms - a[1].ms)) {
   console.log(`${(s.n / requests).toFixed(2).padStart(7)} ${(s.ms / requests).toFixed(2).padStart(7)}  ${sql}`);
 }
 console.log(`total: ${(count / requests).toFixed(1)} statements (BEGIN and COMMIT not counted), ${(ms / requests).toFixed(1)} ms in them; ${(elapsed / requests).toFixed(1)} ms per request`);
+
+for (let i = 0; i < traces; i++) {
+  await new Promise((r) => setTimeout(r, 100));
+  trace = [];
+  traceStart = performance.now();
+  await chat();
+  const total = performance.now() - traceStart;
+  await new Promise((r) => setTimeout(r, 100));
+  console.log(`\nrequest ${i + 1}: answered at ${total.toFixed(2)} ms; statements by start (ms from the request's start, duration):`);
+  for (const e of trace.sort((a, b) => a.at - b.at)) console.log(`${e.at.toFixed(2).padStart(8)} ${e.ms.toFixed(2).padStart(6)}  ${e.label.slice(0, 90)}`);
+  trace = undefined;
+}
 await f.close();
