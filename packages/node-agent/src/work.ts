@@ -185,7 +185,7 @@ export async function deliverWork(work: TrackedWork, entry: OutboxEntry, deps: W
   });
   if (delivery === undefined) {
     if (work.reason === 'cancelled') {
-      await deps.outbox.remove(work.work_id);
+      if (!inline) await deps.outbox.remove(work.work_id);
       deps.emit({ event: 'work', ...fields, outcome: 'cancelled' });
     } else {
       deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: `the node stopped during the upload; ${inline ? NOT_KEPT : 'it resumes at the next start'}` });
@@ -193,7 +193,7 @@ export async function deliverWork(work: TrackedWork, entry: OutboxEntry, deps: W
     return;
   }
   if (delivery.outcome === 'delivered') {
-    await deps.outbox.remove(work.work_id);
+    if (!inline) await deps.outbox.remove(work.work_id);
     const conflicts = delivery.conflicts.length > 0 ? { message: `409 counted as already delivered: ${delivery.conflicts.join('; ')}` } : {};
     deps.emit({ event: 'work', ...fields, outcome: 'completed', ...conflicts });
   } else if (delivery.outcome === 'refused') {

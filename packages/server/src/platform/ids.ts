@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomFillSync } from 'node:crypto';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower-case
 
@@ -17,6 +17,21 @@ function encode(bytes: Uint8Array, length: number): string {
   return out;
 }
 
+// Random bytes for ids, drawn from the CSPRNG 4 KiB at a time: one call per 409 ids instead of one
+// per id (a request makes about 15 ids, and each call into the CSPRNG cost about 20 µs here).
+const pool = Buffer.alloc(4096);
+let poolOffset = pool.length;
+
+function poolBytes(n: number): Uint8Array {
+  if (poolOffset + n > pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  const bytes = pool.subarray(poolOffset, poolOffset + n);
+  poolOffset += n;
+  return bytes;
+}
+
 /**
  * A prefixed, time-ordered identifier: `<prefix>_` + 10 base32 characters of milliseconds since
  * the epoch + 16 random base32 characters (80 bits). Sorting ids sorts by creation time.
@@ -32,7 +47,7 @@ export function newId(prefix: string): string {
     timePart = (ALPHABET[t % 32] ?? '0') + timePart;
     t = Math.floor(t / 32);
   }
-  return `${prefix}_${timePart}${encode(randomBytes(10), 16)}`;
+  return `${prefix}_${timePart}${encode(poolBytes(10), 16)}`;
 }
 
 /** Random lower-case base32 text of `length` characters (5 bits each). */

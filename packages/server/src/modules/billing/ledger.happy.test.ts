@@ -23,6 +23,16 @@ describe('ledger: happy paths with exact numbers', () => {
     expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.balance_after])).toEqual([['free_tier', 500, 500]]);
   });
 
+  it('reads a balance in one statement, outside any transaction', async () => {
+    const org = await freshOrg();
+    const db = t.ctx.db;
+    const calls: string[] = [];
+    const spied = { ...db, query: ((sql: string, params?: readonly unknown[]) => (calls.push(sql), db.query(sql, params))) as typeof db.query, transaction: ((fn) => (calls.push('BEGIN'), db.transaction(fn))) as typeof db.transaction };
+    expect(await createLedger(spied).balance(org)).toMatchObject({ available_cents: 500 });
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toMatch(/^SELECT .* FROM credit_accounts WHERE org_id = \$1$/);
+  });
+
   it('hold reserves part of the balance without writing a ledger row', async () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 200, 'job_a');

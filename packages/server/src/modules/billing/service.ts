@@ -185,6 +185,9 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
 export function createLedger(db: Db): Ledger {
   return {
     ...operations((fn) => db.transaction(fn)),
+    // A balance is one statement, consistent by itself: no transaction around it (a request reads
+    // one before it is routed, and BEGIN and COMMIT cost as much as the read).
+    balance: (orgId) => operations((fn) => fn(db)).balance(orgId),
     within: (tx) => operations((fn) => fn(tx)),
   };
 }
