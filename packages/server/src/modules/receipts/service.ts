@@ -156,6 +156,9 @@ export async function submitReceipt(
   // instance (told over the bus; it reads the outcome from the store).
   const handedOver = 'request' in outcome && outcome.request !== undefined && ctx.hub.completed(outcome.receipt.work_id, { receiptId: outcome.receipt.id, request: outcome.request, ...(inlineBytes ? { output: inlineBytes } : {}) });
   if (!outcome.job && !handedOver) await ctx.bus.publish('work', outcome.receipt.work_id);
+  // The waiting client's answer goes out before this acknowledgement: its request runs on from
+  // here in microtasks, and the node is not waiting on anyone (its result is stored).
+  if (handedOver) await new Promise((resolve) => setImmediate(resolve));
   return receiptView(outcome.receipt);
 }
 

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer, type TestNode } from '../../../test/harness.js';
 import { sendWork } from '../gateway/service.js';
@@ -184,6 +185,27 @@ describe('gateway work handed to a waiting poll in memory', () => {
       expect(sql.filter((text) => text.includes('dispatched_at = NULL'))).toEqual([]);
       const { rows } = await f.server.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM work_items WHERE job_id = ANY($1) AND dispatched_at IS NOT NULL', [answers.map((a) => a.id)]);
       expect(rows[0]?.n).toBe(5);
+    } finally {
+      await f.close();
+    }
+  });
+
+  it("through svc: the answer is written to the waiting client before the node's receipt is acknowledged", async () => {
+    const f = await startGatewayFixture();
+    const finished: string[] = [];
+    const watch = (req: IncomingMessage, res: ServerResponse) => res.on('finish', () => finished.push(req.url ?? ''));
+    try {
+      await f.addNode();
+      const ask = () => f.openai().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+      await ask();
+      f.server.app.server.on('request', watch);
+      for (let i = 0; i < 5; i++) {
+        await ask();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      f.server.app.server.off('request', watch);
+      const order = finished.filter((url) => url === '/v1/chat/completions' || url === '/api/v1/node/receipt');
+      expect(order).toEqual(Array.from({ length: 5 }, () => ['/v1/chat/completions', '/api/v1/node/receipt']).flat());
     } finally {
       await f.close();
     }
