@@ -1,15 +1,16 @@
 import type { ButtonHTMLAttributes, ComponentChildren } from 'preact';
-import { useEffect, useId, useRef, useState } from 'preact/hooks';
+import { useId, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api';
 import { hasNavigated } from '../router';
 
 /**
  * A page: its `<h1>` takes focus when the app navigates to it (screen readers announce it, the
- * next Tab starts from it), and the window title follows.
+ * next Tab starts from it), and the window title follows. Both happen in the commit that puts
+ * the page in the document (a layout effect), so the page never shows with focus left behind.
  */
 export function Page(props: { title: string; intro?: ComponentChildren; actions?: ComponentChildren; children?: ComponentChildren }) {
   const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => {
+  useLayoutEffect(() => {
     document.title = `${props.title} · SVC`;
     if (hasNavigated()) heading.current?.focus({ preventScroll: true });
   }, [props.title]);
