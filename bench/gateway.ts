@@ -3,16 +3,21 @@
  * a fast local OpenAI-compatible upstream (the test server, no artificial delay) and through
  * `svc serve` + `svc node` (real processes; the node's engine is that upstream), in one run.
  * Reports added latency (p50/p99) for non-streamed chat, time to first token for streamed chat,
- * and requests/second under concurrency with the through/direct ratio. See bench/README.md.
+ * and requests/second under concurrency with the through/direct ratio, beside a bare relay of the
+ * same processes (bench/relay.ts). `--baseline <checkout>` runs a second svc pair from another
+ * checkout of the project in the same run. Targets take turns request by request (and second by
+ * second under load), so a machine whose speed drifts affects them alike. See bench/README.md.
  *
  * @example
  * npx tsx bench/gateway.ts --requests 300 --duration 10 --concurrency 16
+ * npx tsx bench/gateway.ts --baseline /tmp/svc-at-main
  * DATABASE_URL=postgres://... npx tsx bench/gateway.ts
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startOpenAITestServer } from '@svc/node-agent/testing';
@@ -20,12 +25,20 @@ import { createTestStore } from '@svc/server/testing';
 import { positiveInt, printTable, ratio, wholeNumber } from './lib.js';
 
 const { values } = parseArgs({
-  options: { requests: { type: 'string', default: '300' }, duration: { type: 'string', default: '10' }, concurrency: { type: 'string', default: '16' }, warmup: { type: 'string', default: '1000' } },
+  options: {
+    requests: { type: 'string', default: '300' },
+    duration: { type: 'string', default: '10' },
+    concurrency: { type: 'string', default: '16' },
+    warmup: { type: 'string', default: '1000' },
+    baseline: { type: 'string' },
+  },
 });
 const requests = positiveInt('requests', values.requests);
 const duration = positiveInt('duration', values.duration);
 const concurrency = Math.min(16, positiveInt('concurrency', values.concurrency));
 const warmup = wholeNumber('warmup', values.warmup);
+const BASELINE_BIN = values.baseline === undefined ? undefined : join(resolve(values.baseline), 'packages/cli/bin/svc.js');
+if (BASELINE_BIN !== undefined && !existsSync(BASELINE_BIN)) throw new Error(`--baseline must be a checkout of this project with its packages installed; ${BASELINE_BIN} is missing`);
 
 const MESSAGES = [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }];
 const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
@@ -63,11 +76,15 @@ function quantiles(samples: number[]): { p50: number; p99: number } {
   return { p50: at(0.5), p99: at(0.99) };
 }
 
-async function sequential(n: number, once: () => Promise<number>): Promise<{ p50: number; p99: number }> {
-  for (let i = 0; i < Math.min(50, n); i++) await once();
-  const samples: number[] = [];
-  for (let i = 0; i < n; i++) samples.push(await once());
-  return quantiles(samples);
+/**
+ * `n` timed runs of each function, taking turns (a, b, c, a, b, c, ...) after 50 untimed turns,
+ * so a machine whose speed drifts during the run slows every target alike.
+ */
+async function roundRobin(n: number, onces: (() => Promise<number>)[]): Promise<{ p50: number; p99: number }[]> {
+  for (let i = 0; i < Math.min(50, n); i++) for (const once of onces) await once();
+  const samples = onces.map((): number[] => []);
+  for (let i = 0; i < n; i++) for (const [k, once] of onces.entries()) samples[k]?.push(await once());
+  return samples.map(quantiles);
 }
 
 const timed = (fn: () => Promise<void>) => async () => {
@@ -76,9 +93,12 @@ const timed = (fn: () => Promise<void>) => async () => {
   return performance.now() - started;
 };
 
-/** `workers` loops of back-to-back requests for `seconds`, after a 2 s warm-up; mean requests/second. */
-async function throughput(workers: number, seconds: number, once: () => Promise<void>): Promise<{ rps: number; failed: number }> {
-  const run = async (ms: number) => {
+/**
+ * Mean requests/second of each function under `workers` loops of back-to-back requests, for
+ * `seconds` each after a 2 s warm-up each, the targets taking turns one second at a time.
+ */
+async function throughputRoundRobin(workers: number, seconds: number, onces: (() => Promise<void>)[]): Promise<{ rps: number; failed: number }[]> {
+  const run = async (ms: number, once: () => Promise<void>) => {
     const deadline = Date.now() + ms;
     let done = 0;
     let failed = 0;
@@ -94,10 +114,21 @@ async function throughput(workers: number, seconds: number, once: () => Promise<
         }
       }),
     );
-    return { rps: done / (ms / 1000), failed };
+    return { done, failed };
   };
-  await run(2_000);
-  return run(seconds * 1000);
+  for (const once of onces) await run(2_000, once);
+  const totals = onces.map(() => ({ done: 0, failed: 0 }));
+  for (let second = 0; second < seconds; second++) {
+    for (const [k, once] of onces.entries()) {
+      const r = await run(1_000, once);
+      const t = totals[k];
+      if (t) {
+        t.done += r.done;
+        t.failed += r.failed;
+      }
+    }
+  }
+  return totals.map((t) => ({ rps: t.done / seconds, failed: t.failed }));
 }
 
 const SVC_BIN = fileURLToPath(new URL('../packages/cli/bin/svc.js', import.meta.url));
@@ -106,7 +137,7 @@ const RELAY = fileURLToPath(new URL('./relay.ts', import.meta.url));
 /** Extra node flags for the svc processes, e.g. `BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'`. */
 const NODE_ARGS = process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
 
-/** Runs `svc <args>` (or, given `script`, that script) as a child process; `output()` is what it printed so far. */
+/** Runs `svc <args>` (or, given `script`, that script: another checkout's svc, the relay) as a child process; `output()` is what it printed so far. */
 function svcProcess(args: string[], env: Record<string, string>, script: string[] = [SVC_BIN]): { child: ChildProcess; output: () => string } {
   const child = spawn(process.execPath, [...NODE_ARGS, ...script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -133,28 +164,22 @@ async function stop(p: { child: ChildProcess } | undefined): Promise<void> {
   if (p.child.exitCode === null) p.child.kill('SIGKILL');
 }
 
-const upstream = await startOpenAITestServer();
-const store = await createTestStore();
-const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
-const unlimited = { SVC_RATE_LIMIT_BURST: '1000000', SVC_RATE_LIMIT_RPS: '1000000', SVC_ORG_RATE_LIMIT_BURST: '1000000', SVC_ORG_RATE_LIMIT_RPS: '1000000', SVC_ANON_RATE_LIMIT_BURST: '1000000', SVC_ANON_RATE_LIMIT_RPS: '1000000' };
-let serve: ReturnType<typeof svcProcess> | undefined;
-let node: ReturnType<typeof svcProcess> | undefined;
-let relayGateway: ReturnType<typeof svcProcess> | undefined;
-let relayNode: ReturnType<typeof svcProcess> | undefined;
-try {
-  // The bare relay (bench/relay.ts): the same three processes and hops, nothing else.
-  const relayOf = (args: string[]) => svcProcess(args, {}, ['--import', 'tsx', RELAY]);
-  const bareGateway = (relayGateway = relayOf(['gateway']));
-  const relayUrl = await until('the bare relay', () => /listening on (http:\/\/\S+)/.exec(bareGateway.output())?.[1], bareGateway.output);
-  relayNode = relayOf(['node', relayUrl, upstream.url, '16']);
+interface Svc {
+  through: Target;
+}
 
-  serve = svcProcess(['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', store.dataDir], {
-    SVC_LOG_LEVEL: 'silent',
-    SVC_FREE_TIER_CENTS: '100000000',
-    ...unlimited,
-    DATABASE_URL: store.databaseUrl ?? '',
+const unlimited = { SVC_RATE_LIMIT_BURST: '1000000', SVC_RATE_LIMIT_RPS: '1000000', SVC_ORG_RATE_LIMIT_BURST: '1000000', SVC_ORG_RATE_LIMIT_RPS: '1000000', SVC_ANON_RATE_LIMIT_BURST: '1000000', SVC_ANON_RATE_LIMIT_RPS: '1000000' };
+
+/** `svc serve` on a fresh store and one `svc node` over the upstream, from the checkout of `bin`; a buyer with ample credits. */
+async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<typeof svcProcess>[], cleanups: (() => Promise<void>)[]): Promise<Svc> {
+  const store = await createTestStore();
+  const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
+  cleanups.push(async () => {
+    await store.drop();
+    await rm(nodeDir, { recursive: true, force: true });
   });
-  const server = serve;
+  const server = svcProcess(['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', store.dataDir], { SVC_LOG_LEVEL: 'silent', SVC_FREE_TIER_CENTS: '100000000', ...unlimited, DATABASE_URL: store.databaseUrl ?? '' }, [bin]);
+  running.push(server);
   const url = await until('svc serve', () => /listening on (http:\/\/\S+)/.exec(server.output())?.[1], server.output);
   const signup = async (email: string) => {
     const res = await fetch(`${url}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'benchmark password' }) });
@@ -168,45 +193,59 @@ try {
     body: JSON.stringify({ label: 'node', scopes: ['operator'] }),
   });
   const { api_key: operatorKey } = (await keyRes.json()) as { api_key: string };
-  node = svcProcess(['node', '--server', url, '--data-dir', nodeDir, '--country', 'CA', '--upstream', upstream.url, '--model', 'tinyllama', '--concurrency', '16'], { SVC_NODE_API_KEY: operatorKey });
-  const agent = node;
-  const direct: Target = { base: upstream.url, headers: {} };
+  const agent = svcProcess(['node', '--server', url, '--data-dir', nodeDir, '--country', 'CA', '--upstream', upstreamUrl, '--model', 'tinyllama', '--concurrency', '16'], { SVC_NODE_API_KEY: operatorKey }, [bin]);
+  running.push(agent);
   const through: Target = { base: `${url}/v1`, headers: { authorization: `Bearer ${buyer.api_key}` } };
-  const relay: Target = { base: `${relayUrl}/v1`, headers: {} };
   await until('the node registering', () => chat(through).then(() => true, () => undefined), agent.output);
+  return { through };
+}
+
+const upstream = await startOpenAITestServer();
+const running: ReturnType<typeof svcProcess>[] = [];
+const stacks: Svc[] = [];
+const cleanups: (() => Promise<void>)[] = [];
+try {
+  // The bare relay (bench/relay.ts): the same three processes and hops, nothing else.
+  const relayOf = (args: string[]) => svcProcess(args, {}, ['--import', 'tsx', RELAY]);
+  const bareGateway = relayOf(['gateway']);
+  running.push(bareGateway);
+  const relayUrl = await until('the bare relay', () => /listening on (http:\/\/\S+)/.exec(bareGateway.output())?.[1], bareGateway.output);
+  running.push(relayOf(['node', relayUrl, upstream.url, '16']));
+  stacks.push(await startSvc(SVC_BIN, upstream.url, running, cleanups));
+  if (BASELINE_BIN) stacks.push(await startSvc(BASELINE_BIN, upstream.url, running, cleanups));
+  const direct: Target = { base: upstream.url, headers: {} };
+  const relay: Target = { base: `${relayUrl}/v1`, headers: {} };
+  const svcTargets = stacks.map((stack) => stack.through);
   // A gateway runs for days: warm the processes up (V8 tiers PGlite's WASM and the JS up over the
   // first few hundred requests) so the figures are the steady state, not the first minute.
-  for (let i = 0; i < warmup; i++) await chat(through);
-  for (let i = 0; i < warmup; i++) await chat(relay);
+  for (let i = 0; i < warmup; i++) for (const t of [relay, ...svcTargets]) await chat(t);
 
-  const storeKind = store.databaseUrl ? 'postgres' : 'pglite';
+  const storeKind = process.env.DATABASE_URL ? 'postgres' : 'pglite';
   console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`);
-  console.log(`warm-up: ${warmup} requests through svc; latency: ${requests} sequential requests each; throughput: ${concurrency} concurrent requests, ${duration}s each after 2s warm-up`);
+  if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
+  console.log(`warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns; throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`);
   console.log('upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n');
-  const latDirect = await sequential(requests, timed(() => chat(direct)));
-  const latRelay = await sequential(requests, timed(() => chat(relay)));
-  const latThrough = await sequential(requests, timed(() => chat(through)));
-  const ttftDirect = await sequential(requests, () => firstToken(direct));
-  const ttftThrough = await sequential(requests, () => firstToken(through));
-  const tDirect = await throughput(concurrency, duration, () => chat(direct));
-  const tRelay = await throughput(concurrency, duration, () => chat(relay));
-  const tThrough = await throughput(concurrency, duration, () => chat(through));
+  const [latDirect, latRelay, ...latSvc] = await roundRobin(requests, [direct, relay, ...svcTargets].map((t) => timed(() => chat(t))));
+  const [ttftDirect, ...ttftSvc] = await roundRobin(requests, [direct, ...svcTargets].map((t) => () => firstToken(t)));
+  const [tDirect, tRelay, ...tSvc] = await throughputRoundRobin(concurrency, duration, [direct, relay, ...svcTargets].map((t) => () => chat(t)));
+  if (!latDirect || !latRelay || !ttftDirect || !tDirect || !tRelay) throw new Error('a measurement is missing');
   const ms = (n: number) => n.toFixed(2);
+  const names = stacks.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'));
+  const row = (label: string, d: string, r: string, svc: string[], added: string[]) => [label, d, r, ...svc, ...added];
+  const lat = (q: 'p50' | 'p99') => row(`chat ${q} ms`, ms(latDirect[q]), ms(latRelay[q]), latSvc.map((l) => ms(l[q])), [ms(latRelay[q] - latDirect[q]), ...latSvc.map((l) => ms(l[q] - latDirect[q]))]);
+  const ttft = (q: 'p50' | 'p99') => row(`stream first token ${q} ms`, ms(ttftDirect[q]), 'n/a', ttftSvc.map((l) => ms(l[q])), ['n/a', ...ttftSvc.map((l) => ms(l[q] - ttftDirect[q]))]);
   printTable([
-    ['', 'direct', 'bare relay', 'via svc', 'relay added / ratio', 'svc added / ratio'],
-    ['chat p50 ms', ms(latDirect.p50), ms(latRelay.p50), ms(latThrough.p50), ms(latRelay.p50 - latDirect.p50), ms(latThrough.p50 - latDirect.p50)],
-    ['chat p99 ms', ms(latDirect.p99), ms(latRelay.p99), ms(latThrough.p99), ms(latRelay.p99 - latDirect.p99), ms(latThrough.p99 - latDirect.p99)],
-    ['stream first token p50 ms', ms(ttftDirect.p50), 'n/a', ms(ttftThrough.p50), 'n/a', ms(ttftThrough.p50 - ttftDirect.p50)],
-    ['stream first token p99 ms', ms(ttftDirect.p99), 'n/a', ms(ttftThrough.p99), 'n/a', ms(ttftThrough.p99 - ttftDirect.p99)],
-    [`chat req/s (${concurrency} concurrent)`, tDirect.rps.toFixed(0), tRelay.rps.toFixed(0), tThrough.rps.toFixed(0), ratio(tRelay.rps, tDirect.rps), ratio(tThrough.rps, tDirect.rps)],
-    ['failed', String(tDirect.failed), String(tRelay.failed), String(tThrough.failed), '', ''],
+    row('', 'direct', 'bare relay', names, ['relay added / ratio', ...names.map((n) => `${n.replace('via ', '')} added / ratio`)]),
+    lat('p50'),
+    lat('p99'),
+    ttft('p50'),
+    ttft('p99'),
+    row(`chat req/s (${concurrency} concurrent)`, tDirect.rps.toFixed(0), tRelay.rps.toFixed(0), tSvc.map((t) => t.rps.toFixed(0)), [ratio(tRelay.rps, tDirect.rps), ...tSvc.map((t) => ratio(t.rps, tDirect.rps))]),
+    row('failed', String(tDirect.failed), String(tRelay.failed), tSvc.map((t) => String(t.failed)), ['', ...tSvc.map(() => '')]),
   ]);
 } finally {
-  await stop(node);
-  await stop(serve);
-  await stop(relayNode);
-  await stop(relayGateway);
+  // Agents before their servers, so no node is left polling a server that is gone.
+  for (const p of [...running].reverse()) await stop(p);
   await upstream.close();
-  await store.drop();
-  await rm(nodeDir, { recursive: true, force: true });
+  for (const cleanup of cleanups) await cleanup();
 }
