@@ -156,6 +156,11 @@ async function until<T>(what: string, fn: () => Promise<T | undefined> | T | und
   throw new Error(`${what} did not happen in time:\n${output()}`);
 }
 
+/** The URL a started process prints in its `listening on <url>` line. */
+function listeningUrl(what: string, p: ReturnType<typeof svcProcess>): Promise<string> {
+  return until(what, () => /listening on (http:\/\/\S+)/.exec(p.output())?.[1], p.output);
+}
+
 async function stop(p: { child: ChildProcess } | undefined): Promise<void> {
   if (!p || p.child.exitCode !== null) return;
   const exited = new Promise((resolve) => p.child.once('exit', resolve));
@@ -164,14 +169,10 @@ async function stop(p: { child: ChildProcess } | undefined): Promise<void> {
   if (p.child.exitCode === null) p.child.kill('SIGKILL');
 }
 
-interface Svc {
-  through: Target;
-}
-
 const unlimited = { SVC_RATE_LIMIT_BURST: '1000000', SVC_RATE_LIMIT_RPS: '1000000', SVC_ORG_RATE_LIMIT_BURST: '1000000', SVC_ORG_RATE_LIMIT_RPS: '1000000', SVC_ANON_RATE_LIMIT_BURST: '1000000', SVC_ANON_RATE_LIMIT_RPS: '1000000' };
 
-/** `svc serve` on a fresh store and one `svc node` over the upstream, from the checkout of `bin`; a buyer with ample credits. */
-async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<typeof svcProcess>[], cleanups: (() => Promise<void>)[]): Promise<Svc> {
+/** `svc serve` on a fresh store and one `svc node` over the upstream, from the checkout of `bin`; the target of a buyer with ample credits. */
+async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<typeof svcProcess>[], cleanups: (() => Promise<void>)[]): Promise<Target> {
   const store = await createTestStore();
   const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
   cleanups.push(async () => {
@@ -180,7 +181,7 @@ async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<ty
   });
   const server = svcProcess(['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', store.dataDir], { SVC_LOG_LEVEL: 'silent', SVC_FREE_TIER_CENTS: '100000000', ...unlimited, DATABASE_URL: store.databaseUrl ?? '' }, [bin]);
   running.push(server);
-  const url = await until('svc serve', () => /listening on (http:\/\/\S+)/.exec(server.output())?.[1], server.output);
+  const url = await listeningUrl('svc serve', server);
   const signup = async (email: string) => {
     const res = await fetch(`${url}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'benchmark password' }) });
     return (await res.json()) as { api_key: string };
@@ -197,25 +198,24 @@ async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<ty
   running.push(agent);
   const through: Target = { base: `${url}/v1`, headers: { authorization: `Bearer ${buyer.api_key}` } };
   await until('the node registering', () => chat(through).then(() => true, () => undefined), agent.output);
-  return { through };
+  return through;
 }
 
 const upstream = await startOpenAITestServer();
 const running: ReturnType<typeof svcProcess>[] = [];
-const stacks: Svc[] = [];
+const svcTargets: Target[] = [];
 const cleanups: (() => Promise<void>)[] = [];
 try {
   // The bare relay (bench/relay.ts): the same three processes and hops, nothing else.
   const relayOf = (args: string[]) => svcProcess(args, {}, ['--import', 'tsx', RELAY]);
   const bareGateway = relayOf(['gateway']);
   running.push(bareGateway);
-  const relayUrl = await until('the bare relay', () => /listening on (http:\/\/\S+)/.exec(bareGateway.output())?.[1], bareGateway.output);
+  const relayUrl = await listeningUrl('the bare relay', bareGateway);
   running.push(relayOf(['node', relayUrl, upstream.url, '16']));
-  stacks.push(await startSvc(SVC_BIN, upstream.url, running, cleanups));
-  if (BASELINE_BIN) stacks.push(await startSvc(BASELINE_BIN, upstream.url, running, cleanups));
+  svcTargets.push(await startSvc(SVC_BIN, upstream.url, running, cleanups));
+  if (BASELINE_BIN) svcTargets.push(await startSvc(BASELINE_BIN, upstream.url, running, cleanups));
   const direct: Target = { base: upstream.url, headers: {} };
   const relay: Target = { base: `${relayUrl}/v1`, headers: {} };
-  const svcTargets = stacks.map((stack) => stack.through);
   // A gateway runs for days: warm the processes up (V8 tiers PGlite's WASM and the JS up over the
   // first few hundred requests) so the figures are the steady state, not the first minute.
   for (let i = 0; i < warmup; i++) for (const t of [relay, ...svcTargets]) await chat(t);
@@ -230,7 +230,7 @@ try {
   const [tDirect, tRelay, ...tSvc] = await throughputRoundRobin(concurrency, duration, [direct, relay, ...svcTargets].map((t) => () => chat(t)));
   if (!latDirect || !latRelay || !ttftDirect || !tDirect || !tRelay) throw new Error('a measurement is missing');
   const ms = (n: number) => n.toFixed(2);
-  const names = stacks.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'));
+  const names = svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'));
   const row = (label: string, d: string, r: string, svc: string[], added: string[]) => [label, d, r, ...svc, ...added];
   const lat = (q: 'p50' | 'p99') => row(`chat ${q} ms`, ms(latDirect[q]), ms(latRelay[q]), latSvc.map((l) => ms(l[q])), [ms(latRelay[q] - latDirect[q]), ...latSvc.map((l) => ms(l[q] - latDirect[q]))]);
   const ttft = (q: 'p50' | 'p99') => row(`stream first token ${q} ms`, ms(ttftDirect[q]), 'n/a', ttftSvc.map((l) => ms(l[q])), ['n/a', ...ttftSvc.map((l) => ms(l[q] - ttftDirect[q]))]);

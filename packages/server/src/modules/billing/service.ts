@@ -183,12 +183,13 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
  * await ctx.db.transaction(async (tx) => { await insertJob(tx, job); await ledger.within(tx).hold(orgId, 250, job.id); });
  */
 export function createLedger(db: Db): Ledger {
+  const within = (q: Queryable) => operations((fn) => fn(q));
   return {
     ...operations((fn) => db.transaction(fn)),
     // A balance is one statement, consistent by itself: no transaction around it (a request reads
     // one before it is routed, and BEGIN and COMMIT cost as much as the read).
-    balance: (orgId) => operations((fn) => fn(db)).balance(orgId),
-    within: (tx) => operations((fn) => fn(tx)),
+    balance: within(db).balance,
+    within,
   };
 }
 
