@@ -12,6 +12,7 @@ import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
 import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
+import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -33,6 +34,8 @@ export interface ServiceContext {
   jobSignal: JobSignal;
   /** Carries gateway work's stream events and completions to the request that waits for them. */
   hub: GatewayHub;
+  /** Cents this process's gateway requests are about to hold: checked against with each balance read before dispatch. */
+  openingHolds: OpeningHolds;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -94,6 +97,7 @@ export async function createContext(
       vectorSearch,
       jobSignal: jobSignal.signal,
       hub,
+      openingHolds: createOpeningHolds(),
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };

@@ -87,18 +87,47 @@ function workPayload(call: GatewayCall) {
 }
 
 /**
- * Routes a new request (DESIGN.md section 10), holds its maximum cost (402 when the balance
- * cannot cover it), records it and leases its work to the chosen node in one transaction, then
- * wakes that node's long-poll on whichever instance holds it.
+ * Routes a new request (DESIGN.md section 10), holds its maximum cost (402 when the balance,
+ * less what this process is about to hold for the organization, cannot cover it), records it and
+ * leases its work to the chosen node in one transaction, and gets the work to the node.
+ *
+ * When the node's long-poll waits in this process and the store is the embedded one, the work is
+ * handed to the poll first and the opening transaction commits while the node runs it: the node's
+ * own calls about the work (receipt, events, heartbeat) reach this process's store after that
+ * commit, because PGlite runs one statement at a time. If the transaction fails (a hold refused
+ * for credits another request of the organization took at the same moment), the request fails
+ * with that error, nothing is charged, and the node's next heartbeat is told to stop the work it
+ * holds in vain; its receipt would be refused. On PostgreSQL another instance could answer the
+ * node before the commit, so there the work is written first and handed over after.
  */
 export async function openRequest(ctx: ServiceContext, principal: Principal, call: GatewayCall, workId: string): Promise<Attempt> {
   const cents = holdCents(call.maxMicro);
   const { available_cents } = await ctx.ledger.balance(principal.orgId);
-  if (available_cents < cents) throw insufficientCredits(available_cents, cents);
-  const decision = await pickNode(ctx, call, []);
-  if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
+  const available = available_cents - ctx.openingHolds.of(principal.orgId);
+  if (available < cents) throw insufficientCredits(available, cents);
+  // Counted at once, right after the read it was checked against, until the hold is in the store.
+  const opening = ctx.openingHolds.add(principal.orgId, cents);
+  try {
+    const decision = await pickNode(ctx, call, []);
+    if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
+    await dispatchOpening(ctx, { principal, call, workId, cents, decision, opening });
+    return { workId, node: decision.node };
+  } finally {
+    opening();
+  }
+}
+
+/**
+ * `openRequest` once routed: the opening transaction, and the work on its way to the node (handed
+ * to the node's waiting poll before that transaction on the embedded store, after it otherwise).
+ */
+async function dispatchOpening(
+  ctx: ServiceContext,
+  o: { principal: Principal; call: GatewayCall; workId: string; cents: number; decision: Extract<RouteDecision, { node: unknown }>; opening: () => void },
+): Promise<void> {
+  const { principal, call, workId, cents, decision } = o;
   const node = decision.node;
-  await leaseWork(ctx, node.id, async (tx, dispatched) => {
+  const open = async (tx: Queryable, dispatched: boolean, leaseExpiresAt?: Date) => {
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
     await insertGatewayRequest(tx, {
       id: call.id, org_id: principal.orgId, buyer_id: principal.buyerId, type: call.type, model: call.model, stream: call.stream, node_id: node.id, work_id: workId, hold_id: holdId,
@@ -108,7 +137,7 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
       },
     });
     await call.onOpen?.(tx);
-    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched });
+    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched, ...(leaseExpiresAt ? { lease_expires_at: leaseExpiresAt } : {}) });
     const policy = requestPolicy(call);
     await openRun(
       tx,
@@ -124,9 +153,37 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
         ...routedEvents(decision, workId, 1),
       ],
     );
+    // The last statement before COMMIT, which no other statement can come between (PGlite runs
+    // one at a time; on PostgreSQL a read that misses both meets the hold's row lock): counted once.
+    o.opening();
     return work;
-  });
-  return { workId, node };
+  };
+  if (ctx.db.kind === 'pglite' && (await dispatchWhileOpening(ctx, node.id, (leaseExpiresAt) => leasedWork(call, { workId, orgId: principal.orgId, nodeId: node.id, leaseExpiresAt }), open))) return;
+  await leaseWork(ctx, node.id, open);
+}
+
+/** The work row `openRequest` is about to write, as the node's poll is handed it before the write. */
+function leasedWork(call: GatewayCall, w: { workId: string; orgId: string; nodeId: string; leaseExpiresAt: Date }): WorkRow {
+  return {
+    id: w.workId, job_id: call.id, org_id: w.orgId, node_id: w.nodeId, type: call.type, kind: 0, model: call.model, payload: call.payload, stream: call.stream,
+    status: 'leased', lease_expires_at: w.leaseExpiresAt, price_micro_per_unit: 0, result_hash: null, result_content_type: null, metering_units: null, usage: null,
+  };
+}
+
+/**
+ * The overlapped opening: hands the work to the node's poll waiting in this process, then runs
+ * `open` (the work written already dispatched, with the lease the node was told). False, having
+ * written nothing, when no poll of the node waits here or it hung up before the hand-over.
+ */
+async function dispatchWhileOpening(ctx: ServiceContext, nodeId: string, work: (leaseExpiresAt: Date) => WorkRow, open: (tx: Queryable, dispatched: boolean, leaseExpiresAt: Date) => Promise<WorkRow>): Promise<boolean> {
+  const handoff = ctx.jobSignal.reserve(nodeId);
+  if (!handoff) return false;
+  const leaseExpiresAt = new Date(Date.now() + ctx.config.leaseSeconds * 1000);
+  if (!handoff.deliver([work(leaseExpiresAt)])) return false;
+  // The poll's answer leaves before the transaction keeps this thread busy.
+  await new Promise((resolve) => setImmediate(resolve));
+  await ctx.db.transaction((tx) => open(tx, true, leaseExpiresAt));
+  return true;
 }
 
 /**

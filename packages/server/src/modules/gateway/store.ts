@@ -82,16 +82,17 @@ export async function closeGatewayRequest(
 
 /**
  * Work leased straight to a node, handed out at its next poll (`dispatched_at` NULL until then),
- * or `dispatched` already: handed in memory to its poll waiting in this process.
+ * or `dispatched` already: handed in memory to its poll waiting in this process. The lease runs
+ * `lease_seconds` from now, or until `lease_expires_at` when the node was already told that.
  */
 export async function insertLeasedWork(
   db: Queryable,
-  w: { id: string; request_id: string; org_id: string; node_id: string; type: GatewayType; model: string; payload: Record<string, unknown>; stream: boolean; lease_seconds: number; dispatched?: boolean },
+  w: { id: string; request_id: string; org_id: string; node_id: string; type: GatewayType; model: string; payload: Record<string, unknown>; stream: boolean; lease_seconds: number; dispatched?: boolean; lease_expires_at?: Date },
 ): Promise<WorkRow> {
   const { rows } = await db.query<WorkRow>(
     `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at)
-     VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', now() + make_interval(secs => $9), CASE WHEN $10::boolean THEN now() END) RETURNING *`,
-    [w.id, w.request_id, w.org_id, w.node_id, w.type, w.model, JSON.stringify(w.payload), w.stream, w.lease_seconds, w.dispatched ?? false],
+     VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', COALESCE($11::timestamptz, now() + make_interval(secs => $9)), CASE WHEN $10::boolean THEN now() END) RETURNING *`,
+    [w.id, w.request_id, w.org_id, w.node_id, w.type, w.model, JSON.stringify(w.payload), w.stream, w.lease_seconds, w.dispatched ?? false, w.lease_expires_at ?? null],
   );
   const row = rows[0];
   if (!row) throw new Error('work insert returned nothing');
