@@ -102,13 +102,14 @@ function workPayload(call: GatewayCall) {
  */
 export async function openRequest(ctx: ServiceContext, principal: Principal, call: GatewayCall, workId: string): Promise<Attempt> {
   const cents = holdCents(call.maxMicro);
-  const { available_cents } = await ctx.ledger.balance(principal.orgId);
+  // Both reads at once (two connections on PostgreSQL; back to back on PGlite, where nothing can
+  // commit between them); a 402 still comes before a 503.
+  const [{ available_cents }, decision] = await Promise.all([ctx.ledger.balance(principal.orgId), pickNode(ctx, call, [])]);
   const available = available_cents - ctx.openingHolds.of(principal.orgId);
   if (available < cents) throw insufficientCredits(available, cents);
   // Counted at once, right after the read it was checked against, until the hold is in the store.
   const opening = ctx.openingHolds.add(principal.orgId, cents);
   try {
-    const decision = await pickNode(ctx, call, []);
     if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
     await dispatchOpening(ctx, { principal, call, workId, cents, decision, opening });
     return { workId, node: decision.node };
