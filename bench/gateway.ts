@@ -13,8 +13,8 @@
  * npx tsx bench/gateway.ts --baseline /tmp/svc-at-main
  * DATABASE_URL=postgres://... npx tsx bench/gateway.ts
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -46,6 +46,8 @@ const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
 interface Target {
   base: string;
   headers: Record<string, string>;
+  /** Its gateway and node processes, whose CPU time the bench reads. */
+  processes?: { gateway: ChildProcess; node: ChildProcess };
 }
 
 async function chat(t: Target): Promise<void> {
@@ -131,6 +133,36 @@ async function throughputRoundRobin(workers: number, seconds: number, onces: (()
   return totals.map((t) => ({ rps: t.done / seconds, failed: t.failed }));
 }
 
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (user and system, every thread) a process has used so far, in ms; undefined off Linux. */
+function cpuMs(child: ChildProcess | undefined): number | undefined {
+  if (child?.pid === undefined) return undefined;
+  try {
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU ms each target's gateway and node spend per request while `run` sends `count` requests to each. */
+async function cpuPerRequest<T>(targets: Target[], count: number, run: () => Promise<T>): Promise<{ result: T; cpu: { gateway?: number; node?: number }[] }> {
+  const read = () => targets.map((t) => ({ gateway: cpuMs(t.processes?.gateway), node: cpuMs(t.processes?.node) }));
+  const before = read();
+  const result = await run();
+  const after = read();
+  const per = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : (a - b) / count);
+  return { result, cpu: after.map((a, i) => ({ gateway: per(a.gateway, before[i]?.gateway), node: per(a.node, before[i]?.node) })) };
+}
+
 const SVC_BIN = fileURLToPath(new URL('../packages/cli/bin/svc.js', import.meta.url));
 const RELAY = fileURLToPath(new URL('./relay.ts', import.meta.url));
 
@@ -196,7 +228,7 @@ async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<ty
   const { api_key: operatorKey } = (await keyRes.json()) as { api_key: string };
   const agent = svcProcess(['node', '--server', url, '--data-dir', nodeDir, '--country', 'CA', '--upstream', upstreamUrl, '--model', 'tinyllama', '--concurrency', '16'], { SVC_NODE_API_KEY: operatorKey }, [bin]);
   running.push(agent);
-  const through: Target = { base: `${url}/v1`, headers: { authorization: `Bearer ${buyer.api_key}` } };
+  const through: Target = { base: `${url}/v1`, headers: { authorization: `Bearer ${buyer.api_key}` }, processes: { gateway: server.child, node: agent.child } };
   await until('the node registering', () => chat(through).then(() => true, () => undefined), agent.output);
   return through;
 }
@@ -211,11 +243,12 @@ try {
   const bareGateway = relayOf(['gateway']);
   running.push(bareGateway);
   const relayUrl = await listeningUrl('the bare relay', bareGateway);
-  running.push(relayOf(['node', relayUrl, upstream.url, '16']));
+  const bareNode = relayOf(['node', relayUrl, upstream.url, '16']);
+  running.push(bareNode);
   svcTargets.push(await startSvc(SVC_BIN, upstream.url, running, cleanups));
   if (BASELINE_BIN) svcTargets.push(await startSvc(BASELINE_BIN, upstream.url, running, cleanups));
   const direct: Target = { base: upstream.url, headers: {} };
-  const relay: Target = { base: `${relayUrl}/v1`, headers: {} };
+  const relay: Target = { base: `${relayUrl}/v1`, headers: {}, processes: { gateway: bareGateway.child, node: bareNode.child } };
   // A gateway runs for days: warm the processes up (V8 tiers PGlite's WASM and the JS up over the
   // first few hundred requests) so the figures are the steady state, not the first minute.
   for (let i = 0; i < warmup; i++) for (const t of [relay, ...svcTargets]) await chat(t);
@@ -225,7 +258,9 @@ try {
   if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
   console.log(`warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns; throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`);
   console.log('upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n');
-  const [latDirect, latRelay, ...latSvc] = await roundRobin(requests, [direct, relay, ...svcTargets].map((t) => timed(() => chat(t))));
+  const measured = await cpuPerRequest([relay, ...svcTargets], requests + Math.min(50, requests), () => roundRobin(requests, [direct, relay, ...svcTargets].map((t) => timed(() => chat(t)))));
+  const [latDirect, latRelay, ...latSvc] = measured.result;
+  const [cpuRelay, ...cpuSvc] = measured.cpu;
   const [ttftDirect, ...ttftSvc] = await roundRobin(requests, [direct, ...svcTargets].map((t) => () => firstToken(t)));
   const [tDirect, tRelay, ...tSvc] = await throughputRoundRobin(concurrency, duration, [direct, relay, ...svcTargets].map((t) => () => chat(t)));
   if (!latDirect || !latRelay || !ttftDirect || !tDirect || !tRelay) throw new Error('a measurement is missing');
@@ -233,6 +268,8 @@ try {
   const names = svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'));
   const row = (label: string, d: string, r: string, svc: string[], added: string[]) => [label, d, r, ...svc, ...added];
   const lat = (q: 'p50' | 'p99') => row(`chat ${q} ms`, ms(latDirect[q]), ms(latRelay[q]), latSvc.map((l) => ms(l[q])), [ms(latRelay[q] - latDirect[q]), ...latSvc.map((l) => ms(l[q] - latDirect[q]))]);
+  const cpuCell = (n: number | undefined) => (n === undefined ? 'n/a' : n.toFixed(2));
+  const cpu = (side: 'gateway' | 'node') => row(`chat CPU ms per request, ${side}`, 'n/a', cpuCell(cpuRelay?.[side]), cpuSvc.map((c) => cpuCell(c[side])), ['', ...cpuSvc.map(() => '')]);
   const ttft = (q: 'p50' | 'p99') => row(`stream first token ${q} ms`, ms(ttftDirect[q]), 'n/a', ttftSvc.map((l) => ms(l[q])), ['n/a', ...ttftSvc.map((l) => ms(l[q] - ttftDirect[q]))]);
   printTable([
     row('', 'direct', 'bare relay', names, ['relay added / ratio', ...names.map((n) => `${n.replace('via ', '')} added / ratio`)]),
@@ -240,6 +277,8 @@ try {
     lat('p99'),
     ttft('p50'),
     ttft('p99'),
+    cpu('gateway'),
+    cpu('node'),
     row(`chat req/s (${concurrency} concurrent)`, tDirect.rps.toFixed(0), tRelay.rps.toFixed(0), tSvc.map((t) => t.rps.toFixed(0)), [ratio(tRelay.rps, tDirect.rps), ...tSvc.map((t) => ratio(t.rps, tDirect.rps))]),
     row('failed', String(tDirect.failed), String(tRelay.failed), tSvc.map((t) => String(t.failed)), ['', ...tSvc.map(() => '')]),
   ]);
