@@ -181,9 +181,13 @@ async function dispatchWhileOpening(ctx: ServiceContext, nodeId: string, work: (
   if (!handoff) return false;
   const leaseExpiresAt = new Date(Date.now() + ctx.config.leaseSeconds * 1000);
   if (!handoff.deliver([work(leaseExpiresAt)])) return false;
-  // The poll's answer leaves before the transaction keeps this thread busy.
-  await new Promise((resolve) => setImmediate(resolve));
-  await ctx.db.transaction((tx) => open(tx, true, leaseExpiresAt));
+  await ctx.db.transaction(async (tx) => {
+    // Begun at once, so any call of the node's (a heartbeat naming the work) waits for the
+    // commit; then one turn of the event loop, so the poll's answer leaves before the statements
+    // keep this thread busy.
+    await new Promise((resolve) => setImmediate(resolve));
+    return open(tx, true, leaseExpiresAt);
+  });
   return true;
 }
 
