@@ -94,10 +94,10 @@ function workPayload(call: GatewayCall) {
  * When the node's long-poll waits in this process and the store is the embedded one, the work is
  * handed to the poll first and the opening transaction commits while the node runs it: the node's
  * own calls about the work (receipt, events, heartbeat) reach this process's store after that
- * commit, because PGlite runs one statement at a time. If the transaction fails (a hold refused
- * for credits another request of the organization took at the same moment), the request fails
- * with that error, nothing is charged, and the node's next heartbeat is told to stop the work it
- * holds in vain; its receipt would be refused. On PostgreSQL another instance could answer the
+ * commit, because PGlite runs one statement at a time. If the transaction fails all the same (a
+ * hold refused for credits a marketplace job of the organization took meanwhile), the request
+ * fails with that error, nothing is charged, and the node's next heartbeat is told to stop the
+ * work it holds in vain; its receipt would be refused. On PostgreSQL another instance could answer the
  * node before the commit, so there the work is written first and handed over after.
  */
 export async function openRequest(ctx: ServiceContext, principal: Principal, call: GatewayCall, workId: string): Promise<Attempt> {
@@ -159,7 +159,11 @@ async function dispatchOpening(
     o.opening();
     return work;
   };
-  if (ctx.db.kind === 'pglite' && (await dispatchWhileOpening(ctx, node.id, (leaseExpiresAt) => leasedWork(call, { workId, orgId: principal.orgId, nodeId: node.id, leaseExpiresAt }), open))) return;
+  if (ctx.db.kind === 'pglite') {
+    const leaseExpiresAt = new Date(Date.now() + ctx.config.leaseSeconds * 1000);
+    const work = leasedWork(call, { workId, orgId: principal.orgId, nodeId: node.id, leaseExpiresAt });
+    if (await dispatchWhileOpening(ctx, work, (tx) => open(tx, true, leaseExpiresAt))) return;
+  }
   await leaseWork(ctx, node.id, open);
 }
 
@@ -172,21 +176,20 @@ function leasedWork(call: GatewayCall, w: { workId: string; orgId: string; nodeI
 }
 
 /**
- * The overlapped opening: hands the work to the node's poll waiting in this process, then runs
- * `open` (the work written already dispatched, with the lease the node was told). False, having
+ * The overlapped opening: hands `work` to its node's poll waiting in this process, then runs
+ * `open`, which writes it (already dispatched, with the lease the node was told). False, having
  * written nothing, when no poll of the node waits here or it hung up before the hand-over.
  */
-async function dispatchWhileOpening(ctx: ServiceContext, nodeId: string, work: (leaseExpiresAt: Date) => WorkRow, open: (tx: Queryable, dispatched: boolean, leaseExpiresAt: Date) => Promise<WorkRow>): Promise<boolean> {
-  const handoff = ctx.jobSignal.reserve(nodeId);
+async function dispatchWhileOpening(ctx: ServiceContext, work: WorkRow, open: (tx: Queryable) => Promise<WorkRow>): Promise<boolean> {
+  const handoff = ctx.jobSignal.reserve(work.node_id);
   if (!handoff) return false;
-  const leaseExpiresAt = new Date(Date.now() + ctx.config.leaseSeconds * 1000);
-  if (!handoff.deliver([work(leaseExpiresAt)])) return false;
+  if (!handoff.deliver([work])) return false;
   await ctx.db.transaction(async (tx) => {
     // Begun at once, so any call of the node's (a heartbeat naming the work) waits for the
     // commit; then one turn of the event loop, so the poll's answer leaves before the statements
     // keep this thread busy.
     await new Promise((resolve) => setImmediate(resolve));
-    return open(tx, true, leaseExpiresAt);
+    return open(tx);
   });
   return true;
 }
