@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type OpenAI from 'openai';
 import { startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
+import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { prepareChat } from './chat.js';
 import { createOpeningHolds } from './opening.js';
 import { holdCents } from './pricing.js';
@@ -31,7 +32,7 @@ describe('opening a gateway request through svc', () => {
     f = undefined;
   });
 
-  /** The order of the hand-over to the node's waiting poll and the opening transaction's start. */
+  /** The order of the hand-over to the node's waiting poll and the opening transaction's write of the request. */
   function recordOrder(fixture: GatewayFixture): string[] {
     const { ctx } = fixture.server;
     const order: string[] = [];
@@ -47,10 +48,8 @@ describe('opening a gateway request through svc', () => {
         release: () => handoff.release(),
       };
     });
-    const transaction = ctx.db.transaction.bind(ctx.db);
-    vi.spyOn(ctx.db, 'transaction').mockImplementation((fn) => {
-      order.push('transaction');
-      return transaction(fn);
+    onTransactionStatements(ctx.db, (sql) => {
+      if (sql.includes('INSERT INTO gateway_requests')) order.push('request written');
     });
     return order;
   }
@@ -65,8 +64,7 @@ describe('opening a gateway request through svc', () => {
     const order = recordOrder(f);
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();
-    const opened = order.slice(0, 2);
-    expect(opened).toEqual(f.server.ctx.db.kind === 'pglite' ? ['handed to the poll', 'transaction'] : ['transaction', 'handed to the poll']);
+    expect(order).toEqual(f.server.ctx.db.kind === 'pglite' ? ['handed to the poll', 'request written'] : ['request written', 'handed to the poll']);
     // The work row carries the lease the node was told, and is stored as dispatched.
     const { rows } = await f.server.ctx.db.query<{ dispatched: boolean; charged_cents: number }>(
       'SELECT w.dispatched_at IS NOT NULL AS dispatched, g.charged_cents FROM work_items w JOIN gateway_requests g ON g.work_id = w.id WHERE g.id = $1',
