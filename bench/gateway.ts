@@ -78,12 +78,15 @@ function quantiles(samples: number[]): { p50: number; p99: number } {
   return { p50: at(0.5), p99: at(0.99) };
 }
 
+/** The untimed turns `roundRobin` takes before it measures `n`. */
+const untimedTurns = (n: number) => Math.min(50, n);
+
 /**
  * `n` timed runs of each function, taking turns (a, b, c, a, b, c, ...) after 50 untimed turns,
  * so a machine whose speed drifts during the run slows every target alike.
  */
 async function roundRobin(n: number, onces: (() => Promise<number>)[]): Promise<{ p50: number; p99: number }[]> {
-  for (let i = 0; i < Math.min(50, n); i++) for (const once of onces) await once();
+  for (let i = 0; i < untimedTurns(n); i++) for (const once of onces) await once();
   const samples = onces.map((): number[] => []);
   for (let i = 0; i < n; i++) for (const [k, once] of onces.entries()) samples[k]?.push(await once());
   return samples.map(quantiles);
@@ -258,7 +261,7 @@ try {
   if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
   console.log(`warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns; throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`);
   console.log('upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n');
-  const measured = await cpuPerRequest([relay, ...svcTargets], requests + Math.min(50, requests), () => roundRobin(requests, [direct, relay, ...svcTargets].map((t) => timed(() => chat(t)))));
+  const measured = await cpuPerRequest([relay, ...svcTargets], requests + untimedTurns(requests), () => roundRobin(requests, [direct, relay, ...svcTargets].map((t) => timed(() => chat(t)))));
   const [latDirect, latRelay, ...latSvc] = measured.result;
   const [cpuRelay, ...cpuSvc] = measured.cpu;
   const [ttftDirect, ...ttftSvc] = await roundRobin(requests, [direct, ...svcTargets].map((t) => () => firstToken(t)));

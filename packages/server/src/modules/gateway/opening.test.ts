@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type OpenAI from 'openai';
-import { startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
+import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { prepareChat } from './chat.js';
 import { createOpeningHolds } from './opening.js';
@@ -65,7 +65,7 @@ describe('opening a gateway request through svc', () => {
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();
     expect(order).toEqual(f.server.ctx.db.kind === 'pglite' ? ['handed to the poll', 'request written'] : ['request written', 'handed to the poll']);
-    // The work row carries the lease the node was told, and is stored as dispatched.
+    // The work row is stored as dispatched, and the request was charged.
     const { rows } = await f.server.ctx.db.query<{ dispatched: boolean; charged_cents: number }>(
       'SELECT w.dispatched_at IS NOT NULL AS dispatched, g.charged_cents FROM work_items w JOIN gateway_requests g ON g.work_id = w.id WHERE g.id = $1',
       [answer?.id],
@@ -126,8 +126,7 @@ describe('opening a gateway request through svc', () => {
     expect(counts.rows).toEqual([{ requests: 0, holds: 0, work: 0 }]);
     if (f.server.ctx.db.kind === 'pglite') {
       // The node had the work; its heartbeat hears the store does not, and it stops.
-      const deadline = Date.now() + 5_000;
-      while (!node.workEvents().some((e) => e.outcome === 'cancelled') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await eventually(() => node.workEvents().some((e) => e.outcome === 'cancelled'), 5_000).catch(() => undefined);
       expect(node.workEvents().map((e) => e.outcome)).toEqual(['cancelled']);
     } else {
       expect((node.upstream?.requests ?? []).filter(chats)).toEqual([]);
