@@ -13,6 +13,7 @@ import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js
 import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
 import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
+import { createEgress, type Egress, type Resolve } from './platform/egress.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -36,6 +37,8 @@ export interface ServiceContext {
   hub: GatewayHub;
   /** Cents this process's gateway requests are about to hold: checked against with each balance read before dispatch. */
   openingHolds: OpeningHolds;
+  /** Every outbound request to a URL a client gave goes through this (the SSRF guard). */
+  egress: Egress;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -68,7 +71,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>, stream?: Destinat
  */
 export async function createContext(
   config: Config,
-  options: { logStream?: DestinationStream; attestation?: AttestationVerifier; backgroundIntervalMs?: number } = {},
+  options: { logStream?: DestinationStream; attestation?: AttestationVerifier; backgroundIntervalMs?: number; egressResolve?: Resolve } = {},
 ): Promise<ServiceContext> {
   const log = createLogger(config, options.logStream);
   const db = await openDb(config);
@@ -98,6 +101,7 @@ export async function createContext(
       jobSignal: jobSignal.signal,
       hub,
       openingHolds: createOpeningHolds(),
+      egress: createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve }),
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };
@@ -122,5 +126,6 @@ export async function createContext(
 export async function closeContext(ctx: ServiceContext): Promise<void> {
   await ctx.stopBackground();
   await ctx.rateLimiter.close();
+  await ctx.egress.close();
   await ctx.db.close();
 }

@@ -97,8 +97,8 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
   it('refuses outbound URLs to private, loopback and link-local addresses unless allowed', async () => {
     for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fd00::1', '::ffff:127.0.0.1', '100.64.0.1', '0.0.0.0']) expect([ip, isPrivateAddress(ip)]).toEqual([ip, true]);
     for (const ip of ['8.8.8.8', '1.1.1.1', '2606:4700::1111']) expect([ip, isPrivateAddress(ip)]).toEqual([ip, false]);
-    await expect(checkOutboundUrl('http://169.254.169.254/latest/meta-data', { allowPrivate: false, path: '/delivery_webhook_url' })).rejects.toThrow(/private/);
-    await expect(checkOutboundUrl('http://localhost:9/x', { allowPrivate: false, path: '/payload_url' })).rejects.toThrow(/private/);
+    await expect(checkOutboundUrl('http://169.254.169.254/latest/meta-data', { allowPrivate: false, path: '/delivery_webhook_url' })).rejects.toThrow(/public address: .*link-local/);
+    await expect(checkOutboundUrl('http://localhost:9/x', { allowPrivate: false, path: '/payload_url' })).rejects.toThrow(/public address: .*loopback/);
     await expect(checkOutboundUrl('ftp://example.com/x', { allowPrivate: false, path: '/payload_url' })).rejects.toThrow(/http or https/);
     await expect(checkOutboundUrl('http://user:pw@example.com/x', { allowPrivate: true, path: '/payload_url' })).rejects.toThrow(/credentials/);
     const strict = await createTestApp({ env: { SVC_ALLOW_PRIVATE_EGRESS: '0' } });
@@ -106,7 +106,7 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
       const b = await signUp(strict.app);
       const res = await strict.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(b.apiKey), payload: { kind: 5, budget: 0.1, max_price_per_unit: 0.001, currency: 'CAD', runner_args: ['true'], delivery_webhook_url: 'http://127.0.0.1:1/hook' } });
       expect(res.statusCode).toBe(400);
-      expect(res.json().details).toEqual([{ path: '/delivery_webhook_url', message: 'must not point to a private, loopback or link-local address' }]);
+      expect(res.json().details).toEqual([{ path: '/delivery_webhook_url', message: 'must point to a public address: refused to connect to 127.0.0.1: loopback addresses are not reachable from the platform' }]);
       const balance = (await strict.app.inject({ method: 'GET', url: '/api/v1/billing/balance', headers: bearer(b.apiKey) })).json();
       expect(balance.held_cents).toBe(0);
     } finally {

@@ -1,7 +1,6 @@
 import { randomUUID, sign } from 'node:crypto';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
-import { checkOutboundUrl } from '../../platform/egress.js';
 import { newId } from '../../platform/ids.js';
 import type { JobRow } from './store.js';
 import { addJobEvent } from './store.js';
@@ -71,8 +70,8 @@ async function attempt(ctx: ServiceContext, row: DeliveryRow): Promise<void> {
   let error: string | undefined;
   let status = 0;
   try {
-    await checkOutboundUrl(row.url, { allowPrivate: ctx.config.allowPrivateEgress, path: '/delivery_webhook_url' });
-    const res = await fetch(row.url, { method: 'POST', headers: webhookHeaders(ctx, row.id, body), body, signal: AbortSignal.timeout(10_000), redirect: 'error' });
+    // The URL was checked at submission; the egress agent judges the address it connects to now.
+    const res = await ctx.egress.fetch(row.url, { method: 'POST', headers: webhookHeaders(ctx, row.id, body), body, signal: AbortSignal.timeout(10_000), redirect: 'error' });
     status = res.status;
     await res.body?.cancel();
     if (!res.ok) error = `HTTP ${res.status}`;
@@ -99,8 +98,7 @@ export async function deliverArtifacts(ctx: ServiceContext, job: JobRow, result:
     if (!url) return;
     let outcome: Record<string, unknown>;
     try {
-      await checkOutboundUrl(url, { allowPrivate: ctx.config.allowPrivateEgress, path: `/${field}` });
-      const res = await fetch(url, { method: 'PUT', headers: { 'content-type': contentType }, body, signal: AbortSignal.timeout(60_000), redirect: 'error' });
+      const res = await ctx.egress.fetch(url, { method: 'PUT', headers: { 'content-type': contentType }, body, signal: AbortSignal.timeout(60_000), redirect: 'error' });
       await res.body?.cancel();
       outcome = { status: res.status, ok: res.ok, bytes: body.length };
     } catch (err) {

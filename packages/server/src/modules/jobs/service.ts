@@ -1,7 +1,6 @@
 import { estimateCost, executionPool, findJobKind, findModel, JOB_KINDS, MICRO_PER_CAD, microToCad, microToCents } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
-import { checkOutboundUrl } from '../../platform/egress.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { transactionRecord } from '../billing/service.js';
@@ -57,10 +56,10 @@ export function pricing() {
 }
 
 async function fetchInputs(ctx: ServiceContext, url: string): Promise<string> {
-  await checkOutboundUrl(url, { allowPrivate: ctx.config.allowPrivateEgress, path: '/payload_url' });
-  let res: Response;
+  await ctx.egress.checkUrl(url, '/payload_url');
+  let res: Awaited<ReturnType<ServiceContext['egress']['fetch']>>;
   try {
-    res = await fetch(url, { signal: AbortSignal.timeout(30_000), redirect: 'error' });
+    res = await ctx.egress.fetch(url, { signal: AbortSignal.timeout(30_000), redirect: 'error' });
   } catch (err) {
     throw bad('/payload_url', `could not be fetched: ${err instanceof Error ? err.message : String(err)}`);
   }
@@ -98,7 +97,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   });
   for (const field of ['delivery_artifact_put_url', 'delivery_manifest_put_url', 'delivery_webhook_url'] as const) {
     const url = body[field];
-    if (url) await checkOutboundUrl(url, { allowPrivate: ctx.config.allowPrivateEgress, path: `/${field}` });
+    if (url) await ctx.egress.checkUrl(url, `/${field}`);
   }
   if (body.delivery_mode === 'put' && !body.delivery_artifact_put_url) throw bad('/delivery_artifact_put_url', "is required when delivery_mode is 'put'");
   let inputs: string[] | undefined;
@@ -109,7 +108,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     if (inputs.length > MAX_INPUTS) throw bad('/inline_text', `has more than ${MAX_INPUTS} lines`);
   } else if (body.kind === 3) {
     if (!body.payload_url) throw bad('/payload_url', 'is required for transcription (the audio file)');
-    await checkOutboundUrl(body.payload_url, { allowPrivate: ctx.config.allowPrivateEgress, path: '/payload_url' });
+    await ctx.egress.checkUrl(body.payload_url, '/payload_url');
   } else if (!body.runner_args) {
     throw bad('/runner_args', `is required for ${kind.name} (the program and its arguments)`);
   }
