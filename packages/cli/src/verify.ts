@@ -1,5 +1,5 @@
 import { readFile, stat } from 'node:fs/promises';
-import { isLowerHex } from '@svc/protocol';
+import { ed25519PublicKeyHexProblem, isLowerHex } from '@svc/protocol';
 import { parseStrictJson, STRICT_JSON_DEFAULT_MAX_BYTES, verifyBundle, type TrustedKey } from '@svc/protocol/verify';
 import { parseArgs, UsageError } from './args.js';
 
@@ -28,6 +28,8 @@ function trustedKeysFrom(text: string, file: string): TrustedKey[] {
   return list.map((k: unknown, i) => {
     const key = typeof k === 'string' ? { public_key_hex: k } : (k as Record<string, unknown>);
     if (typeof key !== 'object' || key === null || !isLowerHex(key.public_key_hex, 32)) throw new UsageError(`--trust-file ${file}: key ${i} has no 64-hex-character public_key_hex`);
+    const problem = ed25519PublicKeyHexProblem(String(key.public_key_hex));
+    if (problem) throw new UsageError(`--trust-file ${file}: key ${i} ${problem}`);
     const when = (v: unknown, name: string) => {
       if (v === undefined || v === null) return null;
       if (typeof v !== 'string' || Number.isNaN(Date.parse(v))) throw new UsageError(`--trust-file ${file}: key ${i} has an invalid ${name}`);
@@ -69,6 +71,8 @@ export async function verify(argv: string[]): Promise<number> {
   const pinned: TrustedKey[] = [];
   for (const hex of args.multi['public-key'] ?? []) {
     if (!isLowerHex(hex, 32)) throw new UsageError(`--public-key must be 64 lowercase hex characters, got '${hex}'`);
+    const problem = ed25519PublicKeyHexProblem(hex);
+    if (problem) throw new UsageError(`--public-key ${hex} ${problem}`);
     pinned.push({ public_key_hex: hex });
   }
   const trustFile = args.flags['trust-file'];

@@ -1,6 +1,7 @@
 export * from './catalogue.js';
 export * from './certificate.js';
 export * from './errors.js';
+export * from './ed25519-point.js';
 export * from './estimate.js';
 export * from './evidence.js';
 export * from './evidence-hash.js';

@@ -5,6 +5,7 @@ import {
   generateKeyPairSync,
   type KeyObject,
 } from 'node:crypto';
+import { ed25519PublicKeyProblem } from './ed25519-point.js';
 import { ProtocolError } from './errors.js';
 import { hexToBytes } from './hex.js';
 import { canonicalJson } from './jcs.js';
@@ -71,7 +72,9 @@ export function publicKeyHex(key: KeyObject): string {
 }
 
 /**
- * Builds a public key object from 64 lowercase hex characters (the raw key).
+ * Builds a public key object from 64 lowercase hex characters (the raw key). Refuses (throws)
+ * non-canonical encodings and small-order points: node:crypto would accept them, and anyone can
+ * forge signatures under a small-order key.
  *
  * @example
  * const key = publicKeyFromHex(receipt.node_public_key);
@@ -80,6 +83,8 @@ export function publicKeyFromHex(hex: string): KeyObject {
   const known = keyByHex.get(hex);
   if (known !== undefined) return known;
   const raw = hexToBytes(hex, 32, '/public_key');
+  const problem = ed25519PublicKeyProblem(raw);
+  if (problem !== undefined) throw new ProtocolError(`public key ${problem}`, '/public_key');
   const der = Buffer.concat([ED25519_SPKI_PREFIX, raw]);
   const key = createPublicKey({ key: der, format: 'der', type: 'spki' });
   // Only well-formed keys reach the map (hexToBytes refuses anything else), and it forgets the
@@ -87,6 +92,25 @@ export function publicKeyFromHex(hex: string): KeyObject {
   if (keyByHex.size >= KEYS_KEPT) keyByHex.delete(keyByHex.keys().next().value as string);
   keyByHex.set(hex, key);
   return key;
+}
+
+const strictByKey = new WeakMap<KeyObject, boolean>();
+
+/**
+ * True when a public key object is safe to verify with: a canonical encoding of a point of large
+ * order (see {@link ed25519PublicKeyProblem}). Remembered per key object.
+ */
+export function isStrictPublicKey(key: KeyObject): boolean {
+  const known = strictByKey.get(key);
+  if (known !== undefined) return known;
+  let ok: boolean;
+  try {
+    ok = ed25519PublicKeyProblem(Buffer.from(publicKeyHex(key), 'hex')) === undefined;
+  } catch {
+    ok = false;
+  }
+  strictByKey.set(key, ok);
+  return ok;
 }
 
 /**

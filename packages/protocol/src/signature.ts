@@ -1,7 +1,7 @@
 import { sign, verify, type KeyObject } from 'node:crypto';
 import { ProtocolError } from './errors.js';
 import { isLowerHex } from './hex.js';
-import { publicKeyFromHex } from './keys.js';
+import { isStrictPublicKey, publicKeyFromHex } from './keys.js';
 
 /**
  * Pure Ed25519 (RFC 8032, not Ed25519ph) signature over `message`, as 128 lowercase hex
@@ -20,7 +20,8 @@ export function signHex(message: Uint8Array, privateKey: KeyObject): string {
 /**
  * Verifies a pure Ed25519 signature. Strict and total: returns `false`, never throws, for any
  * malformed input (a signature that is not exactly 128 lowercase hex characters, a public key
- * that is not 64 lowercase hex characters, a key that is not a valid point).
+ * that is not 64 lowercase hex characters, a key that is not a valid point, a non-canonical
+ * encoding or a small-order point).
  *
  * @example
  * verifyHex(requestMessage(request), headers['x-svc-signature'], node.pubkey); // true | false
@@ -34,6 +35,7 @@ export function verifyHex(message: Uint8Array, signatureHex: string, publicKey: 
       key = publicKeyFromHex(publicKey);
     } else {
       key = publicKey;
+      if (!isStrictPublicKey(key)) return false;
     }
     if (key.asymmetricKeyType !== 'ed25519') return false;
     return verify(null, message, key, Buffer.from(signatureHex, 'hex'));

@@ -97,6 +97,22 @@ describe('verifyBundle', () => {
     expect(failed(await verifyBundle(JSON.stringify(bundle)))).toEqual(expected);
   });
 
+  it('refuses a receipt and a certificate forged under the identity key (R = identity, S = 0 verifies for any message)', async () => {
+    const identity = `01${'00'.repeat(31)}`;
+    const forged = `01${'00'.repeat(63)}`;
+    const bundle = makeBundle();
+    setAt(bundle, ['receipts', 0, 'node_public_key'], identity);
+    setAt(bundle, ['receipts', 0, 'signature'], forged);
+    for (const part of ['run', 'certificate']) setAt(bundle, ['evidence', part, part === 'run' ? 'root_signature_hex' : 'signature_hex'], forged);
+    for (const part of ['run', 'certificate']) setAt(bundle, ['evidence', part, 'signer_public_key_hex'], identity);
+    setAt(bundle, ['verifier', 'platform_keys', 0, 'public_key_hex'], identity);
+    bundle.bundle_hash = bundleHash(bundle);
+    const v = await verifyBundle(JSON.stringify(bundle));
+    expect(v.ok).toBe(false);
+    expect(v.checks.find((c) => c.name === 'receipt_signature[rcpt_1]')).toMatchObject({ ok: false, reason: 'the node public key is a small-order point (order 1): signatures under it can be forged' });
+    expect(v.checks.find((c) => c.name === 'certificate_signature')).toMatchObject({ ok: false, reason: 'the signer public key is a small-order point (order 1): signatures under it can be forged' });
+  });
+
   it('refuses duplicate keys, unknown types, oversized input and garbage', async () => {
     const text = JSON.stringify(makeBundle());
     expect(failed(await verifyBundle(text.replace('{"type":', '{"type":"x","type":')))).toEqual(['parse']);

@@ -1,6 +1,7 @@
 import canonicalize from 'canonicalize';
 import { BUNDLE_TYPE, EVIDENCE_CERT_ALGORITHM, EVIDENCE_CERT_VERSION, EVIDENCE_TIMESTAMP_PATTERN, parentsOf } from '../evidence.js';
 import { canonicalJson } from '../jcs.js';
+import { ed25519PublicKeyHexProblem } from '../ed25519-point.js';
 import { certificateMessageBytes, concat, isHex, merkleRootHex, sha256Hex, svc1MessageBytes, utf8, verifyEd25519 } from './primitives.js';
 import { parseStrictJson, STRICT_JSON_DEFAULT_MAX_BYTES } from './strict-json.js';
 
@@ -179,7 +180,8 @@ export async function verifyBundle(text: string, options: VerifyBundleOptions = 
     add('certificate_signature', false, 'the run and the certificate name different signatures or signers');
   } else {
     const signed = await verifyEd25519(signer, certificateMessageBytes(String(run.id), evts.length, String(cert.root_hash)), signature);
-    add('certificate_signature', signed, signed ? `Ed25519 by ${signer}` : signature ? 'the signature does not verify for this run, event count, root and key' : 'the run is not signed (it has not reached a terminal state)');
+    const keyProblem = signer ? ed25519PublicKeyHexProblem(signer) : undefined;
+    add('certificate_signature', signed, signed ? `Ed25519 by ${signer}` : keyProblem ? `the signer public key ${keyProblem}` : signature ? 'the signature does not verify for this run, event count, root and key' : 'the run is not signed (it has not reached a terminal state)');
   }
   const verifier = isObj(bundle.verifier) ? bundle.verifier : {};
   checks.push(signerCheck(signer, cert.signed_at, verifier.platform_keys, options.trustedKeys));
@@ -191,7 +193,8 @@ export async function verifyBundle(text: string, options: VerifyBundleOptions = 
     const label = `receipt_signature[${str(receipt.id) ?? i}]`;
     const message = svc1MessageBytes({ job_id: receipt.job_id, node_public_key_hex: receipt.node_public_key, result_hash_hex: receipt.result_hash, metering_units: receipt.metering_units });
     const sigOk = receipt.signature_version === 'SVC1' && message !== undefined && (await verifyEd25519(String(receipt.node_public_key), message, String(receipt.signature)));
-    add(label, sigOk, sigOk ? `SVC1 by node ${String(receipt.node_public_key)}` : message ? 'the SVC1 signature does not verify' : 'the receipt fields cannot be encoded as SVC1');
+    const keyProblem = ed25519PublicKeyHexProblem(String(receipt.node_public_key));
+    add(label, sigOk, sigOk ? `SVC1 by node ${String(receipt.node_public_key)}` : keyProblem ? `the node public key ${keyProblem}` : message ? 'the SVC1 signature does not verify' : 'the receipt fields cannot be encoded as SVC1');
 
     const bound = verifiedEvents.find((e) => isObj(e.metadata) && e.metadata.receipt_id === receipt.id);
     const meta = isObj(bound?.metadata) ? bound.metadata : undefined;

@@ -1,3 +1,5 @@
+import { ed25519PublicKeyHexProblem } from '../ed25519-point.js';
+
 // The verifier's primitives on WebCrypto only (`globalThis.crypto.subtle`), so the same code runs
 // in Node.js (`svc verify`) and in a browser (the dashboard). The Node-side signers in this
 // package build the same bytes; tests check both against the published vectors.
@@ -53,6 +55,8 @@ export async function sha256Hex(bytes: Uint8Array): Promise<string> {
 /** Pure Ed25519 verification; false (never a throw) on a malformed key or signature. */
 export async function verifyEd25519(publicKeyHex: string, message: Uint8Array, signatureHex: string): Promise<boolean> {
   if (!isHex(publicKeyHex, 32) || !isHex(signatureHex, 64)) return false;
+  // WebCrypto accepts small-order and non-canonical keys, under which signatures can be forged.
+  if (ed25519PublicKeyHexProblem(publicKeyHex) !== undefined) return false;
   try {
     const key = await globalThis.crypto.subtle.importKey('raw', buffer(fromHex(publicKeyHex)), { name: 'Ed25519' }, false, ['verify']);
     return await globalThis.crypto.subtle.verify({ name: 'Ed25519' }, key, buffer(fromHex(signatureHex)), buffer(message));

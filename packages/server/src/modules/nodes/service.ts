@@ -1,4 +1,4 @@
-import { findModel, registerMessage, verifyHex } from '@svc/protocol';
+import { ed25519PublicKeyHexProblem, findModel, registerMessage, verifyHex } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -21,6 +21,9 @@ export interface RegisterInput {
  */
 export async function registerNode(ctx: ServiceContext, principal: Principal, body: RegisterInput & Record<string, unknown>) {
   const { signature, ...unsigned } = body;
+  // node:crypto would verify signatures under a small-order key, which anyone can forge.
+  const keyProblem = ed25519PublicKeyHexProblem(body.pubkey);
+  if (keyProblem) throw new ApiError('invalid_request', `pubkey ${keyProblem}`, [{ path: '/pubkey', message: keyProblem }]);
   if (!verifyHex(registerMessage(body.pubkey, unsigned), signature, body.pubkey)) {
     throw new ApiError('unauthorized', 'registration signature does not verify: sign "SVC-NODE-REGISTER-v1\\n" + pubkey + "\\n" + sha256hex(JCS(body without signature))');
   }
