@@ -42,6 +42,7 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
   });
   app.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
+    if (request.routeOptions.config?.noStore === true) void reply.header('cache-control', 'no-store');
   });
   installRouteTable(app);
   installErrorHandling(app, { pageFallback: dashboardPageFallback(ctx) });

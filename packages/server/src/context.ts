@@ -14,6 +14,7 @@ import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vect
 import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
 import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
 import { createEgress, type Egress, type Resolve } from './platform/egress.js';
+import { requestLogView } from './platform/log-redact.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -60,7 +61,8 @@ export const LOG_REDACT_PATHS = [
 ];
 
 export function createLogger(config: Pick<Config, 'logLevel'>, stream?: DestinationStream): Logger {
-  return pino({ level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } }, stream);
+  // `req` replaces Fastify's serializer: request URLs are logged with token-like query values redacted.
+  return pino({ level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, serializers: { req: requestLogView } }, stream);
 }
 
 /**

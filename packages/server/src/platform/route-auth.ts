@@ -23,6 +23,8 @@ declare module 'fastify' {
     auth?: RouteAuth;
     /** false exempts a route from rate limits (health checks, metrics scrapes). */
     rateLimit?: boolean;
+    /** true for responses that carry a secret (keys, tokens): sent with `Cache-Control: no-store`. */
+    noStore?: boolean;
   }
   interface FastifyInstance {
     /** Every route registered on the app, in registration order. */

@@ -13,7 +13,7 @@ export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.post(
     '/api/v1/auth/signup',
     {
-      config: { auth: { public: true } },
+      config: { auth: { public: true }, noStore: true },
       schema: { summary: 'Create a buyer account, its organization, a first API key and a session', tags, body: AuthRequest, response: { 201: AuthResponse } },
     },
     async (request, reply) => reply.code(201).send(await signup(ctx, request.body)),
@@ -21,7 +21,7 @@ export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.post(
     '/api/v1/auth/login',
     {
-      config: { auth: { public: true } },
+      config: { auth: { public: true }, noStore: true },
       schema: { summary: 'Start a session (rate limited per email and per client address)', tags, body: AuthRequest, response: { 200: AuthResponse } },
     },
     async (request, reply) => {

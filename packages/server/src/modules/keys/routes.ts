@@ -12,7 +12,7 @@ export async function keyRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.post(
     '/api/v1/auth/api-keys',
     {
-      config: { auth: { permission: 'keys:write' } },
+      config: { auth: { permission: 'keys:write' }, noStore: true },
       schema: { summary: 'Create an API key (the full key is returned once)', tags, body: APIKeyCreateRequest, response: { 201: APIKeyCreateResponse } },
     },
     async (request, reply) => {

@@ -33,7 +33,7 @@ export async function organizationRoutes(app: App, ctx: ServiceContext): Promise
   app.post(
     '/api/v1/organizations/current/invites',
     {
-      config: { auth: { permission: 'organization:write' } },
+      config: { auth: { permission: 'organization:write' }, noStore: true },
       schema: { summary: 'Invite someone (owners and admins)', tags, body: OrganizationInviteRequest, response: { 201: OrganizationInviteResponse } },
     },
     async (request, reply) => reply.code(201).send(await invite(ctx, principalOf(request), { email: request.body.email, role: request.body.role ?? 'member' })),
@@ -41,7 +41,7 @@ export async function organizationRoutes(app: App, ctx: ServiceContext): Promise
   app.post(
     '/api/v1/organizations/invites/accept',
     {
-      config: { auth: { public: true } },
+      config: { auth: { public: true }, noStore: true },
       schema: { summary: 'Accept an invite: join with an existing account or create one', tags, body: OrganizationAcceptInviteRequest, response: { 200: AuthResponse } },
     },
     async (request) => acceptInvite(ctx, request.body),
