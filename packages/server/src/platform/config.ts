@@ -48,6 +48,21 @@ export interface KnowledgeConfig {
   leaseSeconds: number;
   /** First wait before an embeddings batch is retried after no_capacity or a node failure, doubling each time (SVC_KB_RETRY_MS, default 1000). */
   retryBaseMs: number;
+  /** Bounds of one document's extraction and chunking (docs/security.md, "Ingestion limits"). */
+  parse: {
+    /** Deepest Markdown list or quote nesting (SVC_KB_MAX_NESTING, default 100). */
+    maxNesting: number;
+    /** Most characters of extracted text (SVC_KB_MAX_TEXT_CHARS, default 20,000,000). */
+    maxTextChars: number;
+    /** Most chunks per document (SVC_KB_MAX_CHUNKS, default 50,000). */
+    maxChunks: number;
+    /** Heap of the parse worker thread in MB (SVC_KB_PARSE_HEAP_MB, default 512). */
+    heapMb: number;
+    /** Deadline of one parse in ms (SVC_KB_PARSE_TIMEOUT_MS, default 120,000). */
+    timeoutMs: number;
+    /** `worker` (default), or `inline` in the server process with no heap limit or deadline: debugging only (SVC_KB_PARSE_ISOLATION). */
+    isolation: 'worker' | 'inline';
+  };
 }
 
 /** Where `npm install` builds the dashboard (packages/dashboard/dist), next to this package. */
@@ -193,6 +208,14 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
       embedConcurrency: env.SVC_KB_EMBED_CONCURRENCY ? parseIntIn('SVC_KB_EMBED_CONCURRENCY', env.SVC_KB_EMBED_CONCURRENCY, 1, 64) : 4,
       leaseSeconds: env.SVC_KB_LEASE_SECONDS ? parseIntIn('SVC_KB_LEASE_SECONDS', env.SVC_KB_LEASE_SECONDS, 1, 3600) : 60,
       retryBaseMs: env.SVC_KB_RETRY_MS ? parseIntIn('SVC_KB_RETRY_MS', env.SVC_KB_RETRY_MS, 0, 600_000) : 1_000,
+      parse: {
+        maxNesting: env.SVC_KB_MAX_NESTING ? parseIntIn('SVC_KB_MAX_NESTING', env.SVC_KB_MAX_NESTING, 1, 10_000) : 100,
+        maxTextChars: env.SVC_KB_MAX_TEXT_CHARS ? parseIntIn('SVC_KB_MAX_TEXT_CHARS', env.SVC_KB_MAX_TEXT_CHARS, 1, 1_000_000_000) : 20_000_000,
+        maxChunks: env.SVC_KB_MAX_CHUNKS ? parseIntIn('SVC_KB_MAX_CHUNKS', env.SVC_KB_MAX_CHUNKS, 1, 10_000_000) : 50_000,
+        heapMb: env.SVC_KB_PARSE_HEAP_MB ? parseIntIn('SVC_KB_PARSE_HEAP_MB', env.SVC_KB_PARSE_HEAP_MB, 16, 65_536) : 512,
+        timeoutMs: env.SVC_KB_PARSE_TIMEOUT_MS ? parseIntIn('SVC_KB_PARSE_TIMEOUT_MS', env.SVC_KB_PARSE_TIMEOUT_MS, 100, 3_600_000) : 120_000,
+        isolation: parseChoice('SVC_KB_PARSE_ISOLATION', env.SVC_KB_PARSE_ISOLATION, ['worker', 'inline'] as const, 'worker'),
+      },
     },
     leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
     rateLimits: {

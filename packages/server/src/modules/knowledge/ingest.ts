@@ -2,12 +2,12 @@ import { sha256Hex } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId, randomToken } from '../../platform/ids.js';
-import { chunkText } from './chunking.js';
 import { endRequest } from '../gateway/settle.js';
 import { embeddingVectors } from '../gateway/embeddings.js';
 import { embedTexts, principalFor } from './embed.js';
 import { unitVector } from './vector-search.js';
-import { extractText, type DocumentFormat } from './extract.js';
+import type { DocumentFormat } from './extract.js';
+import { parseDocument } from './parse.js';
 import {
   claimDocument,
   finishDocument,
@@ -29,7 +29,12 @@ import {
  * taken more than {@link MAX_ATTEMPTS} times is marked `failed`.
  */
 export interface Ingestor {
-  /** Looks for documents to ingest now (after an upload); the periodic sweep does the same. */
+  /**
+   * Starts the periodic sweep, which resumes interrupted work: the server calls it once it
+   * listens, so that a document that crashed the previous process cannot stop this one starting.
+   */
+  start(): void;
+  /** Looks for documents to ingest now (after an upload; starts the sweep if not yet); the periodic sweep does the same. */
   kick(): void;
   /** Graceful stop: stops in-flight embedding requests (their holds are released) and frees the leases. */
   close(): Promise<void>;
@@ -87,12 +92,15 @@ async function extractAndChunk(ctx: ServiceContext, doc: DocumentRow, model: str
   if (!(await renewLease(ctx.db, doc.id, owner, leaseSeconds, { phase: 'extracting' }))) return false;
   const blob = await ctx.blobs.get(sourceKey(doc.id));
   if (!blob) throw new ApiError('internal', 'the uploaded bytes of this document are missing');
-  const { text, pages } = await extractText(blob.bytes, doc.content_type as DocumentFormat);
-  const chunks = await chunkText(text, { size: doc.chunk_size, overlap: doc.chunk_overlap });
+  // In a worker thread with a heap limit and a deadline: a hostile document fails alone.
+  const { textChars, pages, chunks } = await parseDocument(
+    { bytes: blob.bytes, format: doc.content_type as DocumentFormat, chunkSize: doc.chunk_size, chunkOverlap: doc.chunk_overlap },
+    ctx.config.knowledge.parse,
+  );
   const rows = chunks.map((c, i) => ({ id: newId('chk'), ordinal: i, text: c.text, sha256: sha256Hex(c.text), tokens: c.tokens, char_start: c.start, char_end: c.end }));
   const tokens = rows.reduce((sum, r) => sum + r.tokens, 0);
   return ctx.db.transaction(async (tx) => {
-    const progress = { phase: 'embedding' as const, chunk_count: rows.length, text_chars: text.length, token_count: tokens, ...(pages === undefined ? {} : { pages }) };
+    const progress = { phase: 'embedding' as const, chunk_count: rows.length, text_chars: textChars, token_count: tokens, ...(pages === undefined ? {} : { pages }) };
     if (!(await renewLease(tx, doc.id, owner, leaseSeconds, progress))) return false;
     await replaceChunks(tx, doc, model, rows);
     return true;
@@ -202,14 +210,15 @@ async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string
 
 /**
  * Starts the ingestion loop of this instance: every `sweepMs` (and at each `kick`) it takes
- * documents that wait, up to {@link MAX_DOCUMENTS} at once.
+ * documents that wait, up to {@link MAX_DOCUMENTS} at once. With `deferred`, nothing runs until
+ * `start()` or the first `kick()`.
  *
  * @example
  * const ingestor = startIngestor(ctx);
  * ingestor.kick(); // after an upload
  * await ingestor.close();
  */
-export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number } = {}): Ingestor {
+export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number; deferred?: boolean } = {}): Ingestor {
   const owner = `ing_${randomToken(16)}`;
   const { leaseSeconds } = ctx.config.knowledge;
   const active = new Map<string, { controller: AbortController; requests: AbortController; done: Promise<void> }>();
@@ -285,12 +294,18 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number }
       filling = false;
     }
   };
-  const kick = () => void fill();
-  const sweep = setInterval(kick, options.sweepMs ?? Math.min(5_000, leaseSeconds * 500));
-  sweep.unref();
-  kick();
+  let sweep: NodeJS.Timeout | undefined;
+  const start = () => {
+    if (sweep || stopped) return;
+    sweep = setInterval(() => void fill(), options.sweepMs ?? Math.min(5_000, leaseSeconds * 500));
+    sweep.unref();
+    void fill();
+  };
+  const kick = () => (sweep ? void fill() : start());
+  if (!options.deferred) start();
 
   return {
+    start,
     kick,
     async close() {
       stopped = true;

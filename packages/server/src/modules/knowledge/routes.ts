@@ -87,8 +87,12 @@ async function readUpload(request: FastifyRequest, maxBytes: number): Promise<se
  * documents (uploaded as JSON text or a multipart file, ingested in the background) and search.
  */
 export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<void> {
-  const ingestor = startIngestor(ctx);
+  // Resumed work waits until the server listens (an upload's kick starts it earlier).
+  const ingestor = startIngestor(ctx, { deferred: true });
   app.decorate('knowledgeIngestor', ingestor);
+  app.addHook('onListen', async () => {
+    ingestor.start();
+  });
   app.addHook('onClose', async () => {
     await ingestor.close();
   });
