@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateEd25519, publicKeyHex } from '@svc/protocol';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { createTestStore, type TestStore } from '@svc/server/testing';
 import { main } from '../src/main.js';
@@ -159,10 +160,12 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
     expect((await svcVerifyHere([v2])).out).toMatch(/FAIL {2}bundle_type/);
     const big = await svcVerify([jobBundle, '--max-bytes', '1000']);
     expect([big.code, big.out]).toEqual([2, expect.stringContaining('larger than 1000 bytes')]);
-    const other = await svcVerifyHere([jobBundle, '--public-key', 'ab'.repeat(32)]);
+    // A real key that did not sign ('ab'.repeat(32) is not a curve point: refused as bad usage).
+    const other = await svcVerifyHere([jobBundle, '--public-key', publicKeyHex(generateEd25519().publicKey)]);
     expect(other.code).toBe(1);
     expect(other.out).toMatch(/FAIL {2}signer_key {2}signer [0-9a-f]{64} is not among the pinned keys/);
     expect((await svcVerifyHere([jobBundle, '--public-key', 'XYZ'])).code).toBe(2);
+    expect((await svcVerifyHere([jobBundle, '--public-key', 'ab'.repeat(32)])).code).toBe(2);
     expect((await svcVerifyHere([join(dir, 'missing.json')])).code).toBe(2);
   }, 60_000);
 
