@@ -56,7 +56,10 @@ async function readAudioForm(request: FastifyRequest): Promise<{ fields: Record<
     const code = (err as { code?: string }).code;
     if (code === 'FST_REQ_FILE_TOO_LARGE') throw new ApiError('payload_too_large', `the audio file is larger than ${MAX_AUDIO_BYTES / 1024 / 1024} MiB`);
     if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError('payload_too_large', 'too many parts in the form');
-    throw err;
+    if (err instanceof ApiError) throw err;
+    // Everything else here is the form's own fault: no or an over-long boundary, a truncated part,
+    // a malformed header. Only the client's bytes are read in this loop.
+    throw new ApiError('invalid_request', `malformed multipart/form-data body: ${err instanceof Error ? err.message : 'unreadable'}`);
   }
   return { fields, file };
 }
