@@ -219,13 +219,13 @@ async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<ty
   const url = await listeningUrl('svc serve', server);
   const signup = async (email: string) => {
     const res = await fetch(`${url}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'benchmark password' }) });
-    return (await res.json()) as { api_key: string };
+    return (await res.json()) as { api_key: string; token: string };
   };
   const buyer = await signup('buyer@bench.test');
   const operator = await signup('operator@bench.test');
   const keyRes = await fetch(`${url}/api/v1/auth/api-keys`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${operator.api_key}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${operator.token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ label: 'node', scopes: ['operator'] }),
   });
   const { api_key: operatorKey } = (await keyRes.json()) as { api_key: string };

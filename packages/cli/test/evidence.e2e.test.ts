@@ -80,10 +80,11 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
     dir = mkdtempSync(join(tmpdir(), 'svc-verify-'));
     server = spawnSvc(['serve'], serverEnv());
     base = await waitForUrl(server);
-    const signup = async (email: string) =>
-      ((await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'evidence e2e password' }) })).json()) as { api_key: string }).api_key;
-    // The operator's node key, made by the operator; then the buyer is who the tests act as.
-    buyerKey = await signup('operator@evidence.test');
+    const signup = async (email: string, credential: 'api_key' | 'token' = 'api_key') =>
+      ((await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'evidence e2e password' }) })).json()) as { api_key: string; token: string })[credential];
+    // The operator's node key, made by the operator's session (a buyer key may not grant operator);
+    // then the buyer is who the tests act as.
+    buyerKey = await signup('operator@evidence.test', 'token');
     const nodeKey = (JSON.parse((await api('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] })).text) as { api_key: string }).api_key;
     buyerKey = await signup('buyer@evidence.test');
     node = spawnSvc(['node', '--server', base, '--data-dir', join(dir, 'node'), '--country', 'CA', '--region', 'ca-central', '--upstream', upstream.url, '--model', 'tinyllama'], { SVC_NODE_API_KEY: nodeKey });

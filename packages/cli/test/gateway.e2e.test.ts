@@ -39,8 +39,9 @@ describe('the gateway through the openai client, against svc serve and svc node 
     });
     base = await waitForUrl(server);
     const post = async (path: string, body: unknown, key?: string) =>
-      (await (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) })).json()) as { api_key: string };
-    const operator = (await post('/api/v1/auth/signup', { email: 'op@gw.test', password: 'gateway e2e password' })).api_key;
+      (await (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) })).json()) as { api_key: string; token: string };
+    // An operator key is minted by the owner's session: a buyer key may not grant operator.
+    const operator = (await post('/api/v1/auth/signup', { email: 'op@gw.test', password: 'gateway e2e password' })).token;
     const nodeKey = (await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, operator)).api_key;
     buyerKey = (await post('/api/v1/auth/signup', { email: 'buyer@gw.test', password: 'gateway e2e password' })).api_key;
     readOnlyKey = (await post('/api/v1/auth/api-keys', { label: 'ro', scopes: ['read-only'] }, buyerKey)).api_key;

@@ -64,9 +64,10 @@ describe('end to end with real processes: svc serve, two svc node agents, a buye
     server = spawnSvc(['serve'], serverEnv());
     base = await waitForUrl(server);
     const signup = async (email: string) =>
-      (await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'end to end password' }) })).json()) as { api_key: string };
+      (await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'end to end password' }) })).json()) as { api_key: string; token: string };
     buyerKey = (await signup('buyer@e2e.test')).api_key;
-    operatorOwnerKey = (await signup('operator@e2e.test')).api_key;
+    // the owner's session mints the node's operator key (a buyer key may not grant operator)
+    operatorOwnerKey = (await signup('operator@e2e.test')).token;
     operatorKey = (await api('/api/v1/auth/api-keys', { body: { label: 'node', scopes: ['operator'] }, key: operatorOwnerKey })).body.api_key as string;
     for (let i = 0; i < 2; i++) {
       const dir = mkdtempSync(join(tmpdir(), 'svc-e2e-node-'));

@@ -1,11 +1,12 @@
 import Fastify, {
-  LogController, type FastifyBaseLogger, type FastifyInstance, type RawReplyDefaultExpression, type RawRequestDefaultExpression, type RawServerDefault } from 'fastify';
+  LogController, type FastifyBaseLogger, type FastifyReply, type FastifyInstance, type RawReplyDefaultExpression, type RawRequestDefaultExpression, type RawServerDefault } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ServiceContext } from './context.js';
 import { installAuth } from './modules/auth/hook.js';
 import { dashboardPageFallback } from './modules/dashboard/routes.js';
-import { installErrorHandling } from './platform/http-errors.js';
+import { installErrorHandling, toApiError } from './platform/http-errors.js';
 import { installMetrics } from './platform/http-metrics.js';
+import { assertSafeJson, installInputGuard } from './platform/input-guard.js';
 import { installOpenApi } from './platform/openapi.js';
 import { requestIdFor } from './platform/request-id.js';
 import { installRouteTable } from './platform/route-auth.js';
@@ -31,6 +32,13 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
     bodyLimit: ctx.config.bodyLimitBytes,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // Errors of the router itself (a malformed percent-encoding, an over-long path parameter)
+    // leave in the one error shape too.
+    frameworkErrors: (error, _request, raw) => {
+      const api = toApiError(error);
+      const reply = raw as FastifyReply;
+      void reply.code(api.status).type('application/json; charset=utf-8').send(api.toBody());
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(createValidatorCompiler());
   // JSON bodies keep their exact bytes: node requests are signed over them.
@@ -38,8 +46,17 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const raw = body as Buffer;
     request.rawBody = raw;
-    parseJson(request, raw.toString('utf8'), done);
+    parseJson(request, raw.toString('utf8'), (err, parsed) => {
+      if (err) return done(err);
+      try {
+        assertSafeJson(parsed);
+      } catch (unsafe) {
+        return done(unsafe as Error);
+      }
+      done(null, parsed);
+    });
   });
+  installInputGuard(app);
   app.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
     if (request.routeOptions.config?.noStore === true) void reply.header('cache-control', 'no-store');

@@ -116,9 +116,12 @@ export function bearer(credential: string): { authorization: string } {
   return { authorization: `Bearer ${credential}` };
 }
 
-/** Creates a key with the given scopes for the buyer and returns the full key. */
+/**
+ * Creates a key with the given scopes for the buyer and returns the full key. Uses the buyer's
+ * session (an owner's session may grant any scope; their `buyer` key could not grant `operator`).
+ */
 export async function createKey(app: App, buyer: TestBuyer, scopes: string[], label = 'test'): Promise<string> {
-  const res = await app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(buyer.apiKey), payload: { label, scopes } });
+  const res = await app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(buyer.token), payload: { label, scopes } });
   if (res.statusCode !== 201) throw new Error(`key creation failed: ${res.statusCode} ${res.body}`);
   return (res.json() as { api_key: string }).api_key;
 }

@@ -12,14 +12,45 @@ function createAjv(coerceTypes: boolean | 'array'): Ajv {
   return ajv;
 }
 
+/** The bound of a number in a query string, path or header that declares none: PostgreSQL's `integer`. */
+export const DEFAULT_PARAMETER_MAX = 2 ** 31 - 1;
+/** The bound of a number in a JSON body that declares none: the largest exact integer of a double. */
+export const DEFAULT_BODY_MAX = Number.MAX_SAFE_INTEGER;
+
+/**
+ * A copy of `schema` in which every `integer` or `number` without a bound gets one
+ * (`-max..max`): `offset=1e20` is an integer to JSON Schema, and no column or counter holds it.
+ * Declared bounds are kept; `$id`s are dropped.
+ *
+ * @example
+ * boundNumbers({ type: 'integer', minimum: 0 }, 10) // { type: 'integer', minimum: 0, maximum: 10 }
+ */
+export function boundNumbers(schema: unknown, max: number): unknown {
+  if (Array.isArray(schema)) return schema.map((s) => boundNumbers(s, max));
+  if (typeof schema !== 'object' || schema === null) return schema;
+  const copy: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === '$id') continue; // a copy per route: the same $id twice would clash in ajv
+    copy[key] = key === 'const' || key === 'default' || key === 'enum' || key === 'examples' ? value : boundNumbers(value, max);
+  }
+  const types = [copy.type].flat();
+  if (types.includes('integer') || types.includes('number')) {
+    if (copy.maximum === undefined && copy.exclusiveMaximum === undefined) copy.maximum = max;
+    if (copy.minimum === undefined && copy.exclusiveMinimum === undefined) copy.minimum = -max;
+  }
+  return copy;
+}
+
 /**
  * Bodies are validated without type coercion (a JSON string is never taken for a number);
  * query strings, path parameters and headers are coerced, since they only ever arrive as text.
+ * Numbers without a declared bound are bounded ({@link boundNumbers}).
  */
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const strict = createAjv(false);
   const coercing = createAjv('array');
-  return ({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema as object);
+  return ({ schema, httpPart }) =>
+    httpPart === 'body' ? strict.compile(boundNumbers(schema, DEFAULT_BODY_MAX) as object) : coercing.compile(boundNumbers(schema, DEFAULT_PARAMETER_MAX) as object);
 }
 
 /**

@@ -61,6 +61,7 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'POST /v1/images/generations': 'inference:write',
   'GET /v1/files/:name': 'public',
   'GET /api/v1/gateway/requests': 'jobs:read',
+  'GET /api/v1/gateway/requests/:id': 'jobs:read',
   'POST /api/v1/node/work/:work_id/events': 'node',
   'POST /mcp': 'authenticated',
   'GET /mcp': 'authenticated',

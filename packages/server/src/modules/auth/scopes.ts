@@ -96,3 +96,39 @@ export function scopesGrant(scopes: readonly string[], permission: Permission): 
 export function invalidScopes(scopes: readonly string[]): string[] {
   return scopes.filter((scope) => permissionsOf(scope) === undefined);
 }
+
+/** Every permission there is, `resource:read` and `resource:write` of each resource. */
+export const PERMISSIONS: readonly Permission[] = RESOURCES.flatMap((r): Permission[] => [`${r}:read`, `${r}:write`]);
+
+/**
+ * The requested scopes that `held` does not imply: a scope is implied when every permission it
+ * grants is granted by some scope in `held` (so `buyer` implies `buyer:read`, `jobs:read` and
+ * `keys`, and `jobs:read` + `jobs:write` imply `jobs`). Unknown scopes are left to
+ * {@link invalidScopes}.
+ *
+ * @example
+ * scopesNotImplied(['keys:write'], ['buyer', 'keys:write']) // ['buyer']
+ */
+export function scopesNotImplied(held: readonly string[], requested: readonly string[]): string[] {
+  return requested.filter((scope) => !(permissionsOf(scope) ?? []).every((p) => scopesGrant(held, p)));
+}
+
+/** Who is minting a key: the parts of a principal the minting rule reads. */
+export interface KeyMinter {
+  kind: 'key' | 'session';
+  role: 'owner' | 'admin' | 'member';
+  scopes: readonly string[];
+}
+
+/**
+ * The requested scopes this credential may not put on a new key (docs/authentication.md): a key,
+ * or a member's session, mints only scopes its own scopes imply; an owner's or admin's session
+ * (a person who manages the organization's keys) mints any valid scope.
+ *
+ * @example
+ * scopesNotMintable({ kind: 'key', role: 'owner', scopes: ['buyer'] }, ['operator']) // ['operator']
+ */
+export function scopesNotMintable(minter: KeyMinter, requested: readonly string[]): string[] {
+  if (minter.kind === 'session' && (minter.role === 'owner' || minter.role === 'admin')) return [];
+  return scopesNotImplied(minter.scopes, requested);
+}

@@ -46,27 +46,41 @@ export function prepareImages(body: Static<typeof ImageRequest>): ImageCall {
 
 const EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif' };
 
+/** The images of a node's image result (`{images: [{content_type, b64_json}]}`); 502 when there are none. */
+export function nodeImages(output: Buffer): { content_type?: string; b64_json: string }[] {
+  let parsed: { images?: { content_type?: string; b64_json?: string }[] };
+  try {
+    parsed = JSON.parse(output.toString('utf8')) as typeof parsed;
+  } catch {
+    throw new ApiError('upstream_error', 'the node returned an image result that is not JSON');
+  }
+  const images = (Array.isArray(parsed.images) ? parsed.images : []).filter((i): i is { content_type?: string; b64_json: string } => typeof i.b64_json === 'string' && i.b64_json.length > 0);
+  if (images.length === 0) throw new ApiError('upstream_error', 'the node returned no image');
+  return images;
+}
+
+/**
+ * Stores the request's images as served files (`<request id>-<index>.<ext>`) and returns fresh
+ * presigned URLs. Idempotent: the same names and bytes each time, so the answer can be rebuilt
+ * from the stored result after a crash (GET /api/v1/gateway/requests/{id}).
+ */
+export async function storeImageFiles(ctx: ServiceContext, requestId: string, images: { content_type?: string; b64_json: string }[]): Promise<{ url: string }[]> {
+  return Promise.all(
+    images.map(async (image, index) => {
+      const contentType = image.content_type && EXTENSIONS[image.content_type] ? image.content_type : 'application/octet-stream';
+      const name = `${requestId}-${index}.${EXTENSIONS[contentType] ?? 'bin'}`;
+      await ctx.blobs.put(fileBlobKey(name), Buffer.from(image.b64_json, 'base64'), contentType);
+      return { url: presignFileUrl(ctx, name) };
+    }),
+  );
+}
+
 /**
  * Stores the node's images in the blob store and answers OpenAI's `{created, data: [{url}]}`
  * with presigned URLs (or `b64_json` when asked).
  */
 export async function imagesView(ctx: ServiceContext, call: ImageCall, done: Finished, created: number) {
-  let parsed: { images?: { content_type?: string; b64_json?: string }[] };
-  try {
-    parsed = JSON.parse(done.output.toString('utf8')) as typeof parsed;
-  } catch {
-    throw new ApiError('upstream_error', 'the node returned an image result that is not JSON');
-  }
-  const images = (parsed.images ?? []).filter((i) => typeof i.b64_json === 'string' && i.b64_json.length > 0);
-  if (images.length === 0) throw new ApiError('upstream_error', 'the node returned no image');
-  const data = await Promise.all(
-    images.map(async (image, index) => {
-      if (call.responseFormat === 'b64_json') return { b64_json: image.b64_json ?? '' };
-      const contentType = image.content_type && EXTENSIONS[image.content_type] ? image.content_type : 'application/octet-stream';
-      const name = `${call.id}-${index}.${EXTENSIONS[contentType] ?? 'bin'}`;
-      await ctx.blobs.put(fileBlobKey(name), Buffer.from(image.b64_json ?? '', 'base64'), contentType);
-      return { url: presignFileUrl(ctx, name) };
-    }),
-  );
+  const images = nodeImages(done.output);
+  const data = call.responseFormat === 'b64_json' ? images.map((image) => ({ b64_json: image.b64_json })) : await storeImageFiles(ctx, call.id, images);
   return { created, id: call.id, data, svc_node: svcNode(done.attempt.node), svc_receipt_id: done.receiptId };
 }

@@ -14,7 +14,7 @@ import { checkFileUrl, fileBlobKey } from './files.js';
 import { imagesView, prepareImages } from './images.js';
 import { listModels } from './models.js';
 import { acceptEvents } from './node-events.js';
-import { GatewayRequestListQuery, GatewayRequestListResponse, GatewayRequestRecord, listRequests } from './requests.js';
+import { GatewayRequestDetail, GatewayRequestListQuery, GatewayRequestListResponse, GatewayRequestParams, GatewayRequestRecord, getRequest, listRequests } from './requests.js';
 import {
   ChatCompletion,
   ChatCompletionRequest,
@@ -56,7 +56,10 @@ async function readAudioForm(request: FastifyRequest): Promise<{ fields: Record<
     const code = (err as { code?: string }).code;
     if (code === 'FST_REQ_FILE_TOO_LARGE') throw new ApiError('payload_too_large', `the audio file is larger than ${MAX_AUDIO_BYTES / 1024 / 1024} MiB`);
     if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError('payload_too_large', 'too many parts in the form');
-    throw err;
+    if (err instanceof ApiError) throw err;
+    // Everything else here is the form's own fault: no or an over-long boundary, a truncated part,
+    // a malformed header. Only the client's bytes are read in this loop.
+    throw new ApiError('invalid_request', `malformed multipart/form-data body: ${err instanceof Error ? err.message : 'unreadable'}`);
   }
   return { fields, file };
 }
@@ -86,6 +89,21 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       schema: { summary: "Your organization's gateway requests, newest first: model, node, country, receipt, charge", tags, querystring: GatewayRequestListQuery, response: { 200: GatewayRequestListResponse } },
     },
     async (request) => listRequests(ctx, principalOf(request), request.query),
+  );
+  app.addSchema(GatewayRequestDetail);
+  app.get(
+    '/api/v1/gateway/requests/:id',
+    {
+      config: { auth: { permission: 'jobs:read' } },
+      schema: {
+        summary:
+          "One gateway request with its stored answer (chat completion, embeddings, transcription, or freshly presigned image URLs), to fetch again an answer lost on the way. Results are kept until deleted by hand: nothing expires them today (docs/gateway.md)",
+        tags,
+        params: GatewayRequestParams,
+        response: { 200: Type.Ref(GatewayRequestDetail) },
+      },
+    },
+    async (request) => getRequest(ctx, principalOf(request), request.params.id),
   );
   app.addSchema(ChatSource);
 

@@ -149,3 +149,12 @@ export async function listGatewayRequests(
   ]);
   return { rows, total: count.rows[0]?.n ?? 0 };
 }
+
+/** One of an organization's gateway requests with the serving node's country; undefined for another organization's. */
+export async function findOrgGatewayRequest(db: Queryable, orgId: string, id: string): Promise<(GatewayRequestRow & { country: string | null }) | undefined> {
+  const { rows } = await db.query<GatewayRequestRow & { country: string | null }>(
+    'SELECT g.*, n.country FROM gateway_requests g LEFT JOIN nodes n ON n.id = g.node_id WHERE g.org_id = $1 AND g.id = $2',
+    [orgId, id],
+  );
+  return rows[0];
+}

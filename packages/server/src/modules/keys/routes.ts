@@ -3,7 +3,7 @@ import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
 import { MessageResponse } from '../auth/schemas.js';
 import { APIKeyCreateRequest, APIKeyCreateResponse, APIKeyListResponse, APIKeyRecord, APIKeyRevokeRequest, KeyIdParams } from './schemas.js';
-import { createKey, listVisibleKeys, revokeVisibleKey } from './service.js';
+import { listVisibleKeys, mintKey, revokeVisibleKey } from './service.js';
 
 const tags = ['keys'];
 
@@ -16,10 +16,7 @@ export async function keyRoutes(app: App, ctx: ServiceContext): Promise<void> {
       schema: { summary: 'Create an API key (the full key is returned once)', tags, body: APIKeyCreateRequest, response: { 201: APIKeyCreateResponse } },
     },
     async (request, reply) => {
-      const principal = principalOf(request);
-      const created = await createKey(ctx, ctx.db, {
-        orgId: principal.orgId,
-        buyerId: principal.buyerId,
+      const created = await mintKey(ctx, principalOf(request), {
         label: (request.body.label ?? request.body.name ?? '').trim(),
         scopes: request.body.scopes ?? ['buyer'],
       });

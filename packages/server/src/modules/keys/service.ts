@@ -3,7 +3,7 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
 import { API_KEY_HASH_ALG, generateApiKey, hashApiKey } from '../auth/credentials.js';
-import { invalidScopes } from '../auth/scopes.js';
+import { invalidScopes, scopesNotMintable } from '../auth/scopes.js';
 import { findKey, insertKey, listKeys, revokeKey, type KeyRecordRow } from './store.js';
 
 export function keyRecord(row: KeyRecordRow) {
@@ -50,6 +50,22 @@ export async function createKey(
     scopes: [...new Set(input.scopes)],
   });
   return { api_key: generated.key, key: keyRecord(row) };
+}
+
+/**
+ * Creates a key on behalf of the caller, who may grant only what the minting rule allows
+ * (scopesNotMintable: a key mints within its own scopes; owners' and admins' sessions mint any).
+ */
+export async function mintKey(ctx: ServiceContext, principal: Principal, input: { label: string; scopes: string[] }) {
+  const beyond = scopesNotMintable(principal, input.scopes);
+  if (beyond.length > 0 && invalidScopes(input.scopes).length === 0) {
+    const held = principal.scopes.join(', ');
+    throw new ApiError(
+      'insufficient_scope',
+      `this credential (scopes: ${held}) cannot grant ${beyond.map((s) => `'${s}'`).join(', ')}: a key may only create keys within its own scopes; an owner or admin signed in can grant any scope`,
+    );
+  }
+  return createKey(ctx, ctx.db, { orgId: principal.orgId, buyerId: principal.buyerId, ...input });
 }
 
 const isManager = (p: Principal) => p.role === 'owner' || p.role === 'admin';

@@ -1,4 +1,4 @@
-import { NODE_HEADERS, NODE_MAX_CLOCK_SKEW_MS, requestMessage, verifyHex } from '@svc/protocol';
+import { NODE_HEADERS, NODE_MAX_CLOCK_SKEW_MS, ProtocolError, requestMessage, verifyHex } from '@svc/protocol';
 import type { FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
@@ -57,10 +57,19 @@ export async function verifyNodeRequest(ctx: ServiceContext, request: FastifyReq
   const timestamp = header(request, NODE_HEADERS.timestamp);
   const signature = header(request, NODE_HEADERS.signature);
   if (!nodeId || !timestamp || !signature) throw refuse(`send ${NODE_HEADERS.node}, ${NODE_HEADERS.timestamp} and ${NODE_HEADERS.signature}`);
-  if (!/^\d{1,16}$/.test(timestamp)) throw refuse('timestamp must be unix milliseconds');
+  // Canonical digits only: the signed string carries the header as sent, and the protocol's
+  // signing string refuses a leading zero.
+  if (!/^(?:0|[1-9]\d{0,15})$/.test(timestamp)) throw refuse('timestamp must be unix milliseconds in canonical decimal digits (no sign, no leading zero)');
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(nodeId)) throw refuse('unknown node');
   if (Math.abs(Date.now() - Number(timestamp)) > NODE_MAX_CLOCK_SKEW_MS) throw refuse('timestamp is more than 60 s from the server clock');
   if (!/^[0-9a-f]{128}$/.test(signature)) throw refuse('signature must be 128 lowercase hex characters');
-  const message = requestMessage({ method: request.method, pathWithQuery: request.url, timestamp, body: request.rawBody ?? Buffer.alloc(0) });
+  let message: Buffer;
+  try {
+    message = requestMessage({ method: request.method, pathWithQuery: request.url, timestamp, body: request.rawBody ?? Buffer.alloc(0) });
+  } catch (err) {
+    if (err instanceof ProtocolError) throw refuse(err.message); // a path no node could have signed
+    throw err;
+  }
   const known = knownKeys.get(nodeId);
   let node: NodeRow | undefined;
   if (known !== undefined && verifyHex(message, signature, known)) {

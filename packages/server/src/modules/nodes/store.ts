@@ -76,7 +76,8 @@ export async function touchNode(db: Queryable, nodeId: string, heartbeat?: { loa
   await db.query(
     `UPDATE nodes SET last_seen = now(), load = COALESCE($2, load), models = COALESCE($3, models),
        free_vram_bytes = COALESCE($4, free_vram_bytes), active_work = COALESCE($5, active_work) WHERE id = $1`,
-    [nodeId, heartbeat.load ?? null, heartbeat.models ?? null, heartbeat.freeVram ?? null, heartbeat.activeWork ?? null],
+    // `load` is a `real`: a denormal double (2e-237) is out of its range, so keep six decimals.
+    [nodeId, heartbeat.load === undefined ? null : Math.round(heartbeat.load * 1e6) / 1e6, heartbeat.models ?? null, heartbeat.freeVram ?? null, heartbeat.activeWork ?? null],
   );
 }
 

@@ -70,7 +70,7 @@ describe('organizations', () => {
 
   it('removing a member ends their sessions and revokes the keys they made here', async () => {
     const { auth } = await inviteAndAccept(owner, 'leaver@example.test', 'member');
-    const key = await createKey(t.app, { ...owner, apiKey: auth.token, buyerId: auth.buyer_id }, ['buyer']);
+    const key = await createKey(t.app, { ...owner, apiKey: auth.token, token: auth.token, buyerId: auth.buyer_id }, ['buyer']);
     expect((await t.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(key) })).json().organization.id).toBe(owner.orgId);
     const res = await t.app.inject({ method: 'DELETE', url: `/api/v1/organizations/current/members/${auth.buyer_id}`, headers: bearer(owner.apiKey) });
     expect(res.statusCode).toBe(200);
