@@ -7,7 +7,6 @@ import { ATTESTATION_METHODS } from '../../platform/attestation.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { earningsByNode, listNodes, upsertNode, type NodeRow } from './store.js';
 import { payableEarnings } from '../billing/service.js';
-import { scopesGrant } from '../auth/scopes.js';
 
 export const POLL_INTERVAL_MS = 25_000;
 
@@ -128,9 +127,6 @@ export async function listNodeSummaries(
   query: { limit?: number; offset?: number; status?: 'online' | 'offline'; country?: string; model?: string; scope?: 'mine' | 'all' },
 ) {
   const all = query.scope === 'all';
-  if (!all && !scopesGrant(principal.scopes, 'nodes:read')) {
-    throw new ApiError('insufficient_scope', `listing your organization's nodes needs nodes:read (buyer, read-only or operator keys); any key may list the public capacity with scope=all`);
-  }
   const { rows, total } = await listNodes(ctx.db, {
     orgId: all ? undefined : principal.orgId,
     online: all ? true : query.status === undefined ? undefined : query.status === 'online',
