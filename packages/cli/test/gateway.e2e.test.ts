@@ -133,7 +133,7 @@ describe('the gateway through the openai client, against svc serve and svc node 
     expect((await tenImages()).data).toHaveLength(10);
     const broke = await expectError(tenImages(), OpenAI.APIError, 402);
     expect(broke).toMatchObject({ code: 'insufficient_credits', type: 'insufficient_quota' });
-    expect(broke.message).toMatch(/^402 insufficient credits: \d+ cents available, 30 cents needed/);
+    expect(broke.message).toMatch(/^402 insufficient credits: 10 cents available, \d+ cents needed; top up or lower the budget$/);
     const none = await expectError(client().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'x' }], strict_jurisdiction: 'JP' } as OpenAI.ChatCompletionCreateParamsNonStreaming), OpenAI.InternalServerError, 503);
     // Under /v1/ the body is OpenAI's envelope (DESIGN.md section 5): the SDK reads our code and message.
     expect(none).toMatchObject({ code: 'no_capacity', type: 'api_error', param: null, message: '503 no live node serves tinyllama in JP' });
