@@ -43,11 +43,11 @@ describe('gateway request validation (before any node is involved)', () => {
 
   it.each([
     ['/v1/chat/completions', chat({ model: 'gpt-4' }), "The model 'gpt-4' does not exist in the catalogue; chat models: phi-4, svc-llama-3.2-3b, tinyllama (GET /v1/models)"],
-    ['/v1/chat/completions', chat({ model: 'all-MiniLM-L6-v2' }), "The model 'all-MiniLM-L6-v2' is a embeddings model, not a chat model"],
-    ['/v1/embeddings', { model: 'tinyllama', input: 'x' }, "The model 'tinyllama' is a chat model, not a embeddings model"],
+    ['/v1/chat/completions', chat({ model: 'all-MiniLM-L6-v2' }), "The model 'all-MiniLM-L6-v2' is an embeddings model, not a chat model"],
+    ['/v1/embeddings', { model: 'tinyllama', input: 'x' }, "The model 'tinyllama' is a chat model, not an embeddings model"],
     ['/v1/embeddings', { model: 'text-embedding-3-small', input: 'x' }, "The model 'text-embedding-3-small' does not exist in the catalogue"],
     ['/v1/images/generations', { model: 'dall-e-3', prompt: 'x' }, "The model 'dall-e-3' does not exist in the catalogue"],
-    ['/v1/images/generations', { model: 'whisper-base', prompt: 'x' }, "The model 'whisper-base' is a transcription model, not a image model"],
+    ['/v1/images/generations', { model: 'whisper-base', prompt: 'x' }, "The model 'whisper-base' is a transcription model, not an image model"],
   ])('%s: 404 model_not_found for a model outside the catalogue or of another type (%#)', async (url, body, message) => {
     const res = await post(url, body);
     expect(res.statusCode).toBe(404);
