@@ -133,10 +133,14 @@ describe('the gateway through the openai client, against svc serve and svc node 
     const tenImages = () => client(poor.api_key).images.generate({ model: 'sdxl-turbo', prompt: 'ten', n: 10, size: '256x256' });
     expect((await tenImages()).data).toHaveLength(10);
     const broke = await expectError(tenImages(), OpenAI.APIError, 402);
-    expect(broke.error).toBe('insufficient_credits');
+    expect(broke).toMatchObject({ code: 'insufficient_credits', type: 'insufficient_quota' });
+    expect(broke.message).toMatch(/^402 insufficient credits: 10 cents available, \d+ cents needed; top up or lower the budget$/);
     const none = await expectError(client().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'x' }], strict_jurisdiction: 'JP' } as OpenAI.ChatCompletionCreateParamsNonStreaming), OpenAI.InternalServerError, 503);
-    // The SDK reads only `error` of the body, our stable string (DESIGN.md section 5 fixes the shape).
-    expect(none.error).toBe('no_capacity');
+    // Under /v1/ the body is OpenAI's envelope (DESIGN.md section 5): the SDK reads our code and message.
+    expect(none).toMatchObject({ code: 'no_capacity', type: 'api_error', param: null, message: '503 no live node serves tinyllama in JP' });
+    const unknown = await expectError(client().chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }), OpenAI.NotFoundError, 404);
+    expect(unknown).toMatchObject({ code: 'model_not_found', type: 'invalid_request_error', param: 'model' });
+    expect(unknown.message).toContain("The model 'gpt-4o' does not exist");
     // The read-only key's own bucket (60 requests, no refill to speak of) runs dry.
     const limited = await (async () => {
       for (let i = 0; i < 70; i++) await client(readOnlyKey).models.list();

@@ -58,7 +58,9 @@ export async function request(path: string, options: RequestOptions = {}): Promi
   if (res.ok) return res;
   let body: { error?: string; message?: string; details?: { path: string; message: string }[] } = {};
   try {
-    body = (await res.json()) as typeof body;
+    const raw = (await res.json()) as typeof body | { error: { message?: string; code?: string } };
+    // Under /v1/ errors come in OpenAI's envelope (docs/errors.md); read both shapes.
+    body = typeof raw.error === 'object' ? { error: raw.error.code, message: raw.error.message } : (raw as typeof body);
   } catch {
     // not our error shape (a proxy's page): keep the status line
   }

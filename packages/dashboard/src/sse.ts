@@ -16,7 +16,8 @@ export interface ChatChunk {
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
   svc_node?: ServedBy;
   svc_receipt_id?: string;
-  error?: { message: string; type?: string; code?: number };
+  /** OpenAI's error envelope, the stream's last event after a failure mid-stream (docs/errors.md). */
+  error?: { message: string; type?: string; param?: string | null; code?: string | number };
 }
 
 /**

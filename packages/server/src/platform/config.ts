@@ -19,6 +19,11 @@ export interface Config {
   devMode: boolean;
   sessionTtlSeconds: number;
   freeTierCents: number;
+  /**
+   * A node's asking price per unit may be at most this many times the catalogue's published
+   * maximum for the kind (SVC_MAX_PRICE_MULTIPLE, default 10; docs/billing.md).
+   */
+  maxPriceMultiple: number;
   minPasswordLength: number;
   rateLimits: RateLimitConfig;
   /** How long a node holds work between heartbeats before it goes elsewhere. */
@@ -74,6 +79,8 @@ export interface RateLimitConfig {
   org: { ratePerSec: number; burst: number };
   anonymous: { ratePerSec: number; burst: number };
   login: { ratePerSec: number; burst: number };
+  /** Sign-ups per client address (each one grants the free tier). */
+  signup: { ratePerSec: number; burst: number };
 }
 
 export class ConfigError extends Error {
@@ -196,6 +203,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_MS ? parseIntIn('SVC_SHUTDOWN_GRACE_MS', env.SVC_SHUTDOWN_GRACE_MS, 0, 600_000) : 10_000,
     devMode: parseBool('SVC_DEV_MODE', env.SVC_DEV_MODE ?? ''),
     sessionTtlSeconds: env.SVC_SESSION_TTL_SECONDS ? parseIntIn('SVC_SESSION_TTL_SECONDS', env.SVC_SESSION_TTL_SECONDS, 60, 90 * 86_400) : 86_400,
+    maxPriceMultiple: num('SVC_MAX_PRICE_MULTIPLE', 10),
     freeTierCents: env.SVC_FREE_TIER_CENTS ? parseIntIn('SVC_FREE_TIER_CENTS', env.SVC_FREE_TIER_CENTS, 0, 100_000_000) : 500,
     minPasswordLength: 10,
     gatewayTimeoutMs: env.SVC_GATEWAY_TIMEOUT_MS ? parseIntIn('SVC_GATEWAY_TIMEOUT_MS', env.SVC_GATEWAY_TIMEOUT_MS, 1_000, 3_600_000) : 120_000,
@@ -224,6 +232,8 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
       anonymous: { ratePerSec: num('SVC_ANON_RATE_LIMIT_RPS', 20), burst: num('SVC_ANON_RATE_LIMIT_BURST', 60) },
       // 10 attempts, then one more every 90 s, per email and per client address.
       login: { ratePerSec: 1 / 90, burst: num('SVC_LOGIN_ATTEMPTS_BURST', 10) },
+      // 5 sign-ups, then 5 more per hour, per client address: the free tier is not a faucet.
+      signup: { ratePerSec: num('SVC_SIGNUP_RATE_LIMIT_PER_HOUR', 5) / 3600, burst: num('SVC_SIGNUP_RATE_LIMIT_BURST', 5) },
     },
   };
 }

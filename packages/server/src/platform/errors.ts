@@ -9,6 +9,7 @@ export const ERROR_CODES = {
   insufficient_scope: 403,
   forbidden: 403,
   not_found: 404,
+  model_not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
   payload_too_large: 413,
@@ -59,6 +60,52 @@ export class ApiError extends Error {
     if (this.details) body.details = this.details;
     return body;
   }
+}
+
+/** OpenAI's error `type` for a status (DESIGN.md section 5, the `/v1/` surface). */
+export type OpenAiErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'insufficient_quota'
+  | 'rate_limit_error'
+  | 'api_error';
+
+/** The body of every 4xx/5xx response under `/v1/`: OpenAI's envelope, read by every OpenAI client. */
+export interface OpenAiErrorBody {
+  error: { message: string; type: OpenAiErrorType; param: string | null; code: ErrorCode };
+}
+
+/** OpenAI's `type` for an HTTP status. */
+export function openAiErrorType(status: number): OpenAiErrorType {
+  if (status === 401) return 'authentication_error';
+  if (status === 402) return 'insufficient_quota';
+  if (status === 403) return 'permission_error';
+  if (status === 429) return 'rate_limit_error';
+  return status >= 500 ? 'api_error' : 'invalid_request_error';
+}
+
+/**
+ * A JSON pointer of a validation detail as OpenAI names a parameter: `/messages/0/content` ->
+ * `messages[0].content`; the root (`/` or empty) names no field.
+ */
+export function paramOfPath(path: string): string | null {
+  const parts = path.split('/').slice(1).filter((p) => p !== '');
+  if (!parts.length) return null;
+  return parts.map((p, i) => (/^\d+$/.test(p) ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+}
+
+/**
+ * The error in OpenAI's envelope: `message` ours, `type` OpenAI's for the status, `code` our
+ * stable string, `param` the first offending field of the validation details (else null).
+ *
+ * @example
+ * toOpenAiBody(new ApiError('insufficient_credits', 'insufficient credits: 0 cents available'));
+ * // { error: { message: 'insufficient credits: 0 cents available', type: 'insufficient_quota', param: null, code: 'insufficient_credits' } }
+ */
+export function toOpenAiBody(err: ApiError): OpenAiErrorBody {
+  const first = err.details?.[0];
+  return { error: { message: err.message, type: openAiErrorType(err.status), param: first ? paramOfPath(first.path) : null, code: err.code } };
 }
 
 /** Maps an HTTP status we did not raise ourselves (Fastify, a plugin) to its stable string. */

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, codeForStatus } from './errors.js';
+import { ApiError, codeForStatus, toOpenAiBody } from './errors.js';
 import { validationDetails } from './validation.js';
 
 const HTTP_PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
@@ -28,8 +28,19 @@ export function toApiError(err: unknown): ApiError {
   return new ApiError('internal', 'internal server error');
 }
 
+/** True for the OpenAI-compatible surface (`/v1/...`), whose errors use OpenAI's envelope. */
+export function isOpenAiRoute(url: string): boolean {
+  return url === '/v1' || url.startsWith('/v1/') || url.startsWith('/v1?');
+}
+
+/** The error body for a request: OpenAI's envelope under `/v1/`, ErrorResponse everywhere else. */
+export function errorBodyFor(url: string, api: ApiError): object {
+  return isOpenAiRoute(url) ? toOpenAiBody(api) : api.toBody();
+}
+
 /**
- * Installs the error handler and the 404 handler: every failure leaves as `{code, error, message}`.
+ * Installs the error handler and the 404 handler: every failure leaves as `{code, error, message}`,
+ * or in OpenAI's envelope `{error: {message, type, param, code}}` under `/v1/` (DESIGN.md section 5).
  * `pageFallback` may answer an unmatched request first (the dashboard's client-side pages); it
  * returns undefined to leave it to the JSON 404.
  */
@@ -42,12 +53,12 @@ export function installErrorHandling(
     if (api.status >= 500) request.log.error({ err }, 'request failed');
     else request.log.info({ error: api.code, status: api.status }, api.message);
     if (api.headers) void reply.headers(api.headers);
-    return reply.code(api.status).type('application/json; charset=utf-8').send(api.toBody());
+    return reply.code(api.status).type('application/json; charset=utf-8').send(errorBodyFor(request.url, api));
   });
   app.setNotFoundHandler((request, reply) => {
     const page = options.pageFallback?.(request, reply);
     if (page) return page;
     const api = new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
-    return reply.code(404).send(api.toBody());
+    return reply.code(404).send(errorBodyFor(request.url, api));
   });
 }

@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { ServiceContext } from '../context.js';
 import { ERROR_CODES } from './errors.js';
+import { isOpenAiRoute } from './http-errors.js';
 import { assertRouteDeclaresAuth, isPublicRoute } from './route-auth.js';
 import { SERVICE_VERSION } from './version.js';
 
@@ -14,7 +15,20 @@ export const ErrorResponse = Type.Object(
     message: Type.String({ description: 'human-readable explanation' }),
     details: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
   },
-  { $id: 'ErrorResponse', description: 'Every 4xx/5xx response has this shape (DESIGN.md section 5).' },
+  { $id: 'ErrorResponse', description: 'Every 4xx/5xx response under /api/v1/, /mcp and the rest has this shape (DESIGN.md section 5).' },
+);
+
+/** OpenAI's error envelope: every 4xx/5xx response under `/v1/` (DESIGN.md section 5, docs/errors.md). */
+export const OpenAIErrorResponse = Type.Object(
+  {
+    error: Type.Object({
+      message: Type.String({ description: 'human-readable explanation' }),
+      type: Type.String({ description: 'OpenAI\'s type for the status: invalid_request_error, authentication_error, permission_error, insufficient_quota, rate_limit_error, api_error' }),
+      param: Type.Union([Type.String(), Type.Null()], { description: 'the offending field (`messages[0].content`), or null' }),
+      code: Type.Union(Object.keys(ERROR_CODES).map((code) => Type.Literal(code)), { description: 'stable error string' }),
+    }),
+  },
+  { $id: 'OpenAIErrorResponse', description: 'Every 4xx/5xx response under /v1/ has this shape (OpenAI\'s envelope).' },
 );
 
 /**
@@ -23,11 +37,13 @@ export const ErrorResponse = Type.Object(
  */
 export async function installOpenApi(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
   app.addSchema(ErrorResponse);
+  app.addSchema(OpenAIErrorResponse);
   app.addHook('onRoute', (route) => {
     assertRouteDeclaresAuth(route);
     const schema = (route.schema ??= {}) as { response?: Record<string, unknown>; security?: unknown[]; hide?: boolean };
     if (schema.hide) return;
-    schema.response = { '4xx': { $ref: 'ErrorResponse#' }, '5xx': { $ref: 'ErrorResponse#' }, ...schema.response };
+    const error = isOpenAiRoute(route.url) ? 'OpenAIErrorResponse#' : 'ErrorResponse#';
+    schema.response = { '4xx': { $ref: error }, '5xx': { $ref: error }, ...schema.response };
     if (isPublicRoute(route.config)) schema.security = [];
   });
   await app.register(swagger, {

@@ -3,6 +3,12 @@ import { bearer, createKey, createTestApp, signUp, type TestApp } from '../../..
 import { buildApp } from '../../app.js';
 import { scopesGrant, type Permission } from './scopes.js';
 
+/** The stable error string of either envelope: ErrorResponse's `error`, or OpenAI's `error.code` under /v1/. */
+const errorCode = (res: { json: () => { error: unknown } }) => {
+  const e = res.json().error;
+  return typeof e === 'object' && e !== null ? (e as { code: string }).code : e;
+};
+
 /**
  * What every route requires. A route missing here fails the test: adding a route means deciding,
  * in this table, who may call it.
@@ -120,7 +126,7 @@ describe('access control over every route', () => {
       if (expected === 'public') {
         expect([none.statusCode, `${r.method} ${r.url}`]).not.toEqual([401, `${r.method} ${r.url}`]);
       } else {
-        expect(`${r.method} ${r.url}: ${none.statusCode} ${none.json().error}`).toBe(`${r.method} ${r.url}: 401 unauthorized`);
+        expect(`${r.method} ${r.url}: ${none.statusCode} ${errorCode(none)}`).toBe(`${r.method} ${r.url}: 401 unauthorized`);
         expect(`${r.method} ${r.url}: ${wrong.statusCode}`).toBe(`${r.method} ${r.url}: 401`);
       }
     }
@@ -143,7 +149,7 @@ describe('access control over every route', () => {
         if (expected === 'authenticated' || scopesGrant([scope], expected)) {
           expect(`${label}: ${[401, 403].includes(res.statusCode) ? `refused ${res.body}` : 'allowed'}`).toBe(`${label}: allowed`);
         } else {
-          expect(`${label}: ${res.statusCode} ${res.json().error}`).toBe(`${label}: 403 insufficient_scope`);
+          expect(`${label}: ${res.statusCode} ${errorCode(res)}`).toBe(`${label}: 403 insufficient_scope`);
         }
       }
     }

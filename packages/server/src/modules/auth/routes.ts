@@ -14,9 +14,13 @@ export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
     '/api/v1/auth/signup',
     {
       config: { auth: { public: true }, noStore: true },
-      schema: { summary: 'Create a buyer account, its organization, a first API key and a session', tags, body: AuthRequest, response: { 201: AuthResponse } },
+      schema: { summary: 'Create a buyer account, its organization, a first API key and a session (rate limited per client address)', tags, body: AuthRequest, response: { 201: AuthResponse } },
     },
-    async (request, reply) => reply.code(201).send(await signup(ctx, request.body)),
+    async (request, reply) => {
+      // Each sign-up grants the free tier: limited per client address (docs/billing.md, "Where free-tier credit can go").
+      await enforceRateLimits(ctx, reply, [[`signup-ip:${request.ip}`, ctx.config.rateLimits.signup]]);
+      return reply.code(201).send(await signup(ctx, request.body));
+    },
   );
   app.post(
     '/api/v1/auth/login',

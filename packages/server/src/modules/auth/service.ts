@@ -52,7 +52,7 @@ export async function signup(ctx: ServiceContext, input: { email: string; passwo
     await store.insertMembership(tx, { orgId: org.id, buyerId: buyer.id, role: 'owner' });
     await openAccount(tx, org.id);
     if (ctx.config.freeTierCents > 0) {
-      await postCredit(tx, { orgId: org.id, cents: ctx.config.freeTierCents, txType: 'free_tier', description: 'Free tier: one-time grant for a new organization' });
+      await postCredit(tx, { orgId: org.id, cents: ctx.config.freeTierCents, freeMicro: ctx.config.freeTierCents * 10_000, txType: 'free_tier', description: 'Free tier: one-time grant for a new organization' });
     }
     const key = await createKey(ctx, tx, { orgId: org.id, buyerId: buyer.id, label: 'default', scopes: ['buyer'] });
     const token = await startSession(ctx, tx, buyer.id, org.id);

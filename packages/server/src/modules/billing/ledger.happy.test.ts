@@ -33,36 +33,44 @@ describe('ledger: happy paths with exact numbers', () => {
     expect(calls[0]).toMatch(/^SELECT .* FROM credit_accounts WHERE org_id = \$1$/);
   });
 
-  it('hold reserves part of the balance without writing a ledger row', async () => {
+  it('hold reserves part of the balance with a row that moves no cents (hold_cents +200)', async () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 200, 'job_a');
     expect(holdId).toMatch(/^hold_[0-9a-z]{26}$/);
     expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 200, available_cents: 300, carry_micro: 0 });
-    expect(await rows(org)).toHaveLength(1);
+    expect((await rows(org))[0]).toMatchObject({ tx_type: 'hold', amount_cents: 0, amount_micro: 0, hold_cents: 200, balance_after: 500, ref: 'job_a' });
     await expectConsistent(org);
   });
 
-  it('settle charges the usage with the carry, releases the rest and writes one negative row', async () => {
+  it('settle charges the usage with the carry, releases the rest: a charge row and a release row', async () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 200, 'job_b');
     const s = await ledger.settle(holdId, 1_234_567, { description: 'job job_b' });
-    expect(s).toMatchObject({ charged_cents: 123, released_cents: 77 });
-    expect(s.transaction).toMatchObject({ tx_type: 'charge', amount_cents: -123, balance_after: 377, description: 'job job_b', ref: 'job_b' });
+    expect(s).toMatchObject({ charged_cents: 123, charged_micro: 1_234_567, free_micro: 1_234_567, released_cents: 77 });
+    expect(s.transaction).toMatchObject({ tx_type: 'charge', amount_cents: -123, amount_micro: -1_234_567, free_micro: -1_234_567, balance_after: 377, description: 'job job_b', ref: 'job_b' });
+    expect(s.release).toMatchObject({ tx_type: 'release', amount_cents: 0, hold_cents: -200, balance_after: 377, ref: 'job_b' });
     expect(await ledger.balance(org)).toEqual({ balance_cents: 377, held_cents: 0, available_cents: 377, carry_micro: 4_567 });
     // The carried 4,567 µ makes the next 5,433 µ exactly one cent.
     const next = await ledger.charge(org, 5_433, { ref: 'req_1' });
     expect(next).toMatchObject({ charged_cents: 1, carry_micro: 0 });
     expect(next.transaction).toMatchObject({ amount_cents: -1, balance_after: 376, ref: 'req_1' });
-    expect((await rows(org)).map((r) => r.amount_cents)).toEqual([-1, -123, 500]);
+    expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.amount_micro, r.hold_cents])).toEqual([
+      ['charge', -1, -5_433, 0],
+      ['release', 0, 0, -200],
+      ['charge', -123, -1_234_567, 0],
+      ['hold', 0, 0, 200],
+      ['free_tier', 500, 5_000_000, 0],
+    ]);
     await expectConsistent(org);
   });
 
-  it('settle under a cent posts no row, keeps the carry and releases the whole hold', async () => {
+  it('settle under a cent writes a 0-cent charge row with the exact amount, keeps the carry and releases the whole hold', async () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 50);
-    expect(await ledger.settle(holdId, 9_999)).toEqual({ charged_cents: 0, released_cents: 50, transaction: null });
+    expect(await ledger.settle(holdId, 9_999)).toMatchObject({ charged_cents: 0, charged_micro: 9_999, released_cents: 50, transaction: { amount_cents: 0, amount_micro: -9_999, ref: holdId } });
     expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 0, available_cents: 500, carry_micro: 9_999 });
-    expect(await rows(org)).toHaveLength(1);
+    expect((await rows(org)).map((r) => r.tx_type)).toEqual(['release', 'charge', 'hold', 'free_tier']);
+    await expectConsistent(org);
   });
 
   it('settle caps the charge at the hold and resets the carry (the hold is the budget)', async () => {
@@ -91,11 +99,11 @@ describe('ledger: happy paths with exact numbers', () => {
     const { holdId } = await ledger.hold(org, 321);
     expect(await ledger.release(holdId)).toEqual({ released_cents: 321 });
     expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 0, available_cents: 500, carry_micro: 0 });
-    expect(await rows(org)).toHaveLength(1);
+    expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.hold_cents])).toEqual([['release', 0, -321], ['hold', 0, 321], ['free_tier', 500, 0]]);
     await expectConsistent(org);
   });
 
-  it('three charges of 3,333 µ post nothing; the fourth posts the cent the carry reached', async () => {
+  it('three charges of 3,333 µ move no cents; the fourth moves the cent the carry reached; each has its row', async () => {
     const org = await freshOrg();
     const results = [];
     for (let i = 0; i < 4; i++) results.push(await ledger.charge(org, 3_333, { description: `request ${i}` }));
@@ -105,7 +113,7 @@ describe('ledger: happy paths with exact numbers', () => {
       [0, 9_999],
       [1, 3_332],
     ]);
-    expect(results.map((r) => r.transaction?.amount_cents ?? null)).toEqual([null, null, null, -1]);
+    expect(results.map((r) => [r.transaction?.amount_cents, r.transaction?.amount_micro])).toEqual([[0, -3_333], [0, -3_333], [0, -3_333], [-1, -3_333]]);
     expect(await ledger.balance(org)).toEqual({ balance_cents: 499, held_cents: 0, available_cents: 499, carry_micro: 3_332 });
   });
 

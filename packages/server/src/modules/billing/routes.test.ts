@@ -49,12 +49,16 @@ describe('billing routes', () => {
       id: expect.stringMatching(/^tx_/),
       tx_type: 'topup',
       amount_cents: 5,
+      amount_micro: 50_000,
+      amount: 0.05,
+      free_micro: 0,
+      hold_cents: 0,
       balance_after: 515,
       description: 'top-up 5',
       ref: 'pay_5',
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
     });
-    expect(all.transactions[5]).toMatchObject({ tx_type: 'free_tier', amount_cents: 500, balance_after: 500, ref: null });
+    expect(all.transactions[5]).toMatchObject({ tx_type: 'free_tier', amount_cents: 500, amount_micro: 5_000_000, free_micro: 5_000_000, balance_after: 500, ref: null });
 
     const page = (await get('/api/v1/billing/transactions?limit=2&offset=1', fresh)).json();
     expect(page).toMatchObject({ total: 6, limit: 2, offset: 1 });

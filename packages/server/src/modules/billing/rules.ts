@@ -71,3 +71,70 @@ export function requireTxType(txType: string): void {
 
 /** The largest usage one call accepts: `usage + carry` stays a safe integer. */
 export const MAX_USAGE_MICRO = Number.MAX_SAFE_INTEGER - MICRO_PER_CENT;
+
+/** The platform's fee on every charge (DESIGN.md section 7): 15 %, in basis points. */
+export const PLATFORM_FEE_BPS = 1500;
+
+/**
+ * The part of a charge of `chargeMicro` paid with promotional credit: free-tier credit is spent
+ * first, so it is all of the charge while `promoMicro` lasts (docs/billing.md, "Where free-tier
+ * credit can go").
+ *
+ * @example
+ * freePart(1_800, 5_000_000); // 1_800: paid entirely with free-tier credit
+ * freePart(1_800, 800);       // 800: the rest is paid credit
+ */
+export function freePart(chargeMicro: number, promoMicro: number): number {
+  return Math.max(0, Math.min(chargeMicro, promoMicro));
+}
+
+/**
+ * The promotional balance after a change, never above what the account exactly holds (its cents
+ * less the carried usage it owes), never below zero.
+ */
+export function clampPromo(promoMicro: number, account: { balance_cents: number; carry_micro: number }): number {
+  return Math.max(0, Math.min(promoMicro, account.balance_cents * MICRO_PER_CENT - account.carry_micro));
+}
+
+/** What an operator earns on one charge: the charge less the platform fee, split payable / not. */
+export interface Earning {
+  /** Exact earning in micro-CAD. */
+  micro: number;
+  /** The part earned from free-tier credit: promotional, never payable. */
+  freeMicro: number;
+  /** `micro - freeMicro`: what payouts may pay. */
+  payableMicro: number;
+  /** Whole cents credited to the operator's balance (the fee taken from the whole cents charged). */
+  cents: number;
+}
+
+/**
+ * The operator's earning on a charge of `micro` (of which `freeMicro` was paid with free-tier
+ * credit) that moved `cents` from the buyer: 85 % of each, rounded down.
+ *
+ * @example
+ * operatorEarning({ micro: 1_800, freeMicro: 1_800, cents: 0 });
+ * // { micro: 1_530, freeMicro: 1_530, payableMicro: 0, cents: 0 }
+ * operatorEarning({ micro: 5_000_000, freeMicro: 0, cents: 500 });
+ * // { micro: 4_250_000, freeMicro: 0, payableMicro: 4_250_000, cents: 425 }
+ */
+export function operatorEarning(charge: { micro: number; freeMicro: number; cents: number }, feeBps = PLATFORM_FEE_BPS): Earning {
+  const net = (x: number) => Math.floor((x * (10_000 - feeBps)) / 10_000);
+  const micro = net(charge.micro);
+  const freeMicro = Math.min(micro, net(charge.freeMicro));
+  return { micro, freeMicro, payableMicro: micro - freeMicro, cents: net(charge.cents) };
+}
+
+/**
+ * What payouts may pay an operator organization now: its payable earnings (whole cents) less what
+ * was paid out already, never more than the paid (non-promotional) credit it has available.
+ *
+ * @example
+ * payableCents({ payableEarnedMicro: 4_259_999, paidOutCents: 0, availableCents: 1_000, promoMicro: 0 }); // 425
+ * payableCents({ payableEarnedMicro: 4_250_000, paidOutCents: 0, availableCents: 500, promoMicro: 5_000_000 }); // 0
+ */
+export function payableCents(figures: { payableEarnedMicro: number; paidOutCents: number; availableCents: number; promoMicro: number }): number {
+  const earned = Math.floor(figures.payableEarnedMicro / MICRO_PER_CENT) - figures.paidOutCents;
+  const cash = figures.availableCents - Math.ceil(figures.promoMicro / MICRO_PER_CENT);
+  return Math.max(0, Math.min(earned, cash));
+}

@@ -5,7 +5,11 @@ export const CreditTransaction = Type.Object(
   {
     id: Type.String(),
     tx_type: Type.String({ description: '`charge`, `free_tier`, `topup`, `earning`, `refund`, ...' }),
-    amount_cents: Type.Integer({ description: 'negative for charges' }),
+    amount_cents: Type.Integer({ description: 'whole cents this row moved after the sub-cent carry (negative for charges; may be 0)' }),
+    amount_micro: Type.Optional(Type.Integer({ description: 'the exact amount in micro-CAD (negative for charges)' })),
+    amount: Type.Optional(Type.Number({ description: 'the exact amount in CAD' })),
+    free_micro: Type.Optional(Type.Integer({ description: 'the part of amount_micro paid with, earned from or granted as promotional free-tier credit' })),
+    hold_cents: Type.Optional(Type.Integer({ description: 'what the row changed the held amount by: + for a hold, - when it closes' })),
     balance_after: Type.Integer({ description: 'the balance in cents once this row was posted' }),
     description: Type.String(),
     ref: Type.Union([Type.String(), Type.Null()], { description: 'the job, request or hold it belongs to' }),

@@ -1,15 +1,17 @@
-import { centsToCad } from '@svc/protocol';
+import { centsToCad, MICRO_PER_CENT, microToCad } from '@svc/protocol';
 import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { fillDays, windowStart } from './series.js';
-import { applyUsage, availableCents, insufficientCredits, MAX_USAGE_MICRO, requireAmount, requireTxType } from './rules.js';
+import { applyUsage, availableCents, clampPromo, freePart, insufficientCredits, MAX_USAGE_MICRO, operatorEarning, payableCents, requireAmount, requireTxType, type Earning } from './rules.js';
 import {
   closeHoldAndSetAccount,
   countLedger,
+  earningTotals,
   findHold,
   insertHoldAndSetAccount,
   insertLedgerRow,
+  insertLedgerRows,
   ledgerByDay,
   listLedger,
   lockAccount,
@@ -42,16 +44,30 @@ export interface Balance {
 }
 
 export interface Settlement {
+  /** Whole cents moved (after the carry; may be 0). */
   charged_cents: number;
+  /** The exact charge in micro-CAD (the usage, or the hold when the hold capped it). */
+  charged_micro: number;
+  /** The part of `charged_micro` paid with free-tier credit (spent first). */
+  free_micro: number;
   released_cents: number;
-  /** The charge row; null when the usage came to less than a cent after the carry. */
+  /** The charge row (written even when it moved 0 cents: `amount_micro` names the exact charge). */
   transaction: LedgerRow | null;
+  /** The row closing the hold (`release`, `hold_cents` minus the hold). */
+  release?: LedgerRow;
 }
 
 export interface Charge {
   charged_cents: number;
+  charged_micro: number;
+  free_micro: number;
   carry_micro: number;
   transaction: LedgerRow | null;
+}
+
+/** What `earn` credited: the earning split payable / promotional, and its ledger row. */
+export interface EarningPosting extends Earning {
+  transaction: LedgerRow;
 }
 
 /** The credit operations; each one is atomic and serialised per organization. */
@@ -64,8 +80,17 @@ export interface LedgerOperations {
   release(holdId: string): Promise<{ released_cents: number }>;
   /** Charges usage directly (no hold), with the carry; 402 when the available balance is short. */
   charge(orgId: string, usageMicro: number, options?: PostingOptions): Promise<Charge>;
-  /** Adds `cents` (> 0) to the balance with a positive ledger row. */
-  credit(orgId: string, cents: number, options: PostingOptions & { txType: string }): Promise<LedgerRow>;
+  /**
+   * Adds `cents` (> 0) to the balance with a positive ledger row. `freeMicro` is its promotional
+   * part (a free-tier grant): it joins the promotional balance, spent first and never payable.
+   */
+  credit(orgId: string, cents: number, options: PostingOptions & { txType: string; freeMicro?: number }): Promise<LedgerRow>;
+  /**
+   * Credits an operator organization its earning on a settled charge (the charge less the
+   * platform fee): one `earning` row, even of 0 cents, whose `free_micro` is the part earned from
+   * free-tier credit. That part is promotional credit for the operator, never payable.
+   */
+  earn(orgId: string, charge: Pick<Settlement, 'charged_micro' | 'free_micro' | 'charged_cents'>, options: Omit<PostingOptions, 'txType'>): Promise<EarningPosting>;
   balance(orgId: string): Promise<Balance>;
 }
 
@@ -119,13 +144,18 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
       return run(async (q) => {
         const { hold, account } = await lockedActiveHold(q, holdId);
         const charged = applyUsage(usageMicro, account.carry_micro, hold.amount_cents);
+        const exact = charged.capped ? hold.amount_cents * MICRO_PER_CENT : usageMicro;
+        const free = freePart(exact, account.promo_micro);
         const balance = account.balance_cents - charged.cents;
-        await closeHoldAndSetAccount(q, holdId, 'settled', hold.org_id, { balance_cents: balance, held_cents: account.held_cents - hold.amount_cents, carry_micro: charged.carryMicro });
-        const transaction =
-          charged.cents > 0
-            ? await insertLedgerRow(q, { ...entry, orgId: hold.org_id, amountCents: -charged.cents, balanceAfter: balance, ref: entry.ref ?? hold.ref ?? hold.id })
-            : null;
-        return { charged_cents: charged.cents, released_cents: hold.amount_cents - charged.cents, transaction };
+        const next = { balance_cents: balance, held_cents: account.held_cents - hold.amount_cents, carry_micro: charged.carryMicro };
+        await closeHoldAndSetAccount(q, holdId, 'settled', hold.org_id, { ...next, promo_micro: clampPromo(account.promo_micro - free, next) });
+        const ref = entry.ref ?? hold.ref ?? hold.id;
+        const released = hold.amount_cents - charged.cents;
+        const [transaction, release] = await insertLedgerRows(q, [
+          { ...entry, orgId: hold.org_id, amountCents: -charged.cents, amountMicro: -exact, freeMicro: -free, balanceAfter: balance, ref },
+          { txType: 'release', description: `hold ${hold.id} closed: ${charged.cents} cents charged, ${released} back to available`, orgId: hold.org_id, amountCents: 0, amountMicro: 0, holdCents: -hold.amount_cents, balanceAfter: balance, ref },
+        ]);
+        return { charged_cents: charged.cents, charged_micro: exact, free_micro: free, released_cents: released, transaction: transaction ?? null, ...(release ? { release } : {}) };
       });
     },
 
@@ -133,6 +163,10 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
       run(async (q) => {
         const { hold, account } = await lockedActiveHold(q, holdId);
         await closeHoldAndSetAccount(q, holdId, 'released', hold.org_id, { ...account, held_cents: account.held_cents - hold.amount_cents });
+        await insertLedgerRow(q, {
+          txType: 'release', description: `hold ${hold.id} released: ${hold.amount_cents} cents back to available, nothing charged`,
+          orgId: hold.org_id, amountCents: 0, amountMicro: 0, holdCents: -hold.amount_cents, balanceAfter: account.balance_cents, ref: hold.ref ?? hold.id,
+        });
         return { released_cents: hold.amount_cents };
       }),
 
@@ -145,18 +179,32 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
         const available = availableCents(account);
         if (available < charged.cents) throw insufficientCredits(available, charged.cents);
         const balance = account.balance_cents - charged.cents;
-        await updateAccount(q, orgId, { ...account, balance_cents: balance, carry_micro: charged.carryMicro });
-        const transaction = charged.cents > 0 ? await insertLedgerRow(q, { ...entry, orgId, amountCents: -charged.cents, balanceAfter: balance }) : null;
-        return { charged_cents: charged.cents, carry_micro: charged.carryMicro, transaction };
+        const free = freePart(usageMicro, account.promo_micro);
+        const next = { ...account, balance_cents: balance, carry_micro: charged.carryMicro };
+        await updateAccount(q, orgId, { ...next, promo_micro: clampPromo(account.promo_micro - free, next) });
+        const transaction = await insertLedgerRow(q, { ...entry, orgId, amountCents: -charged.cents, amountMicro: -usageMicro, freeMicro: -free, balanceAfter: balance });
+        return { charged_cents: charged.cents, charged_micro: usageMicro, free_micro: free, carry_micro: charged.carryMicro, transaction };
       });
     },
 
     credit: async (orgId, cents, options) => {
       requireAmount(cents, 'cents', { min: 1 });
       const entry = posting(options, options.txType);
+      const freeMicro = options.freeMicro ?? 0;
+      requireAmount(freeMicro, 'free_micro', { max: cents * MICRO_PER_CENT });
       return run(async (q) => {
         await lockedAccount(q, orgId);
-        return postCredit(q, { ...entry, orgId, cents });
+        return postCredit(q, { ...entry, orgId, cents, freeMicro });
+      });
+    },
+
+    earn: async (orgId, charge, options) => {
+      const entry = posting({ ...options, txType: 'earning' }, 'earning');
+      const earning = operatorEarning({ micro: charge.charged_micro, freeMicro: charge.free_micro, cents: charge.charged_cents });
+      return run(async (q) => {
+        await lockedAccount(q, orgId);
+        const transaction = await postCredit(q, { ...entry, orgId, cents: earning.cents, amountMicro: earning.micro, freeMicro: earning.freeMicro });
+        return { ...earning, transaction };
       });
     },
 
@@ -164,7 +212,8 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
       run(async (q) => {
         const account = await readAccount(q, orgId);
         if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
-        return { ...account, available_cents: availableCents(account) };
+        const { promo_micro: _promo, ...figures } = account;
+        return { ...figures, available_cents: availableCents(account) };
       }),
   };
 }
@@ -193,12 +242,16 @@ export function createLedger(db: Db): Ledger {
   };
 }
 
-/** A ledger row as the API shows it (CreditTransaction, plus `ref`). */
+/** A ledger row as the API shows it (CreditTransaction, plus `ref` and the exact amounts). */
 export function transactionRecord(row: LedgerRow) {
   return {
     id: row.id,
     tx_type: row.tx_type,
     amount_cents: row.amount_cents,
+    amount_micro: row.amount_micro,
+    amount: microToCad(row.amount_micro),
+    free_micro: row.free_micro,
+    hold_cents: row.hold_cents,
     balance_after: row.balance_after,
     description: row.description,
     ref: row.ref,
@@ -259,5 +312,28 @@ export async function spendSeries(db: Queryable, orgId: string, days: number, no
     series,
     total_spend_cents: series.reduce((sum, d) => sum + d.spend_cents, 0),
     total_credit_cents: series.reduce((sum, d) => sum + d.credit_cents, 0),
+  };
+}
+
+/**
+ * What payouts may pay an operator organization now (DESIGN.md section 7, docs/billing.md):
+ * its earnings less the part earned from free-tier credit, less what was paid out, never more
+ * than the paid (non-promotional) credit it has available. The one figure payouts use.
+ *
+ * @example
+ * const { payable_cents } = await payableEarnings(ctx.db, orgId);
+ */
+export async function payableEarnings(db: Queryable, orgId: string) {
+  const [account, totals] = await Promise.all([readAccount(db, orgId), earningTotals(db, orgId)]);
+  if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
+  const payableEarnedMicro = totals.earned_micro - totals.free_micro;
+  const cents = payableCents({ payableEarnedMicro, paidOutCents: totals.paid_out_cents, availableCents: availableCents(account), promoMicro: account.promo_micro });
+  return {
+    earned_micro: totals.earned_micro,
+    non_payable_micro: totals.free_micro,
+    payable_earned_micro: payableEarnedMicro,
+    paid_out_cents: totals.paid_out_cents,
+    payable_cents: cents,
+    payable: centsToCad(cents),
   };
 }

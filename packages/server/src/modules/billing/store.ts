@@ -6,6 +6,12 @@ export interface LedgerRow {
   id: string;
   tx_type: string;
   amount_cents: number;
+  /** The exact amount in micro-CAD (negative for charges); `amount_cents` is what moved after the carry. */
+  amount_micro: number;
+  /** The part of `amount_micro` paid with (charges) or earned from / granted as (credits) promotional credit. */
+  free_micro: number;
+  /** What the row changed the held amount by: + for a hold, - for its release. */
+  hold_cents: number;
   balance_after: number;
   description: string;
   ref: string | null;
@@ -18,33 +24,58 @@ export async function openAccount(db: Queryable, orgId: string): Promise<void> {
 }
 
 /**
- * Adds `cents` (> 0) to the balance and writes the ledger row, with its `balance_after`, in the
- * caller's transaction.
+ * Adds `cents` (>= 0) to the balance and writes the ledger row, with its `balance_after`, in the
+ * caller's transaction. `freeMicro` is the promotional part (a free-tier grant, an earning from
+ * free-tier work): it joins the account's promotional balance.
  */
 export async function postCredit(
   db: Queryable,
-  entry: { orgId: string; cents: number; txType: string; description: string; ref?: string | null },
+  entry: { orgId: string; cents: number; amountMicro?: number; freeMicro?: number; txType: string; description: string; ref?: string | null },
 ): Promise<LedgerRow> {
   const { rows } = await db.query<{ balance_cents: number }>(
-    'UPDATE credit_accounts SET balance_cents = balance_cents + $2, updated_at = now() WHERE org_id = $1 RETURNING balance_cents',
-    [entry.orgId, entry.cents],
+    `UPDATE credit_accounts SET balance_cents = balance_cents + $2,
+            promo_micro = GREATEST(0, LEAST(promo_micro + $3, (balance_cents + $2) * 10000 - carry_micro)), updated_at = now()
+      WHERE org_id = $1 RETURNING balance_cents`,
+    [entry.orgId, entry.cents, entry.freeMicro ?? 0],
   );
   const balance = rows[0]?.balance_cents;
   if (balance === undefined) throw new Error(`no credit account for ${entry.orgId}`);
   return insertLedgerRow(db, { ...entry, amountCents: entry.cents, balanceAfter: balance });
 }
 
-export async function insertLedgerRow(
-  db: Queryable,
-  row: { orgId: string; amountCents: number; balanceAfter: number; txType: string; description: string; ref?: string | null },
-): Promise<LedgerRow> {
-  const { rows } = await db.query<LedgerRow>(
-    `INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, balance_after, description, ref)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
-     RETURNING id, tx_type, amount_cents, balance_after, description, ref, created_at`,
-    [newId('tx'), row.orgId, row.txType, row.amountCents, row.balanceAfter, row.description, row.ref ?? null],
+/** One ledger row to write; `amountMicro` defaults to `amountCents * 10000`. */
+export interface NewLedgerRow {
+  orgId: string;
+  amountCents: number;
+  amountMicro?: number;
+  freeMicro?: number;
+  holdCents?: number;
+  balanceAfter: number;
+  txType: string;
+  description: string;
+  ref?: string | null;
+}
+
+const LEDGER_COLUMNS = 'id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at';
+
+function ledgerValues(row: NewLedgerRow): unknown[] {
+  return [newId('tx'), row.orgId, row.txType, row.amountCents, row.amountMicro ?? row.amountCents * 10_000, row.freeMicro ?? 0, row.holdCents ?? 0, row.balanceAfter, row.description, row.ref ?? null];
+}
+
+/** Writes ledger rows in one statement, in order (their `seq` follows it); returns them as written. */
+export async function insertLedgerRows(db: Queryable, rows: NewLedgerRow[]): Promise<LedgerRow[]> {
+  const values = rows.map((_, i) => `(${Array.from({ length: 10 }, (_, j) => `$${i * 10 + j + 1}`).join(', ')})`);
+  const { rows: inserted } = await db.query<LedgerRow & { seq: number }>(
+    `INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
+     VALUES ${values.join(', ')} RETURNING seq, ${LEDGER_COLUMNS}`,
+    rows.flatMap(ledgerValues),
   );
-  const inserted = rows[0];
+  if (inserted.length !== rows.length) throw new Error('ledger insert returned too few rows');
+  return inserted.sort((a, b) => Number(a.seq) - Number(b.seq)).map(({ seq: _seq, ...row }) => row);
+}
+
+export async function insertLedgerRow(db: Queryable, row: NewLedgerRow): Promise<LedgerRow> {
+  const [inserted] = await insertLedgerRows(db, [row]);
   if (!inserted) throw new Error('ledger insert returned nothing');
   return inserted;
 }
@@ -54,9 +85,11 @@ export interface AccountRow {
   balance_cents: number;
   held_cents: number;
   carry_micro: number;
+  /** The promotional part of the balance (free-tier credit), in micro-CAD, spent first. */
+  promo_micro: number;
 }
 
-const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro';
+const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro, promo_micro';
 
 /**
  * Reads the account and locks its row until the transaction ends, so operations on one
@@ -80,11 +113,12 @@ export async function readAccount(db: Queryable, orgId: string): Promise<Account
 
 /** Sets the account's figures (the caller holds the row lock and computed them). */
 export async function updateAccount(db: Queryable, orgId: string, account: AccountRow): Promise<void> {
-  await db.query('UPDATE credit_accounts SET balance_cents = $2, held_cents = $3, carry_micro = $4, updated_at = now() WHERE org_id = $1', [
+  await db.query('UPDATE credit_accounts SET balance_cents = $2, held_cents = $3, carry_micro = $4, promo_micro = $5, updated_at = now() WHERE org_id = $1', [
     orgId,
     account.balance_cents,
     account.held_cents,
     account.carry_micro,
+    account.promo_micro,
   ]);
 }
 
@@ -98,12 +132,17 @@ export interface HoldRow {
 
 const HOLD_COLUMNS = 'id, org_id, amount_cents, ref, status';
 
-/** Records a new hold and sets the account's figures (the caller holds the row lock), in one statement. */
+/**
+ * Records a new hold, its ledger row (`hold`, 0 cents moved, `hold_cents` +amount) and sets the
+ * account's figures (the caller holds the row lock), in one statement.
+ */
 export async function insertHoldAndSetAccount(db: Queryable, hold: { id: string; orgId: string; amountCents: number; ref: string | null }, account: AccountRow): Promise<void> {
   await db.query(
-    `WITH h AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref) VALUES ($1, $2, $3, $4))
+    `WITH h AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref) VALUES ($1, $2, $3, $4)),
+          t AS (INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
+                VALUES ($8, $2, 'hold', 0, 0, 0, $3, $5, $9, COALESCE($4, $1)))
      UPDATE credit_accounts SET balance_cents = $5, held_cents = $6, carry_micro = $7, updated_at = now() WHERE org_id = $2`,
-    [hold.id, hold.orgId, hold.amountCents, hold.ref, account.balance_cents, account.held_cents, account.carry_micro],
+    [hold.id, hold.orgId, hold.amountCents, hold.ref, account.balance_cents, account.held_cents, account.carry_micro, newId('tx'), `hold ${hold.id}: ${hold.amountCents} cents reserved`],
   );
 }
 
@@ -117,16 +156,15 @@ export async function findHold(db: Queryable, holdId: string, lock = false): Pro
 export async function closeHoldAndSetAccount(db: Queryable, holdId: string, status: 'settled' | 'released', orgId: string, account: AccountRow): Promise<void> {
   await db.query(
     `WITH h AS (UPDATE credit_holds SET status = $2, closed_at = now() WHERE id = $1 AND status = 'active')
-     UPDATE credit_accounts SET balance_cents = $4, held_cents = $5, carry_micro = $6, updated_at = now() WHERE org_id = $3`,
-    [holdId, status, orgId, account.balance_cents, account.held_cents, account.carry_micro],
+     UPDATE credit_accounts SET balance_cents = $4, held_cents = $5, carry_micro = $6, promo_micro = $7, updated_at = now() WHERE org_id = $3`,
+    [holdId, status, orgId, account.balance_cents, account.held_cents, account.carry_micro, account.promo_micro],
   );
 }
 
 /** One page of an organization's ledger, newest first. */
 export async function listLedger(db: Queryable, orgId: string, page: { limit: number; offset: number }): Promise<LedgerRow[]> {
   const { rows } = await db.query<LedgerRow>(
-    `SELECT id, tx_type, amount_cents, balance_after, description, ref, created_at
-       FROM credit_transactions WHERE org_id = $1 ORDER BY seq DESC LIMIT $2 OFFSET $3`,
+    `SELECT ${LEDGER_COLUMNS} FROM credit_transactions WHERE org_id = $1 ORDER BY seq DESC LIMIT $2 OFFSET $3`,
     [orgId, page.limit, page.offset],
   );
   return rows;
@@ -166,4 +204,22 @@ export async function ledgerByDay(db: Queryable, orgId: string, since: Date): Pr
     [orgId, since],
   );
   return rows;
+}
+
+/** The organization's ledger rows that reference `ref` (a job or a gateway request), in order. */
+export async function ledgerOfRef(db: Queryable, orgId: string, ref: string): Promise<LedgerRow[]> {
+  const { rows } = await db.query<LedgerRow>(`SELECT ${LEDGER_COLUMNS} FROM credit_transactions WHERE org_id = $1 AND ref = $2 ORDER BY seq`, [orgId, ref]);
+  return rows;
+}
+
+/** An organization's earning rows summed (exact, and the promotional part), and what was paid out. */
+export async function earningTotals(db: Queryable, orgId: string): Promise<{ earned_micro: number; free_micro: number; paid_out_cents: number }> {
+  const { rows } = await db.query<{ earned_micro: number; free_micro: number; paid_out_cents: number }>(
+    `SELECT COALESCE(sum(amount_micro) FILTER (WHERE tx_type = 'earning'), 0)::bigint AS earned_micro,
+            COALESCE(sum(free_micro) FILTER (WHERE tx_type = 'earning'), 0)::bigint AS free_micro,
+            COALESCE(-sum(amount_cents) FILTER (WHERE tx_type = 'payout'), 0)::bigint AS paid_out_cents
+       FROM credit_transactions WHERE org_id = $1`,
+    [orgId],
+  );
+  return rows[0] ?? { earned_micro: 0, free_micro: 0, paid_out_cents: 0 };
 }

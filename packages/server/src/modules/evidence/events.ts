@@ -59,14 +59,15 @@ export function receiptEvents(receipt: { id: string; job_id: string; node_public
   ];
 }
 
-const rowOf = (row: LedgerRow | null) => (row ? { transaction_id: row.id, amount_cents: row.amount_cents, balance_after: row.balance_after, tx_type: row.tx_type } : null);
+const rowOf = (row: LedgerRow | null | undefined) =>
+  row ? { transaction_id: row.id, amount_cents: row.amount_cents, amount_micro: row.amount_micro, free_micro: row.free_micro, balance_after: row.balance_after, tx_type: row.tx_type } : null;
 
 /** The settlement of a hold: what was charged, released, and what the operator earned. */
-export function ledgerCharged(holdId: string | null, settlement: Pick<Settlement, 'charged_cents' | 'released_cents' | 'transaction'>, earning: LedgerRow | null, causedBy: string): EvidenceEvent {
+export function ledgerCharged(holdId: string | null, settlement: Pick<Settlement, 'charged_cents' | 'released_cents' | 'transaction'> & Partial<Pick<Settlement, 'charged_micro'>>, earning: LedgerRow | null, causedBy: string): EvidenceEvent {
   return {
     type: 'ledger.charged',
     summary: `charged ${settlement.charged_cents} cents, released ${settlement.released_cents}${earning ? `, operator earned ${earning.amount_cents}` : ''}`,
-    metadata: { hold_id: holdId, charged_cents: settlement.charged_cents, released_cents: settlement.released_cents, charge: rowOf(settlement.transaction), operator_earning: rowOf(earning) },
+    metadata: { hold_id: holdId, charged_cents: settlement.charged_cents, charged_micro: settlement.charged_micro ?? null, released_cents: settlement.released_cents, charge: rowOf(settlement.transaction), operator_earning: rowOf(earning) },
     causedBy: [causedBy],
   };
 }

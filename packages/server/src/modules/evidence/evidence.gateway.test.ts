@@ -29,7 +29,7 @@ describe('evidence runs of gateway requests', () => {
     expect(graph.events.map((e) => e.event_type)).toEqual([
       'request.received', 'policy.evaluated', 'ledger.held', 'routing.decided', 'request.assigned', 'receipt.submitted', 'receipt.verified', 'ledger.charged', 'request.completed',
     ]);
-    expect(graph.run).toMatchObject({ job_id: done.id, subject_type: 'request', status: 'signed', work_type: 'chat', jurisdiction: 'US', trust_tier: 'public' });
+    expect(graph.run).toMatchObject({ job_id: done.id, subject_type: 'request', status: 'completed', work_type: 'chat', jurisdiction: 'US', trust_tier: 'public' });
     const routing = graph.events[3]?.metadata ?? {};
     expect(routing).toMatchObject({ node_id: us.nodeId, country: 'US', candidates: 2, eligible: 1 });
     expect(String(routing.reason)).toContain('in US (strict_jurisdiction)');

@@ -67,7 +67,7 @@ describe('evidence runs of marketplace jobs', () => {
     expect(graph.edges.filter((e) => e.edge_type === 'then')).toHaveLength(9);
     expect(graph.edges).toContainEqual(expect.objectContaining({ from_event_id: byType['policy.evaluated']?.id, to_event_id: byType['routing.decided']?.id, edge_type: 'caused_by' }));
     expect(graph.edges).toContainEqual(expect.objectContaining({ from_event_id: byType['receipt.submitted']?.id, to_event_id: byType['receipt.verified']?.id, edge_type: 'caused_by' }));
-    expect(graph.run).toMatchObject({ status: 'signed', event_count: 10 });
+    expect(graph.run).toMatchObject({ status: 'completed', event_count: 10 });
     expect(graph.certificate).toMatchObject({ signed: true, verified: true, root_hash: graph.run.root_hash, signer_public_key_hex: platformKeys[0]?.public_key_hex });
 
     const download = await get(`/api/v1/jobs/${jobId}/evidence/bundle`);
@@ -133,6 +133,12 @@ describe('evidence runs of marketplace jobs', () => {
     const bad = await get(`/api/v1/evidence?from=${encodeURIComponent(future)}&to=${encodeURIComponent(new Date().toISOString())}`);
     expect(bad.statusCode).toBe(400);
     expect((await get('/api/v1/evidence?status=maybe')).statusCode).toBe(400);
+    // A closed run reads `completed`; the filter takes `completed`, and `signed` (its old name) still.
+    const completed = (await get('/api/v1/evidence?status=completed&limit=200')).json();
+    expect(completed.total).toBe(all.total);
+    expect(new Set(completed.runs.map((r: { status: string }) => r.status))).toEqual(new Set(['completed']));
+    expect(completed.runs.map((r: { job_id: string }) => r.job_id)).not.toContain(openJob);
+    expect((await get('/api/v1/evidence?status=signed&limit=200')).json()).toEqual(completed);
 
     const other = await signUp(t.app);
     expect((await get(`/api/v1/jobs/${openJob}/evidence`, other.apiKey)).statusCode).toBe(404);

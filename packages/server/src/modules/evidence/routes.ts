@@ -4,7 +4,7 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
 import { EvidenceBundleResponse, EvidenceGraphResponse, EvidenceRun, EvidenceRunsQuery, EvidenceRunsResponse } from './schemas.js';
-import { evidenceBundle, evidenceGraph, evidenceRuns } from './service.js';
+import { evidenceBundle, evidenceGraph, evidenceRuns, storedRunStatus } from './service.js';
 
 const tags = ['evidence'];
 const read = { auth: { permission: 'evidence:read' as const } };
@@ -43,7 +43,7 @@ export async function evidenceRoutes(app: App, ctx: ServiceContext): Promise<voi
       const from = q.from === undefined ? undefined : new Date(q.from);
       const to = q.to === undefined ? undefined : new Date(q.to);
       if (from && to && from >= to) throw new ApiError('invalid_request', '`from` must be before `to`', [{ path: '/to', message: 'must be after from' }]);
-      return evidenceRuns(ctx, principalOf(request), { job_id: q.job_id, status: q.status, from, to, limit: q.limit ?? 50, offset: q.offset ?? 0 });
+      return evidenceRuns(ctx, principalOf(request), { job_id: q.job_id, status: q.status === undefined ? undefined : storedRunStatus(q.status), from, to, limit: q.limit ?? 50, offset: q.offset ?? 0 });
     },
   );
 }

@@ -7,7 +7,7 @@ const Time = Type.String({ format: 'date-time' });
 
 export const EvidenceRun = Type.Object(
   {
-    id: Str, job_id: Str, buyer_id: NullableStr, subject_type: StringEnum(['job', 'request']), status: StringEnum(['open', 'signed']), summary: Str,
+    id: Str, job_id: Str, buyer_id: NullableStr, subject_type: StringEnum(['job', 'request']), status: StringEnum(['open', 'completed'], { description: '`open` while recording; `completed` once closed (the certificate says it is signed)' }), summary: Str,
     jurisdiction: NullableStr, policy_id: Str, trust_tier: Str, work_type: Str, event_count: Type.Integer(),
     root_hash: NullableStr, root_signature_hex: NullableStr, signer_public_key_hex: NullableStr, signer_key_id: NullableStr,
     created_at: Time, updated_at: Time, signed_at: Type.Union([Time, Type.Null()]),
@@ -46,7 +46,7 @@ export const EvidenceRunsQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
   job_id: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._:-]{1,256}$' })),
-  status: Type.Optional(StringEnum(['open', 'signed'])),
+  status: Type.Optional(StringEnum(['open', 'completed', 'signed'], { description: '`open` or `completed`; `signed` is the old name of `completed`, still accepted' })),
   from: Type.Optional(Type.String({ format: 'date-time' })),
   to: Type.Optional(Type.String({ format: 'date-time' })),
 });

@@ -16,9 +16,26 @@ import { findJob } from '../jobs/store.js';
 import { jobView } from '../jobs/view.js';
 import { receiptsOfJob, receiptView } from '../receipts/store.js';
 import { platformKeys } from '../system/service.js';
-import { findRun, graphOf, listRuns, type EdgeRow, type EventRow, type RunFilter, type RunRow } from './store.js';
+import { findRun, graphOf, listRuns, type EdgeRow, type EventRow, type RunFilter, type RunRow, type RunStatus } from './store.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/**
+ * A run's status as the API shows it: `open` while events are recorded, `completed` once it is
+ * closed (its certificate says it is signed). The store keeps `signed`; `?status=signed` is still
+ * accepted as an alias of `completed` (docs/evidence.md).
+ *
+ * @example
+ * publicRunStatus('signed'); // 'completed'
+ */
+export function publicRunStatus(status: RunStatus): 'open' | 'completed' {
+  return status === 'signed' ? 'completed' : 'open';
+}
+
+/** The stored status a `?status=` filter names: `completed` (and its old name `signed`) or `open`. */
+export function storedRunStatus(status: 'open' | 'completed' | 'signed'): RunStatus {
+  return status === 'open' ? 'open' : 'signed';
+}
 
 export function runView(run: RunRow) {
   return {
@@ -26,7 +43,7 @@ export function runView(run: RunRow) {
     job_id: run.job_id,
     buyer_id: run.buyer_id,
     subject_type: run.subject_type,
-    status: run.status,
+    status: publicRunStatus(run.status),
     summary: run.summary,
     jurisdiction: run.jurisdiction,
     policy_id: run.policy_id,

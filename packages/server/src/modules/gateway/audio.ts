@@ -1,7 +1,8 @@
-import { findModel, usageCostMicro } from '@svc/protocol';
+import { usageCostMicro } from '@svc/protocol';
 import { ApiError } from '../../platform/errors.js';
 import { audioSecondsBound } from './pricing.js';
 import { requestId, svcNode, type Finished, type GatewayCall } from './service.js';
+import { requireModel } from './models.js';
 
 /** The audio upload limit (DESIGN.md section 10). */
 export const MAX_AUDIO_BYTES = 25 * 1024 * 1024;
@@ -46,8 +47,8 @@ const bad = (field: string, message: string) => new ApiError('invalid_request', 
 export function prepareTranscription(fields: Record<string, string>, file: { bytes: Buffer; filename: string } | undefined): TranscriptionCall {
   if (!file) throw bad('file', 'is required (multipart field "file")');
   const modelId = fields.model;
-  const model = modelId === undefined ? undefined : findModel(modelId);
-  if (!model || model.type !== 'transcription') throw bad('model', 'must be one of "whisper-base"');
+  if (modelId === undefined) throw bad('model', 'is required');
+  const model = requireModel(modelId, 'transcription');
   const format = (fields.response_format ?? 'json') as TranscriptFormat;
   if (!['json', 'text', 'verbose_json'].includes(format)) throw bad('response_format', 'must be one of "json", "text", "verbose_json"');
   const language = fields.language;

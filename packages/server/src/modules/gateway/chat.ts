@@ -1,9 +1,10 @@
-import { findModel, usageCostMicro } from '@svc/protocol';
+import { usageCostMicro } from '@svc/protocol';
 import type { Static } from '@sinclair/typebox';
 import { ApiError } from '../../platform/errors.js';
 import { estimateTokens, promptTokenBound } from './pricing.js';
 import type { ChatCompletionRequest } from './schemas.js';
 import { requestId, svcNode, type Finished, type GatewayCall } from './service.js';
+import { requireModel } from './models.js';
 
 /** The largest `max_tokens`, and the default bound when a request names none. */
 export const MAX_COMPLETION_TOKENS = 32_768;
@@ -59,8 +60,7 @@ export interface ChatOutput {
  * prepareChat({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] }).payload.temperature; // 0.7
  */
 export function prepareChat(body: Static<typeof ChatCompletionRequest>): ChatCall {
-  const model = findModel(body.model);
-  if (!model || model.type !== 'chat') throw new ApiError('invalid_request', `model ${body.model} is not a chat model`, [{ path: '/model', message: 'must be a catalogue chat model' }]);
+  const model = requireModel(body.model, 'chat');
   const asked = body.max_tokens ?? body.max_completion_tokens ?? undefined;
   // Without max_tokens the engine's own default applies; the completion cannot outgrow the context.
   const bound = asked ?? Math.min(model.context_length ?? MAX_COMPLETION_TOKENS, MAX_COMPLETION_TOKENS);

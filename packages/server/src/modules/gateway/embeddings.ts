@@ -4,6 +4,7 @@ import { ApiError } from '../../platform/errors.js';
 import { promptTokenBound } from './pricing.js';
 import type { EmbeddingsRequest } from './schemas.js';
 import { requestId, svcNode, type Finished, type GatewayCall } from './service.js';
+import { requireModel } from './models.js';
 
 export interface EmbeddingsCall extends GatewayCall {
   encoding: 'float' | 'base64';
@@ -18,8 +19,7 @@ export interface EmbeddingsCall extends GatewayCall {
  * prepareEmbeddings({ model: 'all-MiniLM-L6-v2', input: ['a', 'b'] }).inputs; // 2
  */
 export function prepareEmbeddings(body: Static<typeof EmbeddingsRequest>): EmbeddingsCall {
-  const model = findModel(body.model);
-  if (!model || model.type !== 'embeddings') throw new ApiError('invalid_request', `model ${body.model} is not an embeddings model`, [{ path: '/model', message: 'must be a catalogue embeddings model' }]);
+  const model = requireModel(body.model, 'embeddings');
   if (body.dimensions !== undefined && body.dimensions !== null && body.dimensions !== model.dimensions) {
     throw new ApiError('invalid_request', `dimensions must be ${model.dimensions} for ${model.id} (it cannot be shortened)`, [{ path: '/dimensions', message: `must be ${model.dimensions}` }]);
   }

@@ -162,7 +162,7 @@ describe('the gateway through the official openai client, a real server and a re
     form.set('model', 'whisper-base');
     const res = await fetch(`${f.server.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${f.buyer.apiKey}` }, body: form });
     expect(res.status).toBe(415);
-    expect(await res.json()).toMatchObject({ code: 415, error: 'unsupported_media_type' });
+    expect(await res.json()).toMatchObject({ error: { code: 'unsupported_media_type', type: 'invalid_request_error' } });
   });
 
   it('generates images behind presigned URLs that download PNGs; an altered or expired URL fails', async () => {
@@ -186,7 +186,7 @@ describe('the gateway through the official openai client, a real server and a re
     const expired = presignFileUrl(f.server.ctx, name, Math.floor(Date.now() / 1000) - 1);
     const res = await fetch(expired);
     expect(res.status).toBe(403);
-    expect(await res.json()).toMatchObject({ error: 'forbidden', message: 'this file URL has expired' });
+    expect(await res.json()).toMatchObject({ error: { code: 'forbidden', type: 'permission_error', message: 'this file URL has expired' } });
     expect((await fetch(presignFileUrl(f.server.ctx, 'img-missing-0.png'))).status).toBe(404);
     // 0.03 CAD per image: the receipt meters 2 images.
     const [receipt] = await receiptsOf((images as unknown as { id: string }).id);
@@ -208,16 +208,14 @@ describe('the gateway through the official openai client, a real server and a re
     const denied = await f.openai(readOnly).chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
     expect(denied).toBeInstanceOf(OpenAI.PermissionDeniedError);
     const kb = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], knowledge_base: 'kb_123' } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming).catch((e: unknown) => e);
-    // Our error body is {code, error, message} (DESIGN.md section 5): the SDK shows `error`.
+    // Under /v1/ errors use OpenAI's envelope (DESIGN.md section 5): the SDK reads our code and message.
     expect(kb).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(kb).toMatchObject({ status: 404, error: 'not_found' });
+    expect(kb).toMatchObject({ status: 404, code: 'not_found', type: 'invalid_request_error', message: '404 knowledge base kb_123 not found' });
     const raw = await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], knowledge_base: 'kb_123' });
-    expect(raw.json).toEqual({ code: 404, error: 'not_found', message: 'knowledge base kb_123 not found' });
+    expect(raw.json).toEqual({ error: { message: 'knowledge base kb_123 not found', type: 'invalid_request_error', param: null, code: 'not_found' } });
     const pinned = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], strict_jurisdiction: 'DE' } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming).catch((e: unknown) => e);
     expect(pinned).toBeInstanceOf(OpenAI.InternalServerError);
-    expect(pinned).toMatchObject({ status: 503, error: 'no_capacity' });
-    const rawPinned = await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], strict_jurisdiction: 'DE' });
-    expect(rawPinned.json.message).toBe('no live node serves tinyllama in DE');
+    expect(pinned).toMatchObject({ status: 503, code: 'no_capacity', type: 'api_error', message: '503 no live node serves tinyllama in DE' });
     const invalid = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], temperature: 3 }).catch((e: unknown) => e);
     expect(invalid).toBeInstanceOf(OpenAI.BadRequestError);
   });

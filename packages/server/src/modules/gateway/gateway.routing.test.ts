@@ -50,7 +50,7 @@ describe('gateway routing: jurisdiction and TEE', () => {
   it('requires_tee never lands on an unverified node', async () => {
     const none = await f.api('POST', '/v1/chat/completions', ask('tee please', { requires_tee: true }));
     expect(none.status).toBe(503);
-    expect(none.json).toMatchObject({ error: 'no_capacity', message: 'no live node serves tinyllama with a verified TEE (requires_tee)' });
+    expect(none.json.error).toMatchObject({ code: 'no_capacity', message: 'no live node serves tinyllama with a verified TEE (requires_tee)' });
     await f.server.ctx.db.query('UPDATE nodes SET attestation_verified = true WHERE id = $1', [us.nodeId]);
     try {
       for (let i = 0; i < 6; i++) {
@@ -58,7 +58,7 @@ describe('gateway routing: jurisdiction and TEE', () => {
         expect((await receiptOf(done.id))?.metadata).toMatchObject({ node_id: us.nodeId, requires_tee: true });
       }
       const both = await f.api('POST', '/v1/chat/completions', ask('tee in CA', { requires_tee: true, strict_jurisdiction: 'CA' }));
-      expect(both.json.message).toBe('no live node serves tinyllama in CA with a verified TEE (requires_tee)');
+      expect((both.json.error as { message: string }).message).toBe('no live node serves tinyllama in CA with a verified TEE (requires_tee)');
     } finally {
       await f.server.ctx.db.query('UPDATE nodes SET attestation_verified = false WHERE id = $1', [us.nodeId]);
     }
@@ -113,7 +113,7 @@ describe('gateway failover', () => {
     try {
       const res = await f.api('POST', '/v1/chat/completions', ask('a bad one', { strict_jurisdiction: 'CA' }));
       expect(res.status).toBe(502);
-      expect(res.json).toMatchObject({ error: 'upstream_error', message: `node ${bad.nodeId} failed: prompt rejected by the model` });
+      expect(res.json.error).toMatchObject({ code: 'upstream_error', type: 'api_error', message: `node ${bad.nodeId} failed: prompt rejected by the model` });
     } finally {
       bad.upstream?.setFailure(undefined);
     }
@@ -144,8 +144,8 @@ describe('gateway failover', () => {
     try {
       const res = await f.api('POST', '/v1/chat/completions', ask('nobody can'));
       expect(res.status).toBe(502);
-      expect(res.json.error).toBe('upstream_error');
-      expect(res.json.message).toMatch(/^node node_[0-9a-z]+ failed: upstream returned 503/);
+      expect((res.json.error as { code: string }).code).toBe('upstream_error');
+      expect((res.json.error as { message: string }).message).toMatch(/^node node_[0-9a-z]+ failed: upstream returned 503/);
       expect((await f.api('GET', '/api/v1/billing/balance')).json.held_cents).toBe(0);
     } finally {
       bad.upstream?.setFailure(undefined);

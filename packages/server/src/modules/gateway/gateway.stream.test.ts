@@ -104,8 +104,8 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
     const body = await res.text();
     const lines = body.split('\n\n').filter(Boolean);
     expect(lines.at(-1)).toBe('data: [DONE]');
-    const error = JSON.parse((lines.at(-2) ?? '').slice(6)) as { error: { message: string; type: string; code: number } };
-    expect(error.error).toMatchObject({ type: 'upstream_error', code: 502 });
+    const error = JSON.parse((lines.at(-2) ?? '').slice(6)) as { error: { message: string; type: string; param: null; code: string } };
+    expect(error.error).toMatchObject({ type: 'api_error', param: null, code: 'upstream_error' });
     expect(error.error.message).toMatch(/failed mid-stream: upstream connection lost mid-stream/);
     const delivered = contentOf(lines.slice(0, -2).map((l) => JSON.parse(l.slice(6)) as Record<string, unknown>));
     expect(delivered).toBe('You said: one two three');
@@ -125,6 +125,8 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
       for await (const chunk of stream) got.push(chunk.choices[0]?.delta.content ?? '');
     })().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.APIError);
+    // The final `data:` event carries OpenAI's envelope: the client shows our message.
+    expect((error as InstanceType<typeof OpenAI.APIError>).message).toMatch(/failed mid-stream: upstream connection lost mid-stream/);
     expect(got.join('')).toBe('You said:');
   });
 

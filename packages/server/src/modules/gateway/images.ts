@@ -1,10 +1,11 @@
-import { findModel, usageCostMicro } from '@svc/protocol';
+import { usageCostMicro } from '@svc/protocol';
 import type { Static } from '@sinclair/typebox';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { fileBlobKey, presignFileUrl } from './files.js';
 import type { ImageRequest } from './schemas.js';
 import { requestId, svcNode, type Finished, type GatewayCall } from './service.js';
+import { requireModel } from './models.js';
 
 export interface ImageCall extends GatewayCall {
   n: number;
@@ -25,8 +26,7 @@ const bad = (path: string, message: string) => new ApiError('invalid_request', `
  * prepareImages({ model: 'sdxl-turbo', prompt: 'a red fox', n: 2, size: '256x256' }).maxMicro; // 60_000
  */
 export function prepareImages(body: Static<typeof ImageRequest>): ImageCall {
-  const model = findModel(body.model);
-  if (!model || model.type !== 'image') throw bad('/model', 'must be a catalogue image model');
+  const model = requireModel(body.model, 'image');
   const size = body.size ?? '1024x1024';
   const [width = 0, height = 0] = size.split('x').map(Number);
   if ([width, height].some((side) => side < MIN_IMAGE_SIDE || side > MAX_IMAGE_SIDE)) throw bad('/size', `must be WxH with each side from ${MIN_IMAGE_SIDE} to ${MAX_IMAGE_SIDE}`);

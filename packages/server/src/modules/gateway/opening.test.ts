@@ -102,7 +102,7 @@ describe('opening a gateway request through svc', () => {
     const refused = results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason as unknown);
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     expect(refused).toHaveLength(1);
-    expect(refused[0]).toMatchObject({ status: 402, error: 'insufficient_credits' });
+    expect(refused[0]).toMatchObject({ status: 402, code: 'insufficient_credits' });
     // Give a work item handed over in vain the time to reach its upstream: none may.
     await new Promise((r) => setTimeout(r, 300));
     expect([...(ca.upstream?.requests ?? []), ...(us.upstream?.requests ?? [])].filter(chats)).toHaveLength(1);
@@ -119,7 +119,7 @@ describe('opening a gateway request through svc', () => {
     // The balance check passes on a read that says there is money; the hold in the store finds none.
     vi.spyOn(f.server.ctx.ledger, 'balance').mockResolvedValue({ balance_cents: 1_000_000, held_cents: 0, available_cents: 1_000_000 } as never);
     const failed = await f.openai().chat.completions.create(CHAT).catch((e: unknown) => e);
-    expect(failed).toMatchObject({ status: 402, error: 'insufficient_credits' });
+    expect(failed).toMatchObject({ status: 402, code: 'insufficient_credits' });
     const counts = await f.server.ctx.db.query<{ requests: number; holds: number; work: number }>(
       'SELECT (SELECT count(*)::int FROM gateway_requests) AS requests, (SELECT count(*)::int FROM credit_holds) AS holds, (SELECT count(*)::int FROM work_items) AS work',
     );

@@ -1,3 +1,4 @@
+import { usageCostMicro } from '@svc/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUp } from '../../../test/harness.js';
 import { startGatewayFixture, type GatewayFixture, type GatewayNode } from '../../../test/gateway-fixture.js';
@@ -12,6 +13,7 @@ interface RequestRecord {
   country: string | null;
   receipt_id: string | null;
   charged_cents: number | null;
+  charged_micro: number | null;
 }
 
 describe('GET /api/v1/gateway/requests: the organization gateway calls, with a real node agent', () => {
@@ -36,6 +38,14 @@ describe('GET /api/v1/gateway/requests: the organization gateway calls, with a r
     const receipt = (await f.api('GET', `/api/v1/job/receipts/${first.id}`)).json.receipts as { id: string }[];
     expect(chat).toMatchObject({ type: 'chat', model: 'tinyllama', stream: false, status: 'completed', node_id: node.nodeId, country: 'DE', receipt_id: receipt[0]?.id });
     expect(typeof chat?.charged_cents).toBe('number');
+    // The exact charge beside the whole cents: the catalogue price of the signed usage.
+    const exact = usageCostMicro('tinyllama', { prompt_tokens: first.usage?.prompt_tokens ?? 0, completion_tokens: first.usage?.completion_tokens ?? 0 });
+    expect(exact).toBeGreaterThan(0);
+    expect(chat).toMatchObject({ charged_micro: exact, charged: exact / 1_000_000 });
+    const { rows } = await f.server.ctx.db.query<{ tx_type: string; amount_micro: number; hold_cents: number }>(
+      'SELECT tx_type, amount_micro, hold_cents FROM credit_transactions WHERE org_id = $1 AND ref = $2 ORDER BY seq', [f.buyer.orgId, first.id],
+    );
+    expect(rows.map((r) => [r.tx_type, r.amount_micro])).toEqual([['hold', 0], ['charge', -exact], ['release', 0]]);
     expect(requests[0]).toMatchObject({ type: 'embeddings', model: 'all-MiniLM-L6-v2', status: 'completed', country: 'DE' });
   });
 

@@ -1,3 +1,4 @@
+import { microToCad } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
@@ -30,7 +31,9 @@ export const GatewayRequestRecord = Type.Object(
     node_id: Nullable(Type.String()),
     country: Nullable(Type.String({ description: 'where the serving node is declared' })),
     receipt_id: Nullable(Type.String()),
-    charged_cents: Nullable(Type.Integer()),
+    charged_cents: Nullable(Type.Integer({ description: 'whole cents moved (after the sub-cent carry; may be 0)' })),
+    charged_micro: Nullable(Type.Integer({ description: 'the exact charge in micro-CAD' })),
+    charged: Type.Union([Type.Number(), Type.Null()], { description: 'the exact charge in CAD' }),
     usage: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
     error: Nullable(Type.String()),
     created_at: Type.String({ format: 'date-time' }),
@@ -55,6 +58,8 @@ function requestRecord(r: GatewayRequestRow & { country: string | null }) {
     country: r.country,
     receipt_id: r.receipt_id,
     charged_cents: r.charged_cents,
+    charged_micro: r.charged_micro,
+    charged: r.charged_micro === null ? null : microToCad(r.charged_micro),
     usage: r.usage,
     error: r.error,
     created_at: r.created_at.toISOString(),

@@ -8,6 +8,12 @@ import { StringEnum } from '../auth/schemas.js';
  */
 
 const ids = (type: Parameters<typeof modelsOfType>[0]) => modelsOfType(type).map((m) => m.id);
+/**
+ * A model id: any string, so that one outside the catalogue (or of another type) is OpenAI's
+ * `404 model_not_found` from the route, not a schema 400 (docs/errors.md).
+ */
+const modelId = (type: Parameters<typeof modelsOfType>[0]) =>
+  Type.String({ minLength: 1, maxLength: 256, description: `a catalogue ${type} model (GET /v1/models): ${ids(type).join(', ')}; any other is 404 model_not_found` });
 
 /** OpenAI clients send `null` for unset optional fields; OpenAPI 3.0.3 spells that `nullable`. */
 const nullable = <T extends TSchema>(schema: T) => Type.Unsafe<T['static'] | null>({ ...schema, nullable: true });
@@ -30,7 +36,7 @@ export const ChatMessage = Type.Object(
 
 export const ChatCompletionRequest = Type.Object(
   {
-    model: StringEnum(ids('chat'), { description: 'a catalogue chat model (GET /v1/models)' }),
+    model: modelId('chat'),
     messages: Type.Array(ChatMessage, { minItems: 1, maxItems: 2048 }),
     stream: Type.Optional(nullable(Type.Boolean({ default: false, description: 'Server-Sent Events in OpenAI chunk format' }))),
     stream_options: Type.Optional(nullable(Type.Object({ include_usage: Type.Optional(nullable(Type.Boolean())) }, { additionalProperties: true }))),
@@ -119,7 +125,7 @@ export const ModelList = Type.Object(
 
 export const EmbeddingsRequest = Type.Object(
   {
-    model: StringEnum(ids('embeddings')),
+    model: modelId('embeddings'),
     input: Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 2048 })], {
       description: 'a text, or up to 2048 texts embedded in one request',
     }),
@@ -152,7 +158,7 @@ export const EmbeddingsResponse = Type.Object(
 export const TranscriptionForm = Type.Object(
   {
     file: Type.Unsafe<unknown>({ type: 'string', format: 'binary', description: 'mp3, wav, m4a, flac or webm, recognised by content; at most 25 MiB' }),
-    model: StringEnum(ids('transcription')),
+    model: modelId('transcription'),
     language: Type.Optional(Type.String({ pattern: '^[a-z]{2,3}$', description: 'ISO 639-1 code; auto-detected when omitted' })),
     response_format: Type.Optional(StringEnum(['json', 'text', 'verbose_json'] as const, { default: 'json' })),
     strict_jurisdiction: Type.Optional(Country),
@@ -175,7 +181,7 @@ export const TranscriptionResponse = Type.Object(
 
 export const ImageRequest = Type.Object(
   {
-    model: StringEnum(ids('image')),
+    model: modelId('image'),
     prompt: Type.String({ minLength: 1, maxLength: 4000 }),
     n: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 10, default: 1 }))),
     size: Type.Optional(nullable(Type.String({ pattern: '^[0-9]{1,5}x[0-9]{1,5}$', default: '1024x1024', description: 'WxH, each side 64..1024' }))),

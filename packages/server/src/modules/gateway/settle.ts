@@ -5,7 +5,6 @@ import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events.js';
 import { closeRun } from '../evidence/recorder.js';
-import { operatorEarningCents } from '../receipts/service.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import type { WorkRow } from '../scheduler/store.js';
 import { costMicro, usageFromUnits } from './pricing.js';
@@ -52,18 +51,20 @@ export function gatewayReceiptMetadata(request: GatewayRequestRow, node: NodeRow
   };
 }
 
-/** Settles (or releases) the request's hold; returns the cents charged and the ledger's evidence event. */
+/**
+ * Settles (or releases) the request's hold and credits the serving node's organization its
+ * earning; returns the charge (whole cents and exact micro-CAD) and the ledger's evidence event.
+ */
 async function charge(ctx: ServiceContext, tx: Queryable, request: GatewayRequestRow, usage: ModelUsage, node: Pick<NodeRow, 'id' | 'org_id'> | undefined, what: string, cause: string) {
-  if (!request.hold_id) return { charged: 0, events: [] };
+  if (!request.hold_id) return { charged: 0, chargedMicro: 0, events: [] };
   const micro = costMicro(request.model, usage);
   if (micro === 0) {
     const { released_cents } = await ctx.ledger.within(tx).release(request.hold_id);
-    return { charged: 0, events: [ledgerReleased(request.hold_id, released_cents, cause)] };
+    return { charged: 0, chargedMicro: 0, events: [ledgerReleased(request.hold_id, released_cents, cause)] };
   }
   const settled = await ctx.ledger.within(tx).settle(request.hold_id, micro, { description: `${request.type} ${request.model}: ${what}`, ref: request.id });
-  const earning = node ? operatorEarningCents(settled.charged_cents) : 0;
-  const earned = node && earning > 0 ? await ctx.ledger.within(tx).credit(node.org_id, earning, { txType: 'earning', description: `${request.type} ${request.id} on ${node.id}`, ref: request.id }) : null;
-  return { charged: settled.charged_cents, events: [ledgerCharged(request.hold_id, settled, earned, cause)] };
+  const earned = node ? await ctx.ledger.within(tx).earn(node.org_id, settled, { description: `${request.type} ${request.id} on ${node.id}`, ref: request.id }) : null;
+  return { charged: settled.charged_cents, chargedMicro: settled.charged_micro, events: [ledgerCharged(request.hold_id, settled, earned?.transaction ?? null, cause)] };
 }
 
 function describe(usage: ModelUsage): string {
@@ -85,8 +86,8 @@ export async function completeFromReceipt(
   done: { work: Pick<WorkRow, 'id' | 'usage'>; node: NodeRow; receipt: ReceiptRow },
 ): Promise<GatewayRequestRow> {
   const usage = usageFromUnits(request.type, done.receipt.metering_units, done.work.usage);
-  const { charged, events } = await charge(ctx, tx, request, usage, done.node, `${describe(usage)} on ${done.node.id}`, 'receipt.verified');
-  const closed = { status: 'completed' as const, usage: usage as Record<string, number>, charged_cents: charged, receipt_id: done.receipt.id };
+  const { charged, chargedMicro, events } = await charge(ctx, tx, request, usage, done.node, `${describe(usage)} on ${done.node.id}`, 'receipt.verified');
+  const closed = { status: 'completed' as const, usage: usage as Record<string, number>, charged_cents: charged, charged_micro: chargedMicro, receipt_id: done.receipt.id };
   await closeGatewayRequest(tx, request.id, closed);
   await closeRun(tx, ctx.secrets, request.id, [
     ...receiptEvents(done.receipt, done.node, done.work.id),
@@ -117,8 +118,8 @@ export async function endRequest(
     if (end.cancelWork && request.work_id) await cancelOpenWork(tx, request.work_id, end.error);
     const usage = end.usage ?? {};
     const ended = `request.${end.status}`;
-    const { charged, events } = await charge(ctx, tx, request, usage, end.earnTo, `${describe(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480), ended);
-    await closeGatewayRequest(tx, request.id, { status: end.status, usage: end.usage ? (end.usage as Record<string, number>) : null, charged_cents: charged, error: end.error });
+    const { charged, chargedMicro, events } = await charge(ctx, tx, request, usage, end.earnTo, `${describe(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480), ended);
+    await closeGatewayRequest(tx, request.id, { status: end.status, usage: end.usage ? (end.usage as Record<string, number>) : null, charged_cents: charged, charged_micro: chargedMicro, error: end.error });
     await closeRun(tx, ctx.secrets, request.id, [
       { type: ended, summary: `${end.status}: ${end.error}`.slice(0, 500), metadata: { error: end.error, usage: end.usage ?? null, node_id: request.node_id, work_cancelled: end.cancelWork ?? false } },
       ...events,

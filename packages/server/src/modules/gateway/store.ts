@@ -19,6 +19,7 @@ export interface GatewayRequestRow {
   status: GatewayStatus;
   usage: Record<string, number> | null;
   charged_cents: number | null;
+  charged_micro: number | null;
   receipt_id: string | null;
   error: string | null;
   metadata: Record<string, unknown>;
@@ -70,12 +71,12 @@ export async function setAttempt(db: Queryable, id: string, attempt: { node_id: 
 export async function closeGatewayRequest(
   db: Queryable,
   id: string,
-  end: { status: Exclude<GatewayStatus, 'running'>; usage: Record<string, number> | null; charged_cents: number; receipt_id?: string | null; error?: string | null },
+  end: { status: Exclude<GatewayStatus, 'running'>; usage: Record<string, number> | null; charged_cents: number; charged_micro?: number; receipt_id?: string | null; error?: string | null },
 ): Promise<boolean> {
   const { rowCount } = await db.query(
-    `UPDATE gateway_requests SET status = $2, usage = $3, charged_cents = $4, receipt_id = $5, error = $6, completed_at = now()
+    `UPDATE gateway_requests SET status = $2, usage = $3, charged_cents = $4, receipt_id = $5, error = $6, charged_micro = $7, completed_at = now()
       WHERE id = $1 AND status = 'running'`,
-    [id, end.status, end.usage ? JSON.stringify(end.usage) : null, end.charged_cents, end.receipt_id ?? null, end.error ?? null],
+    [id, end.status, end.usage ? JSON.stringify(end.usage) : null, end.charged_cents, end.receipt_id ?? null, end.error ?? null, end.charged_micro ?? end.charged_cents * 10_000],
   );
   return rowCount === 1;
 }

@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import type { ServiceContext } from '../../context.js';
-import { ApiError } from '../../platform/errors.js';
+import { ApiError, toOpenAiBody } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { chatOutput, chatUsage, type ChatCall } from './chat.js';
@@ -64,9 +64,9 @@ function createSse(reply: FastifyReply, call: ChatCall, created: number) {
       if (call.includeUsage) write({ ...base, choices: [], usage, ...receipt });
       end();
     },
-    /** A failure after the first byte: an error chunk, then [DONE]. */
+    /** A failure after the first byte: OpenAI's error envelope in a final `data:` event, then [DONE]. */
     fail(error: ApiError) {
-      write({ error: { message: error.message, type: error.code, code: error.status } });
+      write(toOpenAiBody(error));
       end();
     },
   };

@@ -81,7 +81,11 @@ describe('a marketplace job from estimate to signed receipt', () => {
     expect(audit.events[0].details).toMatchObject({ budget_cents: 150, region: null });
     expect(audit.events[1].details).toMatchObject({ node_id: node.nodeId, region: 'ca-central' });
     expect(audit.events[3].details).toMatchObject({ result_hash: sha256Hex(output) });
-    expect(audit.credit_ledger.map((r: { tx_type: string; amount_cents: number }) => [r.tx_type, r.amount_cents])).toEqual([['charge', -50]]);
+    expect(audit.credit_ledger.map((r: { tx_type: string; amount_cents: number; hold_cents: number }) => [r.tx_type, r.amount_cents, r.hold_cents])).toEqual([
+      ['hold', 0, 150],
+      ['charge', -50, 0],
+      ['release', 0, -150],
+    ]);
     expect(audit.receipts_count).toBe(1);
   });
 

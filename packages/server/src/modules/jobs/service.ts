@@ -4,6 +4,7 @@ import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { transactionRecord } from '../billing/service.js';
+import { ledgerOfRef } from '../billing/store.js';
 import { capabilityMet, floorPriceMicroPerUnit } from '../scheduler/matching.js';
 import type { MatchNode } from '../scheduler/matching.js';
 import { enqueueTerminalWebhook } from './delivery.js';
@@ -195,10 +196,8 @@ export async function jobAudit(ctx: ServiceContext, principal: Principal, jobId:
   const job = await store.findJob(ctx.db, principal.orgId, jobId);
   if (!job) throw new ApiError('not_found', `job ${jobId} not found`);
   const events = await store.listJobEvents(ctx.db, jobId);
-  const ledger = await ctx.db.query<Parameters<typeof transactionRecord>[0]>(
-    'SELECT id, tx_type, amount_cents, balance_after, description, ref, created_at FROM credit_transactions WHERE org_id = $1 AND ref = $2 ORDER BY seq',
-    [principal.orgId, jobId],
-  );
+  // Every hold, charge and release of the job is its own row (docs/billing.md).
+  const ledger = await ledgerOfRef(ctx.db, principal.orgId, jobId);
   const receipts = await ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM receipts WHERE job_id = $1 AND org_id = $2', [jobId, principal.orgId]);
   return {
     job_id: job.id,
@@ -209,7 +208,7 @@ export async function jobAudit(ctx: ServiceContext, principal: Principal, jobId:
     completed_at: job.completed_at?.toISOString() ?? null,
     audit_generated: new Date().toISOString(),
     receipts_count: receipts.rows[0]?.n ?? 0,
-    credit_ledger: ledger.rows.map(transactionRecord),
+    credit_ledger: ledger.map(transactionRecord),
     events: events.map((e) => ({ at: e.at.toISOString(), type: e.type, details: e.details })),
   };
 }

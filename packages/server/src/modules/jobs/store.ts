@@ -43,6 +43,7 @@ export interface JobRow {
   node_id: string | null;
   work_id: string | null;
   charged_cents: number | null;
+  charged_micro: number | null;
   result_hash: string | null;
   failure_reason: string | null;
   created_at: Date;

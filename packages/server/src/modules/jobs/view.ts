@@ -48,6 +48,8 @@ export function jobView(job: JobRow, meteredUnits?: number | null) {
     attempts: job.attempts,
     node_id: job.node_id,
     charged_cents: job.charged_cents,
+    charged_micro: job.charged_micro,
+    charged: job.charged_micro === null ? null : microToCad(job.charged_micro),
     result_hash: job.result_hash,
     failure_reason: job.failure_reason,
     created_at: job.created_at.toISOString(),

@@ -48,7 +48,7 @@ describe('knowledge bases: scopes and tenancy', () => {
     // Inference is allowed, but grounding would read the knowledge base's content.
     const chat = await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'lava?' }], knowledge_base: kbId }, writeOnly);
     expect(chat.status).toBe(403);
-    expect(chat.json).toMatchObject({ error: 'insufficient_scope', message: expect.stringContaining('knowledge_bases:read') });
+    expect(chat.json).toMatchObject({ error: { code: 'insufficient_scope', type: 'permission_error', message: expect.stringContaining('knowledge_bases:read') } });
     expect((await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] }, writeOnly)).status).toBe(200);
   });
 
@@ -90,7 +90,7 @@ describe('knowledge bases: scopes and tenancy', () => {
       expect(`${method} ${path}: ${res.status} ${String(res.json.error)}`).toBe(`${method} ${path}: 404 not_found`);
     }
     const chat = await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'secret password?' }], knowledge_base: otherKb });
-    expect(chat.json).toEqual({ code: 404, error: 'not_found', message: `knowledge base ${otherKb} not found` });
+    expect(chat.json).toEqual({ error: { message: `knowledge base ${otherKb} not found`, type: 'invalid_request_error', param: null, code: 'not_found' } });
     expect(((await f.api('GET', '/api/v1/knowledge-bases')).json.knowledge_bases as Json[]).map((k) => k.id)).toEqual([kbId]);
     // Their data is intact.
     expect((await f.api('GET', `/api/v1/knowledge-bases/${otherKb}/documents/${otherDoc}`, undefined, other.apiKey)).status).toBe(200);

@@ -31,7 +31,9 @@ function result(value: unknown, text?: string): CallToolResult {
 
 /** A REST error as an MCP tool error, with the same `error` string and message. */
 function toolError(res: Rest): CallToolResult {
-  const body = (typeof res.json === 'object' && res.json !== null ? res.json : {}) as { error?: string; message?: string; details?: unknown };
+  const raw = (typeof res.json === 'object' && res.json !== null ? res.json : {}) as { error?: string | { message?: string; code?: string }; message?: string; details?: unknown };
+  // A `/v1/` twin answers in OpenAI's envelope; MCP keeps the ErrorResponse fields (docs/errors.md).
+  const body = typeof raw.error === 'object' ? { error: raw.error.code, message: raw.error.message, details: undefined } : { ...raw, error: raw.error };
   const error = body.error ?? 'internal';
   const message = body.message ?? `HTTP ${res.status}`;
   return { isError: true, content: [{ type: 'text', text: `${error}: ${message}` }], structuredContent: { code: res.status, error, message, ...(body.details ? { details: body.details } : {}) } };

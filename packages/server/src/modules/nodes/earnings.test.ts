@@ -31,7 +31,7 @@ describe('GET /api/v1/nodes/earnings: what the organization nodes earned', () =>
 
   it("shows a buyer without nodes nothing, and a buyer key (no payouts scope) is refused", async () => {
     const session = (await f.api('POST', '/api/v1/auth/login', { email: f.buyer.email, password: f.buyer.password })).json.token as string;
-    expect((await f.api('GET', '/api/v1/nodes/earnings', undefined, session)).json).toEqual({ currency: 'CAD', total_cents: 0, nodes: [] });
+    expect((await f.api('GET', '/api/v1/nodes/earnings', undefined, session)).json).toEqual({ currency: 'CAD', total_cents: 0, payable_cents: 0, payable: 0, non_payable_micro: 0, nodes: [] });
     expect((await f.api('GET', '/api/v1/nodes/earnings')).status).toBe(403);
   });
 });

@@ -76,7 +76,15 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
   );
   app.get(
     '/api/v1/nodes',
-    { config: { auth: { permission: 'nodes:read' } }, schema: { summary: "Your organization's nodes (or every online node with scope=all)", tags, querystring: NodeListQuery, response: { 200: NodeListResponse } } },
+    {
+      // nodes:read: buyer, read-only and operator keys; a buyer needs no operator scope to see the public capacity.
+      config: { auth: { permission: 'nodes:read' } },
+      schema: {
+        summary: "Your organization's nodes; with scope=all every online node's public capacity (country, region, models, hardware; no operator name or organization). Buyer, read-only and operator keys",
+        description: 'GET /api/v1/nodes lists the caller\'s organization\'s nodes, online or not (filters status, country, model). GET /api/v1/nodes?scope=all&country=CA lists every online node in Canada, whoever operates it: the public capacity a buyer can route to (docs/marketplace.md).',
+        tags, querystring: NodeListQuery, response: { 200: NodeListResponse },
+      },
+    },
     async (request) => listNodeSummaries(ctx, principalOf(request), request.query),
   );
   app.get(

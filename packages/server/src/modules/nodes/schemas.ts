@@ -89,6 +89,9 @@ export const NodeEarningsResponse = Type.Object(
   {
     currency: Type.Literal('CAD'),
     total_cents: Type.Integer({ description: "the organization's node earnings, after the platform fee" }),
+    payable_cents: Type.Integer({ description: 'what payouts may pay now: earnings less the part earned from free-tier credit, less payouts, at most the paid credit available (docs/billing.md)' }),
+    payable: Type.Number({ description: 'payable_cents in CAD' }),
+    non_payable_micro: Type.Integer({ description: 'earnings from free-tier credit (promotional, never payable), micro-CAD' }),
     nodes: Type.Array(
       Type.Object({
         node_id: Type.String(),

@@ -1,4 +1,4 @@
-import { ed25519PublicKeyHexProblem, findModel, registerMessage, verifyHex } from '@svc/protocol';
+import { ed25519PublicKeyHexProblem, findJobKind, findModel, registerMessage, verifyHex } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -6,6 +6,7 @@ import type { Principal } from '../../platform/principal.js';
 import { ATTESTATION_METHODS } from '../../platform/attestation.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { earningsByNode, listNodes, upsertNode, type NodeRow } from './store.js';
+import { payableEarnings } from '../billing/service.js';
 
 export const POLL_INTERVAL_MS = 25_000;
 
@@ -19,6 +20,32 @@ export interface RegisterInput {
  * Registers (or updates) a node for the operator's organization after checking it holds its key.
  * Unknown catalogue models and bad attestation claims are refused with a field path.
  */
+/**
+ * The most a node may ask per unit of job kind `kind`: `multiple` times the catalogue's published
+ * maximum for the kind (`GET /api/v1/marketplace/pricing`), so that no node can price a job far
+ * above the market (docs/billing.md, "Where free-tier credit can go").
+ *
+ * @example
+ * priceCeilingMicro(1, 10); // 12: 1,200 micro-CAD per 1,000 tokens at most, times 10
+ */
+export function priceCeilingMicro(kind: number, multiple: number): number {
+  const price = findJobKind(kind)?.price;
+  return price ? (price.max_micro_cad / price.per_units) * multiple : 0;
+}
+
+/** The asking prices, each within its kind's ceiling; one above it is 400 naming the kind. */
+export function cappedPrices(prices: Record<string, number>, multiple: number): Record<string, number> {
+  for (const [kind, price] of Object.entries(prices)) {
+    const ceiling = priceCeilingMicro(Number(kind), multiple);
+    if (price > ceiling) {
+      throw new ApiError('invalid_request', `price_micro_per_unit for kind ${kind} is ${price} micro-CAD; the most a node may ask is ${ceiling} (SVC_MAX_PRICE_MULTIPLE x the catalogue maximum)`, [
+        { path: `/price_micro_per_unit/${kind}`, message: `must be at most ${ceiling}` },
+      ]);
+    }
+  }
+  return prices;
+}
+
 export async function registerNode(ctx: ServiceContext, principal: Principal, body: RegisterInput & Record<string, unknown>) {
   const { signature, ...unsigned } = body;
   // node:crypto would verify signatures under a small-order key, which anyone can forge.
@@ -54,7 +81,7 @@ export async function registerNode(ctx: ServiceContext, principal: Principal, bo
       models,
       capabilities: [...new Set([...((body.capabilities as string[] | undefined) ?? []), gpuModel ? 'gpu' : 'cpu'])],
       max_concurrency: (body.max_concurrency as number | undefined) ?? 1,
-      price_micro_per_unit: (body.price_micro_per_unit as Record<string, number> | undefined) ?? {},
+      price_micro_per_unit: cappedPrices((body.price_micro_per_unit as Record<string, number> | undefined) ?? {}, ctx.config.maxPriceMultiple),
       green: (body.green as boolean | undefined) ?? false,
       attestation_method: attestationMethod,
       attestation_verified: verified,
@@ -112,11 +139,22 @@ export async function listNodeSummaries(
     offset: query.offset ?? 0,
     liveSeconds: NODE_LIVE_SECONDS,
   });
-  return { nodes: rows.map(nodeSummary), total };
+  // The public capacity names no operator: another organization's node shows no name.
+  return { nodes: rows.map((n) => (n.org_id === principal.orgId ? nodeSummary(n) : { ...nodeSummary(n), name: '' })), total };
 }
 
-/** `GET /api/v1/nodes/earnings`: what the organization's nodes earned, per node, after the platform fee. */
+/**
+ * `GET /api/v1/nodes/earnings`: what the organization's nodes earned, per node, after the platform
+ * fee, and what payouts may pay of it (`payable_cents`: earnings from free-tier credit excluded).
+ */
 export async function nodeEarnings(ctx: ServiceContext, principal: Principal) {
-  const nodes = await earningsByNode(ctx.db, principal.orgId);
-  return { currency: 'CAD' as const, total_cents: nodes.reduce((sum, n) => sum + n.earned_cents, 0), nodes };
+  const [nodes, payable] = await Promise.all([earningsByNode(ctx.db, principal.orgId), payableEarnings(ctx.db, principal.orgId)]);
+  return {
+    currency: 'CAD' as const,
+    total_cents: nodes.reduce((sum, n) => sum + n.earned_cents, 0),
+    payable_cents: payable.payable_cents,
+    payable: payable.payable,
+    non_payable_micro: payable.non_payable_micro,
+    nodes,
+  };
 }

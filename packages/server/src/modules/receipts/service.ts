@@ -17,11 +17,7 @@ import { noteWorkFailure } from '../gateway/store.js';
 import { insertReceipt, lockWorkForReceipt, receiptView } from './store.js';
 
 /** The platform's share of each job's charge, in basis points (configurable later). */
-export const PLATFORM_FEE_BPS = 1500;
-
-export function operatorEarningCents(chargedCents: number, feeBps = PLATFORM_FEE_BPS): number {
-  return Math.floor((chargedCents * (10_000 - feeBps)) / 10_000);
-}
+export { PLATFORM_FEE_BPS } from '../billing/rules.js';
 
 async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
   const work = await findWork(ctx.db, workId);
@@ -131,18 +127,18 @@ export async function submitReceipt(
     const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
     const settlement = job.hold_id
       ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, { description: `job ${job.id}: ${body.metering_units} units on ${node.id}`, ref: job.id })
-      : { charged_cents: 0, released_cents: 0, transaction: null };
-    const earning = operatorEarningCents(settlement.charged_cents);
-    const earned = earning > 0 ? await ctx.ledger.within(tx).credit(node.org_id, earning, { txType: 'earning', description: `job ${job.id} on ${node.id}`, ref: job.id }) : null;
-    const completed = await moveJob(tx, job.id, 'completed', { result_hash: body.result_hash, charged_cents: settlement.charged_cents });
+      : { charged_cents: 0, charged_micro: 0, free_micro: 0, released_cents: 0, transaction: null };
+    const earned = job.hold_id ? await ctx.ledger.within(tx).earn(node.org_id, settlement, { description: `job ${job.id} on ${node.id}`, ref: job.id }) : null;
+    const earning = earned?.cents ?? 0;
+    const completed = await moveJob(tx, job.id, 'completed', { result_hash: body.result_hash, charged_cents: settlement.charged_cents, charged_micro: settlement.charged_micro });
     await closeJobRun(tx, ctx.secrets, job, 'completed', [
       ...receiptEvents(receipt, node, work.id),
-      ledgerCharged(job.hold_id, settlement, earned, 'receipt.verified'),
+      ledgerCharged(job.hold_id, settlement, earned?.transaction ?? null, 'receipt.verified'),
       { type: 'job.completed', summary: `completed on ${node.id}: ${body.metering_units} units, result ${body.result_hash.slice(0, 16)}...`, metadata: { result_hash: body.result_hash, receipt_id: receipt.id, metering_units: body.metering_units, charged_cents: settlement.charged_cents }, causedBy: ['receipt.verified'] },
     ]);
     await addJobEvent(tx, job.id, 'job_completed', {
       result_hash: body.result_hash, node_id: node.id, receipt_id: receipt.id, metering_units: body.metering_units,
-      charged_cents: settlement.charged_cents, released_cents: settlement.released_cents, operator_earning_cents: earning,
+      charged_cents: settlement.charged_cents, charged_micro: settlement.charged_micro, released_cents: settlement.released_cents, operator_earning_cents: earning,
     });
     if (completed) await enqueueTerminalWebhook(tx, completed);
     return { receipt, job: completed };

@@ -80,7 +80,7 @@ describe('the scheduler', () => {
   });
 
   it('honours strict_jurisdiction, TEE, green, price and capability constraints', async () => {
-    const us = await createTestNode(t.app, operatorKey, { country: 'US', region: 'us-east', green: false, price_micro_per_unit: { '2': 5 } });
+    const us = await createTestNode(t.app, operatorKey, { country: 'US', region: 'us-east', green: false, price_micro_per_unit: { '2': 0.3 } });
     const idCh = await submit({ strict_jurisdiction: 'CH' });
     expect(await us.poll()).toEqual([]);
     const idTee = await submit({ requires_tee: true });
@@ -94,7 +94,7 @@ describe('the scheduler', () => {
     expect(got.map((w) => w.job_id)).not.toContain(idGreen);
     expect(got.map((w) => w.job_id)).not.toContain(idGpu);
     expect(got.map((w) => w.job_id)).toContain(idCheap); // the node asks the catalogue floor, 0.05 micro-CAD
-    expect(got.map((w) => w.job_id)).not.toContain(idTooCheapForThisNode); // it asks 5 micro-CAD for embeddings
+    expect(got.map((w) => w.job_id)).not.toContain(idTooCheapForThisNode); // it asks 0.3 micro-CAD per token for embeddings
     expect((await job(idTee)).execution_pool).toBe('sovereign');
   });
 });
