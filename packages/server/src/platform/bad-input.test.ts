@@ -64,7 +64,8 @@ describe('bad input is a 4xx in the error shape, never a 500', () => {
       const res = await t.app.inject({ method: 'POST', url: '/v1/audio/transcriptions', headers: { ...bearer(alice.apiKey), 'content-type': contentType }, payload: body });
       expect(res.statusCode, `${contentType.slice(0, 40)}: ${res.body}`).toBeGreaterThanOrEqual(400);
       expect(res.statusCode).toBeLessThan(500);
-      expect(res.json()).toMatchObject({ code: res.statusCode, error: expect.any(String), message: expect.any(String) });
+      // Under /v1/ errors use OpenAI's envelope (DESIGN.md section 5).
+      expect(res.json()).toMatchObject({ error: { message: expect.any(String), type: 'invalid_request_error', code: expect.any(String) } });
     }
   });
 
