@@ -13,6 +13,8 @@ import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js
 import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
 import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
+import { startPayoutSchedule } from './modules/payouts/service.js';
+import { createPaymentProvider, type PaymentProvider } from './platform/payments/index.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -26,6 +28,8 @@ export interface ServiceContext {
   bus: Bus;
   blobs: BlobStore;
   attestation: AttestationVerifier;
+  /** Payouts and top-ups: Stripe, or the offline `local` provider (docs/payouts.md). */
+  payments: PaymentProvider;
   /** The built web dashboard, read once at start-up (empty when not built). */
   dashboard: DashboardFiles;
   /** How knowledge-base chunks are searched on this store: pgvector HNSW, or exact (logged at start). */
@@ -93,6 +97,7 @@ export async function createContext(
       bus,
       blobs: createDbBlobStore(db),
       attestation: options.attestation ?? createUnverifiedAttestation(),
+      payments: createPaymentProvider(config, secrets),
       dashboard: loadDashboardFiles(config.dashboardDir),
       vectorSearch,
       jobSignal: jobSignal.signal,
@@ -102,12 +107,14 @@ export async function createContext(
       startedAt: new Date(),
     };
     const stopTasks = startBackgroundTasks(ctx, { intervalMs: options.backgroundIntervalMs });
+    const stopPayouts = startPayoutSchedule(ctx);
     // `svc keys rotate` (another process) announces a new platform key; sign with it at once.
     const stopKeyWatch = await bus.subscribe('keys', (payload) => {
       if (payload === 'platform') void secrets.reload().catch((err: unknown) => log.error({ err }, 'could not reload the platform key'));
     });
     ctx.stopBackground = async () => {
       await stopTasks();
+      await stopPayouts();
       await stopKeyWatch();
       await jobSignal.close();
       await hub.close();

@@ -18,6 +18,7 @@ import {
   readAccount,
   sumActiveHolds,
   sumLedger,
+  sumUnpaidEarnings,
   updateAccount,
   type AccountRow,
   type HoldRow,
@@ -260,4 +261,14 @@ export async function spendSeries(db: Queryable, orgId: string, days: number, no
     total_spend_cents: series.reduce((sum, d) => sum + d.spend_cents, 0),
     total_credit_cents: series.reduce((sum, d) => sum + d.credit_cents, 0),
   };
+}
+
+/**
+ * What a payout may pay the organization now, in cents: its earnings not yet paid out (after the
+ * platform fee), but never more than its available balance, since earnings are credited to the
+ * balance and what was spent from it is no longer there to pay (DESIGN.md section 7).
+ */
+export async function payableCents(ledger: Ledger, db: Queryable, orgId: string): Promise<number> {
+  const [unpaid, account] = await Promise.all([sumUnpaidEarnings(db, orgId), ledger.within(db).balance(orgId)]);
+  return Math.max(0, Math.min(unpaid, account.available_cents));
 }

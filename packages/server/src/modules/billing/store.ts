@@ -167,3 +167,15 @@ export async function ledgerByDay(db: Queryable, orgId: string, since: Date): Pr
   );
   return rows;
 }
+
+/**
+ * Earnings not yet paid out, in cents: `earning` rows less `payout` rows plus `payout_reversal`
+ * rows (a failed transfer's amount comes back payable). docs/payouts.md.
+ */
+export async function sumUnpaidEarnings(db: Queryable, orgId: string): Promise<number> {
+  const { rows } = await db.query<{ total: number }>(
+    "SELECT COALESCE(sum(amount_cents), 0)::bigint AS total FROM credit_transactions WHERE org_id = $1 AND tx_type IN ('earning', 'payout', 'payout_reversal')",
+    [orgId],
+  );
+  return Number(rows[0]?.total ?? 0);
+}
