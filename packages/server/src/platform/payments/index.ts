@@ -17,5 +17,6 @@ export function createPaymentProvider(config: { payments: PaymentsConfig; public
   const { payments } = config;
   if (payments.provider === 'stripe' && payments.stripe) return createStripeProvider(payments.stripe);
   const key = createHmac('sha256', secrets.sessionSecret).update('svc-local-payments-v1').digest();
-  return createLocalProvider({ publicUrl: config.publicUrl, key });
+  // Read at each link: `svc serve --port 0` learns its URL only once it listens.
+  return createLocalProvider({ publicUrl: () => config.publicUrl, key });
 }

@@ -25,15 +25,15 @@ export interface LocalPaymentProvider extends PaymentProvider {
 
 /**
  * @example
- * const local = createLocalProvider({ publicUrl: 'http://127.0.0.1:8080', key });
+ * const local = createLocalProvider({ publicUrl: () => config.publicUrl, key });
  * const { url } = await local.onboardingLink({ accountId, returnUrl, refreshUrl }); // a page of svc serve
  */
-export function createLocalProvider(options: { publicUrl: string; key: Buffer }): LocalPaymentProvider {
+export function createLocalProvider(options: { publicUrl: () => string; key: Buffer }): LocalPaymentProvider {
   const mac = (data: string) => createHmac('sha256', options.key).update(data).digest('hex');
   const pageUrl = (page: LocalPage, id: string, back: string) => {
     const expires = Math.floor(Date.now() / 1000) + PAGE_TTL_SECONDS;
     const signature = mac(`page\n${page}\n${id}\n${expires}`);
-    return `${options.publicUrl}/pay/local/${page}/${encodeURIComponent(id)}?expires=${expires}&signature=${signature}&return=${encodeURIComponent(back)}`;
+    return `${options.publicUrl()}/pay/local/${page}/${encodeURIComponent(id)}?expires=${expires}&signature=${signature}&return=${encodeURIComponent(back)}`;
   };
   return {
     name: 'local',
