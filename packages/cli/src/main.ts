@@ -1,6 +1,7 @@
 import { UsageError } from './args.js';
 import { CREDITS_USAGE, credits } from './credits.js';
 import { NODE_USAGE, node } from './node.js';
+import { PAYOUTS_USAGE, payouts } from './payouts.js';
 import { KEYS_USAGE, keys } from './keys.js';
 import { SERVE_USAGE, serve } from './serve.js';
 import { VERIFY_USAGE, verify } from './verify.js';
@@ -10,6 +11,7 @@ const USAGE = `svc <command> [options]
 Commands:
   serve     run the server (control plane + gateway)
   credits   add credits to an organization's balance
+  payouts   pay operators their earnings (run), record a manual payment (mark-paid)
   node      run a provider node (registers, polls for work, signs receipts)
   verify    verify an evidence bundle offline (no server needed)
   keys      rotate the platform signing key
@@ -18,6 +20,8 @@ Commands:
 ${SERVE_USAGE}
 
 ${CREDITS_USAGE}
+
+${PAYOUTS_USAGE}
 
 ${NODE_USAGE}
 
@@ -31,6 +35,7 @@ type Command = (argv: string[]) => Promise<number>;
 const COMMANDS: Record<string, Command> = {
   serve,
   credits,
+  payouts,
   node,
   verify,
   keys,

@@ -4,6 +4,7 @@ import { api, onUnauthorized } from './api';
 import { Link, match, navigate, useLocation } from './router';
 import { clearSession, currentSession, saveSession, type Session } from './session';
 import { BillingPage } from './pages/billing';
+import { PayoutsPage } from './pages/payouts';
 import { InvitePage, LoginPage, SignupPage } from './pages/auth';
 import { JobPage } from './pages/job';
 import { JobsPage } from './pages/jobs';
@@ -41,6 +42,7 @@ const NAV = [
   { href: '/nodes', label: 'Nodes' },
   { href: '/sla', label: 'SLA' },
   { href: '/billing', label: 'Billing' },
+  { href: '/payouts', label: 'Payouts' },
   { href: '/keys', label: 'API keys' },
   { href: '/organization', label: 'Organization' },
 ];
@@ -53,6 +55,7 @@ const PAGES: { pattern: string; render: (params: Record<string, string>) => prea
   { pattern: '/nodes', render: () => <NodesPage /> },
   { pattern: '/sla', render: () => <SlaPage /> },
   { pattern: '/billing', render: () => <BillingPage /> },
+  { pattern: '/payouts', render: () => <PayoutsPage /> },
   { pattern: '/keys', render: () => <KeysPage /> },
   { pattern: '/organization', render: () => <OrganizationPage /> },
 ];

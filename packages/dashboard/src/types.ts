@@ -189,3 +189,40 @@ export interface PlatformKey {
   valid_until: string | null;
   active: boolean;
 }
+
+export interface PayoutAccountStatus {
+  account_id: string | null;
+  onboarded: boolean;
+  provider: string;
+  moves_real_money: boolean;
+}
+
+export interface Payout {
+  id: string;
+  amount_cents: number;
+  status: 'pending' | 'paid' | 'failed';
+  period_start: string;
+  period_end: string;
+  provider_ref: string | null;
+  failure_reason: string | null;
+  created_at: string;
+}
+
+export interface PayoutList {
+  payouts: Payout[];
+  total: number;
+  payable_cents: number;
+  minimum_cents: number;
+  provider: string;
+  moves_real_money: boolean;
+}
+
+export interface Topup {
+  topup_id: string;
+  amount_cents: number;
+  status: 'pending' | 'paid' | 'failed';
+  checkout_url: string;
+  provider: string;
+  failure_reason: string | null;
+  created_at: string;
+}

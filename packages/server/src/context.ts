@@ -15,6 +15,8 @@ import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
 import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
 import { createEgress, type Egress, type Resolve } from './platform/egress.js';
 import { requestLogView } from './platform/log-redact.js';
+import { startPayoutSchedule } from './modules/payouts/service.js';
+import { createPaymentProvider, type PaymentProvider } from './platform/payments/index.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -28,6 +30,8 @@ export interface ServiceContext {
   bus: Bus;
   blobs: BlobStore;
   attestation: AttestationVerifier;
+  /** Payouts and top-ups: Stripe, or the offline `local` provider (docs/payouts.md). */
+  payments: PaymentProvider;
   /** The built web dashboard, read once at start-up (empty when not built). */
   dashboard: DashboardFiles;
   /** How knowledge-base chunks are searched on this store: pgvector HNSW, or exact (logged at start). */
@@ -98,6 +102,7 @@ export async function createContext(
       bus,
       blobs: createDbBlobStore(db),
       attestation: options.attestation ?? createUnverifiedAttestation(),
+      payments: createPaymentProvider(config, secrets),
       dashboard: loadDashboardFiles(config.dashboardDir),
       vectorSearch,
       jobSignal: jobSignal.signal,
@@ -108,12 +113,14 @@ export async function createContext(
       startedAt: new Date(),
     };
     const stopTasks = startBackgroundTasks(ctx, { intervalMs: options.backgroundIntervalMs });
+    const stopPayouts = startPayoutSchedule(ctx);
     // `svc keys rotate` (another process) announces a new platform key; sign with it at once.
     const stopKeyWatch = await bus.subscribe('keys', (payload) => {
       if (payload === 'platform') void secrets.reload().catch((err: unknown) => log.error({ err }, 'could not reload the platform key'));
     });
     ctx.stopBackground = async () => {
       await stopTasks();
+      await stopPayouts();
       await stopKeyWatch();
       await jobSignal.close();
       await hub.close();

@@ -7,3 +7,6 @@ export { ApiError } from './platform/errors.js';
 export { createLedger, type Ledger, type LedgerOperations } from './modules/billing/service.js';
 export { createDbBus } from './platform/bus.js';
 export { rotatePlatformKey } from './platform/secrets.js';
+export { loadPlatformSecrets } from './platform/secrets.js';
+export { createPaymentProvider } from './platform/payments/index.js';
+export { markPayoutPaid, payoutRecord, runPayouts, type PaymentDeps } from './modules/payouts/service.js';

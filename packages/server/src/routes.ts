@@ -11,6 +11,7 @@ import { keyRoutes } from './modules/keys/routes.js';
 import { knowledgeRoutes } from './modules/knowledge/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
+import { payoutRoutes } from './modules/payouts/routes.js';
 import { organizationRoutes } from './modules/organizations/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 
@@ -25,6 +26,7 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await receiptRoutes(app, ctx);
   await evidenceRoutes(app, ctx);
   await billingRoutes(app, ctx);
+  await payoutRoutes(app, ctx);
   await gatewayRoutes(app, ctx);
   await knowledgeRoutes(app, ctx);
   await dashboardRoutes(app, ctx);

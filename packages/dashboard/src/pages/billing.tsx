@@ -1,11 +1,12 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, request, saveBlob } from '../api';
 import { SpendChart } from '../components/spend-chart';
-import { Button, DataTable, ErrorNotice, Loading, Page, Pager, Section, Stat } from '../components/ui';
+import { Button, DataTable, ErrorNotice, Field, Loading, Page, Pager, Section, Stat, Status } from '../components/ui';
 import { money, signedMoney, when } from '../format';
-import { useAction, useAsync } from '../hooks';
-import { Link } from '../router';
-import type { Balance, Transaction } from '../types';
+import { text, useAction, useAsync, useFormAction } from '../hooks';
+import { Link, useLocation } from '../router';
+import type { Balance, Topup, Transaction } from '../types';
+import { NoRealMoney } from './payouts';
 
 const PAGE = 25;
 /** The API's largest page; the export walks the whole ledger with it. */
@@ -44,18 +45,72 @@ export function BalanceStats() {
   );
 }
 
+/** Buys credit: the provider's checkout page, then back here with `?topup=<id>` until the credit lands. */
+function TopUp(props: { onLanded: () => void }) {
+  const returned = useLocation().query.get('topup');
+  const start = useFormAction(async (data) => {
+    const cents = Math.round(Number(text(data, 'amount')) * 100);
+    if (!Number.isSafeInteger(cents) || cents <= 0) throw new Error('Enter an amount in CAD, e.g. 25.');
+    const topup = await api<Topup>('/api/v1/billing/topups', { body: { amount_cents: cents } });
+    window.location.assign(topup.checkout_url);
+  });
+  const [pending, setPending] = useState(true);
+  const current = useAsync(
+    (signal) => (returned ? api<Topup>(`/api/v1/billing/topups/${encodeURIComponent(returned)}`, { signal }) : Promise.resolve(undefined)),
+    [returned],
+    { pollMs: returned && pending ? 1_500 : undefined },
+  );
+  const status = current.data?.status;
+  const { onLanded } = props;
+  useEffect(() => {
+    // Once: when the top-up this page returned to leaves `pending`.
+    if (!status || status === 'pending' || !pending) return;
+    setPending(false);
+    if (status === 'paid') onLanded();
+  }, [status, pending, onLanded]);
+  return (
+    <>
+      {current.data && (
+        <div data-testid="topup-status">
+          <NoRealMoney provider={current.data.provider} movesRealMoney={current.data.provider !== 'local'} />
+          <p role="status">
+            Top-up of {money(current.data.amount_cents)}: <Status value={current.data.status} />
+            {current.data.status === 'pending' && ' waiting for the payment provider to confirm…'}
+            {current.data.status === 'paid' && ' the credit is on your balance.'}
+            {current.data.failure_reason && <span class="muted small"> {current.data.failure_reason}</span>}
+          </p>
+        </div>
+      )}
+      <ErrorNotice error={current.error} prefix="Top-up" />
+      <form class="inline-form" onSubmit={start.onSubmit}>
+        <Field label="Amount (CAD)" hint="You pay on the payment provider's checkout page; the credit is added once it confirms.">
+          {(id, hint) => <input id={id} name="amount" type="number" min="5" max="10000" step="0.01" required aria-describedby={hint} />}
+        </Field>
+        <ErrorNotice error={start.error} prefix="Could not start the top-up" />
+        <Button type="submit" variant="primary" busy={start.busy}>
+          Top up
+        </Button>
+      </form>
+    </>
+  );
+}
+
 export function BillingPage() {
   const [offset, setOffset] = useState(0);
+  const [landed, setLanded] = useState(0);
   const ledger = useAsync(
     (signal) => api<{ transactions: Transaction[]; total: number }>('/api/v1/billing/transactions', { query: { limit: PAGE, offset }, signal }),
-    [offset],
+    [offset, landed],
   );
   const exporting = useAction(() => exportLedger(ledger.data?.total ?? 0));
   const rows = ledger.data?.transactions ?? [];
   return (
     <Page title="Billing" intro="Prices are in Canadian dollars. A job holds its budget while it runs and is charged for what it used.">
       <Section title="Balance">
-        <BalanceStats />
+        <BalanceStats key={landed} />
+      </Section>
+      <Section title="Top up">
+        <TopUp onLanded={() => setLanded((n) => n + 1)} />
       </Section>
       <Section title="Spend">
         <SpendChart days={30} />

@@ -37,6 +37,21 @@ export interface Config {
   /** Browser origins allowed to call /mcp besides the server's own (SVC_MCP_ALLOWED_ORIGINS). */
   mcpAllowedOrigins: string[];
   knowledge: KnowledgeConfig;
+  payments: PaymentsConfig;
+}
+
+/** Payouts and top-ups (docs/payouts.md). */
+export interface PaymentsConfig {
+  /** `stripe` when SVC_STRIPE_SECRET_KEY is set (or SVC_PAYMENT_PROVIDER=stripe), else `local` (moves no money). */
+  provider: 'stripe' | 'local';
+  stripe: { secretKey: string; webhookSecret: string; apiBase?: string } | undefined;
+  /** How often the payout run starts, in ms; 0 turns the schedule off (SVC_PAYOUT_INTERVAL, default 24h). */
+  payoutIntervalMs: number;
+  /** Payable earnings below this wait for the next run (SVC_PAYOUT_MINIMUM_CENTS, default 1,000). */
+  payoutMinimumCents: number;
+  /** Bounds of one top-up (SVC_TOPUP_MIN_CENTS, default 500; SVC_TOPUP_MAX_CENTS, default 1,000,000). */
+  topupMinCents: number;
+  topupMaxCents: number;
 }
 
 /** Knowledge bases (docs/knowledge-bases.md). */
@@ -113,6 +128,41 @@ function parseChoice<T extends string>(name: string, raw: string | undefined, ch
   const value = choices.find((c) => c === raw.trim());
   if (!value) throw new ConfigError(`${name} must be one of ${choices.join(', ')}, got '${raw}'`);
   return value;
+}
+
+/** `24h`, `30m`, `90s`, `1d` or a number of milliseconds; `0` or `off` is 0 (never). */
+function parseDuration(name: string, raw: string): number {
+  const v = raw.trim().toLowerCase();
+  if (v === 'off' || v === '0') return 0;
+  const match = /^(\d{1,9})(ms|s|m|h|d)?$/.exec(v);
+  if (!match) throw new ConfigError(`${name} must be a duration like 24h, 30m, 90s, 1d or off, got '${raw}'`);
+  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(match[2] ?? 'ms') as 'ms' | 's' | 'm' | 'h' | 'd'];
+  const value = Number(match[1]) * unit;
+  if (value < 1_000 || value > 366 * 86_400_000) throw new ConfigError(`${name} must be between 1s and 366d, got '${raw}'`);
+  return value;
+}
+
+function parsePayments(env: NodeJS.ProcessEnv): PaymentsConfig {
+  const secretKey = env.SVC_STRIPE_SECRET_KEY || undefined;
+  const provider = parseChoice('SVC_PAYMENT_PROVIDER', env.SVC_PAYMENT_PROVIDER, ['stripe', 'local'] as const, secretKey ? 'stripe' : 'local');
+  let stripe: PaymentsConfig['stripe'];
+  if (provider === 'stripe') {
+    if (!secretKey) throw new ConfigError('SVC_PAYMENT_PROVIDER=stripe needs SVC_STRIPE_SECRET_KEY');
+    const webhookSecret = env.SVC_STRIPE_WEBHOOK_SECRET || '';
+    if (!webhookSecret.startsWith('whsec_')) throw new ConfigError('SVC_STRIPE_WEBHOOK_SECRET must be set to the endpoint\'s signing secret (whsec_...) when Stripe is the provider');
+    const apiBase = env.SVC_STRIPE_API_BASE ? parseUrl('SVC_STRIPE_API_BASE', env.SVC_STRIPE_API_BASE, ['http:', 'https:']) : undefined;
+    stripe = { secretKey, webhookSecret, apiBase };
+  }
+  const topupMinCents = env.SVC_TOPUP_MIN_CENTS ? parseIntIn('SVC_TOPUP_MIN_CENTS', env.SVC_TOPUP_MIN_CENTS, 1, 100_000_000) : 500;
+  const topupMaxCents = env.SVC_TOPUP_MAX_CENTS ? parseIntIn('SVC_TOPUP_MAX_CENTS', env.SVC_TOPUP_MAX_CENTS, topupMinCents, 100_000_000) : Math.max(1_000_000, topupMinCents);
+  return {
+    provider,
+    stripe,
+    payoutIntervalMs: env.SVC_PAYOUT_INTERVAL ? parseDuration('SVC_PAYOUT_INTERVAL', env.SVC_PAYOUT_INTERVAL) : 86_400_000,
+    payoutMinimumCents: env.SVC_PAYOUT_MINIMUM_CENTS ? parseIntIn('SVC_PAYOUT_MINIMUM_CENTS', env.SVC_PAYOUT_MINIMUM_CENTS, 1, 100_000_000) : 1_000,
+    topupMinCents,
+    topupMaxCents,
+  };
 }
 
 function parseUrl(name: string, raw: string, protocols: string[]): string {
@@ -225,6 +275,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
         isolation: parseChoice('SVC_KB_PARSE_ISOLATION', env.SVC_KB_PARSE_ISOLATION, ['worker', 'inline'] as const, 'worker'),
       },
     },
+    payments: parsePayments(env),
     leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
     rateLimits: {
       key: { ratePerSec: num('SVC_RATE_LIMIT_RPS', 50), burst: num('SVC_RATE_LIMIT_BURST', 100) },

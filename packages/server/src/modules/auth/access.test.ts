@@ -81,6 +81,14 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'GET /api/v1/knowledge-bases/:id/documents/:document_id': 'knowledge_bases:read',
   'DELETE /api/v1/knowledge-bases/:id/documents/:document_id': 'knowledge_bases:write',
   'POST /api/v1/knowledge-bases/:id/search': 'knowledge_bases:read',
+  'POST /api/v1/node/connect': 'payouts:write',
+  'POST /api/v1/node/connect/onboarding': 'payouts:write',
+  'GET /api/v1/node/connect/status': 'payouts:read',
+  'GET /api/v1/payouts': 'payouts:read',
+  'POST /api/v1/billing/topups': 'billing:write',
+  'GET /api/v1/billing/topups': 'billing:read',
+  'GET /api/v1/billing/topups/:id': 'billing:read',
+  'POST /api/v1/webhooks/payments/:provider': 'public',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

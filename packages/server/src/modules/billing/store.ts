@@ -217,7 +217,7 @@ export async function earningTotals(db: Queryable, orgId: string): Promise<{ ear
   const { rows } = await db.query<{ earned_micro: number; free_micro: number; paid_out_cents: number }>(
     `SELECT COALESCE(sum(amount_micro) FILTER (WHERE tx_type = 'earning'), 0)::bigint AS earned_micro,
             COALESCE(sum(free_micro) FILTER (WHERE tx_type = 'earning'), 0)::bigint AS free_micro,
-            COALESCE(-sum(amount_cents) FILTER (WHERE tx_type = 'payout'), 0)::bigint AS paid_out_cents
+            COALESCE(-sum(amount_cents) FILTER (WHERE tx_type IN ('payout', 'payout_reversal')), 0)::bigint AS paid_out_cents
        FROM credit_transactions WHERE org_id = $1`,
     [orgId],
   );

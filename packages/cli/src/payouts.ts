@@ -1,0 +1,58 @@
+import { ApiError, createLedger, createPaymentProvider, loadPlatformSecrets, markPayoutPaid, openDb, payoutRecord, runPayouts, type PaymentDeps } from '@svc/server';
+import { adminStoreConfig } from './admin-store.js';
+import { parseArgs, UsageError } from './args.js';
+
+export const PAYOUTS_USAGE = `svc payouts run [--data-dir DIR]
+svc payouts mark-paid PAYOUT_ID [--ref TEXT] [--data-dir DIR]
+
+run        pays every onboarded organization its payable earnings through the configured payment
+           provider (SVC_STRIPE_SECRET_KEY for Stripe, else the local provider), when they reach
+           SVC_PAYOUT_MINIMUM_CENTS, and first re-sends payouts a crash left unsent. \`svc serve\`
+           runs the same every SVC_PAYOUT_INTERVAL. Safe to repeat: a payout is never paid twice.
+mark-paid  records that a pending payout of the local provider was paid by hand (--ref: your bank
+           transfer's reference). Prints the payout.
+
+Uses DATABASE_URL when set (works while the server runs); otherwise the embedded store in DATA_DIR,
+which only one process may open: stop \`svc serve\` first.`;
+
+/** Exit codes: 0 done, 1 refused (store busy, payout not pending), 2 bad usage or configuration. */
+export async function payouts(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, { values: ['data-dir', 'ref'], booleans: [] });
+  const [sub, ...rest] = args.positionals;
+  if (sub !== 'run' && sub !== 'mark-paid') throw new UsageError(`expected 'run' or 'mark-paid'\n\n${PAYOUTS_USAGE}`);
+  if (sub === 'run' && rest.length > 0) throw new UsageError(`'run' takes no arguments\n\n${PAYOUTS_USAGE}`);
+  const payoutId = rest[0]?.trim() ?? '';
+  if (sub === 'mark-paid' && (!/^[A-Za-z0-9_-]{1,100}$/.test(payoutId) || rest.length > 1)) throw new UsageError('mark-paid needs one PAYOUT_ID');
+  const ref = typeof args.flags.ref === 'string' ? args.flags.ref.slice(0, 200) : `manual-${new Date().toISOString()}`;
+
+  const store = adminStoreConfig('payouts', args.flags['data-dir'], 'run payouts');
+  if ('refusal' in store) {
+    process.stderr.write(store.refusal);
+    return 1;
+  }
+  const { config } = store;
+  const db = await openDb(config);
+  try {
+    if (sub === 'mark-paid') {
+      const payout = await markPayoutPaid({ db }, payoutId, ref);
+      process.stdout.write(`${JSON.stringify(payoutRecord(payout))}\n`);
+      return 0;
+    }
+    const secrets = await loadPlatformSecrets(db, config);
+    const deps: PaymentDeps = { db, ledger: createLedger(db), payments: createPaymentProvider(config, secrets), config };
+    const report = await runPayouts(deps);
+    for (const p of [...report.resent, ...report.created]) process.stdout.write(`${JSON.stringify(payoutRecord(p))}\n`);
+    process.stdout.write(
+      `svc payouts: ${report.created.length} created, ${report.resent.length} re-sent, ${report.below_minimum} below the minimum (${config.payments.payoutMinimumCents} cents), provider ${deps.payments.name}\n`,
+    );
+    return 0;
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 'conflict') {
+      process.stderr.write(`svc payouts: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    await db.close();
+  }
+}
