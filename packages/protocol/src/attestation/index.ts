@@ -3,3 +3,7 @@
 export * from './amd-roots.js';
 export * from './checks.js';
 export * from './sev-snp.js';
+export * from './intel-roots.js';
+export * from './tdx-quote.js';
+export * from './tdx-tcb.js';
+export * from './tdx.js';
