@@ -1,4 +1,5 @@
 import { UsageError } from './args.js';
+import { ATTEST_USAGE, attest } from './attest.js';
 import { CREDITS_USAGE, credits } from './credits.js';
 import { NODE_USAGE, node } from './node.js';
 import { KEYS_USAGE, keys } from './keys.js';
@@ -12,6 +13,7 @@ Commands:
   credits   add credits to an organization's balance
   node      run a provider node (registers, polls for work, signs receipts)
   verify    verify an evidence bundle offline (no server needed)
+  attest    verify SEV-SNP or TDX attestation evidence offline
   keys      rotate the platform signing key
   help      show this text
 
@@ -23,6 +25,8 @@ ${NODE_USAGE}
 
 ${VERIFY_USAGE}
 
+${ATTEST_USAGE}
+
 ${KEYS_USAGE}
 `;
 
@@ -33,6 +37,7 @@ const COMMANDS: Record<string, Command> = {
   credits,
   node,
   verify,
+  attest,
   keys,
   help: async () => {
     process.stdout.write(USAGE);
