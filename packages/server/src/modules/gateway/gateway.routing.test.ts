@@ -51,7 +51,7 @@ describe('gateway routing: jurisdiction and TEE', () => {
     const none = await f.api('POST', '/v1/chat/completions', ask('tee please', { requires_tee: true }));
     expect(none.status).toBe(503);
     expect(none.json).toMatchObject({ error: 'no_capacity', message: 'no live node serves tinyllama with a verified TEE (requires_tee)' });
-    await f.server.ctx.db.query('UPDATE nodes SET attestation_verified = true WHERE id = $1', [us.nodeId]);
+    await f.server.ctx.db.query("UPDATE nodes SET attestation_verified = true, attestation_expires_at = now() + interval '1 day' WHERE id = $1", [us.nodeId]);
     try {
       for (let i = 0; i < 6; i++) {
         const done = await client.chat.completions.create(ask(`tee ${i}`, { requires_tee: true }));
