@@ -72,7 +72,19 @@ describe('attestation: challenge, bound evidence, the sovereign pool', () => {
     const job = await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'secret', requires_tee: true, strict_jurisdiction: 'CH' } });
     expect(job.statusCode).toBe(201);
     expect(await other.poll()).toEqual([]);
-    expect((await node.poll()).map((w) => w.job_id)).toEqual([job.json().job_id]);
+    const [work] = await node.poll();
+    expect(work?.job_id).toBe(job.json().job_id);
+    if (!work) throw new Error('no work');
+
+    // The receipt and the evidence of sovereign work carry the attestation summary.
+    const summary = { method: 'amd-sev-snp', measurement: MEASUREMENT.toString('hex'), tcb_status: 'bootloader=3 tee=0 snp=8 microcode=115', verified_at: body.verified_at };
+    const receipt = await node.complete(work, '{"ok":true}', 3);
+    expect(receipt.statusCode).toBe(200);
+    expect(receipt.json().metadata.attestation).toEqual(summary);
+    const graph = (await t.app.inject({ method: 'GET', url: `/api/v1/jobs/${work.job_id}/evidence`, headers: bearer(buyer.apiKey) })).json();
+    const submitted = JSON.stringify(graph).match(/"attestation":\{[^}]*\}/g) ?? [];
+    expect(submitted.length).toBeGreaterThan(0);
+    expect(submitted.every((a) => a.includes(MEASUREMENT.toString('hex')))).toBe(true);
 
     // The same challenge again: refused, single use.
     const again = await submit(node, c.challenge, chain.signReport({ reportData: Buffer.from(c.report_data, 'hex'), measurement: MEASUREMENT }));
@@ -127,12 +139,31 @@ describe('attestation: challenge, bound evidence, the sovereign pool', () => {
     expect((await submit(node, c.challenge, chain.signReport({ reportData: Buffer.from(c.report_data, 'hex'), measurement: MEASUREMENT }))).json().verified).toBe(true);
     await t.ctx.db.query("UPDATE nodes SET attestation_expires_at = now() - interval '1 second' WHERE id = $1", [node.nodeId]);
     expect(await attestationOf(node)).toBe('amd-sev-snp:expired');
+    // No verified node can take a sovereign job in LI now: refused at submission, nothing held.
+    const balance = async () => (await t.app.inject({ method: 'GET', url: '/api/v1/billing/balance', headers: bearer(buyer.apiKey) })).json();
+    const before = await balance();
     const job = await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'x', requires_tee: true, strict_jurisdiction: 'LI' } });
-    expect(job.statusCode).toBe(201);
+    expect(job.statusCode).toBe(503);
+    expect(job.json()).toMatchObject({ error: 'no_capacity', message: expect.stringContaining('sovereign job refused') });
+    expect(await balance()).toEqual(before);
     expect(await node.poll()).toEqual([]);
     await expireLapsedAttestations(t.ctx);
     const { rows } = await t.ctx.db.query<{ attestation_verified: boolean }>('SELECT attestation_verified FROM nodes WHERE id = $1', [node.nodeId]);
     expect(rows[0]?.attestation_verified).toBe(false);
     expect(await attestationOf(node)).toBe('amd-sev-snp:expired');
+  });
+
+  it('kind 7 goes through the process runner to a verified GPU node only, metered in GPU-seconds', async () => {
+    const plain = await createTestNode(t.app, operatorKey, { country: 'IS', gpu_model: 'NVIDIA H100', capabilities: ['process'] });
+    const refused = await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 7, budget: 1, max_price_per_unit: 0.01, currency: 'CAD', runner_args: ['true'], strict_jurisdiction: 'IS', estimated_gpu_seconds: 10 } });
+    expect(refused.statusCode).toBe(503);
+    const node = await createTestNode(t.app, operatorKey, { country: 'IS', gpu_model: 'NVIDIA H100', capabilities: ['process'], attestation_method: 2 });
+    const c = await challenge(node);
+    expect((await submit(node, c.challenge, chain.signReport({ reportData: Buffer.from(c.report_data, 'hex'), measurement: MEASUREMENT }))).json().verified).toBe(true);
+    const res = await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 7, budget: 1, max_price_per_unit: 0.01, currency: 'CAD', runner_args: ['true'], strict_jurisdiction: 'IS', estimated_gpu_seconds: 10 } });
+    expect(res.statusCode).toBe(201);
+    expect(await plain.poll()).toEqual([]);
+    const [work] = await node.poll();
+    expect(work).toMatchObject({ job_id: res.json().job_id, kind: 7, payload: { runner_args: ['true'] } });
   });
 });

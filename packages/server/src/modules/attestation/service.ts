@@ -2,7 +2,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Static } from '@sinclair/typebox';
 import type { ServiceContext } from '../../context.js';
 import { ATTESTATION_METHODS } from '../../platform/attestation.js';
+import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
+import type { AttestationSummary } from '../evidence/events.js';
 import { expireAttestations, setNodeAttestation, type NodeRow } from '../nodes/store.js';
 import type { EvidenceRequest } from './schemas.js';
 import { consumeChallenge, findAttestation, forgetOldChallenges, insertChallenge, saveAttestation } from './store.js';
@@ -72,8 +74,8 @@ export async function submitEvidence(ctx: ServiceContext, node: NodeRow, body: S
 }
 
 /** What receipts and evidence of sovereign work carry about the node that did it; null when not verified. */
-export async function attestationSummary(ctx: ServiceContext, nodeId: string): Promise<{ method: string; measurement: string | null; tcb_status: string | null; verified_at: string } | null> {
-  const a = await findAttestation(ctx.db, nodeId);
+export async function attestationSummary(db: Queryable, nodeId: string): Promise<AttestationSummary | null> {
+  const a = await findAttestation(db, nodeId);
   if (!a?.verified || !a.verified_at || !a.expires_at || a.expires_at.getTime() <= Date.now()) return null;
   return { method: ATTESTATION_METHODS[a.method] ?? 'unknown', measurement: a.measurement, tcb_status: a.tcb_status, verified_at: a.verified_at.toISOString() };
 }

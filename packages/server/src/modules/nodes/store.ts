@@ -81,6 +81,15 @@ export async function expireAttestations(db: Queryable): Promise<string[]> {
   return rows.map((r) => r.id);
 }
 
+/** Live nodes in the sovereign pool now (verified, not lapsed): whom a sovereign job could go to. */
+export async function liveAttestedNodes(db: Queryable, liveSeconds: number): Promise<NodeRow[]> {
+  const { rows } = await db.query<NodeRow>(
+    'SELECT * FROM nodes WHERE attestation_verified AND attestation_expires_at > now() AND last_seen > now() - make_interval(secs => $1)',
+    [liveSeconds],
+  );
+  return rows;
+}
+
 export async function findNode(db: Queryable, nodeId: string): Promise<NodeRow | undefined> {
   const { rows } = await db.query<NodeRow>('SELECT * FROM nodes WHERE id = $1', [nodeId]);
   return rows[0];
