@@ -8,6 +8,8 @@ export interface PinnedRoot {
   product: string;
   /** SHA-256 of the ARK certificate's DER, lowercase hex. */
   fingerprint: string;
+  /** ASK then ARK, PEM: the chain used when the caller gives none (extra roots only; AMD's are below). */
+  chain?: string;
 }
 
 export const AMD_ARK_PINS: readonly PinnedRoot[] = Object.freeze([

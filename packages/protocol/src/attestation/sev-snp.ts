@@ -219,7 +219,7 @@ export async function verifySevSnp(input: SevSnpInput): Promise<SevSnpVerificati
   let ark: x509.X509Certificate | undefined;
   try {
     const product = /^SEV-(\w+)$/.exec(commonName(vcek.issuer))?.[1];
-    const pem = input.chain ?? (product ? AMD_CERT_CHAINS[product] : undefined);
+    const pem = input.chain ?? (product ? (AMD_CERT_CHAINS[product] ?? input.extraRoots?.find((r) => r.product === product)?.chain) : undefined);
     if (!pem) throw new Error(`no chain given and no embedded chain for issuer ${commonName(vcek.issuer)}`);
     [ask, ark] = parsePemChain(pem);
     if (!ask || !ark) throw new Error('the chain must hold the ASK then the ARK');

@@ -76,10 +76,11 @@ export async function createSnpTestChain(product = 'Test'): Promise<SnpTestChain
     cryptoImpl,
   );
   const signingKey = KeyObject.from(vcekKeys.privateKey);
+  const chainPem = `${ask.toString('pem')}\n${ark.toString('pem')}\n`;
   return {
-    chainPem: `${ask.toString('pem')}\n${ark.toString('pem')}\n`,
+    chainPem,
     vcekDer: Buffer.from(vcek.rawData),
-    pin: { product, fingerprint: fingerprint(ark) },
+    pin: { product, fingerprint: fingerprint(ark), chain: chainPem },
     chipId,
     signReport({ reportData, measurement = Buffer.alloc(48, 0x11), policy = 0x30000n, tcb = TCB }) {
       const b = Buffer.alloc(SNP_REPORT_SIZE);
