@@ -1,10 +1,10 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSnpTestChain, type SnpTestChain } from '@svc/protocol/attestation/testing';
 import { bearer, createAttestationVerifier, createKey, signUp, startTestServer } from '@svc/server/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attestWithTsm, collectTsmReport, createNodeClient, loadOrCreateIdentity, vcekFromAuxblob } from '../src/index.js';
+import { attestWithTsm, collectTsmReport, createNodeAgent, createNodeClient, loadOrCreateIdentity, vcekFromAuxblob, type AgentEvent } from '../src/index.js';
 
 const MEASUREMENT = Buffer.alloc(48, 0x24);
 const VCEK_GUID_BYTES = Buffer.from('8d75da6364e66445adc5f4b93be8accd', 'hex');
@@ -27,14 +27,19 @@ function fakeKernel(root: string, chain: SnpTestChain, withAux: boolean): () => 
   const timer = setInterval(() => {
     void (async () => {
       for (const entry of await readdir(root).catch(() => [])) {
-        if (done.has(entry)) continue;
+        if (done.has(entry) || entry.startsWith('.')) continue;
         const inblob = await readFile(join(root, entry, 'inblob')).catch(() => null);
         if (!inblob || inblob.length !== 64) continue;
         done.add(entry);
-        await writeFile(join(root, entry, 'generation'), '1\n');
-        await writeFile(join(root, entry, 'provider'), 'sev_guest\n');
-        if (withAux) await writeFile(join(root, entry, 'auxblob'), certTable(chain.vcekDer));
-        await writeFile(join(root, entry, 'outblob'), chain.signReport({ reportData: inblob, measurement: MEASUREMENT }));
+        // Whole files at once, as the kernel's attributes read.
+        const put = async (name: string, data: string | Buffer) => {
+          await writeFile(join(root, `.${entry}-${name}`), data);
+          await rename(join(root, `.${entry}-${name}`), join(root, entry, name));
+        };
+        await put('generation', '1\n');
+        await put('provider', 'sev_guest\n');
+        if (withAux) await put('auxblob', certTable(chain.vcekDer));
+        await put('outblob', chain.signReport({ reportData: inblob, measurement: MEASUREMENT }));
       }
     })();
   }, 5);
@@ -95,6 +100,21 @@ describe('the agent attests through configfs-tsm against the real server', () =>
       await writeFile(vcekFile, chain.vcekDer);
       expect((await attestWithTsm(client, { root, vcekFile })).verified).toBe(true);
     } finally {
+      stop();
+    }
+  });
+
+  it('the agent attests on start when configfs-tsm is present, and reports the outcome', async () => {
+    const root = join(dir, 'report-agent');
+    await mkdir(root);
+    const stop = fakeKernel(root, chain, true);
+    const events: AgentEvent[] = [];
+    const agent = createNodeAgent({ server: server.url, apiKey: operatorKey, dataDir: join(dir, 'agent'), allowProcessRunner: true, country: 'CH', tee: { root }, onEvent: (e) => events.push(e) });
+    try {
+      await agent.start();
+      expect(events.find((e) => e.event === 'attested'), JSON.stringify(events)).toMatchObject({ event: 'attested', attestation: 'amd-sev-snp:verified', verified: true, failed: [] });
+    } finally {
+      await agent.stop({ graceMs: 0 });
       stop();
     }
   });
