@@ -166,4 +166,23 @@ describe('attestation: challenge, bound evidence, the sovereign pool', () => {
     const [work] = await node.poll();
     expect(work).toMatchObject({ job_id: res.json().job_id, kind: 7, payload: { runner_args: ['true'] } });
   });
+
+  it('garbage evidence is a failed verification or a 400, never a 500', async () => {
+    const node = await createTestNode(t.app, operatorKey, { attestation_method: 1 });
+    const junk = Buffer.from('not evidence at all').toString('base64');
+    const bodies = (c: string) => [
+      { challenge: c, method: 2, sev_snp: { report: junk, vcek: junk, chain: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n' } },
+      { challenge: c, method: 1, tdx: { quote: junk, collateral: { tcb_info: '{}', qe_identity: 'x', tcb_signing_chain: 'x', pck_crl: junk, root_crl: '' } } },
+      { challenge: c, method: 3 },
+    ];
+    for (const i of [0, 1, 2]) {
+      const c = await challenge(node);
+      const res = await node.call('POST', '/api/v1/node/attestation', bodies(c.challenge)[i]);
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json().verified).toBe(false);
+    }
+    for (const body of [{}, { challenge: 'zz', method: 2 }, { challenge: '00'.repeat(32), method: 9 }, { challenge: '00'.repeat(32), method: 2, sev_snp: { report: '!!', vcek: '' } }]) {
+      expect((await node.call('POST', '/api/v1/node/attestation', body)).statusCode).toBe(400);
+    }
+  });
 });
