@@ -185,4 +185,32 @@ describe('attestation: challenge, bound evidence, the sovereign pool', () => {
       expect((await node.call('POST', '/api/v1/node/attestation', body)).statusCode).toBe(400);
     }
   });
+
+  it('the real Intel v4 quote through the route: signatures and chain pass, the 2023 collateral and binding do not', async () => {
+    const node = await createTestNode(t.app, operatorKey, { attestation_method: 1 });
+    const c = await challenge(node);
+    const tdx = new URL('../../../../../../shared/vectors/attestation/tdx/', import.meta.url);
+    const read = (name: string) => readFileSync(new URL(name, tdx));
+    const res = await node.call('POST', '/api/v1/node/attestation', {
+      challenge: c.challenge,
+      method: 1,
+      tdx: {
+        quote: read('tdx_prod_quote_SPR_E4.dat').toString('base64'),
+        collateral: {
+          tcb_info: read('sample_tcbInfo_response').toString('utf8'),
+          qe_identity: read('sample_qeIdentity_response').toString('utf8'),
+          tcb_signing_chain: readFileSync(new URL('../../../../protocol/src/attestation/testdata/tcb_signing.pem', import.meta.url), 'utf8'),
+          pck_crl: read('pckcrl').toString('base64'),
+          root_crl: read('rootcrl.der').toString('base64'),
+        },
+      },
+    });
+    expect(res.statusCode).toBe(200);
+    const checks = res.json().checks as Array<{ name: string; ok: boolean }>;
+    const passed = checks.filter((x) => x.ok).map((x) => x.name);
+    expect(passed).toEqual(expect.arrayContaining(['quote-structure', 'root-pinned', 'pck-chain-signatures', 'qe-report-signature', 'qe-report-binds-key', 'quote-signature', 'td-no-debug']));
+    // Judged now (2026), the collateral of 2023 is stale and its signing certificate expired in 2025.
+    expect(failedChecks(res.json())).toEqual(expect.arrayContaining(['crl-signatures', 'tcb-signing-chain', 'tcb-status', 'tcb-policy', 'measurement-allowed', 'binding']));
+    expect(res.json()).toMatchObject({ verified: false, attestation: 'intel-tdx:unverified', measurement: '6363b8043668a3ad953278e10389574d326c6749fb78aa810ecd9336923db86f22fc00b8dcd404bc10d5e119d7215cbb' });
+  });
 });
