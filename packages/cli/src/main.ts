@@ -1,4 +1,5 @@
 import { UsageError } from './args.js';
+import { ATTEST_USAGE, attest } from './attest.js';
 import { CREDITS_USAGE, credits } from './credits.js';
 import { NODE_USAGE, node } from './node.js';
 import { PAYOUTS_USAGE, payouts } from './payouts.js';
@@ -14,6 +15,7 @@ Commands:
   payouts   pay operators their earnings (run), record a manual payment (mark-paid)
   node      run a provider node (registers, polls for work, signs receipts)
   verify    verify an evidence bundle offline (no server needed)
+  attest    verify SEV-SNP or TDX attestation evidence offline
   keys      rotate the platform signing key
   help      show this text
 
@@ -27,6 +29,8 @@ ${NODE_USAGE}
 
 ${VERIFY_USAGE}
 
+${ATTEST_USAGE}
+
 ${KEYS_USAGE}
 `;
 
@@ -38,6 +42,7 @@ const COMMANDS: Record<string, Command> = {
   payouts,
   node,
   verify,
+  attest,
   keys,
   help: async () => {
     process.stdout.write(USAGE);

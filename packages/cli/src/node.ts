@@ -16,12 +16,16 @@ import { parseArgs, UsageError, type ParsedArgs } from './args.js';
 export const NODE_USAGE = `svc node --server URL --api-key KEY [--data-dir DIR] [--country CC] [--region R]
          [--upstream BASE_URL [--upstream-key KEY] --model CATALOG_ID[=ENGINE_MODEL]...]
          [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--name NAME]
+         [--tee-vcek FILE] [--tee-collateral DIR]
 
 Runs a provider node: registers with the control plane, polls for work, runs it on the given
 engines and uploads each result with its signed receipt. The node key and outbox live in
 DATA_DIR (default ./.svc-node). Stops cleanly on SIGTERM or SIGINT (running work gets 30 s).
 Environment: SVC_NODE_API_KEY (instead of --api-key), SVC_UPSTREAM_API_KEY (instead of
---upstream-key), so that keys stay out of the process list. See docs/node-operator.md.`;
+--upstream-key), so that keys stay out of the process list. See docs/node-operator.md.
+In a confidential VM (configfs-tsm present) the node attests after registering and every 12 h:
+--tee-vcek gives the SEV-SNP VCEK when the host supplies none, --tee-collateral Intel's TDX
+collateral (docs/attestation.md).`;
 
 /** The validated configuration of `svc node`. */
 export interface NodeConfig {
@@ -35,9 +39,10 @@ export interface NodeConfig {
   allowProcessRunner: boolean;
   upstream?: { baseUrl: string; apiKey?: string; models: Map<string, string> };
   gguf: Map<string, string>;
+  tee?: { vcekFile?: string; tdxCollateralDir?: string };
 }
 
-const VALUES = ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name'];
+const VALUES = ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name', 'tee-vcek', 'tee-collateral'];
 const REPEATABLE = new Set(['model', 'gguf']);
 
 function httpUrl(flag: string, value: string): string {
@@ -132,6 +137,9 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
     allowProcessRunner,
     ...(upstreamUrl === undefined ? {} : { upstream: { baseUrl: httpUrl('upstream', upstreamUrl), ...(upstreamKey ? { apiKey: upstreamKey } : {}), models: upstreamModels } }),
     gguf,
+    ...(flag('tee-vcek') === undefined && flag('tee-collateral') === undefined
+      ? {}
+      : { tee: { ...(flag('tee-vcek') === undefined ? {} : { vcekFile: resolve(flag('tee-vcek') ?? '') }), ...(flag('tee-collateral') === undefined ? {} : { tdxCollateralDir: resolve(flag('tee-collateral') ?? '') }) } }),
   };
 }
 
@@ -149,7 +157,7 @@ async function buildEngines(config: NodeConfig): Promise<EngineSet> {
 }
 
 function logEvent(event: AgentEvent): void {
-  if (event.event === 'work') process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
+  if (event.event === 'work' || event.event === 'attested') process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
   else if (event.event === 'warning') process.stderr.write(`svc node: warning: ${event.work_id ? `${event.work_id}: ` : ''}${event.message}\n`);
 }
 
@@ -178,6 +186,7 @@ export async function node(argv: string[]): Promise<number> {
     ...(config.country === undefined ? {} : { country: config.country }),
     ...(config.region === undefined ? {} : { region: config.region }),
     ...(config.name === undefined ? {} : { name: config.name }),
+    ...(config.tee === undefined ? {} : { tee: config.tee }),
     onEvent: logEvent,
   });
   let stopRequested = false;

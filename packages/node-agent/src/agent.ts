@@ -1,4 +1,5 @@
 import { backoffDelay, sleep, type BackoffPolicy } from './backoff.js';
+import { attestWithTsm, tsmAvailable } from './attestation.js';
 import { ControlPlaneError, createNodeClient, type NodeClient } from './client.js';
 import { withRetries } from './delivery.js';
 import { createHeartbeat } from './heartbeat.js';
@@ -57,6 +58,12 @@ export interface NodeAgentOptions {
   fetch?: typeof fetch;
   onEvent?: (event: AgentEvent) => void;
   timing?: Partial<AgentTiming>;
+  /**
+   * Confidential VMs (docs/attestation.md): when configfs-tsm is present under `root` (default
+   * /sys/kernel/config/tsm/report), attest after registering and again every `reattestMs`
+   * (default 12 h, half the server's default SVC_TEE_REATTEST_HOURS).
+   */
+  tee?: { root?: string; vcekFile?: string; tdxCollateralDir?: string; reattestMs?: number };
 }
 
 export interface NodeAgent {
@@ -98,6 +105,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   let loop: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
   let heartbeatTimer: NodeJS.Timeout | undefined;
+  let attestTimer: NodeJS.Timeout | undefined;
   let streamHeartbeatTimer: NodeJS.Timeout | undefined;
   let wakeLoop: (() => void) | undefined;
 
@@ -258,6 +266,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
     clearTimeout(timer);
     await drained;
     clearInterval(heartbeatTimer);
+    clearInterval(attestTimer);
     clearInterval(streamHeartbeatTimer);
     await heartbeat.idle();
   }
@@ -282,6 +291,16 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       streamHeartbeatTimer = setInterval(() => {
         if ([...tracked.values()].some((w) => w.phase === 'running' && w.item?.stream === true)) void heartbeat.beat();
       }, timing.streamHeartbeatMs);
+      if (await tsmAvailable(options.tee?.root)) {
+        const attest = () =>
+          attestWithTsm(nodeClient, { ...options.tee, signal: stopController.signal }).then(
+            (a) => emit({ event: 'attested', attestation: a.attestation, verified: a.verified, failed: a.checks.filter((c) => !c.ok).map((c) => c.name), expires_at: a.expires_at }),
+            (err: unknown) => emit({ event: 'warning', message: `attestation failed: ${err instanceof Error ? err.message : String(err)}` }),
+          );
+        await attest();
+        attestTimer = setInterval(() => void attest(), options.tee?.reattestMs ?? 12 * 3_600_000);
+        attestTimer.unref();
+      }
       const workDeps = deps;
       if (workDeps === undefined) throw new Error('registration did not complete');
       loop = pollLoop(nodeClient, workDeps).catch((err: unknown) => emit({ event: 'warning', message: `the work loop stopped: ${String(err)}` }));

@@ -1,4 +1,5 @@
 export { createNodeAgent, DEFAULT_TIMING, type AgentTiming, type NodeAgent, type NodeAgentOptions } from './agent.js';
+export { attestWithTsm, collectTsmReport, tsmAvailable, TSM_REPORT_ROOT, vcekFromAuxblob, type AttestationOutcome, type TsmReport } from './attestation.js';
 export { abortReason, backoffDelay, sleep, type BackoffPolicy } from './backoff.js';
 export { ControlPlaneError, createNodeClient, type CallOptions, type NodeClient, type NodeClientOptions } from './client.js';
 export { createHeartbeat, type Heartbeat, type HeartbeatSnapshot } from './heartbeat.js';

@@ -36,6 +36,7 @@ export type AgentEvent =
       retryable?: boolean;
       message?: string;
     }
+  | { event: 'attested'; attestation: string; verified: boolean; failed: string[]; expires_at: string | null }
   | { event: 'warning'; message: string; work_id?: string };
 
 /** A work item the agent is running or delivering, with what stops it. */

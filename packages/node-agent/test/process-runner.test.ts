@@ -55,6 +55,12 @@ describe('process runner (kinds 5 and 6)', () => {
     expect(out.exit_code).toBe(3);
   });
 
+  it('runs kind 7 (confidential training) the same way, metered in whole GPU-seconds', async () => {
+    const out = await runJob(job([node, '-e', 'setTimeout(() => {}, 1100)'], {}, 7), ctx);
+    expect(out.metering_units).toBe(2);
+    expect(out.engine).toBe('process');
+  });
+
   it('kills the whole process group at the wall-clock limit', async () => {
     // The job starts a grandchild that would sleep for 30 s, prints its pid, then sleeps itself.
     const script = [

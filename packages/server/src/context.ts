@@ -4,7 +4,7 @@ import { openDb, type Db } from './platform/db/index.js';
 import { createMetrics, type Metrics } from './platform/metrics.js';
 import { createLedger, type Ledger } from './modules/billing/service.js';
 import { createJobSignal, startBackgroundTasks, type JobSignal } from './modules/scheduler/background.js';
-import { createUnverifiedAttestation, type AttestationVerifier } from './platform/attestation.js';
+import { createAttestationVerifier, type AttestationVerifier } from './platform/attestation.js';
 import { createDbBlobStore, type BlobStore } from './platform/blobs.js';
 import { createDbBus, type Bus } from './platform/bus.js';
 import { loadDashboardFiles, type DashboardFiles } from './modules/dashboard/files.js';
@@ -101,7 +101,7 @@ export async function createContext(
       ledger: createLedger(db),
       bus,
       blobs: createDbBlobStore(db),
-      attestation: options.attestation ?? createUnverifiedAttestation(),
+      attestation: options.attestation ?? createAttestationVerifier(config.tee),
       payments: createPaymentProvider(config, secrets),
       dashboard: loadDashboardFiles(config.dashboardDir),
       vectorSearch,

@@ -1,5 +1,6 @@
 import type { App } from './app.js';
 import type { ServiceContext } from './context.js';
+import { attestationRoutes } from './modules/attestation/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { dashboardRoutes } from './modules/dashboard/routes.js';
@@ -22,6 +23,7 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await keyRoutes(app, ctx);
   await organizationRoutes(app, ctx);
   await nodeRoutes(app, ctx);
+  await attestationRoutes(app, ctx);
   await jobRoutes(app, ctx);
   await receiptRoutes(app, ctx);
   await evidenceRoutes(app, ctx);

@@ -127,3 +127,4 @@ export async function createKey(app: App, buyer: TestBuyer, scopes: string[], la
   if (res.statusCode !== 201) throw new Error(`key creation failed: ${res.statusCode} ${res.body}`);
   return (res.json() as { api_key: string }).api_key;
 }
+export { createAttestationVerifier } from '../src/platform/attestation.js';

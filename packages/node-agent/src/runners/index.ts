@@ -28,6 +28,8 @@ const JOB_RUNNERS = new Map<number, Runner>([
   [4, runImageGeneration],
   [5, runProcessJob],
   [6, runProcessJob],
+  // Kind 7 (confidential training) is kind 6 inside a TEE: the server sends it only to attested nodes.
+  [7, runProcessJob],
 ]);
 
 const GATEWAY_RUNNERS = new Map<string, Runner>([
@@ -38,7 +40,7 @@ const GATEWAY_RUNNERS = new Map<string, Runner>([
 ]);
 
 /**
- * Runs one work item: marketplace jobs by `kind` (1-4 on the engines, 5-6 on the process
+ * Runs one work item: marketplace jobs by `kind` (1-4 on the engines, 5-7 on the process
  * runner), gateway requests by `type` (`chat`, streamed when `ctx.events` is given,
  * `embeddings`, `transcription`, `image`). Anything this agent cannot do is a non-retryable
  * {@link WorkError}.

@@ -137,11 +137,11 @@ function timeoutSeconds(value: unknown): number {
 }
 
 /**
- * Kinds 5 `cpu_compute` and 6 `gpu_compute`: runs `payload.runner_args` (program first) in a
+ * Kinds 5 `cpu_compute`, 6 `gpu_compute` and 7 `confidential_training`: runs `payload.runner_args` (program first) in a
  * fresh `<dataDir>/scratch/<work_id>` (removed afterwards) with only PATH, HOME, TMPDIR and LANG
  * set, for at most `payload.timeout_seconds` (default 300, at most 3600). Output is the
  * {@link ProcessResult} as JSON; units are `ceil(wall seconds)` (core-seconds with one core for
- * kind 5, GPU-seconds for kind 6). Refused unless `ctx.allowProcessRunner`.
+ * kind 5, GPU-seconds for kinds 6 and 7). Refused unless `ctx.allowProcessRunner`.
  *
  * @example
  * const out = await runProcessJob(item, { ...ctx, allowProcessRunner: true });

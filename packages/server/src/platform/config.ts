@@ -38,6 +38,7 @@ export interface Config {
   mcpAllowedOrigins: string[];
   knowledge: KnowledgeConfig;
   payments: PaymentsConfig;
+  tee: TeeConfig;
 }
 
 /** Payouts and top-ups (docs/payouts.md). */
@@ -52,6 +53,16 @@ export interface PaymentsConfig {
   /** Bounds of one top-up (SVC_TOPUP_MIN_CENTS, default 500; SVC_TOPUP_MAX_CENTS, default 1,000,000). */
   topupMinCents: number;
   topupMaxCents: number;
+}
+
+/** The sovereign pool's attestation policy (docs/attestation.md). */
+export interface TeeConfig {
+  /** TDX TCB statuses a node may have (SVC_TEE_ACCEPTED_TCB, default UpToDate,SWHardeningNeeded). */
+  acceptedTcb: string[];
+  /** Launch measurements (SEV-SNP MEASUREMENT, TDX MRTD; lowercase hex) a node may run (SVC_TEE_MEASUREMENTS; empty: none). */
+  measurements: string[];
+  /** Hours a verification lasts before the node must attest again (SVC_TEE_REATTEST_HOURS, default 24). */
+  reattestHours: number;
 }
 
 /** Knowledge bases (docs/knowledge-bases.md). */
@@ -277,6 +288,14 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     },
     payments: parsePayments(env),
     leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
+    tee: {
+      acceptedTcb: (env.SVC_TEE_ACCEPTED_TCB || 'UpToDate,SWHardeningNeeded').split(',').map((s) => s.trim()).filter(Boolean),
+      measurements: (env.SVC_TEE_MEASUREMENTS ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean).map((m) => {
+        if (!/^[0-9a-f]{96}$/.test(m)) throw new ConfigError(`SVC_TEE_MEASUREMENTS must list 96-hex-character measurements (SEV-SNP MEASUREMENT or TDX MRTD), got '${m}'`);
+        return m;
+      }),
+      reattestHours: env.SVC_TEE_REATTEST_HOURS ? parseIntIn('SVC_TEE_REATTEST_HOURS', env.SVC_TEE_REATTEST_HOURS, 1, 24 * 365) : 24,
+    },
     rateLimits: {
       key: { ratePerSec: num('SVC_RATE_LIMIT_RPS', 50), burst: num('SVC_RATE_LIMIT_BURST', 100) },
       org: { ratePerSec: num('SVC_ORG_RATE_LIMIT_RPS', 200), burst: num('SVC_ORG_RATE_LIMIT_BURST', 400) },

@@ -37,6 +37,8 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'POST /api/v1/node/register': 'nodes:write',
   'GET /api/v1/node/work': 'node',
   'POST /api/v1/node/heartbeat': 'node',
+  'POST /api/v1/node/attestation/challenge': 'node',
+  'POST /api/v1/node/attestation': 'node',
   'POST /api/v1/node/work/:work_id/result': 'node',
   'POST /api/v1/node/work/:work_id/fail': 'node',
   'GET /api/v1/jobs/:job/evidence': 'evidence:read',

@@ -15,7 +15,17 @@ export interface EvidenceNode {
   region: string | null;
   gpu_model: string | null;
   attestation_verified?: boolean;
+  /** For sovereign work: the node's verified attestation when it did the work. */
+  attestation?: AttestationSummary | null;
   pubkey?: string;
+}
+
+/** What receipts and evidence of sovereign work say about the node's attestation. */
+export interface AttestationSummary {
+  method: string;
+  measurement: string | null;
+  tcb_status: string | null;
+  verified_at: string;
 }
 
 /** `pol_` + 16 hex of the SHA-256 of the policy's canonical JSON: equal policies, equal ids. */
@@ -32,7 +42,7 @@ export function ledgerHeld(holdId: string, cents: number, causedBy: string): Evi
 }
 
 function nodeFields(node: EvidenceNode) {
-  return { node_id: node.id, country: node.country, region: node.region, gpu_model: node.gpu_model, attestation_verified: node.attestation_verified ?? null };
+  return { node_id: node.id, country: node.country, region: node.region, gpu_model: node.gpu_model, attestation_verified: node.attestation_verified ?? null, ...(node.attestation ? { attestation: node.attestation } : {}) };
 }
 
 /** The routing decision and its reason, then the lease it produced (`job.assigned` / `request.assigned`). */

@@ -51,7 +51,7 @@ describe('gateway routing: jurisdiction and TEE', () => {
     const none = await f.api('POST', '/v1/chat/completions', ask('tee please', { requires_tee: true }));
     expect(none.status).toBe(503);
     expect(none.json.error).toMatchObject({ code: 'no_capacity', message: 'no live node serves tinyllama with a verified TEE (requires_tee)' });
-    await f.server.ctx.db.query('UPDATE nodes SET attestation_verified = true WHERE id = $1', [us.nodeId]);
+    await f.server.ctx.db.query("UPDATE nodes SET attestation_verified = true, attestation_expires_at = now() + interval '1 day' WHERE id = $1", [us.nodeId]);
     try {
       for (let i = 0; i < 6; i++) {
         const done = await client.chat.completions.create(ask(`tee ${i}`, { requires_tee: true }));
@@ -59,6 +59,16 @@ describe('gateway routing: jurisdiction and TEE', () => {
       }
       const both = await f.api('POST', '/v1/chat/completions', ask('tee in CA', { requires_tee: true, strict_jurisdiction: 'CA' }));
       expect((both.json.error as { message: string }).message).toBe('no live node serves tinyllama in CA with a verified TEE (requires_tee)');
+      // The node's recorded verification rides on the receipt (docs/attestation.md); an expired one leaves the pool.
+      await f.server.ctx.db.query(
+        `INSERT INTO node_attestations (node_id, method, verified, measurement, tcb_status, checks, verified_at, expires_at)
+         VALUES ($1, 1, true, $2, 'UpToDate', '[]', now(), now() + interval '1 day')`,
+        [us.nodeId, 'ab'.repeat(48)],
+      );
+      const attested = await client.chat.completions.create(ask('tee attested', { requires_tee: true }));
+      expect((await receiptOf(attested.id))?.metadata.attestation).toMatchObject({ method: 'intel-tdx', measurement: 'ab'.repeat(48), tcb_status: 'UpToDate' });
+      await f.server.ctx.db.query("UPDATE nodes SET attestation_expires_at = now() - interval '1 second' WHERE id = $1", [us.nodeId]);
+      expect((await f.api('POST', '/v1/chat/completions', ask('tee expired', { requires_tee: true }))).status).toBe(503);
     } finally {
       await f.server.ctx.db.query('UPDATE nodes SET attestation_verified = false WHERE id = $1', [us.nodeId]);
     }

@@ -37,7 +37,7 @@ export interface WorkState {
 /** Live nodes (a signed call within NODE_LIVE_SECONDS) that serve `model`, with the work they hold open. */
 export async function liveNodesServing(db: Queryable, model: string): Promise<RouteCandidate[]> {
   const { rows } = await db.query<RouteCandidate>(
-    `SELECT n.id, n.org_id, n.country, n.region, n.gpu_model, n.attestation_verified,
+    `SELECT n.id, n.org_id, n.country, n.region, n.gpu_model, (n.attestation_verified AND n.attestation_expires_at > now()) AS attestation_verified,
             (SELECT count(*) FROM work_items w WHERE w.node_id = n.id AND w.status IN ('leased', 'delivered'))::int AS open_work
        FROM nodes n
       WHERE $1 = ANY(n.models) AND n.last_seen > now() - make_interval(secs => $2)`,

@@ -5,8 +5,10 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { transactionRecord } from '../billing/service.js';
 import { ledgerOfRef } from '../billing/store.js';
-import { capabilityMet, floorPriceMicroPerUnit } from '../scheduler/matching.js';
-import type { MatchNode } from '../scheduler/matching.js';
+import { capabilityMet, floorPriceMicroPerUnit, unmetConstraint } from '../scheduler/matching.js';
+import type { MatchJob, MatchNode } from '../scheduler/matching.js';
+import { liveAttestedNodes } from '../nodes/store.js';
+import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { enqueueTerminalWebhook } from './delivery.js';
 import { closeJobRun, endedWithoutResult, openJobRun } from './evidence.js';
 import { isTerminal, type JobStatus } from './states.js';
@@ -137,6 +139,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   };
   const jobId = newId('job');
   const pool = executionPool({ kind: body.kind, requires_tee: body.requires_tee });
+  if (pool === 'sovereign') await refuseWithoutSovereignNode(ctx, { kind: body.kind, execution_pool: pool, model, strict_jurisdiction: spec.strict_jurisdiction, region: spec.region, green_only: spec.green_only, min_reputation: spec.min_reputation, required_capabilities: spec.required_capabilities, max_price_micro_per_unit: maxPriceMicro });
   const estimatedDurationMs = body.estimated_duration_ms ?? (body.estimated_gpu_seconds ? body.estimated_gpu_seconds * 1000 : 60_000);
   const job = await ctx.db.transaction(async (tx) => {
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
@@ -152,6 +155,17 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   });
   await ctx.bus.publish('jobs', jobId);
   return { job_id: job.id, estimated_cost: microToCad(cost.max_micro), estimated_duration_ms: estimatedDurationMs, status: job.status };
+}
+
+/**
+ * A sovereign job (kind 7 or requires_tee) is refused at submission, before any hold, when no
+ * live attested node could take it: it would otherwise hold the buyer's credits and wait forever.
+ */
+async function refuseWithoutSovereignNode(ctx: ServiceContext, job: MatchJob): Promise<void> {
+  const nodes = await liveAttestedNodes(ctx.db, NODE_LIVE_SECONDS);
+  if (nodes.some((n) => unmetConstraint(job, n) === undefined)) return;
+  const why = nodes.length === 0 ? 'no live node has a verified TEE attestation' : `no live node with a verified TEE attestation meets this job (${unmetConstraint(job, nodes[0] as MatchNode) ?? ''})`;
+  throw new ApiError('no_capacity', `sovereign job refused: ${why}; nothing was held`);
 }
 
 async function meteredUnits(ctx: ServiceContext, job: store.JobRow): Promise<number | null> {

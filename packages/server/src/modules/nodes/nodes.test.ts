@@ -9,7 +9,7 @@ describe('nodes: registration, liveness, listing, attestation', () => {
   beforeAll(async () => {
     // A verifier that accepts method 1 with evidence 'good' (a real one checks TDX quotes).
     t = await createTestApp();
-    t.ctx.attestation = { name: 'test', verify: async ({ method, evidence }) => method === 1 && evidence === 'good' };
+    t.ctx.attestation = { ...t.ctx.attestation, name: 'test', verify: async ({ method, evidence }) => method === 1 && evidence === 'good' };
     operator = await signUp(t.app);
     operatorKey = await createKey(t.app, operator, ['operator']);
   });

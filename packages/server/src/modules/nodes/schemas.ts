@@ -67,7 +67,7 @@ export const NodeSummary = Type.Object(
     region: Type.String(),
     country: Type.String(),
     models: Type.Array(Type.String()),
-    attestation: Type.String({ description: '`none`, or `<method>:verified` / `<method>:unverified`' }),
+    attestation: Type.String({ description: '`none`, or `<method>:verified` / `<method>:unverified` / `<method>:expired` (re-attestation due: SVC_TEE_REATTEST_HOURS)' }),
     load: Type.Number(),
     last_seen: Type.Integer({ description: 'unix seconds; 0 if never' }),
   },

@@ -5,7 +5,7 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { ATTESTATION_METHODS } from '../../platform/attestation.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
-import { earningsByNode, listNodes, upsertNode, type NodeRow } from './store.js';
+import { earningsByNode, isAttested, listNodes, upsertNode, type NodeRow } from './store.js';
 import { payableEarnings } from '../billing/service.js';
 
 export const POLL_INTERVAL_MS = 25_000;
@@ -85,6 +85,7 @@ export async function registerNode(ctx: ServiceContext, principal: Principal, bo
       green: (body.green as boolean | undefined) ?? false,
       attestation_method: attestationMethod,
       attestation_verified: verified,
+      attestation_expires_at: verified ? new Date(Date.now() + ctx.config.tee.reattestHours * 3_600_000) : null,
       bandwidth_mbps: (body.bandwidth_mbps as number | undefined) ?? null,
       geohash_bucket: (body.geohash_bucket as number | undefined) ?? null,
       sensors: (body.sensors as string | undefined) ?? null,
@@ -100,8 +101,15 @@ export function isLive(node: Pick<NodeRow, 'last_seen'>, now = Date.now()): bool
   return node.last_seen !== null && now - node.last_seen.getTime() <= NODE_LIVE_SECONDS * 1000;
 }
 
-export function nodeSummary(node: NodeRow) {
+/** NodeSummary `attestation`: `none`, or `<method>:verified|unverified|expired`. */
+export function attestationLabel(node: Pick<NodeRow, 'attestation_method' | 'attestation_verified' | 'attestation_expires_at'>, now = Date.now()): string {
+  if (node.attestation_method === 0) return 'none';
   const method = ATTESTATION_METHODS[node.attestation_method] ?? 'unknown';
+  if (isAttested(node, now)) return `${method}:verified`;
+  return `${method}:${node.attestation_expires_at !== null && node.attestation_expires_at.getTime() <= now ? 'expired' : 'unverified'}`;
+}
+
+export function nodeSummary(node: NodeRow) {
   return {
     node_id: node.id,
     pubkey: node.pubkey,
@@ -118,7 +126,7 @@ export function nodeSummary(node: NodeRow) {
     region: node.region ?? '',
     country: node.country ?? '',
     models: node.models,
-    attestation: node.attestation_method === 0 ? 'none' : `${method}:${node.attestation_verified ? 'verified' : 'unverified'}`,
+    attestation: attestationLabel(node),
     load: node.load,
     last_seen: node.last_seen ? Math.floor(node.last_seen.getTime() / 1000) : 0,
   };

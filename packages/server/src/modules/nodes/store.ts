@@ -22,11 +22,14 @@ export interface NodeRow {
   reputation: number;
   attestation_method: number;
   attestation_verified: boolean;
+  /** When the node's verification lapses (null: never verified, or a failed attempt since). */
+  attestation_expires_at: Date | null;
   load: number;
   last_seen: Date | null;
 }
 
-export type NodeFields = Omit<NodeRow, 'id' | 'org_id' | 'pubkey' | 'active_work' | 'reputation' | 'load' | 'last_seen'> & {
+export type NodeFields = Omit<NodeRow, 'id' | 'org_id' | 'pubkey' | 'active_work' | 'reputation' | 'load' | 'last_seen' | 'attestation_expires_at'> & {
+  attestation_expires_at?: Date | null;
   bandwidth_mbps: number | null;
   geohash_bucket: number | null;
   sensors: string | null;
@@ -41,25 +44,50 @@ export async function upsertNode(db: Queryable, node: { id: string; orgId: strin
   const { rows } = await db.query<NodeRow>(
     `INSERT INTO nodes (id, org_id, pubkey, name, device_type, device_class, gpu_model, cpu_cores, ram_bytes, vram_bytes,
         country, region, models, capabilities, max_concurrency, price_micro_per_unit, green, attestation_method,
-        attestation_verified, bandwidth_mbps, geohash_bucket, sensors, last_seen)
-     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22, now())
+        attestation_verified, bandwidth_mbps, geohash_bucket, sensors, attestation_expires_at, last_seen)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23, now())
      ON CONFLICT (pubkey) DO UPDATE SET name = EXCLUDED.name, device_type = EXCLUDED.device_type,
         device_class = EXCLUDED.device_class, gpu_model = EXCLUDED.gpu_model, cpu_cores = EXCLUDED.cpu_cores,
         ram_bytes = EXCLUDED.ram_bytes, vram_bytes = EXCLUDED.vram_bytes, country = EXCLUDED.country,
         region = EXCLUDED.region, models = EXCLUDED.models, capabilities = EXCLUDED.capabilities,
         max_concurrency = EXCLUDED.max_concurrency, price_micro_per_unit = EXCLUDED.price_micro_per_unit,
         green = EXCLUDED.green, attestation_method = EXCLUDED.attestation_method,
-        attestation_verified = EXCLUDED.attestation_verified, bandwidth_mbps = EXCLUDED.bandwidth_mbps,
+        attestation_verified = EXCLUDED.attestation_verified, attestation_expires_at = EXCLUDED.attestation_expires_at, bandwidth_mbps = EXCLUDED.bandwidth_mbps,
         geohash_bucket = EXCLUDED.geohash_bucket, sensors = EXCLUDED.sensors, last_seen = now(), updated_at = now()
       WHERE nodes.org_id = EXCLUDED.org_id
      RETURNING *`,
     [
       node.id, node.orgId, node.pubkey, f.name, f.device_type, f.device_class, f.gpu_model, f.cpu_cores, f.ram_bytes, f.vram_bytes,
       f.country, f.region, f.models, f.capabilities, f.max_concurrency, JSON.stringify(f.price_micro_per_unit), f.green,
-      f.attestation_method, f.attestation_verified, f.bandwidth_mbps, f.geohash_bucket, f.sensors,
+      f.attestation_method, f.attestation_verified, f.bandwidth_mbps, f.geohash_bucket, f.sensors, f.attestation_expires_at ?? null,
     ],
   );
   return rows[0];
+}
+
+/** In the sovereign pool now: verified, and the verification has not lapsed (SVC_TEE_REATTEST_HOURS). */
+export function isAttested(node: Pick<NodeRow, 'attestation_verified' | 'attestation_expires_at'>, now = Date.now()): boolean {
+  return node.attestation_verified && node.attestation_expires_at !== null && node.attestation_expires_at.getTime() > now;
+}
+
+/** Records the outcome of an attestation on the node: verified until `expiresAt`, or not verified. */
+export async function setNodeAttestation(db: Queryable, nodeId: string, a: { method: number; verified: boolean; expiresAt: Date | null }): Promise<void> {
+  await db.query('UPDATE nodes SET attestation_method = $2, attestation_verified = $3, attestation_expires_at = $4, updated_at = now() WHERE id = $1', [nodeId, a.method, a.verified, a.expiresAt]);
+}
+
+/** Verified nodes whose verification lapsed leave the pool; returns their ids. */
+export async function expireAttestations(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>('UPDATE nodes SET attestation_verified = false WHERE attestation_verified AND (attestation_expires_at IS NULL OR attestation_expires_at <= now()) RETURNING id');
+  return rows.map((r) => r.id);
+}
+
+/** Live nodes in the sovereign pool now (verified, not lapsed): whom a sovereign job could go to. */
+export async function liveAttestedNodes(db: Queryable, liveSeconds: number): Promise<NodeRow[]> {
+  const { rows } = await db.query<NodeRow>(
+    'SELECT * FROM nodes WHERE attestation_verified AND attestation_expires_at > now() AND last_seen > now() - make_interval(secs => $1)',
+    [liveSeconds],
+  );
+  return rows;
 }
 
 export async function findNode(db: Queryable, nodeId: string): Promise<NodeRow | undefined> {

@@ -15,6 +15,7 @@ import { findWork, setWorkStatus, type WorkRow } from '../scheduler/store.js';
 import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '../gateway/settle.js';
 import { noteWorkFailure } from '../gateway/store.js';
 import { insertReceipt, lockWorkForReceipt, receiptView } from './store.js';
+import { attestationSummary } from '../attestation/service.js';
 
 /** The platform's share of each job's charge, in basis points (configurable later). */
 export { PLATFORM_FEE_BPS } from '../billing/rules.js';
@@ -116,13 +117,17 @@ export async function submitReceipt(
       throw new ApiError('conflict', `job ${body.job_id} is no longer leased to this node`);
     }
     const gateway = work.type === 'job' ? undefined : await lockRequestOfWork(tx, work);
+    // Sovereign work carries the attestation the node held when it did the work (docs/attestation.md).
+    const sovereign = job?.execution_pool === 'sovereign' || gateway?.metadata.requires_tee === true;
+    const attestation = sovereign ? await attestationSummary(tx, node.id) : null;
     const receipt = await insertReceipt(tx, {
       id: newId('rcpt'), job_id: body.job_id, work_id: work.id, org_id: work.org_id, node_id: node.id, node_public_key: node.pubkey,
       result_hash: body.result_hash, metering_units: body.metering_units, signature: body.signature,
-      metadata: { ...(body.metadata ?? {}), node_country: node.country, node_region: node.region, gpu_model: node.gpu_model, ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}) },
+      metadata: { ...(body.metadata ?? {}), node_country: node.country, node_region: node.region, gpu_model: node.gpu_model, ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}), ...(attestation ? { attestation } : {}) },
     });
+    const evidenceNode = attestation ? { ...node, attestation } : node;
     if (!resultCompleted) await setWorkStatus(tx, work.id, 'completed');
-    if (gateway) return { receipt, job: undefined, request: await completeFromReceipt(ctx, tx, gateway, { work, node, receipt }) };
+    if (gateway) return { receipt, job: undefined, request: await completeFromReceipt(ctx, tx, gateway, { work, node: evidenceNode, receipt }) };
     if (!job) return { receipt, job: undefined };
     const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
     const settlement = job.hold_id
@@ -132,7 +137,7 @@ export async function submitReceipt(
     const earning = earned?.cents ?? 0;
     const completed = await moveJob(tx, job.id, 'completed', { result_hash: body.result_hash, charged_cents: settlement.charged_cents, charged_micro: settlement.charged_micro });
     await closeJobRun(tx, ctx.secrets, job, 'completed', [
-      ...receiptEvents(receipt, node, work.id),
+      ...receiptEvents(receipt, evidenceNode, work.id),
       ledgerCharged(job.hold_id, settlement, earned?.transaction ?? null, 'receipt.verified'),
       { type: 'job.completed', summary: `completed on ${node.id}: ${body.metering_units} units, result ${body.result_hash.slice(0, 16)}...`, metadata: { result_hash: body.result_hash, receipt_id: receipt.id, metering_units: body.metering_units, charged_cents: settlement.charged_cents }, causedBy: ['receipt.verified'] },
     ]);

@@ -1,6 +1,7 @@
 import type { ServiceContext } from '../../context.js';
 import { sendDueWebhooks } from '../jobs/delivery.js';
 import { forgetOldSignatures } from '../nodes/store.js';
+import { expireLapsedAttestations } from '../attestation/service.js';
 import { findJobById } from '../jobs/store.js';
 import { unmetConstraint, type MatchNode } from './matching.js';
 import { matchJob, sweepExpiredLeases } from './service.js';
@@ -203,6 +204,7 @@ export function startBackgroundTasks(ctx: ServiceContext, options: { intervalMs?
     await sweepExpiredLeases(ctx);
     await sendDueWebhooks(ctx);
     if (ticks % 60 === 0) await forgetOldSignatures(ctx.db);
+    if (ticks % 60 === 30) await expireLapsedAttestations(ctx);
   };
   const timer = setInterval(() => {
     if (stopped) return;

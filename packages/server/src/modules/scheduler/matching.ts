@@ -82,8 +82,8 @@ export function unmetConstraint(job: MatchJob, node: MatchNode): string | undefi
   if (job.green_only && !node.green) return 'green_only';
   if (job.min_reputation !== null && node.reputation < job.min_reputation) return `min_reputation ${job.min_reputation}`;
   if (job.model !== null && !node.models.includes(job.model)) return `model ${job.model}`;
-  if ((job.kind === 5 || job.kind === 6) && !node.capabilities.includes('process')) return 'process runner';
-  if (job.kind === 6 && node.gpu_model === null) return 'gpu';
+  if ((job.kind === 5 || job.kind === 6 || job.kind === 7) && !node.capabilities.includes('process')) return 'process runner';
+  if ((job.kind === 6 || job.kind === 7) && node.gpu_model === null) return 'gpu';
   for (const capability of job.required_capabilities) {
     if (capabilityMet(node, capability) !== true) return `capability ${capability}`;
   }

@@ -6,7 +6,7 @@ import { routed } from '../evidence/events.js';
 import { recordEvents } from '../evidence/recorder.js';
 import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
 import { addJobEvent, findJobById, moveJob, type JobRow } from '../jobs/store.js';
-import type { NodeRow } from '../nodes/store.js';
+import { isAttested, type NodeRow } from '../nodes/store.js';
 import { askingPrice, unmetConstraint } from './matching.js';
 import { countOpenWork, insertWork, lockExpiredWork, lockStillPending, pendingJobs, setWorkStatus, type WorkRow } from './store.js';
 
@@ -52,7 +52,7 @@ export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number)
   return ctx.db.transaction(async (tx) => {
     const free = Math.min(max, node.max_concurrency - (await countOpenWork(tx, node.id)));
     if (free <= 0) return { work: [], noneEligible: false };
-    const pools = node.attestation_verified ? ['public', 'sovereign'] : ['public'];
+    const pools = isAttested(node) ? ['public', 'sovereign'] : ['public'];
     // Match on a snapshot, then lock only the chosen jobs: cheap, and SKIP LOCKED keeps two
     // claimers from waiting on each other. The window bounds how far back a node looks.
     const eligible = (await pendingJobs(tx, pools, CLAIM_WINDOW)).filter((job) => unmetConstraint(matchJob(job), node) === undefined);
