@@ -8,6 +8,7 @@ import { createTestStore, type TestStore } from './test-store.js';
 export { TEST_STORE_KIND, createTestStore, type TestStore } from './test-store.js';
 export { createTestNode, type TestNode, type WorkItem } from './test-node.js';
 export { svc1VerifiesIndependently } from './independent-svc1.js';
+export { eventually, watchPolls } from './waits.js';
 
 /** Log lines a test app wrote, for asserting that secrets never reach them. */
 export class LogCapture extends Writable {
