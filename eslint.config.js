@@ -1,5 +1,6 @@
 // @ts-check
 import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
@@ -27,4 +28,6 @@ export default tseslint.config(
     files: ['eslint.config.js', 'vitest.config.ts', 'packages/dashboard/vite.config.ts'],
     rules: { 'no-restricted-syntax': 'off' },
   },
+  // Last: turns off the rules that only concern layout, which Prettier owns.
+  prettier,
 );

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
-// `npm test`: the whole suite, once on the embedded store (PGlite) and once on PostgreSQL.
-// PostgreSQL comes from DATABASE_URL, or from a throwaway cluster started here when the server
-// binaries are installed (Debian's `postgresql` package). Redis likewise, for the shared rate
-// limits. What cannot run is skipped with a line saying so. Extra arguments go to vitest.
+// `npm test`: the whole suite on the embedded store (PGlite), then the store-dependent files again
+// on PostgreSQL (the files that cannot see the store run once: the rule is in
+// scripts/store-tests.ts). PostgreSQL comes from DATABASE_URL, or from a throwaway cluster started
+// here when the server binaries are installed (Debian's `postgresql` package). Redis likewise, for
+// the shared rate limits. What cannot run is skipped with a line saying so. Extra arguments go to
+// vitest. At the end: each pass's time and the slowest files.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, chmodSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, chmodSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -12,6 +14,7 @@ const args = process.argv.slice(2);
 const only = process.env.SVC_TEST_STORES?.split(',') ?? ['pglite', 'postgres'];
 const cleanups = [];
 const results = [];
+const fileTimes = [];
 
 function log(line) {
   process.stdout.write(`[svc test] ${line}\n`);
@@ -34,7 +37,7 @@ function startPostgres() {
   if (process.env.DATABASE_URL) return { url: process.env.DATABASE_URL };
   const bin = findPgBin();
   if (!bin) return { skip: 'no DATABASE_URL and no PostgreSQL server binaries (apt-get install postgresql)' };
-  const dir = mkdtempSync(join(tmpdir(), 'svc-pg-'));
+  const dir = mkdtempSync(join(memoryDir() ?? tmpdir(), 'svc-pg-'));
   chmodSync(dir, 0o777);
   const data = join(dir, 'data');
   const port = 20000 + Math.floor(Math.random() * 20000);
@@ -61,38 +64,60 @@ function startRedis() {
   return { url: `redis://127.0.0.1:${port}` };
 }
 
-function runVitest(label, env) {
-  const report = join(mkdtempSync(join(tmpdir(), 'svc-vitest-')), 'report.json');
-  log(`running the suite on ${label}`);
-  const r = spawnSync('npx', ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...args], {
+/** /dev/shm when it is a tmpfs with room for a cluster (PostgreSQL's files then stay in memory). */
+function memoryDir() {
+  try {
+    const fs = statfsSync('/dev/shm');
+    return fs.bavail * fs.bsize >= 2 * 1024 ** 3 ? '/dev/shm' : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function runVitest(label, env, { storeOnly }) {
+  const reportDir = mkdtempSync(join(tmpdir(), 'svc-vitest-'));
+  const report = join(reportDir, 'report.json');
+  log(`running the ${storeOnly ? 'store-dependent files' : 'suite'} on ${label}`);
+  const started = Date.now();
+  // vitest.config.ts adds the JSON and file-time reporters when SVC_TEST_REPORT_DIR is set.
+  const r = spawnSync('npx', ['vitest', 'run', ...args], {
     stdio: 'inherit',
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...env, SVC_TEST_REPORT_DIR: reportDir, ...(storeOnly ? { SVC_TEST_STORE_ONLY: '1' } : {}) },
   });
-  let counts = { passed: 0, failed: 0, skipped: 0 };
+  const seconds = (Date.now() - started) / 1000;
+  let counts = { passed: 0, failed: 0, skipped: 0, files: 0 };
   if (existsSync(report)) {
     const json = JSON.parse(readFileSync(report, 'utf8'));
-    counts = { passed: json.numPassedTests, failed: json.numFailedTests, skipped: json.numPendingTests + json.numTodoTests };
+    counts = { passed: json.numPassedTests, failed: json.numFailedTests, skipped: json.numPendingTests + json.numTodoTests, files: json.testResults.length };
     if (json.numFailedTestSuites > 0 && counts.failed === 0) counts.failed = json.numFailedTestSuites;
   } else if (r.status !== 0) counts.failed = 1;
-  results.push({ label, status: r.status ?? 1, ...counts });
+  const times = join(reportDir, 'files.json');
+  if (existsSync(times)) for (const f of JSON.parse(readFileSync(times, 'utf8'))) fileTimes.push({ label, ...f, ms: f.collectMs + f.runMs });
+  rmSync(reportDir, { recursive: true, force: true });
+  results.push({ label, status: r.status ?? 1, seconds, ...counts });
 }
 
 try {
   const redis = startRedis();
   if (redis.skip) log(`SKIPPED shared (Redis) rate-limit tests: ${redis.skip}`);
   const shared = redis.url ? { SVC_TEST_REDIS_URL: redis.url } : {};
-  if (only.includes('pglite')) runVitest('pglite (embedded)', { ...shared, DATABASE_URL: '' });
+  if (only.includes('pglite')) runVitest('pglite (embedded)', { ...shared, DATABASE_URL: '' }, { storeOnly: false });
   if (only.includes('postgres')) {
     const pg = startPostgres();
     if (pg.skip) log(`SKIPPED the PostgreSQL pass: ${pg.skip}`);
-    else runVitest('postgres', { ...shared, DATABASE_URL: pg.url });
+    // The store-independent files already ran in the first pass, if there was one.
+    else runVitest('postgres', { ...shared, DATABASE_URL: pg.url }, { storeOnly: results.length > 0 });
   }
 } finally {
   for (const cleanup of cleanups.reverse()) cleanup();
 }
 
 const total = results.reduce((t, r) => ({ passed: t.passed + r.passed, failed: t.failed + r.failed, skipped: t.skipped + r.skipped }), { passed: 0, failed: 0, skipped: 0 });
-for (const r of results) log(`${r.label}: ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped (exit ${r.status})`);
+log('slowest files:');
+for (const f of fileTimes.sort((a, b) => b.ms - a.ms).slice(0, 10)) {
+  log(`  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${f.file} (${f.label}; imports ${(f.collectMs / 1000).toFixed(1)} s)`);
+}
+for (const r of results) log(`${r.label}: ${r.files} files, ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped in ${r.seconds.toFixed(0)} s (exit ${r.status})`);
 const failed = results.some((r) => r.status !== 0) || results.length === 0;
 process.stdout.write(`total: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped\n`);
 process.exit(failed ? 1 : 0);

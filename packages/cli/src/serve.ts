@@ -1,5 +1,6 @@
 import { ConfigError, loadConfig, startServer } from '@svc/server';
 import { parseArgs } from './args.js';
+import { logFormat, logStream, startupLines } from './serve-output.js';
 
 export const SERVE_USAGE = `svc serve [--port N] [--host H] [--data-dir DIR] [--public-url URL] [--log-level L] [--allow-private-egress]
 
@@ -21,8 +22,10 @@ export async function serve(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const server = await startServer(config);
-  process.stdout.write(`svc serve: listening on ${server.url} (store: ${server.ctx.db.kind})\n`);
+  const server = await startServer(config, { logStream: logStream(logFormat(process.stdout)) });
+  // The public URL only when one was given: the default is derived from the bind address.
+  const publicUrl = args.flags['public-url'] || process.env.SVC_PUBLIC_URL ? config.publicUrl : undefined;
+  process.stdout.write(`${startupLines({ url: server.url, publicUrl, store: server.ctx.db.kind }).join('\n')}\n`);
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       server.ctx.log.info({ signal }, 'shutting down: draining in-flight requests');

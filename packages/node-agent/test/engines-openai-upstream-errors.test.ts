@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError, type ChatRequest } from '../src/engines/interface.js';
 import { createOpenAIUpstreamEngine } from '../src/engines/openai-upstream.js';
+import { eventually } from './helpers.js';
 import { startOpenAITestServer, type OpenAITestServer } from './testing.js';
 
 const MODELS = new Map([
@@ -115,16 +116,22 @@ describe('openai-upstream timeouts and aborts', () => {
   it("the caller's abort is final", async () => {
     server.setDelay(1_000);
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 50);
-    const error = await engineError(engine().chat(HELLO, { signal: controller.signal }));
+    const before = server.requests.length;
+    const pending = engineError(engine().chat(HELLO, { signal: controller.signal }));
+    // Aborted while the upstream holds the request.
+    await eventually(() => server.requests.length > before, 'the upstream to receive the request');
+    controller.abort();
+    const error = await pending;
     expect(error).toMatchObject({ retryable: false, message: 'request aborted by the caller' });
   });
 
   it('close() fails the calls in flight as retryable', async () => {
     server.setDelay(1_000);
     const e = engine();
+    const before = server.requests.length;
     const pending = engineError(e.chat(HELLO));
-    setTimeout(() => void e.close(), 50);
+    await eventually(() => server.requests.length > before, 'the upstream to receive the request');
+    void e.close();
     expect(await pending).toMatchObject({ retryable: true, message: 'engine closed' });
   });
 });

@@ -3,6 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createNodeAgent, type AgentEvent, type EngineSet, type NodeAgent, type NodeAgentOptions } from '../src/index.js';
 
+/** Polls `predicate` every 10 ms until it holds; fails after `timeoutMs`. */
+export async function eventually(predicate: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /** Fast clocks for tests: short polls and heartbeats, millisecond backoffs. */
 export const FAST_TIMING = {
   waitMs: 200,

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PROCESS_RUNNER_DISABLED, runJob, WorkError, type RunContext, type WorkItem } from '../src/index.js';
+import { eventually } from './helpers.js';
 
 const node = process.execPath;
 
@@ -77,8 +78,8 @@ describe('process runner (kinds 5 and 6)', () => {
     expect(elapsed).toBeLessThan(5_000);
     const grandchild = Number(result.stdout.trim());
     expect(grandchild).toBeGreaterThan(0);
-    await new Promise((r) => setTimeout(r, 100));
-    expect(isGone(grandchild)).toBe(true);
+    // Killed with its group: gone well before its own 30 s sleep would end.
+    await eventually(() => isGone(grandchild), 'the grandchild to be killed');
     expect(out.metering_units).toBeGreaterThanOrEqual(1);
     expect(out.exit_code).toBeUndefined();
   });

@@ -6,6 +6,8 @@ import { createNodeAgent, createOpenAIUpstreamEngine, type AgentEvent, type Engi
 import { startOpenAITestServer, type OpenAITestServer, type OpenAITestServerOptions } from '@svc/node-agent/testing';
 import { createKey, signUp, startTestServer, type TestBuyer, type TestStore } from './harness.js';
 
+export { eventually } from './waits.js';
+
 /** Every catalogue model the OpenAI test server can stand in for. */
 export const UPSTREAM_MODELS = ['tinyllama', 'phi-4', 'all-MiniLM-L6-v2', 'whisper-base', 'sdxl-turbo'];
 
@@ -130,13 +132,3 @@ export async function startGatewayFixture(options: { env?: Record<string, string
   return fixture;
 }
 
-/** Polls `predicate` every 20 ms until it holds (or fails after `timeoutMs`). */
-export async function eventually<T>(predicate: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await predicate();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

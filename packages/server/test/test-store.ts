@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import { adminQuery, copyPgliteTemplate, PGLITE_TEMPLATE_ENV, POSTGRES_TEMPLATE_ENV, STORE_ROOT_ENV } from './store-template.js';
 
-/** A fresh, empty store for one test: a temp data dir, plus its own database when DATABASE_URL is set. */
+/** A fresh store for one test: a temp data dir, plus its own database when DATABASE_URL is set. */
 export interface TestStore {
   dataDir: string;
   databaseUrl: string | undefined;
@@ -17,21 +17,23 @@ export const TEST_STORE_KIND: 'pglite' | 'postgres' = process.env.DATABASE_URL ?
 /**
  * Makes an isolated store. On PostgreSQL it creates database `svc_t_<random>` next to the one
  * DATABASE_URL names and drops it afterwards, so test files never see each other's rows.
+ *
+ * Under `npm test` the store is already migrated: a copy of the template the global setup built
+ * (`store-template.ts`), so opening it applies no migration, and its data dir is in memory when
+ * the machine has a tmpfs. Elsewhere (the benches) it starts empty on disk and the first open
+ * migrates it, as a new installation does.
  */
 export async function createTestStore(): Promise<TestStore> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-'));
+  const dataDir = mkdtempSync(join(process.env[STORE_ROOT_ENV] ?? tmpdir(), 'svc-test-'));
   const adminUrl = process.env.DATABASE_URL;
   if (!adminUrl) {
+    const template = process.env[PGLITE_TEMPLATE_ENV];
+    if (template) copyPgliteTemplate(template, join(dataDir, 'pgdata'));
     return { dataDir, databaseUrl: undefined, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
   }
   const name = `svc_t_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
+  const template = process.env[POSTGRES_TEMPLATE_ENV];
+  await adminQuery(adminUrl, template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return {
@@ -39,13 +41,7 @@ export async function createTestStore(): Promise<TestStore> {
     databaseUrl: url.toString(),
     async drop() {
       rmSync(dataDir, { recursive: true, force: true });
-      const client = new pg.Client({ connectionString: adminUrl });
-      await client.connect();
-      try {
-        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await client.end();
-      }
+      await adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
 }

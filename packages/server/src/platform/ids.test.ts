@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { newId, randomToken } from './ids.js';
 
 describe('newId', () => {
@@ -11,10 +11,19 @@ describe('newId', () => {
     expect(new Set(randomParts).size).toBe(randomParts.length);
   });
 
-  it('sorts by creation time', async () => {
-    const first = newId('job');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(newId('job') > first).toBe(true);
+  it('sorts by creation time', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(1_800_000_000_000);
+      const first = newId('job');
+      vi.setSystemTime(1_800_000_000_001);
+      expect(newId('job') > first).toBe(true);
+      // Within one millisecond the order is the random part's, so only time orders ids.
+      vi.setSystemTime(1_799_999_999_999);
+      expect(newId('job') < first).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 

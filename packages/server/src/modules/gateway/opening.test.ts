@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type OpenAI from 'openai';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
+import { watchPolls } from '../../../test/waits.js';
 import { prepareChat } from './chat.js';
 import { createOpeningHolds } from './opening.js';
 import { holdCents } from './pricing.js';
@@ -56,11 +57,12 @@ describe('opening a gateway request through svc', () => {
 
   it("on the embedded store the node's waiting poll gets the work before the opening transaction runs; on PostgreSQL after it commits", async () => {
     f = await startGatewayFixture();
+    const polls = watchPolls(f.server.ctx);
     await f.addNode();
     const ask = () => f?.openai().chat.completions.create(CHAT);
     await ask();
     // The node's re-poll waits again.
-    await new Promise((r) => setTimeout(r, 50));
+    await polls.until(1);
     const order = recordOrder(f);
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();
@@ -78,10 +80,11 @@ describe('opening a gateway request through svc', () => {
     expect(cents).toBeGreaterThan(0);
     // Enough for one hold, not for two.
     f = await startGatewayFixture({ env: { SVC_FREE_TIER_CENTS: String(2 * cents - 1) } });
+    const polls = watchPolls(f.server.ctx);
     const ca = await f.addNode({ country: 'CA' });
     const us = await f.addNode({ country: 'US' });
     // Both nodes' polls wait, so each request could be handed over at once.
-    await new Promise((r) => setTimeout(r, 100));
+    await polls.until(2);
     // Both balance reads happen before either request goes on: each sees the whole balance.
     const { ledger } = f.server.ctx;
     const read = ledger.balance.bind(ledger);
@@ -114,8 +117,9 @@ describe('opening a gateway request through svc', () => {
   it('an opening that fails after the hand-over answers its error, charges nothing, and the node is told to stop the work', async () => {
     f = await startGatewayFixture({ env: { SVC_FREE_TIER_CENTS: '0' } });
     // An upstream slow enough for the node's heartbeat to come while it runs.
+    const polls = watchPolls(f.server.ctx);
     const node = await f.addNode({ upstream: { delayMs: 3_000 } });
-    await new Promise((r) => setTimeout(r, 100));
+    await polls.until(1);
     // The balance check passes on a read that says there is money; the hold in the store finds none.
     vi.spyOn(f.server.ctx.ledger, 'balance').mockResolvedValue({ balance_cents: 1_000_000, held_cents: 0, available_cents: 1_000_000 } as never);
     const failed = await f.openai().chat.completions.create(CHAT).catch((e: unknown) => e);

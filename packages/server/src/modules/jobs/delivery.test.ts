@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import { createPublicKey, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer, type TestNode } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, createTestNode, eventually, signUp, type TestApp, type TestBuyer, type TestNode } from '../../../test/harness.js';
 import { sendDueWebhooks, webhookBackoffSeconds } from './delivery.js';
 import { checkOutboundUrl, isPrivateAddress } from '../../platform/egress.js';
 
@@ -64,7 +64,7 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
     const [work] = await node.poll();
     if (!work) throw new Error('no work');
     expect((await node.complete(work, '{"ok":true}', 100)).statusCode).toBe(200);
-    for (let i = 0; i < 50 && receiver.received.filter((r) => r.method === 'PUT').length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => receiver.received.filter((r) => r.method === 'PUT').length >= 2);
     const artifact = receiver.received.find((r) => r.url.startsWith('/artifact'));
     expect(artifact?.body).toBe('{"ok":true}');
     const manifest = JSON.parse(receiver.received.find((r) => r.url === '/manifest')?.body ?? '{}');

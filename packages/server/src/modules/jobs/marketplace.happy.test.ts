@@ -1,6 +1,6 @@
 import { sha256Hex } from '@svc/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, signUp, svc1VerifiesIndependently, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, createTestNode, signUp, svc1VerifiesIndependently, watchPolls, type TestApp, type TestBuyer } from '../../../test/harness.js';
 
 
 describe('a marketplace job from estimate to signed receipt', () => {
@@ -91,8 +91,10 @@ describe('a marketplace job from estimate to signed receipt', () => {
 
   it('wakes a waiting node within milliseconds of a job being submitted', async () => {
     const node = await createTestNode(t.app, operatorKey, { models: ['all-MiniLM-L6-v2'], country: 'FR', region: 'eu-west' });
+    const polls = watchPolls(t.ctx);
     const polled = node.poll({ waitMs: 10_000 });
-    await new Promise((r) => setTimeout(r, 200));
+    // Submitted only once the poll waits, so the job can only reach it by waking it.
+    await polls.until(1);
     const started = Date.now();
     await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 2, budget: 0.1, max_price_per_unit: 0.001, currency: 'CAD', inline_text: 'embed me', strict_jurisdiction: 'FR' } });
     const work = await polled;

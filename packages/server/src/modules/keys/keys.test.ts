@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, eventually, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
 
 describe('API keys', () => {
   let t: TestApp;
@@ -30,9 +30,12 @@ describe('API keys', () => {
   it('records last use', async () => {
     const key = await createKey(t.app, alice, ['buyer']);
     await t.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(key) });
-    await new Promise((r) => setTimeout(r, 50));
-    const list = (await t.app.inject({ method: 'GET', url: '/api/v1/auth/api-keys', headers: bearer(alice.apiKey) })).json();
-    const record = list.keys.find((k: { prefix: string }) => key.startsWith(k.prefix));
+    // The use is recorded after the answer: wait for it to land.
+    const record = await eventually(async () => {
+      const list = (await t.app.inject({ method: 'GET', url: '/api/v1/auth/api-keys', headers: bearer(alice.apiKey) })).json();
+      const found = list.keys.find((k: { prefix: string; last_used_at: string | null }) => key.startsWith(k.prefix));
+      return found?.last_used_at ? (found as { last_used_at: string }) : undefined;
+    });
     expect(Date.parse(record.last_used_at)).toBeGreaterThan(Date.now() - 60_000);
   });
 

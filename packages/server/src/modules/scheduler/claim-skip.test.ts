@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer, type TestNode } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, createTestNode, eventually, signUp, watchPolls, type TestApp, type TestBuyer, type TestNode } from '../../../test/harness.js';
 import { sendWork } from '../gateway/service.js';
 import { insertLeasedWork } from '../gateway/store.js';
 import { startGatewayFixture } from '../../../test/gateway-fixture.js';
@@ -83,8 +83,9 @@ describe('claim skipping with a real server', () => {
     });
     expect(await node.poll({ waitMs: 50 })).toEqual([]);
     expect(claims).toEqual([]);
+    const polls = watchPolls(t.ctx);
     const waiting = node.poll({ waitMs: 10_000 });
-    await new Promise((r) => setTimeout(r, 50));
+    await polls.until(1);
     const submitted = await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' } });
     const [work] = await waiting;
     expect(work?.job_id).toBe(submitted.json().job_id);
@@ -96,8 +97,9 @@ describe('claim skipping with a real server', () => {
     expect(await node.poll({ waitMs: 50 })).toEqual([]);
     expect(queries.mock.calls.filter(([sql]) => sql.includes('dispatched_at'))).toEqual([]);
     vi.restoreAllMocks();
+    const polls = watchPolls(t.ctx);
     const waiting = node.poll({ waitMs: 10_000 });
-    await new Promise((r) => setTimeout(r, 50));
+    await polls.until(1);
     // What the gateway does: the work is leased to the node, then its message is sent.
     const org = (await t.ctx.db.query<{ org_id: string }>('SELECT org_id FROM nodes WHERE id = $1', [node.nodeId])).rows[0]?.org_id ?? '';
     await insertLeasedWork(t.ctx.db, { id: 'wrk_leased1', request_id: 'chatcmpl-leased1', org_id: org, node_id: node.nodeId, type: 'chat', model: 'tinyllama', payload: {}, stream: false, lease_seconds: 30 });
@@ -173,6 +175,7 @@ describe('gateway work handed to a waiting poll in memory', () => {
 
   it('through svc: work routed to a node whose poll waits here is written dispatched and handed over, with no take statement', async () => {
     const f = await startGatewayFixture();
+    const polls = watchPolls(f.server.ctx);
     try {
       await f.addNode();
       const ask = () => f.openai().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
@@ -181,7 +184,7 @@ describe('gateway work handed to a waiting poll in memory', () => {
       const answers = [];
       for (let i = 0; i < 5; i++) {
         // The node's re-poll is waiting again before the next request.
-        await new Promise((r) => setTimeout(r, 50));
+        await polls.until(1);
         answers.push(await ask());
       }
       const sql = queries.mock.calls.map(([text]) => text);
@@ -206,7 +209,7 @@ describe('gateway work handed to a waiting poll in memory', () => {
       f.server.app.server.on('request', watch);
       for (let i = 0; i < 5; i++) {
         await ask();
-        await new Promise((r) => setTimeout(r, 50));
+        await eventually(() => finished.filter((url) => url === '/api/v1/node/receipt').length === i + 1);
       }
       f.server.app.server.off('request', watch);
       const order = finished.filter((url) => url === '/v1/chat/completions' || url === '/api/v1/node/receipt');

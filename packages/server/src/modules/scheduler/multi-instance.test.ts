@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, createTestStore, signUp, TEST_STORE_KIND, type TestApp, type TestStore } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, createTestNode, createTestStore, signUp, TEST_STORE_KIND, watchPolls, type TestApp, type TestStore } from '../../../test/harness.js';
 
 const onPostgres = TEST_STORE_KIND === 'postgres';
 if (!onPostgres) console.log('[svc test] SKIPPED two server instances on one store: needs PostgreSQL (runs in the DATABASE_URL pass)');
@@ -26,8 +26,9 @@ describe.skipIf(!onPostgres)('two server instances sharing one PostgreSQL', () =
     const nodesOne = await Promise.all(Array.from({ length: 4 }, () => createTestNode(one.app, operatorKey, { country: 'SE', max_concurrency: 10 })));
     const nodesTwo = await Promise.all(Array.from({ length: 4 }, () => createTestNode(two.app, operatorKey, { country: 'SE', max_concurrency: 10 })));
     // A node long-polling on instance two is woken by a job queued on instance one.
+    const polls = watchPolls(two.ctx);
     const waiting = nodesTwo[0]?.poll({ waitMs: 10_000 });
-    await new Promise((r) => setTimeout(r, 300));
+    await polls.until(1);
     const started = Date.now();
     await one.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.01, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'cross-instance', strict_jurisdiction: 'SE' } });
     expect((await waiting)?.length).toBe(1);

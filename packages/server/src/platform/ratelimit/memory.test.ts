@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createMemoryRateLimiter } from './memory.js';
 
@@ -6,13 +5,16 @@ const rule = { ratePerSec: 20, burst: 3 };
 
 describe('memory rate limiter', () => {
   it('denies once the burst is spent, with a Retry-After, and allows again after a refill', async () => {
-    const limiter = createMemoryRateLimiter();
+    let clock = 1_000;
+    const limiter = createMemoryRateLimiter({ now: () => clock });
     const burst = await Promise.all([1, 2, 3].map(() => limiter.take('k', rule)));
     expect(burst.map((d) => d.allowed)).toEqual([true, true, true]);
     expect(burst.map((d) => d.remaining).sort()).toEqual([0, 1, 2]);
     const denied = await limiter.take('k', rule);
     expect(denied).toMatchObject({ allowed: false, limit: 3, remaining: 0, retryAfterSeconds: 1, resetSeconds: 1 });
-    await sleep(70); // one token per 50 ms
+    clock += 40; // one token per 50 ms: not yet
+    expect((await limiter.take('k', rule)).allowed).toBe(false);
+    clock += 10;
     expect((await limiter.take('k', rule)).allowed).toBe(true);
     await limiter.close();
   });
