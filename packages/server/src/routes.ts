@@ -13,6 +13,7 @@ import { nodeRoutes } from './modules/nodes/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
 import { organizationRoutes } from './modules/organizations/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
+import { workOrderRoutes } from './modules/work-orders/routes.js';
 
 /** Every route of the API is registered here, one line per resource family. */
 export async function registerRoutes(app: App, ctx: ServiceContext): Promise<void> {
@@ -29,4 +30,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await knowledgeRoutes(app, ctx);
   await dashboardRoutes(app, ctx);
   await mcpRoutes(app, ctx);
+  await workOrderRoutes(app, ctx);
 }
