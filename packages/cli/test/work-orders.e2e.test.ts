@@ -48,6 +48,8 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
   const settled = (id: string, statuses: string[]) =>
     until(`order ${id} in ${statuses.join('|')}`, async () => {
       const o = await order(id);
+      // `approved` without a failure is the moment between the approval and the pull request.
+      if (o.status === 'approved' && !o.failure_reason) return undefined;
       return statuses.includes(o.status ?? '') ? o : undefined;
     }, 90_000);
   const createOrder = async (goal: string, extra: Record<string, unknown> = {}) => {
@@ -140,7 +142,14 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
     writeFileSync(join(dir, 'bundle.json'), bundle.text);
     const verify = spawnSvc(['verify', join(dir, 'bundle.json')]);
     expect(await verify.exited, verify.stdout() + verify.stderr()).toBe(0);
-    expect(verify.stdout()).toContain('work_order');
+    for (const check of ['work_order', 'work_order_decision', 'work_order_commit', 'work_order_approvals', 'work_order_pr', 'work_order_receipt']) expect(verify.stdout()).toMatch(new RegExp(`^PASS  ${check}  `, 'm'));
+    // A section that claims another decision than the signed graph fails, whatever its bundle_hash.
+    const tampered = JSON.parse(bundle.text) as { work_order: { decision: { reasons: string[] } } };
+    tampered.work_order.decision.reasons = ['nothing to see'];
+    writeFileSync(join(dir, 'tampered.json'), JSON.stringify(tampered));
+    const refused = spawnSvc(['verify', join(dir, 'tampered.json')]);
+    expect(await refused.exited).toBe(1);
+    expect(refused.stdout()).toMatch(/^FAIL {2}work_order_decision {2}/m);
     rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 

@@ -3,6 +3,7 @@ import { BUNDLE_TYPE, EVIDENCE_CERT_ALGORITHM, EVIDENCE_CERT_VERSION, EVIDENCE_T
 import { canonicalJson } from '../jcs.js';
 import { certificateMessageBytes, concat, isHex, merkleRootHex, sha256Hex, svc1MessageBytes, utf8, verifyEd25519 } from './primitives.js';
 import { parseStrictJson, STRICT_JSON_DEFAULT_MAX_BYTES } from './strict-json.js';
+import { workOrderChecks } from './work-order.js';
 
 /** One verification step and its outcome. `name` is stable (docs/evidence.md lists them). */
 export interface BundleCheck {
@@ -203,6 +204,8 @@ export async function verifyBundle(text: string, options: VerifyBundleOptions = 
     add(`receipt_binding[${str(receipt.id) ?? i}]`, mismatch === undefined, mismatch === undefined ? `bound to event ${String(bound?.sequence)}` : mismatch.includes(' ') ? mismatch : `${mismatch} differs from the receipt.verified event ${String(bound?.sequence)}`);
   }
   const missing = verifiedEvents.filter((e) => isObj(e.metadata) && !receipts.some((r) => isObj(r) && r.id === (e.metadata as Obj).receipt_id));
+  // A work order's bundle carries its section; it must agree with the signed graph.
+  if (bundle.work_order !== undefined) checks.push(...(await workOrderChecks(bundle.work_order, run, evts)));
   add('receipts_complete', missing.length === 0, missing.length === 0 ? `${receipts.length} receipts, each in the graph` : `the graph names receipts the bundle lacks: ${missing.map((e) => String((e.metadata as Obj).receipt_id)).join(', ')}`);
   return done();
 }
