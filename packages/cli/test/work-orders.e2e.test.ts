@@ -72,15 +72,16 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
       SVC_DATA_DIR: store.dataDir, SVC_ALLOW_PRIVATE_EGRESS: '1', SVC_LOG_LEVEL: 'info', SVC_GITHUB_API_URL: github.url, SVC_GITHUB_HOSTS: new URL(host.url).host,
       ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
     });
-    base = await waitForUrl(server);
+    // Generous: on a loaded machine an embedded store takes a while to open.
+    base = await waitForUrl(server, 180_000);
     const signup = await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'owner@wo.test', password: 'work order password' }) })).json() as { api_key: string; buyer_id: string };
     ownerKey = signup.api_key;
     ownerId = signup.buyer_id;
     const operator = (await api('/api/v1/auth/api-keys', { body: { label: 'capsule node', scopes: ['operator'] } })).body.api_key as string;
     nodeDir = mkdtempSync(join(tmpdir(), 'svc-wo-node-'));
     node = spawnSvc(['node', '--server', base, '--data-dir', nodeDir, '--country', 'CA', '--capsule', process.execPath, '--capsule-arg', CAPSULE], { SVC_NODE_API_KEY: operator });
-    await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1]);
-  }, 120_000);
+    await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1], 120_000);
+  }, 360_000);
 
   afterAll(async () => {
     node?.child.kill('SIGTERM');

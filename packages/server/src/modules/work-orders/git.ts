@@ -30,7 +30,8 @@ function env(remote: Remote | null): Record<string, string> {
     PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: tmpdir(), LANG: 'C.UTF-8', GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: '/bin/false',
   };
   // Redirects are not followed: the egress check covered this URL, not wherever it points next.
-  const config: [string, string][] = [['http.followRedirects', 'false'], ['protocol.ext.allow', 'never'], ['user.name', 'SVC'], ['user.email', 'work-orders@svc.invalid']];
+  // A host that stops sending for 30 s is given up on (the overall limit is TIMEOUT_MS).
+  const config: [string, string][] = [['http.followRedirects', 'false'], ['protocol.ext.allow', 'never'], ['http.lowSpeedLimit', '1'], ['http.lowSpeedTime', '30'], ['user.name', 'SVC'], ['user.email', 'work-orders@svc.invalid']];
   if (remote?.token) config.push(['http.extraHeader', `Authorization: Basic ${Buffer.from(`x-access-token:${remote.token}`).toString('base64')}`]);
   base.GIT_CONFIG_COUNT = String(config.length);
   config.forEach(([k, v], i) => {
