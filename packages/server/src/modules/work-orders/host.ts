@@ -55,7 +55,8 @@ export async function openChangeRequest(
   token: string | null,
   pr: { branch: string; base: string; title: string; body: string },
 ): Promise<ChangeRequest> {
-  if (repo.kind !== 'github') return { kind: 'compare', url: `${repo.web}/compare/${encodeURIComponent(pr.base)}...${encodeURIComponent(pr.branch)}`, number: null, branch: pr.branch, base: pr.base };
+  const ref = (name: string) => encodeURIComponent(name).replace(/%2F/g, '/');
+  if (repo.kind !== 'github') return { kind: 'compare', url: `${repo.web}/compare/${ref(pr.base)}...${ref(pr.branch)}`, number: null, branch: pr.branch, base: pr.base };
   const { data } = await octokit(config, token).rest.pulls.create({ owner: repo.owner, repo: repo.name, title: pr.title, head: pr.branch, base: pr.base, body: pr.body });
   return { kind: 'pull_request', url: data.html_url, number: data.number, branch: pr.branch, base: pr.base };
 }

@@ -124,6 +124,7 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
   if (!job || ['pending', 'submitted'].includes(job.status)) return order;
   const blob = job.status === 'completed' && job.work_id ? await ctx.blobs.get(`results/${job.work_id}`) : undefined;
   const receipt = job.status === 'completed' ? (await receiptsOfJob(ctx.db, order.org_id, jobId))[0] : undefined;
+  let approvedHere = false;
   const updated = await ctx.db.transaction(async (tx) => {
     const current = await store.findOrder(tx, order.org_id, order.id, true);
     if (!current || !isExecuting(current.status)) return current ?? order;
@@ -176,15 +177,30 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
       const approval: store.Approval = { decision: 'approved', by: 'policy', role: 'policy', reason: `certified under trust tier ${spec.trust_tier}`, at: new Date().toISOString() };
       const approved = await store.updateOrder(tx, row.id, 'certified', { status: 'approved', approvals: [...next.approvals, approval] });
       await recordEvents(tx, row.id, [{ type: 'approval.recorded', summary: 'approved automatically: certified under the certified trust tier', metadata: { ...approval }, causedBy: ['certification.decided'] }]);
+      approvedHere = approved !== undefined;
       return approved ?? next;
     }
     return next ?? row;
   });
-  return updated.status === 'approved' && !updated.pr ? openPullRequest(ctx, updated) : updated;
+  // Only the call that approved it opens the pull request (a concurrent reader sees `approved`).
+  return approvedHere ? openPullRequest(ctx, updated) : updated;
 }
+
+/** Orders whose pull request this process is opening: a second call for one of them waits for nothing and returns. */
+const opening = new Set<string>();
 
 /** Pushes the certified commit and opens the pull request (or compare URL); stays `approved` with `failure_reason` when the host refuses. */
 async function openPullRequest(ctx: ServiceContext, order: store.OrderRow): Promise<store.OrderRow> {
+  if (opening.has(order.id)) return order;
+  opening.add(order.id);
+  try {
+    return await pushAndOpen(ctx, order);
+  } finally {
+    opening.delete(order.id);
+  }
+}
+
+async function pushAndOpen(ctx: ServiceContext, order: store.OrderRow): Promise<store.OrderRow> {
   const spec = order.spec;
   try {
     if (!order.commit_sha || !order.result?.work_bundle_key) throw new GitError('there is no commit to push');
