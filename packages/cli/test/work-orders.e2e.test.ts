@@ -32,6 +32,7 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
   let ownerKey: string;
   let ownerId: string;
   let repoId: string;
+  let certifiedId = '';
   const seen: string[] = [];
 
   const api = async (path: string, init: { method?: string; body?: unknown; key?: string } = {}) => {
@@ -120,6 +121,7 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
     expect(created).toMatchObject({ status: 'queued', base_branch: 'main', trust_tier: 'certified', allowed_paths: ['src/**', 'test/**', 'tests/**', 'docs/**'], required_checks: ['test'] });
     const done = await settled(String(created.id), ['pr_opened', 'failed', 'blocked', 'needs_review', 'approved']);
     expect(done.status, JSON.stringify(done)).toBe('pr_opened');
+    certifiedId = String(done.id);
     expect(done.decision?.certification).toBe('certified');
     expect(done.approvals).toEqual([expect.objectContaining({ decision: 'approved', by: 'policy' })]);
     expect(done.changed_paths).toEqual(['src/feature.js']);
@@ -185,6 +187,16 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
     expect((await api(`/api/v1/work/orders/${String(held.id)}/rollback`, { body: {} })).status).toBe(409);
   }, 120_000);
 
+  it('rolls back an order whose pull request was never merged: the work branch is withdrawn and the pull request closed', async () => {
+    const before = await order(certifiedId);
+    const pr = github.pulls.find((p) => p.head === before.work_branch);
+    const rolled = await api(`/api/v1/work/orders/${certifiedId}/rollback`, { body: {} });
+    expect(rolled.status, rolled.text).toBe(200);
+    expect(rolled.body.rollback).toMatchObject({ outcome: 'withdrawn', branch: null, rollback_point: before.base_commit });
+    expect(github.updates).toContainEqual({ number: pr?.number, state: 'closed' });
+    expect(host.git('acme/widgets', ['branch', '--list', String(before.work_branch)]).trim()).toBe('');
+  }, 120_000);
+
   it("hides an organization's orders and connections from another (404)", async () => {
     const list = await api('/api/v1/work/orders');
     const someId = (list.body.orders as { id: string }[])[0]?.id ?? '';
@@ -195,6 +207,27 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
     }
     expect((await api(`/api/v1/work/orders/${someId}/approve`, { body: {}, key: other.api_key })).status).toBe(404);
     expect((await api('/api/v1/work/orders', { key: other.api_key })).body.orders).toEqual([]);
+  });
+
+  it('refuses bad orders and connections with 400, and deletes a connection (its token erased)', async () => {
+    const bad = async (path: string, body: unknown) => {
+      const r = await api(path, { body });
+      expect(r.status, r.text).toBe(400);
+      return r.body as { error: string; message: string };
+    };
+    expect((await bad('/api/v1/work/orders', { goal: 'x' })).message).toBe('repository_url or repository_connection_id is required');
+    await bad('/api/v1/work/orders', { goal: 'x', repository_connection_id: repoId, policy_preset: 'anything' });
+    expect((await bad('/api/v1/work/orders', { goal: 'x', repository_connection_id: repoId, work_branch: 'main' })).message).toBe('work_branch must differ from base_branch');
+    await bad('/api/v1/work/orders', { goal: 'x', repository_connection_id: repoId, work_branch: '../x' });
+    expect((await bad('/api/v1/work/orders', { goal: 'x', repository_connection_id: repoId, model: 'whisper-base' })).message).toContain('must be a chat model');
+    expect((await bad('/api/v1/work/orders', { goal: 'x', repository_connection_id: repoId, base_branch: 'no-such-branch' })).message).toContain("no-such-branch branch could not be fetched");
+    await bad('/api/v1/work/repositories', { repository_url: 'ftp://x/y.git' });
+    const extra = await api('/api/v1/work/repositories', { body: { repository_url: `${host.url}/acme/widgets.git`, repo_host_token: TOKEN } });
+    const id = String(extra.body.id);
+    expect((await api(`/api/v1/work/repositories/${id}`, { method: 'DELETE' })).status).toBe(200);
+    expect((await api(`/api/v1/work/repositories/${id}`)).status).toBe(404);
+    expect((await api(`/api/v1/work/repositories/${id}`, { method: 'DELETE' })).status).toBe(404);
+    expect((await api(`/api/v1/work/repositories/${id}/preflight`, { body: {} })).status).toBe(404);
   });
 
   it('never shows the host token in a response or a log line', () => {

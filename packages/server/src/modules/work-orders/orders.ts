@@ -72,7 +72,7 @@ export async function createOrder(ctx: ServiceContext, principal: Principal, bod
     },
   };
   const snapshot = { policy_preset: preset, trust_tier: spec.trust_tier, ...policy, jurisdiction: spec.jurisdiction, requires_tee: spec.requires_tee, base_branch: base, work_branch: workBranch };
-  const order = await ctx.db.transaction(async (tx) => {
+  const queue = () => ctx.db.transaction(async (tx) => {
     const job = await submitRepositoryJob(ctx, tx, principal, { payload: { ...payload }, strict_jurisdiction: spec.jurisdiction, requires_tee: spec.requires_tee, timeout_seconds: timeout });
     const row = await store.insertOrder(tx, { id, org_id: principal.orgId, buyer_id: principal.buyerId, repository_id: repo?.id ?? null, spec, job_id: job.id, base_commit: staged.commit });
     await openRun(
@@ -86,6 +86,11 @@ export async function createOrder(ctx: ServiceContext, principal: Principal, bod
       ],
     );
     return row;
+  });
+  // The bundle is only useful with its order: a refusal (402 for credits) leaves nothing behind.
+  const order = await queue().catch(async (err: unknown) => {
+    await ctx.blobs.delete(staged.key);
+    throw err;
   });
   await ctx.bus.publish('jobs', order.job_id ?? '');
   return orderView(order);

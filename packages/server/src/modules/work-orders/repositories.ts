@@ -107,9 +107,12 @@ export async function preflight(ctx: ServiceContext, principal: Principal, id: s
     throw err;
   }
   const payload: RepositoryWorkPayload = { mode: 'preflight', bundle_url: staged.url, base_branch: base, base_commit: staged.commit, timeout_seconds: timeout, tooling: body.tooling ?? [] };
-  const job = await ctx.db.transaction((tx) =>
-    submitRepositoryJob(ctx, tx, principal, { payload: { ...payload }, strict_jurisdiction: body.jurisdiction ?? null, requires_tee: body.requires_tee ?? false, timeout_seconds: timeout }),
-  );
+  const job = await ctx.db
+    .transaction((tx) => submitRepositoryJob(ctx, tx, principal, { payload: { ...payload }, strict_jurisdiction: body.jurisdiction ?? null, requires_tee: body.requires_tee ?? false, timeout_seconds: timeout }))
+    .catch(async (err: unknown) => {
+      await ctx.blobs.delete(staged.key);
+      throw err;
+    });
   await ctx.bus.publish('jobs', job.id);
   const deadline = Date.now() + timeout * 1000;
   for (;;) {
