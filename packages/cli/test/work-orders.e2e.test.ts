@@ -185,6 +185,14 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
     expect(revertTree).toBe('# widgets\n');
     expect(github.pulls.find((p) => p.head === `${String(held.work_branch)}-rollback`)).toMatchObject({ base: 'main' });
     expect((await api(`/api/v1/work/orders/${String(held.id)}/rollback`, { body: {} })).status).toBe(409);
+    // The bundle carries the rollback's own signed run, and svc verify checks it.
+    const bundle = await api(`/api/v1/work/orders/${String(held.id)}/evidence/bundle`);
+    const dir = mkdtempSync(join(tmpdir(), 'svc-wo-rollback-'));
+    writeFileSync(join(dir, 'bundle.json'), bundle.text);
+    const verify = spawnSvc(['verify', join(dir, 'bundle.json')]);
+    expect(await verify.exited, verify.stdout()).toBe(0);
+    expect(verify.stdout()).toMatch(/^PASS {2}work_order_rollback {2}rollback run signed/m);
+    rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 
   it('rolls back an order whose pull request was never merged: the work branch is withdrawn and the pull request closed', async () => {

@@ -205,7 +205,12 @@ export async function verifyBundle(text: string, options: VerifyBundleOptions = 
   }
   const missing = verifiedEvents.filter((e) => isObj(e.metadata) && !receipts.some((r) => isObj(r) && r.id === (e.metadata as Obj).receipt_id));
   // A work order's bundle carries its section; it must agree with the signed graph.
-  if (bundle.work_order !== undefined) checks.push(...(await workOrderChecks(bundle.work_order, run, evts)));
+  if (bundle.work_order !== undefined) {
+    // The rollback run must be signed by a trusted platform key: the pinned ones, else the bundle's list.
+    const listed = Array.isArray(verifier.platform_keys) ? verifier.platform_keys : [];
+    const trusted = (options.trustedKeys ?? listed).map((k) => (typeof k === 'string' ? k : isObj(k) ? String(k.public_key_hex) : ''));
+    checks.push(...(await workOrderChecks(bundle.work_order, run, evts, trusted)));
+  }
   add('receipts_complete', missing.length === 0, missing.length === 0 ? `${receipts.length} receipts, each in the graph` : `the graph names receipts the bundle lacks: ${missing.map((e) => String((e.metadata as Obj).receipt_id)).join(', ')}`);
   return done();
 }

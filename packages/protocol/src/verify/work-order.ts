@@ -1,4 +1,6 @@
-import { svc1MessageBytes, verifyEd25519 } from './primitives.js';
+import { parentsOf } from '../evidence.js';
+import { canonicalJson } from '../jcs.js';
+import { certificateMessageBytes, concat, merkleRootHex, sha256Hex, svc1MessageBytes, utf8, verifyEd25519 } from './primitives.js';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -17,15 +19,43 @@ function lastOf(events: readonly Obj[], type: string): Obj | undefined {
 }
 
 /**
+ * Why a rollback's own run does not hold, or undefined when it does: every event hash recomputed,
+ * the Merkle root over them, and the certificate by `signers` (the platform keys the bundle's
+ * main certificate was checked against) over that root.
+ */
+async function rollbackRunProblem(graph: unknown, subject: unknown, signers: readonly string[]): Promise<string | undefined> {
+  if (!isObj(graph) || !isObj(graph.run) || !Array.isArray(graph.events) || !Array.isArray(graph.edges) || !isObj(graph.certificate)) return 'the rollback carries no evidence graph';
+  const run = graph.run;
+  if (run.job_id !== `${String(subject)}.rollback`) return `the rollback run is for ${String(run.job_id)}`;
+  const events = graph.events.filter(isObj);
+  const refs = events.map((e) => ({ id: String(e.id), sequence: Number(e.sequence) }));
+  const edges = graph.edges.filter(isObj).map((e) => ({ from_event_id: String(e.from_event_id), to_event_id: String(e.to_event_id), edge_type: String(e.edge_type) }));
+  const hashes: string[] = [];
+  for (const [i, e] of events.entries()) {
+    if (e.run_id !== run.id || e.sequence !== i + 1) return `rollback event ${i + 1} is out of place`;
+    const input = { run_id: e.run_id, sequence: e.sequence, event_type: e.event_type, subject_id: e.subject_id, summary: e.summary, metadata: e.metadata, created_at: e.created_at, parents: parentsOf(String(e.id), refs, edges) };
+    const hash = await sha256Hex(concat(Uint8Array.of(0), utf8(canonicalJson(input))));
+    if (hash !== e.event_hash) return `rollback event ${i + 1} does not hash to its event_hash`;
+    hashes.push(hash);
+  }
+  const root = await merkleRootHex(hashes);
+  if (root !== run.root_hash) return 'the rollback root does not match its events';
+  const signer = String(run.signer_public_key_hex);
+  if (!signers.includes(signer)) return `the rollback is signed by ${signer}, not a key this bundle trusts`;
+  const ok = await verifyEd25519(signer, certificateMessageBytes(String(run.id), hashes.length, root), String(run.root_signature_hex));
+  return ok ? undefined : 'the rollback certificate does not verify';
+}
+
+/**
  * Checks a bundle's `work_order` section against its (already hash-checked) graph: the order is
  * the run's subject, and its certification decision, commit, approvals and pull request are the
  * ones the signed events record; the node's SVC1 receipt verifies and is the result the
- * `capsule.finished` event names.
+ * `capsule.finished` event names; a rollback's own run holds and is signed by a trusted key.
  *
  * @example
  * const checks = await workOrderChecks(bundle.work_order, run, events);
  */
-export async function workOrderChecks(section: unknown, run: Obj, events: readonly Obj[]): Promise<WorkOrderCheck[]> {
+export async function workOrderChecks(section: unknown, run: Obj, events: readonly Obj[], signers: readonly string[] = []): Promise<WorkOrderCheck[]> {
   const checks: WorkOrderCheck[] = [];
   const add = (name: string, ok: boolean, reason: string) => checks.push({ name, ok, reason });
   if (!isObj(section) || !isObj(section.snapshot)) {
@@ -62,6 +92,11 @@ export async function workOrderChecks(section: unknown, run: Obj, events: readon
     const finished = lastOf(events, 'capsule.finished');
     const bound = finished !== undefined && finished.receipt_id === r.id && finished.result_hash === r.result_hash && finished.job_id === r.job_id;
     add('work_order_receipt', signed && bound, !signed ? "the node's SVC1 signature does not verify" : bound ? `SVC1 by node ${String(r.node_public_key)}, bound to capsule.finished` : 'the receipt is not the one the capsule.finished event names');
+  }
+  if (isObj(section.rollback)) {
+    const problem = await rollbackRunProblem(section.rollback.evidence, snap.id, signers);
+    const graph = section.rollback.evidence as { run?: { root_hash?: unknown } } | null;
+    add('work_order_rollback', problem === undefined, problem ?? `rollback run signed, root ${String(graph?.run?.root_hash)}`);
   }
   return checks;
 }
