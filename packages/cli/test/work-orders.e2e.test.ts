@@ -195,6 +195,21 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
     rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 
+  it('under trust tier reviewed a certified order waits for a person; a rejection is recorded and ends it', async () => {
+    const created = await createOrder('WRITE src/reviewed.js export const reviewed = true;', { trust_tier: 'reviewed' });
+    const held = await settled(String(created.id), ['certified', 'needs_review', 'blocked', 'failed', 'pr_opened']);
+    expect(held).toMatchObject({ status: 'certified', trust_tier: 'reviewed', approvals: [] });
+    const rejected = await api(`/api/v1/work/orders/${String(held.id)}/reject`, { body: { reason: 'not this quarter' } });
+    expect(rejected.status, rejected.text).toBe(200);
+    expect(rejected.body).toMatchObject({ status: 'rejected', pr_url: null });
+    expect(rejected.body.approvals).toEqual([expect.objectContaining({ decision: 'rejected', by: ownerId, role: 'owner', reason: 'not this quarter' })]);
+    expect((await api(`/api/v1/work/orders/${String(held.id)}/approve`, { body: {} })).status).toBe(409);
+    const graph = (await api(`/api/v1/work/orders/${String(held.id)}/evidence`)).body as { events: { event_type: string }[]; certificate: { signed: boolean; verified: boolean } };
+    expect(graph.events.at(-1)?.event_type).toBe('approval.recorded');
+    expect(graph.certificate).toMatchObject({ signed: true, verified: true });
+    expect(github.pulls.some((p) => p.head === held.work_branch)).toBe(false);
+  }, 120_000);
+
   it('rolls back an order whose pull request was never merged: the work branch is withdrawn and the pull request closed', async () => {
     const before = await order(certifiedId);
     const pr = github.pulls.find((p) => p.head === before.work_branch);
