@@ -171,6 +171,14 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
     const held = await settled(String(created.id), ['needs_review', 'failed', 'blocked', 'pr_opened']);
     expect(held.status).toBe('needs_review');
     expect(held.decision?.reasons).toEqual(['outside the allowed paths: README.md']);
+    // A member may read the order but not decide it.
+    const invite = await api('/api/v1/organizations/current/invites', { body: { email: 'member@wo.test', role: 'member' } });
+    const member = await api('/api/v1/organizations/invites/accept', { body: { token: invite.body.invite_token, password: 'member password!' } });
+    const memberToken = String(member.body.token);
+    expect((await api(`/api/v1/work/orders/${String(held.id)}`, { key: memberToken })).status).toBe(200);
+    const refused = await api(`/api/v1/work/orders/${String(held.id)}/approve`, { body: {}, key: memberToken });
+    expect(refused.status, refused.text).toBe(403);
+    expect(refused.body).toMatchObject({ error: 'forbidden' });
     const approved = await api(`/api/v1/work/orders/${String(held.id)}/approve`, { body: { reason: 'README only, reviewed' } });
     expect(approved.status, approved.text).toBe(200);
     expect(approved.body.status).toBe('pr_opened');
