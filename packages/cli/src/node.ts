@@ -16,7 +16,7 @@ import { parseArgs, UsageError, type ParsedArgs } from './args.js';
 export const NODE_USAGE = `svc node --server URL --api-key KEY [--data-dir DIR] [--country CC] [--region R]
          [--upstream BASE_URL [--upstream-key KEY] --model CATALOG_ID[=ENGINE_MODEL]...]
          [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--name NAME]
-         [--tee-vcek FILE] [--tee-collateral DIR]
+         [--tee-vcek FILE] [--tee-collateral DIR] [--capsule PROGRAM [--capsule-arg ARG]...]
 
 Runs a provider node: registers with the control plane, polls for work, runs it on the given
 engines and uploads each result with its signed receipt. The node key and outbox live in
@@ -25,7 +25,10 @@ Environment: SVC_NODE_API_KEY (instead of --api-key), SVC_UPSTREAM_API_KEY (inst
 --upstream-key), so that keys stay out of the process list. See docs/node-operator.md.
 In a confidential VM (configfs-tsm present) the node attests after registering and every 12 h:
 --tee-vcek gives the SEV-SNP VCEK when the host supplies none, --tee-collateral Intel's TDX
-collateral (docs/attestation.md).`;
+collateral (docs/attestation.md). --capsule runs repository work
+orders (kind 9) with PROGRAM; variables named SVC_CAPSULE_<NAME> reach it as <NAME> (for the
+reference capsule: SVC_CAPSULE_OPENAI_BASE_URL, SVC_CAPSULE_OPENAI_API_KEY). See
+docs/node-operator.md and docs/work-orders.md.`;
 
 /** The validated configuration of `svc node`. */
 export interface NodeConfig {
@@ -37,13 +40,14 @@ export interface NodeConfig {
   name?: string;
   concurrency: number;
   allowProcessRunner: boolean;
+  capsule?: { program: string; args: string[]; env: Record<string, string> };
   upstream?: { baseUrl: string; apiKey?: string; models: Map<string, string> };
   gguf: Map<string, string>;
   tee?: { vcekFile?: string; tdxCollateralDir?: string };
 }
 
-const VALUES = ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name', 'tee-vcek', 'tee-collateral'];
-const REPEATABLE = new Set(['model', 'gguf']);
+const VALUES = ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name', 'tee-vcek', 'tee-collateral', 'capsule', 'capsule-arg'];
+const REPEATABLE = new Set(['model', 'gguf', 'capsule-arg']);
 
 function httpUrl(flag: string, value: string): string {
   let url: URL | undefined;
@@ -123,8 +127,15 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
   if (upstreamUrl !== undefined && upstreamModels.size === 0) throw new UsageError('--upstream needs at least one --model CATALOG_ID[=ENGINE_MODEL]');
   if (upstreamUrl === undefined && flag('upstream-key') !== undefined) throw new UsageError('--upstream-key needs --upstream');
   const allowProcessRunner = args.flags['allow-process-runner'] === true;
-  if (served.size === 0 && !allowProcessRunner) {
-    throw new UsageError('nothing to serve: give --upstream with --model, --gguf, or --allow-process-runner');
+  const capsuleProgram = flag('capsule');
+  if (capsuleProgram === undefined && (args.multi['capsule-arg'] ?? []).length > 0) throw new UsageError('--capsule-arg needs --capsule PROGRAM');
+  const capsuleEnv = Object.fromEntries(
+    Object.entries(env).flatMap(([k, v]) => (k.startsWith('SVC_CAPSULE_') && k.length > 12 && v !== undefined ? [[k.slice(12), v]] : [])),
+  );
+  const capsule = capsuleProgram === undefined ? undefined : { program: capsuleProgram.includes('/') ? resolve(capsuleProgram) : capsuleProgram, args: args.multi['capsule-arg'] ?? [], env: capsuleEnv };
+  if (capsule && capsule.program.includes('/') && !existsSync(capsule.program)) throw new UsageError(`--capsule: no program at ${capsule.program}`);
+  if (served.size === 0 && !allowProcessRunner && !capsule) {
+    throw new UsageError('nothing to serve: give --upstream with --model, --gguf, --allow-process-runner or --capsule');
   }
   return {
     server,
@@ -135,6 +146,7 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
     ...(name === undefined ? {} : { name }),
     concurrency,
     allowProcessRunner,
+    ...(capsule ? { capsule } : {}),
     ...(upstreamUrl === undefined ? {} : { upstream: { baseUrl: httpUrl('upstream', upstreamUrl), ...(upstreamKey ? { apiKey: upstreamKey } : {}), models: upstreamModels } }),
     gguf,
     ...(flag('tee-vcek') === undefined && flag('tee-collateral') === undefined
@@ -183,6 +195,7 @@ export async function node(argv: string[]): Promise<number> {
     engines,
     concurrency: config.concurrency,
     allowProcessRunner: config.allowProcessRunner,
+    ...(config.capsule ? { capsule: config.capsule } : {}),
     ...(config.country === undefined ? {} : { country: config.country }),
     ...(config.region === undefined ? {} : { region: config.region }),
     ...(config.name === undefined ? {} : { name: config.name }),
@@ -208,7 +221,7 @@ export async function node(argv: string[]): Promise<number> {
     const models = [...engines.keys()].sort();
     process.stdout.write(
       `svc node: registered ${registered.node_id} with ${config.server} (country ${config.country ?? 'not declared'}, models ${models.join(', ') || 'none'}` +
-        `${config.allowProcessRunner ? ', process runner on' : ''})\n`,
+        `${config.allowProcessRunner ? ', process runner on' : ''}${config.capsule ? `, capsule ${config.capsule.program}` : ''})\n`,
     );
     await stopped;
     return 0;

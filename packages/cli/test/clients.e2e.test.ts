@@ -53,8 +53,9 @@ describe('third-party OpenAI clients read our errors, against svc serve and svc 
     });
     base = await waitForUrl(server);
     const post = async (path: string, body: unknown, key?: string) =>
-      (await (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) })).json()) as { api_key: string };
-    const operator = (await post('/api/v1/auth/signup', { email: 'op@clients.test', password: 'clients e2e password' })).api_key;
+      (await (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) })).json()) as { api_key: string; token: string };
+    // The owner's session mints the node's operator key (a buyer key may not grant operator).
+    const operator = (await post('/api/v1/auth/signup', { email: 'op@clients.test', password: 'clients e2e password' })).token;
     const nodeKey = (await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, operator)).api_key;
     buyerKey = (await post('/api/v1/auth/signup', { email: 'buyer@clients.test', password: 'clients e2e password' })).api_key;
     const proc = spawnSvc(['node', '--server', base, '--data-dir', join(dir, 'node'), '--name', 'upstream', '--country', 'CA', '--upstream', upstream.url, '--model', 'tinyllama', '--model', 'phi-4'], { SVC_NODE_API_KEY: nodeKey });

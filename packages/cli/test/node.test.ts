@@ -10,7 +10,7 @@ import { parseNodeFlags } from '../src/node.js';
 import { spawnSvc } from './spawn.js';
 
 const SPEC = {
-  values: ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name'],
+  values: ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name', 'capsule', 'capsule-arg'],
   booleans: ['allow-process-runner'],
 };
 const flags = (argv: string[], env: NodeJS.ProcessEnv = {}) => parseNodeFlags(parseArgs(argv, SPEC), env);
@@ -63,9 +63,13 @@ describe('svc node flags', () => {
       [[...base, '--allow-process-runner', '--name', ''], '--name must be 1 to 100 characters'],
       [[...base, '--allow-process-runner', '--server', 'http://y'], '--server is given more than once'],
       [[...base, '--allow-process-runner', 'extra'], "unexpected argument 'extra'"],
-      [base, 'nothing to serve: give --upstream with --model, --gguf, or --allow-process-runner'],
+      [base, 'nothing to serve: give --upstream with --model, --gguf, --allow-process-runner or --capsule'],
+      [[...base, '--capsule-arg', 'x.mjs'], '--capsule-arg needs --capsule PROGRAM'],
+      [[...base, '--capsule', '/nonexistent/capsule'], '--capsule: no program at /nonexistent/capsule'],
     ];
     for (const [argv, message] of cases) expect(() => flags(argv), argv.join(' ')).toThrow(message);
+    // A capsule alone is something to serve; SVC_CAPSULE_* variables reach it without the prefix.
+    expect(flags([...base, '--capsule', 'node', '--capsule-arg', 'c.mjs', '--capsule-arg', 'v2'], { SVC_CAPSULE_OPENAI_API_KEY: 'k1', OTHER: 'no' }).capsule).toEqual({ program: 'node', args: ['c.mjs', 'v2'], env: { OPENAI_API_KEY: 'k1' } });
     expect(flags([...base, '--gguf', `tinyllama=${join(dir, 'w.gguf')}`]).gguf.get('tinyllama')).toBe(join(dir, 'w.gguf'));
     await rm(dir, { recursive: true, force: true });
   });

@@ -15,6 +15,7 @@ import { OrganizationPage } from './pages/organization';
 import { OverviewPage } from './pages/overview';
 import { PlaygroundPage } from './pages/playground';
 import { SlaPage } from './pages/sla';
+import { WorkOrderPage, WorkOrdersPage } from './pages/work-orders';
 
 interface SessionState {
   session: Session | undefined;
@@ -39,6 +40,7 @@ const NAV = [
   { href: '/', label: 'Overview' },
   { href: '/playground', label: 'Playground' },
   { href: '/jobs', label: 'Jobs' },
+  { href: '/work-orders', label: 'Work orders' },
   { href: '/nodes', label: 'Nodes' },
   { href: '/sla', label: 'SLA' },
   { href: '/billing', label: 'Billing' },
@@ -52,6 +54,8 @@ const PAGES: { pattern: string; render: (params: Record<string, string>) => prea
   { pattern: '/playground', render: () => <PlaygroundPage /> },
   { pattern: '/jobs', render: () => <JobsPage /> },
   { pattern: '/jobs/:id', render: (p) => <JobPage id={p.id ?? ''} /> },
+  { pattern: '/work-orders', render: () => <WorkOrdersPage /> },
+  { pattern: '/work-orders/:id', render: (p) => <WorkOrderPage id={p.id ?? ''} /> },
   { pattern: '/nodes', render: () => <NodesPage /> },
   { pattern: '/sla', render: () => <SlaPage /> },
   { pattern: '/billing', render: () => <BillingPage /> },

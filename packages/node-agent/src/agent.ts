@@ -52,6 +52,8 @@ export interface NodeAgentOptions {
   /** Work items run at once, 1 to 16 (default 1). */
   concurrency?: number;
   allowProcessRunner?: boolean;
+  /** Runs repository work (kind 9) with this program (`svc node --capsule CMD`). */
+  capsule?: { program: string; args: string[]; env?: Record<string, string> };
   /** Overrides the detected GPU model (only NVIDIA GPUs are detected). */
   gpuModel?: string;
   /** For control-plane calls (default global fetch). */
@@ -173,7 +175,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       ...(options.country === undefined ? {} : { country: options.country }),
       ...(options.region === undefined ? {} : { region: options.region }),
       models,
-      capabilities: ['cpu', ...(gpu === undefined ? [] : ['gpu']), ...(options.allowProcessRunner ? ['process'] : [])],
+      capabilities: ['cpu', ...(gpu === undefined ? [] : ['gpu']), ...(options.allowProcessRunner ? ['process'] : []), ...(options.capsule ? ['capsule'] : [])],
       max_concurrency: concurrency,
       ...(options.name === undefined ? {} : { name: options.name }),
     };
@@ -191,7 +193,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       client: nodeClient,
       identity,
       outbox,
-      run: { engines, dataDir: options.dataDir, allowProcessRunner: options.allowProcessRunner === true, trustedOrigin: new URL(options.server).origin },
+      run: { engines, dataDir: options.dataDir, allowProcessRunner: options.allowProcessRunner === true, trustedOrigin: new URL(options.server).origin, ...(options.capsule ? { capsule: options.capsule } : {}) },
       metadata: { ...(gpu === undefined ? {} : { gpu_model: gpu }), ...(options.country ? { country: options.country } : {}), ...(options.region ? { region: options.region } : {}) },
       backoff: timing.uploadBackoff,
       deliveryDeadlineMs: timing.uploadDeadlineMs,

@@ -14,3 +14,4 @@ export * from './money.js';
 export * from './node-auth.js';
 export * from './signature.js';
 export * from './svc1.js';
+export * from './repository-work.js';

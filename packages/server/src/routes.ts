@@ -15,6 +15,7 @@ import { receiptRoutes } from './modules/receipts/routes.js';
 import { payoutRoutes } from './modules/payouts/routes.js';
 import { organizationRoutes } from './modules/organizations/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
+import { workOrderRoutes } from './modules/work-orders/routes.js';
 
 /** Every route of the API is registered here, one line per resource family. */
 export async function registerRoutes(app: App, ctx: ServiceContext): Promise<void> {
@@ -33,4 +34,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await knowledgeRoutes(app, ctx);
   await dashboardRoutes(app, ctx);
   await mcpRoutes(app, ctx);
+  await workOrderRoutes(app, ctx);
 }

@@ -46,10 +46,10 @@ function Checks(props: { result: BundleVerification; source: string }) {
  * verified here by the same verifier `svc verify` uses, check by check. A bundle file from
  * anywhere can be verified too.
  */
-export function EvidenceSection(props: { jobId: string; status: string }) {
+export function EvidenceSection(props: { jobId: string; status: string; /** Where the bundle comes from (a work order's carries its `work_order` section). */ bundlePath?: string }) {
   const graph = useAsync((signal) => api<EvidenceGraph>(`/api/v1/jobs/${props.jobId}/evidence`, { signal }), [props.jobId, props.status]);
   const [result, setResult] = useState<{ verification: BundleVerification; source: string } | undefined>(undefined);
-  const bundleText = async () => (await request(`/api/v1/jobs/${props.jobId}/evidence/bundle`)).text();
+  const bundleText = async () => (await request(props.bundlePath ?? `/api/v1/jobs/${props.jobId}/evidence/bundle`)).text();
   const download = useAction(async () => saveBlob(new Blob([await bundleText()], { type: 'application/json' }), `${props.jobId}-evidence-bundle.json`));
   const verify = useAction(async () => setResult({ verification: await verifyHere(await bundleText()), source: 'the bundle the server gave for this job' }));
   const verifyFile = useAction(async (file: File) => setResult({ verification: await verifyHere(await file.text()), source: `file ${file.name}` }));

@@ -2,6 +2,7 @@ import type { WorkItem } from '../wire.js';
 import { runEmbeddings, runImageGeneration, runLlmInference, runTranscription } from './engine-jobs.js';
 import { runGatewayChat, runGatewayEmbeddings, runGatewayImage, runGatewayTranscription } from './gateway.js';
 import { runProcessJob } from './process-runner.js';
+import { runRepositoryWork } from './repository-work.js';
 import { WorkError, type RunContext, type RunOutput } from './types.js';
 
 export { fetchPayload, PAYLOAD_FETCH_TIMEOUT_MS, PAYLOAD_MAX_BYTES, type FetchPayloadOptions } from './fetch-payload.js';
@@ -17,6 +18,8 @@ export {
   type ProcessResult,
   type RunProcessOptions,
 } from './process-runner.js';
+export { CAPSULE_DISABLED, runRepositoryWork, type CapsuleConfig } from './repository-work.js';
+export { detectTooling, missingTooling } from './tooling.js';
 export { engineFor, jsonOutput, meterCount, WorkError, workModel, type EngineSet, type RunContext, type RunOutput } from './types.js';
 
 type Runner = (item: WorkItem, ctx: RunContext) => Promise<RunOutput>;
@@ -30,6 +33,7 @@ const JOB_RUNNERS = new Map<number, Runner>([
   [6, runProcessJob],
   // Kind 7 (confidential training) is kind 6 inside a TEE: the server sends it only to attested nodes.
   [7, runProcessJob],
+  [9, runRepositoryWork],
 ]);
 
 const GATEWAY_RUNNERS = new Map<string, Runner>([

@@ -12,6 +12,8 @@ export interface RunContext {
   dataDir: string;
   /** Kinds 5 and 6 run only when the operator allowed it (`--allow-process-runner`). */
   allowProcessRunner: boolean;
+  /** Kind 9 runs only with a capsule (`svc node --capsule CMD`). */
+  capsule?: { program: string; args: string[]; env?: Record<string, string> };
   /** Aborted when the work is cancelled or the agent shuts down past its grace period. */
   signal: AbortSignal;
   /** Fetches `payload_url` documents (audio for kind 3); global `fetch` by default. */

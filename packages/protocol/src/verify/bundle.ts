@@ -4,6 +4,7 @@ import { canonicalJson } from '../jcs.js';
 import { ed25519PublicKeyHexProblem } from '../ed25519-point.js';
 import { certificateMessageBytes, concat, isHex, merkleRootHex, sha256Hex, svc1MessageBytes, utf8, verifyEd25519 } from './primitives.js';
 import { parseStrictJson, STRICT_JSON_DEFAULT_MAX_BYTES } from './strict-json.js';
+import { workOrderChecks } from './work-order.js';
 
 /** One verification step and its outcome. `name` is stable (docs/evidence.md lists them). */
 export interface BundleCheck {
@@ -206,6 +207,13 @@ export async function verifyBundle(text: string, options: VerifyBundleOptions = 
     add(`receipt_binding[${str(receipt.id) ?? i}]`, mismatch === undefined, mismatch === undefined ? `bound to event ${String(bound?.sequence)}` : mismatch.includes(' ') ? mismatch : `${mismatch} differs from the receipt.verified event ${String(bound?.sequence)}`);
   }
   const missing = verifiedEvents.filter((e) => isObj(e.metadata) && !receipts.some((r) => isObj(r) && r.id === (e.metadata as Obj).receipt_id));
+  // A work order's bundle carries its section; it must agree with the signed graph.
+  if (bundle.work_order !== undefined) {
+    // The rollback run must be signed by a trusted platform key: the pinned ones, else the bundle's list.
+    const listed = Array.isArray(verifier.platform_keys) ? verifier.platform_keys : [];
+    const trusted = (options.trustedKeys ?? listed).map((k) => (typeof k === 'string' ? k : isObj(k) ? String(k.public_key_hex) : ''));
+    checks.push(...(await workOrderChecks(bundle.work_order, run, evts, trusted)));
+  }
   add('receipts_complete', missing.length === 0, missing.length === 0 ? `${receipts.length} receipts, each in the graph` : `the graph names receipts the bundle lacks: ${missing.map((e) => String((e.metadata as Obj).receipt_id)).join(', ')}`);
   return done();
 }

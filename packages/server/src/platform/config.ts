@@ -39,6 +39,8 @@ export interface Config {
   knowledge: KnowledgeConfig;
   payments: PaymentsConfig;
   tee: TeeConfig;
+  /** Work orders' repository hosts (docs/work-orders.md). */
+  workOrders: { githubApiUrl: string; githubHosts: string[] };
 }
 
 /** Payouts and top-ups (docs/payouts.md). */
@@ -270,6 +272,10 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     gatewayTimeoutMs: env.SVC_GATEWAY_TIMEOUT_MS ? parseIntIn('SVC_GATEWAY_TIMEOUT_MS', env.SVC_GATEWAY_TIMEOUT_MS, 1_000, 3_600_000) : 120_000,
     fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400) : 3_600,
     dashboardDir: resolve(env.SVC_DASHBOARD_DIR || DEFAULT_DASHBOARD_DIR),
+    workOrders: {
+      githubApiUrl: (env.SVC_GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, ''),
+      githubHosts: (env.SVC_GITHUB_HOSTS || 'github.com').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
+    },
     knowledge: {
       vectorSearch: parseChoice('SVC_KB_VECTOR_SEARCH', env.SVC_KB_VECTOR_SEARCH, ['auto', 'exact'] as const, 'auto'),
       maxDocumentBytes: env.SVC_KB_MAX_DOCUMENT_BYTES ? parseIntIn('SVC_KB_MAX_DOCUMENT_BYTES', env.SVC_KB_MAX_DOCUMENT_BYTES, 1024, 256 * 1024 * 1024) : 20 * 1024 * 1024,

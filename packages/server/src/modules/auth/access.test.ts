@@ -91,6 +91,20 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'GET /api/v1/billing/topups': 'billing:read',
   'GET /api/v1/billing/topups/:id': 'billing:read',
   'POST /api/v1/webhooks/payments/:provider': 'public',
+  'POST /api/v1/work/repositories': 'jobs:write',
+  'GET /api/v1/work/repositories': 'jobs:read',
+  'GET /api/v1/work/repositories/:id': 'jobs:read',
+  'DELETE /api/v1/work/repositories/:id': 'jobs:write',
+  'POST /api/v1/work/repositories/:id/preflight': 'jobs:write',
+  'POST /api/v1/work/orders': 'jobs:write',
+  'GET /api/v1/work/orders': 'jobs:read',
+  'GET /api/v1/work/orders/:id': 'jobs:read',
+  'POST /api/v1/work/orders/:id/approve': 'jobs:write',
+  'POST /api/v1/work/orders/:id/reject': 'jobs:write',
+  'POST /api/v1/work/orders/:id/rollback': 'jobs:write',
+  'GET /api/v1/work/orders/:id/diff': 'jobs:read',
+  'GET /api/v1/work/orders/:id/evidence': 'evidence:read',
+  'GET /api/v1/work/orders/:id/evidence/bundle': 'evidence:read',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

@@ -131,6 +131,7 @@ async function subjectView(ctx: ServiceContext, principal: Principal, run: RunRo
     const job = await findJob(ctx.db, principal.orgId, run.job_id);
     return job ? { type: 'job', ...jobView(job) } : { type: 'job', id: run.job_id };
   }
+  if (run.subject_type === 'work_order') return { type: 'work_order', id: run.job_id };
   const r = await findGatewayRequest(ctx.db, run.job_id);
   if (!r) return { type: 'request', id: run.job_id };
   return {
@@ -154,7 +155,13 @@ const VERIFIER_STEPS = [
  * GET /api/v1/jobs/{job}/evidence/bundle: everything an auditor needs offline, hashed. Returns
  * the exact JSON text (the hash covers these bytes' parsed value, so nothing may re-serialise it).
  */
-export async function evidenceBundle(ctx: ServiceContext, principal: Principal, subjectId: string): Promise<{ text: string; fileName: string }> {
+export async function evidenceBundle(
+  ctx: ServiceContext,
+  principal: Principal,
+  subjectId: string,
+  /** Sections a resource family adds (a work order's `job` view and its `work_order` section). */
+  sections: { job?: Record<string, unknown>; extra?: Record<string, unknown> } = {},
+): Promise<{ text: string; fileName: string }> {
   const run = await runOf(ctx, principal, subjectId);
   const [graph, job, receipts, keys] = await Promise.all([
     graphOfRun(ctx, run),
@@ -166,7 +173,7 @@ export async function evidenceBundle(ctx: ServiceContext, principal: Principal, 
   const body = {
     type: BUNDLE_TYPE,
     generated_at: new Date().toISOString(),
-    job,
+    job: sections.job ?? job,
     policy_snapshot: policy ? { event_id: policy.id, ...policy.metadata } : {},
     receipts: receipts.map(receiptView),
     verifier: {
@@ -176,6 +183,7 @@ export async function evidenceBundle(ctx: ServiceContext, principal: Principal, 
       command: 'svc verify BUNDLE.json --trust-file platform-keys.json',
     },
     evidence: graph,
+    ...sections.extra,
   };
   // Plain JSON values only (no undefined, no Date), so the hash covers exactly what is sent.
   const plain = JSON.parse(JSON.stringify(body)) as Record<string, unknown>;

@@ -1,5 +1,6 @@
 import { estimateCost, executionPool, findJobKind, findModel, JOB_KINDS, MICRO_PER_CAD, microToCad, microToCents } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
@@ -92,6 +93,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     throw bad('/max_price_per_unit', `is below the lowest price any node asks for ${kind.name} (${floorPriceMicroPerUnit(body.kind) / MICRO_PER_CAD} CAD per ${kind.unit})`);
   }
   const model = body.kind <= 4 ? (body.model ?? DEFAULT_MODEL[body.kind] ?? null) : null;
+  if (body.kind === 9) throw bad('/kind', 'repository_work jobs are created by work orders and preflights (POST /api/v1/work/orders, POST /api/v1/work/repositories/{id}/preflight)');
   if (body.kind <= 4 && (!model || findModel(model)?.type !== MODEL_TYPE[body.kind])) throw bad('/model', `must be a ${MODEL_TYPE[body.kind]} model of the catalogue`);
   if (body.kind > 4 && body.model !== undefined) throw bad('/model', `is not used by ${kind.name} jobs`);
   const probe: MatchNode = { country: null, region: null, attestation_verified: true, green: true, reputation: 100, capabilities: [], gpu_model: null, cpu_cores: 0, ram_bytes: 0, vram_bytes: 0, models: [], price_micro_per_unit: {} };
@@ -166,6 +168,46 @@ async function refuseWithoutSovereignNode(ctx: ServiceContext, job: MatchJob): P
   if (nodes.some((n) => unmetConstraint(job, n) === undefined)) return;
   const why = nodes.length === 0 ? 'no live node has a verified TEE attestation' : `no live node with a verified TEE attestation meets this job (${unmetConstraint(job, nodes[0] as MatchNode) ?? ''})`;
   throw new ApiError('no_capacity', `sovereign job refused: ${why}; nothing was held`);
+}
+
+/**
+ * Queues a kind 9 `repository_work` job for a work order or a preflight, inside the caller's
+ * transaction (so the order and its job exist together): the budget is the kind's highest price
+ * for one run, held now and settled at the node's price on its receipt. The caller publishes
+ * `jobs` on the bus after its commit.
+ *
+ * @example
+ * const job = await submitRepositoryJob(ctx, tx, { orgId, buyerId }, { payload, strict_jurisdiction: 'CA', requires_tee: false, timeout_seconds: 900 });
+ */
+export async function submitRepositoryJob(
+  ctx: ServiceContext,
+  tx: Queryable,
+  owner: { orgId: string; buyerId: string },
+  input: { payload: Record<string, unknown>; strict_jurisdiction: string | null; requires_tee: boolean; timeout_seconds: number },
+): Promise<store.JobRow> {
+  const kind = findJobKind(9);
+  if (!kind) throw new Error('job kind 9 is missing from the catalogue');
+  const maxPriceMicro = kind.price.max_micro_cad / kind.price.per_units;
+  const budgetCents = Math.ceil(maxPriceMicro / 10_000);
+  const cost = estimateCost(9, { estimated_runs: 1 });
+  const spec: store.JobSpec = {
+    model: null, region: null, strict_jurisdiction: input.strict_jurisdiction, delivery_mode: 'inline', inline_text: null, output_file: null, payload_url: null,
+    delivery_artifact_put_url: null, delivery_manifest_put_url: null, delivery_webhook_url: null, min_reputation: null, green_only: false,
+    requires_tee: input.requires_tee, required_capabilities: ['capsule'], runner_args: [], timeout_seconds: input.timeout_seconds,
+    estimates: { estimated_runs: 1 }, estimated_units: cost.units, repository_work: input.payload,
+  };
+  const jobId = newId('job');
+  const { holdId } = await ctx.ledger.within(tx).hold(owner.orgId, budgetCents, jobId);
+  const pool = executionPool({ kind: 9, requires_tee: input.requires_tee });
+  await store.insertJob(tx, {
+    id: jobId, org_id: owner.orgId, buyer_id: owner.buyerId, kind: 9, execution_pool: pool, budget_cents: budgetCents,
+    max_price_micro_per_unit: maxPriceMicro, spec, estimated_cost_micro: cost.max_micro, estimated_duration_ms: input.timeout_seconds * 1000, hold_id: holdId,
+  });
+  await store.addJobEvent(tx, jobId, 'job_submitted', { budget_cents: budgetCents, region: null, strict_jurisdiction: spec.strict_jurisdiction, kind: 9, execution_pool: pool, hold_id: holdId });
+  const queued = await store.moveJob(tx, jobId, 'pending');
+  if (!queued) throw new Error('a new job could not be queued');
+  await openJobRun(tx, queued);
+  return queued;
 }
 
 async function meteredUnits(ctx: ServiceContext, job: store.JobRow): Promise<number | null> {

@@ -23,6 +23,8 @@ export interface JobSpec {
   estimated_units: number;
   /** Inputs prepared for the node (lines of inline_text or of the payload document). */
   inputs?: string[];
+  /** Kind 9: the repository-work payload (built by modules/work-orders; see @svc/protocol RepositoryWorkPayload). */
+  repository_work?: Record<string, unknown>;
 }
 
 export interface JobRow {

@@ -53,6 +53,8 @@ export function capabilityMet(node: MatchNode, capability: string): boolean | un
       return value === undefined ? node.gpu_model !== null : undefined;
     case 'process':
       return value === undefined ? node.capabilities.includes('process') : undefined;
+    case 'capsule':
+      return value === undefined ? node.capabilities.includes('capsule') : undefined;
     case 'min_cpu_cores':
       return Number.isFinite(n) ? node.cpu_cores >= n : undefined;
     case 'min_ram_gb':
@@ -84,6 +86,7 @@ export function unmetConstraint(job: MatchJob, node: MatchNode): string | undefi
   if (job.model !== null && !node.models.includes(job.model)) return `model ${job.model}`;
   if ((job.kind === 5 || job.kind === 6 || job.kind === 7) && !node.capabilities.includes('process')) return 'process runner';
   if ((job.kind === 6 || job.kind === 7) && node.gpu_model === null) return 'gpu';
+  if (job.kind === 9 && !node.capabilities.includes('capsule')) return 'repository capsule';
   for (const capability of job.required_capabilities) {
     if (capabilityMet(node, capability) !== true) return `capability ${capability}`;
   }

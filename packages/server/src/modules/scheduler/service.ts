@@ -34,6 +34,7 @@ function payloadOf(job: JobRow): Record<string, unknown> {
   if (job.kind === 2) return { model: s.model, inputs: s.inputs ?? [] };
   if (job.kind === 3) return { model: s.model, payload_url: s.payload_url };
   if (job.kind === 4) return { model: s.model, prompts: s.inputs ?? [] };
+  if (job.kind === 9) return { ...(s.repository_work ?? {}), timeout_seconds: s.timeout_seconds };
   return { runner_args: s.runner_args, timeout_seconds: s.timeout_seconds, inputs: s.inputs, payload_url: s.payload_url };
 }
 

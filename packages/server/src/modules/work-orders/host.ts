@@ -1,0 +1,68 @@
+import { Octokit } from '@octokit/rest';
+import type { Config } from '../../platform/config.js';
+import { checkOutboundUrl } from '../../platform/egress.js';
+
+/**
+ * The repository host's side of a change request: a GitHub pull request through its REST API
+ * (`@octokit/rest`) for hosts listed in `SVC_GITHUB_HOSTS` (default github.com; the API at
+ * `SVC_GITHUB_API_URL`), or for any other host a compare URL for the pushed branch. Every API
+ * request passes the egress guard first.
+ */
+
+export interface HostRepo {
+  kind: 'github' | 'other';
+  owner: string;
+  name: string;
+  /** The repository's web address (the URL without `.git`). */
+  web: string;
+}
+
+export function hostRepoOf(config: Pick<Config, 'workOrders'>, repositoryUrl: string): HostRepo {
+  const url = new URL(repositoryUrl);
+  const parts = url.pathname.replace(/\.git$/, '').split('/').filter(Boolean);
+  const web = `${url.origin}/${parts.join('/')}`;
+  const github = config.workOrders.githubHosts.includes(url.host.toLowerCase()) || config.workOrders.githubHosts.includes(url.hostname.toLowerCase());
+  return { kind: github && parts.length === 2 ? 'github' : 'other', owner: parts[0] ?? '', name: parts[1] ?? '', web };
+}
+
+export interface ChangeRequest {
+  kind: 'pull_request' | 'compare';
+  url: string;
+  number: number | null;
+  branch: string;
+  base: string;
+}
+
+function octokit(config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>, token: string | null): Octokit {
+  const guarded: typeof fetch = async (input, init) => {
+    const target = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    await checkOutboundUrl(target, { allowPrivate: config.allowPrivateEgress, path: '/repository_url' });
+    return fetch(input, { ...init, redirect: 'error' });
+  };
+  return new Octokit({ ...(token ? { auth: token } : {}), baseUrl: config.workOrders.githubApiUrl, request: { fetch: guarded }, log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } });
+}
+
+/**
+ * Opens the change request for a pushed branch: a pull request on GitHub hosts, else the
+ * compare URL.
+ *
+ * @example
+ * await openChangeRequest(config, repo, token, { branch: 'svc/wo-1', base: 'main', title: 'Add x', body: '...' });
+ */
+export async function openChangeRequest(
+  config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>,
+  repo: HostRepo,
+  token: string | null,
+  pr: { branch: string; base: string; title: string; body: string },
+): Promise<ChangeRequest> {
+  const ref = (name: string) => encodeURIComponent(name).replace(/%2F/g, '/');
+  if (repo.kind !== 'github') return { kind: 'compare', url: `${repo.web}/compare/${ref(pr.base)}...${ref(pr.branch)}`, number: null, branch: pr.branch, base: pr.base };
+  const { data } = await octokit(config, token).rest.pulls.create({ owner: repo.owner, repo: repo.name, title: pr.title, head: pr.branch, base: pr.base, body: pr.body });
+  return { kind: 'pull_request', url: data.html_url, number: data.number, branch: pr.branch, base: pr.base };
+}
+
+/** Closes a pull request that will not be merged (a rollback before the merge). */
+export async function closePullRequest(config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>, repo: HostRepo, token: string | null, number: number): Promise<void> {
+  if (repo.kind !== 'github') return;
+  await octokit(config, token).rest.pulls.update({ owner: repo.owner, repo: repo.name, pull_number: number, state: 'closed' });
+}
