@@ -13,3 +13,4 @@ export * from './money.js';
 export * from './node-auth.js';
 export * from './signature.js';
 export * from './svc1.js';
+export * from './capture-manifest.js';

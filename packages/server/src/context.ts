@@ -7,6 +7,7 @@ import { createJobSignal, startBackgroundTasks, type JobSignal } from './modules
 import { createUnverifiedAttestation, type AttestationVerifier } from './platform/attestation.js';
 import { createDbBlobStore, type BlobStore } from './platform/blobs.js';
 import { createDbBus, type Bus } from './platform/bus.js';
+import { createObjectStore, type ObjectStore } from './platform/objects/index.js';
 import { loadDashboardFiles, type DashboardFiles } from './modules/dashboard/files.js';
 import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.js';
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
@@ -25,6 +26,8 @@ export interface ServiceContext {
   ledger: Ledger;
   bus: Bus;
   blobs: BlobStore;
+  /** Large files as streams (capture-set uploads): a data-dir directory or S3 (platform/objects/). */
+  objects: ObjectStore;
   attestation: AttestationVerifier;
   /** The built web dashboard, read once at start-up (empty when not built). */
   dashboard: DashboardFiles;
@@ -92,6 +95,7 @@ export async function createContext(
       ledger: createLedger(db),
       bus,
       blobs: createDbBlobStore(db),
+      objects: createObjectStore(config),
       attestation: options.attestation ?? createUnverifiedAttestation(),
       dashboard: loadDashboardFiles(config.dashboardDir),
       vectorSearch,

@@ -2,6 +2,7 @@ import type { App } from './app.js';
 import type { ServiceContext } from './context.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { captureRoutes } from './modules/capture/routes.js';
 import { dashboardRoutes } from './modules/dashboard/routes.js';
 import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
@@ -29,4 +30,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await knowledgeRoutes(app, ctx);
   await dashboardRoutes(app, ctx);
   await mcpRoutes(app, ctx);
+  await captureRoutes(app, ctx);
 }

@@ -32,6 +32,18 @@ export interface Config {
   /** Browser origins allowed to call /mcp besides the server's own (SVC_MCP_ALLOWED_ORIGINS). */
   mcpAllowedOrigins: string[];
   knowledge: KnowledgeConfig;
+  /** S3-compatible object storage for large files, when `SVC_S3_BUCKET` is set (else `<data dir>/objects`). */
+  s3: S3Config | undefined;
+}
+
+/** `SVC_S3_BUCKET`, `SVC_S3_ENDPOINT` (omit for AWS itself); region and credentials come from the usual AWS variables. */
+export interface S3Config {
+  bucket: string;
+  endpoint: string | undefined;
+  /** `AWS_REGION` (or `AWS_DEFAULT_REGION`), default us-east-1. */
+  region: string;
+  /** Path-style addressing (`endpoint/bucket/key`): on whenever an endpoint is given, as MinIO and most S3-compatible servers need. */
+  forcePathStyle: boolean;
 }
 
 /** Knowledge bases (docs/knowledge-bases.md). */
@@ -164,7 +176,13 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     if (new URL(origin).origin !== origin.replace(/\/+$/, '')) throw new ConfigError(`SVC_MCP_ALLOWED_ORIGINS entries must be origins (scheme://host[:port]), got '${o}'`);
     return new URL(origin).origin;
   });
+  const s3Bucket = env.SVC_S3_BUCKET || undefined;
+  if (s3Bucket !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(s3Bucket)) throw new ConfigError(`SVC_S3_BUCKET must be an S3 bucket name, got '${s3Bucket}'`);
+  const s3Endpoint = env.SVC_S3_ENDPOINT ? parseUrl('SVC_S3_ENDPOINT', env.SVC_S3_ENDPOINT, ['http:', 'https:']) : undefined;
+  if (s3Endpoint && !s3Bucket) throw new ConfigError('SVC_S3_ENDPOINT is set but SVC_S3_BUCKET is not: name the bucket to store objects in');
+  const s3 = s3Bucket ? { bucket: s3Bucket, endpoint: s3Endpoint, region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1', forcePathStyle: s3Endpoint !== undefined } : undefined;
   return {
+    s3,
     mcpAllowedOrigins,
     port,
     host,

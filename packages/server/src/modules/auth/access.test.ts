@@ -74,6 +74,18 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'GET /api/v1/knowledge-bases/:id/documents/:document_id': 'knowledge_bases:read',
   'DELETE /api/v1/knowledge-bases/:id/documents/:document_id': 'knowledge_bases:write',
   'POST /api/v1/knowledge-bases/:id/search': 'knowledge_bases:read',
+  'POST /api/v1/sites': 'capture_sets:write',
+  'GET /api/v1/sites': 'capture_sets:read',
+  'GET /api/v1/sites/:id': 'capture_sets:read',
+  'PATCH /api/v1/sites/:id': 'capture_sets:write',
+  'DELETE /api/v1/sites/:id': 'capture_sets:write',
+  'POST /api/v1/sites/:site_id/epochs': 'capture_sets:write',
+  'GET /api/v1/sites/:site_id/epochs': 'capture_sets:read',
+  'GET /api/v1/epochs/:id': 'capture_sets:read',
+  'GET /api/v1/epochs/:id/capture-sets': 'capture_sets:read',
+  'POST /api/v1/capture-sets': 'capture_sets:write',
+  'GET /api/v1/capture-sets/:id': 'capture_sets:read',
+  'POST /api/v1/capture-sets/:id/complete': 'capture_sets:write',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

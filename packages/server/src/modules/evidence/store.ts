@@ -6,7 +6,7 @@ export interface RunRow {
   id: string;
   org_id: string;
   buyer_id: string | null;
-  subject_type: 'job' | 'request';
+  subject_type: 'job' | 'request' | 'capture_set';
   job_id: string;
   status: RunStatus;
   summary: string;
