@@ -86,6 +86,8 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'POST /api/v1/capture-sets': 'capture_sets:write',
   'GET /api/v1/capture-sets/:id': 'capture_sets:read',
   'POST /api/v1/capture-sets/:id/complete': 'capture_sets:write',
+  'POST /api/v1/capture-sets/:id/uploads': 'capture_sets:write',
+  'PATCH /api/v1/capture-sets/:id/uploads/:upload_id': 'capture_sets:write',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

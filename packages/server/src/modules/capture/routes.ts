@@ -24,6 +24,7 @@ import {
   SiteUpdateRequest,
 } from './schemas.js';
 import * as service from './service.js';
+import { captureUploadRoutes } from './uploads.js';
 
 const tags = ['capture sets'];
 const read = { auth: { permission: 'capture_sets:read' as const } };
@@ -98,4 +99,5 @@ export async function captureRoutes(app: App, ctx: ServiceContext): Promise<void
     },
     async (request) => service.completeCaptureSet(ctx, principalOf(request), request.params.id, request.body ?? {}),
   );
+  await captureUploadRoutes(app, ctx);
 }

@@ -10,9 +10,9 @@ export interface FileCheck {
   actual_sha256: string | null;
 }
 
-/** The object key of an upload's bytes (the tus stores keep each upload under its id). */
+/** The object key of an upload's bytes: the tus stores keep each upload under its id, at the top of the store. */
 export function uploadKey(uploadId: string): string {
-  return `uploads/${uploadId}`;
+  return uploadId;
 }
 
 /** SHA-256 (hex) and length of a stream, read chunk by chunk. */
