@@ -5,7 +5,7 @@ import { createMetrics, type Metrics } from './platform/metrics.js';
 import { createLedger, type Ledger } from './modules/billing/service.js';
 import { createJobSignal, startBackgroundTasks, type JobSignal } from './modules/scheduler/background.js';
 import { createUnverifiedAttestation, type AttestationVerifier } from './platform/attestation.js';
-import { createDbBlobStore, type BlobStore } from './platform/blobs.js';
+import { createObjectBlobStore, moveDbBlobsToObjects, type BlobStore } from './platform/blobs.js';
 import { createDbBus, type Bus } from './platform/bus.js';
 import { createObjectStore, type ObjectStore } from './platform/objects/index.js';
 import { loadDashboardFiles, type DashboardFiles } from './modules/dashboard/files.js';
@@ -85,6 +85,8 @@ export async function createContext(
     const bus = createDbBus(db);
     const jobSignal = await createJobSignal({ bus, db });
     const hub = await createGatewayHub({ bus, log });
+    const objects = createObjectStore(config);
+    await moveDbBlobsToObjects(db, objects, log);
     const ctx: ServiceContext = {
       config,
       db,
@@ -94,8 +96,8 @@ export async function createContext(
       rateLimiter,
       ledger: createLedger(db),
       bus,
-      blobs: createDbBlobStore(db),
-      objects: createObjectStore(config),
+      blobs: createObjectBlobStore(objects),
+      objects,
       attestation: options.attestation ?? createUnverifiedAttestation(),
       dashboard: loadDashboardFiles(config.dashboardDir),
       vectorSearch,

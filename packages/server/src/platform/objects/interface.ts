@@ -12,8 +12,8 @@ export interface ObjectStore {
   readonly location: { kind: 'local'; root: string } | { kind: 's3'; bucket: string; endpoint: string | undefined; region: string; forcePathStyle: boolean };
   /** Stores `body` at `key`, replacing what was there. */
   put(key: string, body: Readable | Buffer, contentType?: string): Promise<{ bytes: number }>;
-  /** The object's size, or undefined when there is none. */
-  stat(key: string): Promise<{ bytes: number } | undefined>;
+  /** The object's size and the content type it was stored with, or undefined when there is none. */
+  stat(key: string): Promise<{ bytes: number; contentType?: string } | undefined>;
   /** A stream of the object's bytes, or undefined when there is none. */
   read(key: string): Promise<Readable | undefined>;
   /** Removes the object; true when there was one. */

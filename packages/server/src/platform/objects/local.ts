@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -8,7 +8,8 @@ import { assertObjectKey, type ObjectStore } from './interface.js';
 
 /**
  * Objects as files under `root` (by default `<data dir>/objects`). A write goes to a temporary
- * file renamed into place, so a reader never sees half an object.
+ * file renamed into place, so a reader never sees half an object. A content type, when given, is
+ * kept beside the file in `<file>.content-type`.
  *
  * @example
  * const objects = createLocalObjectStore(join(config.dataDir, 'objects'));
@@ -23,12 +24,14 @@ export function createLocalObjectStore(root: string): ObjectStore & { root: stri
     location: { kind: 'local', root },
     root,
     pathOf,
-    async put(key, body) {
+    async put(key, body, contentType) {
       const target = pathOf(key);
       await mkdir(dirname(target), { recursive: true });
       const temp = `${target}.${randomToken(8)}.part`;
       try {
         await pipeline(Buffer.isBuffer(body) ? Readable.from([body]) : body, createWriteStream(temp));
+        if (contentType) await writeFile(`${target}.content-type`, contentType);
+        else await rm(`${target}.content-type`, { force: true });
         await rename(temp, target);
       } catch (err) {
         await rm(temp, { force: true });
@@ -38,8 +41,11 @@ export function createLocalObjectStore(root: string): ObjectStore & { root: stri
     },
     async stat(key) {
       try {
-        const s = await stat(pathOf(key));
-        return s.isFile() ? { bytes: s.size } : undefined;
+        const path = pathOf(key);
+        const s = await stat(path);
+        if (!s.isFile()) return undefined;
+        const contentType = await readFile(`${path}.content-type`, 'utf8').catch(() => undefined);
+        return contentType === undefined ? { bytes: s.size } : { bytes: s.size, contentType };
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
         throw err;
@@ -54,6 +60,7 @@ export function createLocalObjectStore(root: string): ObjectStore & { root: stri
       const path = pathOf(key);
       const existed = (await this.stat(key)) !== undefined;
       await rm(path, { force: true });
+      await rm(`${path}.content-type`, { force: true });
       return existed;
     },
   };

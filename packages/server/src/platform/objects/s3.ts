@@ -35,14 +35,14 @@ export function createS3ObjectStore(config: S3Config, client = createS3Client(co
       let bytes = 0;
       const counted = Buffer.isBuffer(body) ? body : body.on('data', (chunk: Buffer) => (bytes += chunk.length));
       if (Buffer.isBuffer(counted)) bytes = counted.length;
-      await new Upload({ client, params: { Bucket, Key: key, Body: counted, ContentType: contentType ?? 'application/octet-stream' } }).done();
+      await new Upload({ client, params: { Bucket, Key: key, Body: counted, ...(contentType ? { ContentType: contentType } : {}) } }).done();
       return { bytes };
     },
     async stat(key) {
       assertObjectKey(key);
       try {
         const head = await client.send(new HeadObjectCommand({ Bucket, Key: key }));
-        return { bytes: head.ContentLength ?? 0 };
+        return head.ContentType ? { bytes: head.ContentLength ?? 0, contentType: head.ContentType } : { bytes: head.ContentLength ?? 0 };
       } catch (err) {
         if (isMissing(err)) return undefined;
         throw err;
