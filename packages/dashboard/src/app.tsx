@@ -4,6 +4,7 @@ import { api, onUnauthorized } from './api';
 import { Link, match, navigate, useLocation } from './router';
 import { clearSession, currentSession, saveSession, type Session } from './session';
 import { BillingPage } from './pages/billing';
+import { EpochPage, SitePage, SitesPage } from './pages/capture';
 import { InvitePage, LoginPage, SignupPage } from './pages/auth';
 import { JobPage } from './pages/job';
 import { JobsPage } from './pages/jobs';
@@ -39,6 +40,7 @@ const NAV = [
   { href: '/playground', label: 'Playground' },
   { href: '/jobs', label: 'Jobs' },
   { href: '/nodes', label: 'Nodes' },
+  { href: '/capture', label: 'Capture' },
   { href: '/sla', label: 'SLA' },
   { href: '/billing', label: 'Billing' },
   { href: '/keys', label: 'API keys' },
@@ -51,6 +53,9 @@ const PAGES: { pattern: string; render: (params: Record<string, string>) => prea
   { pattern: '/jobs', render: () => <JobsPage /> },
   { pattern: '/jobs/:id', render: (p) => <JobPage id={p.id ?? ''} /> },
   { pattern: '/nodes', render: () => <NodesPage /> },
+  { pattern: '/capture', render: () => <SitesPage /> },
+  { pattern: '/capture/sites/:id', render: (p) => <SitePage id={p.id ?? ''} /> },
+  { pattern: '/capture/epochs/:id', render: (p) => <EpochPage id={p.id ?? ''} /> },
   { pattern: '/sla', render: () => <SlaPage /> },
   { pattern: '/billing', render: () => <BillingPage /> },
   { pattern: '/keys', render: () => <KeysPage /> },

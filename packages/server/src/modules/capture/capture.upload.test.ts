@@ -147,6 +147,13 @@ describe('capture-set uploads through tus', () => {
     const noTus = await fetch(`${server.url}/api/v1/capture-sets/${id}/uploads`, { method: 'POST', headers: { ...bearer(buyer.apiKey), 'upload-length': '3' } });
     expect(noTus.status).toBe(400);
     expect(await noTus.json()).toEqual({ code: 400, error: 'invalid_request', message: 'Tus-Resumable Required' });
+    // Garbage a client can send is a quick 4xx in the API's shape, never a hang or a 500.
+    const json = await fetch(`${server.url}/api/v1/capture-sets/${id}/uploads`, { method: 'POST', headers: { ...bearer(buyer.apiKey), 'tus-resumable': '1.0.0', 'content-type': 'application/json' }, body: '{"upload":"x"}' });
+    expect(json.status).toBe(400);
+    const patch = await fetch(`${server.url}/api/v1/capture-sets/${id}/uploads/${id}-${'0'.repeat(32)}`, { method: 'PATCH', headers: { ...bearer(buyer.apiKey), 'tus-resumable': '1.0.0', 'content-type': 'application/json', 'upload-offset': '0' }, body: '{}' });
+    expect(patch.status).toBeGreaterThanOrEqual(400);
+    expect(patch.status).toBeLessThan(500);
+    expect((await patch.json()).error).toEqual(expect.any(String));
     // A wrong file completes to failed, naming it.
     await new Promise<void>((resolve, reject) => upload(Buffer.from('abd'), { endpoint: `${server.url}/api/v1/capture-sets/${id}/uploads`, metadata: { path: 'a.txt' }, onError: reject, onSuccess: () => resolve() }).start());
     const done = await api('POST', `/api/v1/capture-sets/${id}/complete`, {});

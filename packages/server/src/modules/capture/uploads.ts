@@ -82,7 +82,8 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
   async function handle(request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) {
     const set = await service.uploadTarget(ctx, principalOf(request), request.params.id);
     const raw = request.raw;
-    const hasBody = request.method === 'PATCH' || (request.method === 'POST' && Number(request.headers['content-length'] ?? 0) > 0);
+    // Only file bytes are handed to tus as a stream; any other body was already parsed (and tus refuses it).
+    const hasBody = (request.method === 'PATCH' || request.method === 'POST') && request.headers['content-type'] === 'application/offset+octet-stream';
     // The first byte of any file moves the set to uploading (DESIGN.md section 14).
     if (hasBody && set.status === 'pending_upload' && Number(request.headers['content-length'] ?? 1) > 0) await service.markUploading(ctx, set.id);
     const headers = new Headers();
