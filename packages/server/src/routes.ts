@@ -11,6 +11,7 @@ import { mcpRoutes } from './modules/mcp/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
 import { knowledgeRoutes } from './modules/knowledge/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
+import { objectRoutes } from './modules/objects/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
 import { organizationRoutes } from './modules/organizations/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
@@ -31,4 +32,5 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await dashboardRoutes(app, ctx);
   await mcpRoutes(app, ctx);
   await captureRoutes(app, ctx);
+  await objectRoutes(app, ctx);
 }

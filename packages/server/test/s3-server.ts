@@ -14,6 +14,8 @@ export interface TestS3 {
   bucket: string;
   /** The variables `svc serve` reads to use it. */
   env: Record<string, string>;
+  /** The credentials it accepts (its fixed test pair). */
+  credentials: { accessKeyId: string; secretAccessKey: string };
   close(): Promise<void>;
 }
 
@@ -25,7 +27,7 @@ export async function startTestS3(bucket = 'svc-test'): Promise<TestS3> {
   // s3rver accepts its fixed test credentials.
   const env = { SVC_S3_ENDPOINT: endpoint, SVC_S3_BUCKET: bucket, AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER' };
   return {
-    endpoint, bucket, env,
+    endpoint, bucket, env, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
     async close() {
       await server.close();
       await rm(dir, { recursive: true, force: true });

@@ -17,7 +17,6 @@ describe('blobs in the object store', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'svc-blobs-'));
     s3 = await startTestS3();
-    Object.assign(process.env, { AWS_ACCESS_KEY_ID: s3.env.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: s3.env.AWS_SECRET_ACCESS_KEY });
   });
   afterAll(async () => {
     await s3.close();
@@ -26,7 +25,7 @@ describe('blobs in the object store', () => {
 
   it.each([
     ['a directory', () => createLocalObjectStore(join(dir, 'objects'))],
-    ['S3 (s3rver)', () => createS3ObjectStore({ bucket: s3.bucket, endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true })],
+    ['S3 (s3rver)', () => createS3ObjectStore({ bucket: s3.bucket, endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: s3.credentials })],
   ])('keeps bytes, content type and hash on %s', async (_name, open) => {
     const blobs = createObjectBlobStore(open());
     const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 1, 2, 3]);

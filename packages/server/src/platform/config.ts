@@ -44,6 +44,8 @@ export interface S3Config {
   region: string;
   /** Path-style addressing (`endpoint/bucket/key`): on whenever an endpoint is given, as MinIO and most S3-compatible servers need. */
   forcePathStyle: boolean;
+  /** From `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (/ `AWS_SESSION_TOKEN`) when set; else the SDK's default chain (profiles, instance roles). */
+  credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
 }
 
 /** Knowledge bases (docs/knowledge-bases.md). */
@@ -180,7 +182,12 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
   if (s3Bucket !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(s3Bucket)) throw new ConfigError(`SVC_S3_BUCKET must be an S3 bucket name, got '${s3Bucket}'`);
   const s3Endpoint = env.SVC_S3_ENDPOINT ? parseUrl('SVC_S3_ENDPOINT', env.SVC_S3_ENDPOINT, ['http:', 'https:']) : undefined;
   if (s3Endpoint && !s3Bucket) throw new ConfigError('SVC_S3_ENDPOINT is set but SVC_S3_BUCKET is not: name the bucket to store objects in');
-  const s3 = s3Bucket ? { bucket: s3Bucket, endpoint: s3Endpoint, region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1', forcePathStyle: s3Endpoint !== undefined } : undefined;
+  const s3Credentials = env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
+    ? { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) }
+    : undefined;
+  const s3: S3Config | undefined = s3Bucket
+    ? { bucket: s3Bucket, endpoint: s3Endpoint, region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1', forcePathStyle: s3Endpoint !== undefined, ...(s3Credentials ? { credentials: s3Credentials } : {}) }
+    : undefined;
   return {
     s3,
     mcpAllowedOrigins,

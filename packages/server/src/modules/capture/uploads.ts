@@ -29,7 +29,10 @@ function tusStore(objects: ObjectStore): DataStore {
   const where = objects.location;
   if (where.kind === 'local') return new FileStore({ directory: where.root });
   return new S3Store({
-    s3ClientConfig: { bucket: where.bucket, region: where.region, forcePathStyle: where.forcePathStyle, ...(where.endpoint ? { endpoint: where.endpoint } : {}) },
+    s3ClientConfig: {
+      bucket: where.bucket, region: where.region, forcePathStyle: where.forcePathStyle,
+      ...(where.endpoint ? { endpoint: where.endpoint } : {}), ...(where.credentials ? { credentials: where.credentials } : {}),
+    },
   });
 }
 

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { S3Config } from '../config.js';
 
 /**
  * Large stored files (capture-set uploads and outputs), read and written as streams, never whole in
@@ -9,7 +10,7 @@ import type { Readable } from 'node:stream';
 export interface ObjectStore {
   readonly kind: 'local' | 's3';
   /** Where the objects live, for components that write there with their own client (tus uploads). */
-  readonly location: { kind: 'local'; root: string } | { kind: 's3'; bucket: string; endpoint: string | undefined; region: string; forcePathStyle: boolean };
+  readonly location: { kind: 'local'; root: string } | ({ kind: 's3' } & S3Config);
   /** Stores `body` at `key`, replacing what was there. */
   put(key: string, body: Readable | Buffer, contentType?: string): Promise<{ bytes: number }>;
   /** The object's size and the content type it was stored with, or undefined when there is none. */

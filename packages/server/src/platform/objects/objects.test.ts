@@ -54,7 +54,6 @@ let s3: TestS3;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'svc-objects-'));
   s3 = await startTestS3();
-  Object.assign(process.env, { AWS_ACCESS_KEY_ID: s3.env.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: s3.env.AWS_SECRET_ACCESS_KEY });
 });
 afterAll(async () => {
   await s3.close();
@@ -62,13 +61,15 @@ afterAll(async () => {
 });
 
 contract('local directory', () => createLocalObjectStore(join(dir, 'objects')));
-contract('S3 (s3rver)', () => createS3ObjectStore({ bucket: s3.bucket, endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true }));
+contract('S3 (s3rver)', () => createS3ObjectStore({ bucket: s3.bucket, endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: s3.credentials }));
 
 describe('object store choice', () => {
   it('is the data-dir directory by default and S3 when SVC_S3_BUCKET is set', () => {
     expect(createObjectStore(loadConfig({ 'data-dir': dir }, {})).location).toEqual({ kind: 'local', root: join(dir, 'objects') });
     const config = loadConfig({ 'data-dir': dir }, { SVC_S3_BUCKET: 'svc-test', SVC_S3_ENDPOINT: 'http://127.0.0.1:9000', AWS_REGION: 'eu-west-3' });
     expect(createObjectStore(config).location).toEqual({ kind: 's3', bucket: 'svc-test', endpoint: 'http://127.0.0.1:9000', region: 'eu-west-3', forcePathStyle: true });
+    const keyed = loadConfig({ 'data-dir': dir }, { SVC_S3_BUCKET: 'svc-test', AWS_ACCESS_KEY_ID: 'AKID', AWS_SECRET_ACCESS_KEY: 'secret' });
+    expect(keyed.s3).toEqual({ bucket: 'svc-test', endpoint: undefined, region: 'us-east-1', forcePathStyle: false, credentials: { accessKeyId: 'AKID', secretAccessKey: 'secret' } });
     expect(() => loadConfig({}, { SVC_S3_ENDPOINT: 'http://127.0.0.1:9000' })).toThrow('SVC_S3_ENDPOINT is set but SVC_S3_BUCKET is not');
     expect(() => loadConfig({}, { SVC_S3_BUCKET: 'Bad_Bucket' })).toThrow("SVC_S3_BUCKET must be an S3 bucket name, got 'Bad_Bucket'");
   });

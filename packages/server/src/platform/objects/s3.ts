@@ -8,6 +8,7 @@ import { assertObjectKey, type ObjectStore } from './interface.js';
 export function createS3Client(config: S3Config): S3Client {
   const options: S3ClientConfig = { region: config.region, forcePathStyle: config.forcePathStyle };
   if (config.endpoint) options.endpoint = config.endpoint;
+  if (config.credentials) options.credentials = config.credentials;
   return new S3Client(options);
 }
 
