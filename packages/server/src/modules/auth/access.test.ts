@@ -88,8 +88,8 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'POST /api/v1/capture-sets/:id/complete': 'capture_sets:write',
   'POST /api/v1/capture-sets/:id/uploads': 'capture_sets:write',
   'PATCH /api/v1/capture-sets/:id/uploads/:upload_id': 'capture_sets:write',
-  'GET /api/v1/objects/*': 'public',
-  'PUT /api/v1/objects/*': 'public',
+  'GET /api/v1/objects/:key': 'public',
+  'PUT /api/v1/objects/:key': 'public',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

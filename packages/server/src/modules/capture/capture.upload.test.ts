@@ -153,7 +153,7 @@ describe('capture-set uploads through tus', () => {
     const patch = await fetch(`${server.url}/api/v1/capture-sets/${id}/uploads/${id}-${'0'.repeat(32)}`, { method: 'PATCH', headers: { ...bearer(buyer.apiKey), 'tus-resumable': '1.0.0', 'content-type': 'application/json', 'upload-offset': '0' }, body: '{}' });
     expect(patch.status).toBeGreaterThanOrEqual(400);
     expect(patch.status).toBeLessThan(500);
-    expect((await patch.json()).error).toEqual(expect.any(String));
+    expect(((await patch.json()) as Json).error).toEqual(expect.any(String));
     // A wrong file completes to failed, naming it.
     await new Promise<void>((resolve, reject) => upload(Buffer.from('abd'), { endpoint: `${server.url}/api/v1/capture-sets/${id}/uploads`, metadata: { path: 'a.txt' }, onError: reject, onSuccess: () => resolve() }).start());
     const done = await api('POST', `/api/v1/capture-sets/${id}/complete`, {});

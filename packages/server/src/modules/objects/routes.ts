@@ -12,7 +12,7 @@ const Query = Type.Object({
   max_bytes: Type.Optional(Type.String({ maxLength: 20 })),
   signature: Type.Optional(Type.String({ maxLength: 128 })),
 });
-const Params = Type.Object({ '*': Type.String({ maxLength: 1024 }) });
+const Params = Type.Object({ key: Type.String({ maxLength: 1024, description: 'the object key, URL-encoded as one segment (a / as %2F)' }) });
 
 /** Refuses a URL that is not a valid, unexpired presigned URL for `method` and `key`. */
 function allow(ctx: ServiceContext, method: ObjectMethod, key: string, query: ObjectUrlQuery): number | undefined {
@@ -33,7 +33,7 @@ export async function objectRoutes(app: App, ctx: ServiceContext): Promise<void>
     scope.addContentTypeParser('*', (_request, _payload, done) => done(null));
     const config = { auth: { public: true as const } };
     scope.get(
-      '/api/v1/objects/*',
+      '/api/v1/objects/:key',
       {
         config,
         schema: {
@@ -42,7 +42,7 @@ export async function objectRoutes(app: App, ctx: ServiceContext): Promise<void>
         },
       },
       async (request, reply) => {
-        const key = (request.params as { '*': string })['*'];
+        const { key } = request.params as { key: string };
         allow(ctx, 'GET', key, request.query as ObjectUrlQuery);
         const stat = await ctx.objects.stat(key);
         const stream = stat ? await ctx.objects.read(key) : undefined;
@@ -51,10 +51,10 @@ export async function objectRoutes(app: App, ctx: ServiceContext): Promise<void>
       },
     );
     scope.put(
-      '/api/v1/objects/*',
+      '/api/v1/objects/:key',
       { config, schema: { summary: 'Store an object, by its presigned PUT URL (at most its max_bytes)', tags, params: Params, querystring: Query, response: { 200: Type.Object({ key: Type.String(), bytes: Type.Integer() }) } } },
       async (request) => {
-        const key = (request.params as { '*': string })['*'];
+        const { key } = request.params as { key: string };
         const maxBytes = allow(ctx, 'PUT', key, request.query as ObjectUrlQuery);
         const declared = Number(request.headers['content-length'] ?? Number.NaN);
         if (maxBytes !== undefined && declared > maxBytes) throw new ApiError('payload_too_large', `this URL takes at most ${maxBytes} bytes`);

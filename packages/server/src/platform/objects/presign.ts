@@ -4,7 +4,7 @@ import type { PlatformSecrets } from '../secrets.js';
 import { assertObjectKey } from './interface.js';
 
 /**
- * Presigned object URLs: `${publicUrl}/api/v1/objects/<key>?method=GET|PUT&expires=<unix s>
+ * Presigned object URLs: `${publicUrl}/api/v1/objects/<key, URL-encoded>?method=GET|PUT&expires=<unix s>
  * [&max_bytes=N]&signature=<hex HMAC-SHA256>`, served by the server from the object store (a
  * directory or S3), so a node can fetch a capture set's files and send its outputs with no key.
  * The HMAC key is derived from the platform's session secret: every instance signs alike.
@@ -28,7 +28,7 @@ function signature(secrets: Pick<PlatformSecrets, 'sessionSecret'>, method: Obje
 export function presignObjectUrl(ctx: Signer, options: { method: ObjectMethod; key: string; ttlSeconds: number; maxBytes?: number; now?: number }): string {
   assertObjectKey(options.key);
   const expires = Math.floor((options.now ?? Date.now()) / 1000) + options.ttlSeconds;
-  const path = options.key.split('/').map(encodeURIComponent).join('/');
+  const path = encodeURIComponent(options.key);
   const max = options.maxBytes === undefined ? '' : `&max_bytes=${options.maxBytes}`;
   return `${ctx.config.publicUrl}/api/v1/objects/${path}?method=${options.method}&expires=${expires}${max}&signature=${signature(ctx.secrets, options.method, options.key, expires, options.maxBytes)}`;
 }
