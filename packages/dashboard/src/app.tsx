@@ -5,6 +5,7 @@ import { Link, match, navigate, useLocation } from './router';
 import { clearSession, currentSession, saveSession, type Session } from './session';
 import { BillingPage } from './pages/billing';
 import { PayoutsPage } from './pages/payouts';
+import { EpochPage, SitePage, SitesPage } from './pages/capture';
 import { InvitePage, LoginPage, SignupPage } from './pages/auth';
 import { JobPage } from './pages/job';
 import { JobsPage } from './pages/jobs';
@@ -42,6 +43,7 @@ const NAV = [
   { href: '/jobs', label: 'Jobs' },
   { href: '/work-orders', label: 'Work orders' },
   { href: '/nodes', label: 'Nodes' },
+  { href: '/capture', label: 'Capture' },
   { href: '/sla', label: 'SLA' },
   { href: '/billing', label: 'Billing' },
   { href: '/payouts', label: 'Payouts' },
@@ -57,6 +59,9 @@ const PAGES: { pattern: string; render: (params: Record<string, string>) => prea
   { pattern: '/work-orders', render: () => <WorkOrdersPage /> },
   { pattern: '/work-orders/:id', render: (p) => <WorkOrderPage id={p.id ?? ''} /> },
   { pattern: '/nodes', render: () => <NodesPage /> },
+  { pattern: '/capture', render: () => <SitesPage /> },
+  { pattern: '/capture/sites/:id', render: (p) => <SitePage id={p.id ?? ''} /> },
+  { pattern: '/capture/epochs/:id', render: (p) => <EpochPage id={p.id ?? ''} /> },
   { pattern: '/sla', render: () => <SlaPage /> },
   { pattern: '/billing', render: () => <BillingPage /> },
   { pattern: '/payouts', render: () => <PayoutsPage /> },

@@ -15,3 +15,4 @@ export * from './node-auth.js';
 export * from './signature.js';
 export * from './svc1.js';
 export * from './repository-work.js';
+export * from './capture-manifest.js';

@@ -41,4 +41,4 @@ CREATE INDEX work_orders_job ON work_orders (job_id);
 
 -- A work order has its own evidence run (subject_type work_order, job_id = the order's id).
 ALTER TABLE evidence_runs DROP CONSTRAINT IF EXISTS evidence_runs_subject_type_check;
-ALTER TABLE evidence_runs ADD CONSTRAINT evidence_runs_subject_type_check CHECK (subject_type IN ('job', 'request', 'work_order'));
+ALTER TABLE evidence_runs ADD CONSTRAINT evidence_runs_subject_type_check CHECK (subject_type IN ('job', 'request', 'capture_set', 'work_order'));

@@ -5,8 +5,9 @@ import { createMetrics, type Metrics } from './platform/metrics.js';
 import { createLedger, type Ledger } from './modules/billing/service.js';
 import { createJobSignal, startBackgroundTasks, type JobSignal } from './modules/scheduler/background.js';
 import { createAttestationVerifier, type AttestationVerifier } from './platform/attestation.js';
-import { createDbBlobStore, type BlobStore } from './platform/blobs.js';
+import { createObjectBlobStore, moveDbBlobsToObjects, type BlobStore } from './platform/blobs.js';
 import { createDbBus, type Bus } from './platform/bus.js';
+import { createObjectStore, type ObjectStore } from './platform/objects/index.js';
 import { loadDashboardFiles, type DashboardFiles } from './modules/dashboard/files.js';
 import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.js';
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
@@ -29,6 +30,8 @@ export interface ServiceContext {
   ledger: Ledger;
   bus: Bus;
   blobs: BlobStore;
+  /** Large files as streams (capture-set uploads): a data-dir directory or S3 (platform/objects/). */
+  objects: ObjectStore;
   attestation: AttestationVerifier;
   /** Payouts and top-ups: Stripe, or the offline `local` provider (docs/payouts.md). */
   payments: PaymentProvider;
@@ -91,6 +94,8 @@ export async function createContext(
     const bus = createDbBus(db);
     const jobSignal = await createJobSignal({ bus, db });
     const hub = await createGatewayHub({ bus, log });
+    const objects = createObjectStore(config);
+    await moveDbBlobsToObjects(db, objects, log);
     const ctx: ServiceContext = {
       config,
       db,
@@ -100,7 +105,8 @@ export async function createContext(
       rateLimiter,
       ledger: createLedger(db),
       bus,
-      blobs: createDbBlobStore(db),
+      blobs: createObjectBlobStore(objects),
+      objects,
       attestation: options.attestation ?? createAttestationVerifier(config.tee),
       payments: createPaymentProvider(config, secrets),
       dashboard: loadDashboardFiles(config.dashboardDir),

@@ -3,6 +3,7 @@ import type { ServiceContext } from './context.js';
 import { attestationRoutes } from './modules/attestation/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { captureRoutes } from './modules/capture/routes.js';
 import { dashboardRoutes } from './modules/dashboard/routes.js';
 import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
@@ -11,6 +12,7 @@ import { mcpRoutes } from './modules/mcp/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
 import { knowledgeRoutes } from './modules/knowledge/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
+import { objectRoutes } from './modules/objects/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
 import { payoutRoutes } from './modules/payouts/routes.js';
 import { organizationRoutes } from './modules/organizations/routes.js';
@@ -35,4 +37,6 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await dashboardRoutes(app, ctx);
   await mcpRoutes(app, ctx);
   await workOrderRoutes(app, ctx);
+  await captureRoutes(app, ctx);
+  await objectRoutes(app, ctx);
 }

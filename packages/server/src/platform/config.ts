@@ -41,6 +41,8 @@ export interface Config {
   tee: TeeConfig;
   /** Work orders' repository hosts (docs/work-orders.md). */
   workOrders: { githubApiUrl: string; githubHosts: string[] };
+  /** S3-compatible object storage for large files, when `SVC_S3_BUCKET` is set (else `<data dir>/objects`). */
+  s3: S3Config | undefined;
 }
 
 /** Payouts and top-ups (docs/payouts.md). */
@@ -65,6 +67,18 @@ export interface TeeConfig {
   measurements: string[];
   /** Hours a verification lasts before the node must attest again (SVC_TEE_REATTEST_HOURS, default 24). */
   reattestHours: number;
+}
+
+/** `SVC_S3_BUCKET`, `SVC_S3_ENDPOINT` (omit for AWS itself); region and credentials come from the usual AWS variables. */
+export interface S3Config {
+  bucket: string;
+  endpoint: string | undefined;
+  /** `AWS_REGION` (or `AWS_DEFAULT_REGION`), default us-east-1. */
+  region: string;
+  /** Path-style addressing (`endpoint/bucket/key`): on whenever an endpoint is given, as MinIO and most S3-compatible servers need. */
+  forcePathStyle: boolean;
+  /** From `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (/ `AWS_SESSION_TOKEN`) when set; else the SDK's default chain (profiles, instance roles). */
+  credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
 }
 
 /** Knowledge bases (docs/knowledge-bases.md). */
@@ -249,7 +263,18 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     if (new URL(origin).origin !== origin.replace(/\/+$/, '')) throw new ConfigError(`SVC_MCP_ALLOWED_ORIGINS entries must be origins (scheme://host[:port]), got '${o}'`);
     return new URL(origin).origin;
   });
+  const s3Bucket = env.SVC_S3_BUCKET || undefined;
+  if (s3Bucket !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(s3Bucket)) throw new ConfigError(`SVC_S3_BUCKET must be an S3 bucket name, got '${s3Bucket}'`);
+  const s3Endpoint = env.SVC_S3_ENDPOINT ? parseUrl('SVC_S3_ENDPOINT', env.SVC_S3_ENDPOINT, ['http:', 'https:']) : undefined;
+  if (s3Endpoint && !s3Bucket) throw new ConfigError('SVC_S3_ENDPOINT is set but SVC_S3_BUCKET is not: name the bucket to store objects in');
+  const s3Credentials = env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
+    ? { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) }
+    : undefined;
+  const s3: S3Config | undefined = s3Bucket
+    ? { bucket: s3Bucket, endpoint: s3Endpoint, region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1', forcePathStyle: s3Endpoint !== undefined, ...(s3Credentials ? { credentials: s3Credentials } : {}) }
+    : undefined;
   return {
+    s3,
     mcpAllowedOrigins,
     port,
     host,

@@ -105,6 +105,22 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'GET /api/v1/work/orders/:id/diff': 'jobs:read',
   'GET /api/v1/work/orders/:id/evidence': 'evidence:read',
   'GET /api/v1/work/orders/:id/evidence/bundle': 'evidence:read',
+  'POST /api/v1/sites': 'capture_sets:write',
+  'GET /api/v1/sites': 'capture_sets:read',
+  'GET /api/v1/sites/:id': 'capture_sets:read',
+  'PATCH /api/v1/sites/:id': 'capture_sets:write',
+  'DELETE /api/v1/sites/:id': 'capture_sets:write',
+  'POST /api/v1/sites/:site_id/epochs': 'capture_sets:write',
+  'GET /api/v1/sites/:site_id/epochs': 'capture_sets:read',
+  'GET /api/v1/epochs/:id': 'capture_sets:read',
+  'GET /api/v1/epochs/:id/capture-sets': 'capture_sets:read',
+  'POST /api/v1/capture-sets': 'capture_sets:write',
+  'GET /api/v1/capture-sets/:id': 'capture_sets:read',
+  'POST /api/v1/capture-sets/:id/complete': 'capture_sets:write',
+  'POST /api/v1/capture-sets/:id/uploads': 'capture_sets:write',
+  'PATCH /api/v1/capture-sets/:id/uploads/:upload_id': 'capture_sets:write',
+  'GET /api/v1/objects/:key': 'public',
+  'PUT /api/v1/objects/:key': 'public',
 };
 
 const SCOPES = ['buyer', 'read-only', 'write-only', 'buyer:read', 'operator', 'jobs:read'];

@@ -19,6 +19,7 @@ export const RESOURCES = [
   'config',
   'nodes',
   'payouts',
+  'capture_sets',
 ] as const;
 export type Resource = (typeof RESOURCES)[number];
 export type Permission = `${Resource}:${'read' | 'write'}`;
@@ -34,6 +35,7 @@ const READ_ONLY: Permission[] = [
   'account:read',
   'config:read',
   'nodes:read',
+  'capture_sets:read',
 ];
 
 const BUYER: Permission[] = [
@@ -47,6 +49,7 @@ const BUYER: Permission[] = [
   'organization:write',
   'knowledge_bases:write',
   'documents:write',
+  'capture_sets:write',
 ];
 
 const WRITE_ONLY: Permission[] = ['inference:write', 'documents:write', 'models:read', 'config:read'];

@@ -7,7 +7,7 @@ const Time = Type.String({ format: 'date-time' });
 
 export const EvidenceRun = Type.Object(
   {
-    id: Str, job_id: Str, buyer_id: NullableStr, subject_type: StringEnum(['job', 'request', 'work_order']), status: StringEnum(['open', 'completed'], { description: '`open` while recording; `completed` once closed (the certificate says it is signed)' }), summary: Str,
+    id: Str, job_id: Str, buyer_id: NullableStr, subject_type: StringEnum(['job', 'request', 'work_order', 'capture_set']), status: StringEnum(['open', 'completed'], { description: '`open` while recording; `completed` once closed (the certificate says it is signed)' }), summary: Str,
     jurisdiction: NullableStr, policy_id: Str, trust_tier: Str, work_type: Str, event_count: Type.Integer(),
     root_hash: NullableStr, root_signature_hex: NullableStr, signer_public_key_hex: NullableStr, signer_key_id: NullableStr,
     created_at: Time, updated_at: Time, signed_at: Type.Union([Time, Type.Null()]),

@@ -132,6 +132,8 @@ async function subjectView(ctx: ServiceContext, principal: Principal, run: RunRo
     return job ? { type: 'job', ...jobView(job) } : { type: 'job', id: run.job_id };
   }
   if (run.subject_type === 'work_order') return { type: 'work_order', id: run.job_id };
+  // A capture set's run describes its upload and processing: the set itself is read at its own path.
+  if (run.subject_type === 'capture_set') return { type: 'capture_set', id: run.job_id };
   const r = await findGatewayRequest(ctx.db, run.job_id);
   if (!r) return { type: 'request', id: run.job_id };
   return {

@@ -6,7 +6,7 @@ export interface RunRow {
   id: string;
   org_id: string;
   buyer_id: string | null;
-  subject_type: 'job' | 'request' | 'work_order';
+  subject_type: 'job' | 'request' | 'work_order' | 'capture_set';
   job_id: string;
   status: RunStatus;
   summary: string;
