@@ -2,6 +2,7 @@ import type { App } from './app.js';
 import type { ServiceContext } from './context.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { channelRoutes } from './modules/channel/routes.js';
 import { dashboardRoutes } from './modules/dashboard/routes.js';
 import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
@@ -21,6 +22,7 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await keyRoutes(app, ctx);
   await organizationRoutes(app, ctx);
   await nodeRoutes(app, ctx);
+  await channelRoutes(app, ctx);
   await jobRoutes(app, ctx);
   await receiptRoutes(app, ctx);
   await evidenceRoutes(app, ctx);

@@ -31,7 +31,7 @@ export const NodeRegisterRequest = Type.Object(
 );
 
 export const NodeRegisterResponse = Type.Object(
-  { node_id: Type.String(), status: Type.String(), poll_interval_ms: Type.Integer(), server_public_key: Type.String(), lease_seconds: Type.Integer({ description: 'heartbeat at least three times per lease' }) },
+  { node_id: Type.String(), status: Type.String(), poll_interval_ms: Type.Integer(), server_public_key: Type.String(), lease_seconds: Type.Integer({ description: 'heartbeat at least three times per lease' }), channel: Type.Optional(Type.String({ description: 'the node channel (a WebSocket) this server offers' })) },
   { $id: 'NodeRegisterResponse' },
 );
 
