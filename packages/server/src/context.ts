@@ -13,6 +13,7 @@ import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js
 import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
 import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
+import { createKeyCache, type KeyCache } from './modules/auth/key-cache.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -34,6 +35,8 @@ export interface ServiceContext {
   jobSignal: JobSignal;
   /** Carries gateway work's stream events and completions to the request that waits for them. */
   hub: GatewayHub;
+  /** API keys checked in memory, invalidated through the bus on revoke, role or membership change. */
+  keyCache: KeyCache;
   /** Cents this process's gateway requests are about to hold: checked against with each balance read before dispatch. */
   openingHolds: OpeningHolds;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
@@ -82,6 +85,7 @@ export async function createContext(
     const bus = createDbBus(db);
     const jobSignal = await createJobSignal({ bus, db });
     const hub = await createGatewayHub({ bus, log });
+    const keyCache = await createKeyCache({ db, bus, log });
     const ctx: ServiceContext = {
       config,
       db,
@@ -97,6 +101,7 @@ export async function createContext(
       vectorSearch,
       jobSignal: jobSignal.signal,
       hub,
+      keyCache,
       openingHolds: createOpeningHolds(),
       stopBackground: async () => undefined,
       startedAt: new Date(),
@@ -111,6 +116,7 @@ export async function createContext(
       await stopKeyWatch();
       await jobSignal.close();
       await hub.close();
+      await keyCache.close();
     };
     return ctx;
   } catch (err) {
