@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { NODE_CHANNEL_PATH, NODE_HEADERS, requestMessage, signHex } from '@svc/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -142,6 +145,43 @@ describe('the node channel against the real server', () => {
     ws.send(JSON.stringify({ type: 'receipt', seq: 2, work_id: 'wrk_00000000000000000000000000', receipt }));
     expect(await nextMessage(ws)).toMatchObject({ type: 'reply', re: 2, ok: false, error: { code: 409, error: 'conflict' } });
     ws.close();
+    const receipts = await server.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM receipts WHERE job_id = $1', [id]);
+    expect(receipts.rows[0]?.n).toBe(1);
+  });
+  it('after the channel drops, the agent reconnects and sends its outbox again; an applied receipt is acknowledged, not rejected', async () => {
+    const chat = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...bearer(buyer.apiKey), 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'resend me' }] }),
+    });
+    const { id } = (await chat.json()) as { id: string };
+    const { rows } = await server.ctx.db.query<{ work_id: string; job_id: string; node_public_key: string; result_hash: string; signature: string; metering_units: string; metadata: Record<string, unknown> }>(
+      'SELECT work_id, job_id, node_public_key, result_hash, signature, metering_units, metadata FROM receipts WHERE job_id = $1',
+      [id],
+    );
+    const stored = rows[0];
+    if (!stored) throw new Error('no receipt stored');
+    const blob = await server.ctx.blobs.get(`results/${stored.work_id}`);
+    if (!blob) throw new Error('no result stored');
+    // The agent's own delivery is over (acknowledged, its outbox entry removed) before the test puts one back.
+    for (const deadline = Date.now() + 10_000; !node.workEvents().some((e) => e.work_id === stored.work_id) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 20));
+    expect(node.workEvents().find((e) => e.work_id === stored.work_id)?.outcome).toBe('completed');
+    // As if the node had not seen the ack before the channel dropped: the entry is still in its outbox.
+    const entry = {
+      work_id: stored.work_id, job_id: stored.job_id, output: blob.bytes.toString('utf8'), encoding: 'utf8', content_type: 'application/json', result_hash: stored.result_hash,
+      metering_units: Number(stored.metering_units), usage: {},
+      receipt: { job_id: stored.job_id, pubkey: stored.node_public_key, result_hash: stored.result_hash, signature: stored.signature, metering_units: Number(stored.metering_units), metadata: { engine: 'fake', duration_ms: 1 } },
+    };
+    const file = join(node.dataDir, 'outbox', `${stored.work_id}.json`);
+    await mkdir(join(node.dataDir, 'outbox'), { recursive: true });
+    await writeFile(file, JSON.stringify(entry));
+    const opened = () => server.logs.lines.filter((l) => l.includes('node channel opened')).length;
+    const before = opened();
+    for (const socket of server.app.websocketServer.clients) socket.terminate();
+    for (const deadline = Date.now() + 20_000; existsSync(file) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
+    expect(existsSync(file)).toBe(false);
+    expect(existsSync(join(node.dataDir, 'outbox', 'rejected', `${stored.work_id}.json`))).toBe(false);
+    expect(opened()).toBeGreaterThan(before);
     const receipts = await server.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM receipts WHERE job_id = $1', [id]);
     expect(receipts.rows[0]?.n).toBe(1);
   });

@@ -82,7 +82,7 @@ export const HeartbeatBodySchema = Type.Object(
     load: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     active_work: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 256 })),
     models: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
-    free_vram_bytes: Type.Optional(Type.Integer({ minimum: 0 })),
+    free_vram_bytes: Type.Optional(Units),
   },
   { additionalProperties: false },
 );

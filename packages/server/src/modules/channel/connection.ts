@@ -53,6 +53,10 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
   let closed = false;
   const stop = new AbortController();
   let pulling = false;
+  // Ends the pull's current wait so that it looks again: after a receipt or a failure the node has
+  // a free slot, and a job may be claimable that no message will announce.
+  let nudge: AbortController | undefined;
+  const repoll = () => nudge?.abort();
   const send = (message: Unsequenced<ServerChannelMessage>) => {
     if (closed || socket.readyState !== OPEN) return;
     socket.send(JSON.stringify({ ...message, seq: ++sent }));
@@ -82,7 +86,8 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
     pulling = true;
     try {
       while (!closed) {
-        const { work } = await pollWork(ctx, node, { waitMs: 25_000, max, signal: stop.signal });
+        nudge = new AbortController();
+        const { work } = await pollWork(ctx, node, { waitMs: 25_000, max, signal: AbortSignal.any([stop.signal, nudge.signal]) });
         if (work.length > 0) {
           if (closed) {
             // Leased to the node but not sent: it comes back with the node's next poll or pull.
@@ -98,12 +103,14 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
       if (!closed) send({ type: 'reply', re, ok: false, error: errorBody(err) });
     } finally {
       pulling = false;
+      nudge = undefined;
     }
   };
   const receipt = async (m: Extract<NodeChannelMessage, { type: 'receipt' }>) => {
     try {
       await submitReceipt(ctx, node, m.receipt);
       send({ type: 'ack', re: m.seq, work_ids: [m.work_id] });
+      repoll();
     } catch (err) {
       if (err instanceof ApiError && err.code === 'conflict') {
         const applied = await receiptOfWork(ctx.db, m.work_id).catch(() => undefined);
@@ -129,7 +136,11 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
       case 'receipt':
         return receipt(m);
       case 'fail':
-        return answer(m.seq, () => failWork(ctx, node, m.work_id, { message: m.message, ...(m.retryable === undefined ? {} : { retryable: m.retryable }) }));
+        return answer(m.seq, async () => {
+          const answered = await failWork(ctx, node, m.work_id, { message: m.message, ...(m.retryable === undefined ? {} : { retryable: m.retryable }) });
+          repoll();
+          return answered;
+        });
     }
   };
   send({ type: 'hello', node_id: node.id, lease_seconds: ctx.config.leaseSeconds });

@@ -1,3 +1,4 @@
+import { HeartbeatBodySchema } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 
 const Hex32 = Type.String({ pattern: '^[0-9a-f]{64}$' });
@@ -35,15 +36,8 @@ export const NodeRegisterResponse = Type.Object(
   { $id: 'NodeRegisterResponse' },
 );
 
-export const HeartbeatRequest = Type.Object(
-  {
-    load: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-    active_work: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 256 })),
-    models: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
-    free_vram_bytes: Type.Optional(Count),
-  },
-  { $id: 'HeartbeatRequest', additionalProperties: false },
-);
+/** The body of `POST /api/v1/node/heartbeat` (one shape with the channel's `heartbeat`, in packages/protocol). */
+export const HeartbeatRequest = Type.Object(HeartbeatBodySchema.properties, { $id: 'HeartbeatRequest', additionalProperties: false });
 
 export const HeartbeatResponse = Type.Object(
   { cancel: Type.Array(Type.String()), lease_expires_at: Type.String({ format: 'date-time' }) },
