@@ -241,49 +241,55 @@ const running: ReturnType<typeof svcProcess>[] = [];
 const svcTargets: Target[] = [];
 const cleanups: (() => Promise<void>)[] = [];
 try {
-  // The bare relay (bench/relay.ts): the same three processes and hops, nothing else.
+  // The bare relays (bench/relay.ts): the same three processes and hops, nothing else; over a
+  // long-poll (as `svc node` without the channel) and over one WebSocket (as with the channel).
   const relayOf = (args: string[]) => svcProcess(args, {}, ['--import', 'tsx', RELAY]);
-  const bareGateway = relayOf(['gateway']);
-  running.push(bareGateway);
-  const relayUrl = await listeningUrl('the bare relay', bareGateway);
-  const bareNode = relayOf(['node', relayUrl, upstream.url, '16']);
-  running.push(bareNode);
+  const relays: Target[] = [];
+  for (const [gatewayRole, nodeRole] of [['gateway', 'node'], ['gateway-ws', 'node-ws']] as const) {
+    const bareGateway = relayOf([gatewayRole]);
+    running.push(bareGateway);
+    const relayUrl = await listeningUrl(`the bare relay (${gatewayRole})`, bareGateway);
+    const bareNode = relayOf([nodeRole, relayUrl, upstream.url, '16']);
+    running.push(bareNode);
+    relays.push({ base: `${relayUrl}/v1`, headers: {}, processes: { gateway: bareGateway.child, node: bareNode.child } });
+  }
   svcTargets.push(await startSvc(SVC_BIN, upstream.url, running, cleanups));
   if (BASELINE_BIN) svcTargets.push(await startSvc(BASELINE_BIN, upstream.url, running, cleanups));
   const direct: Target = { base: upstream.url, headers: {} };
-  const relay: Target = { base: `${relayUrl}/v1`, headers: {}, processes: { gateway: bareGateway.child, node: bareNode.child } };
+  await until('the WebSocket relay node connecting', () => chat(relays[1] ?? direct).then(() => true, () => undefined), () => '');
+  const others = [...relays, ...svcTargets];
   // A gateway runs for days: warm the processes up (V8 tiers PGlite's WASM and the JS up over the
   // first few hundred requests) so the figures are the steady state, not the first minute.
-  for (let i = 0; i < warmup; i++) for (const t of [relay, ...svcTargets]) await chat(t);
+  for (let i = 0; i < warmup; i++) for (const t of others) await chat(t);
 
   const storeKind = process.env.DATABASE_URL ? 'postgres' : 'pglite';
   console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`);
   if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
   console.log(`warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns; throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`);
   console.log('upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n');
-  const measured = await cpuPerRequest([relay, ...svcTargets], requests + untimedTurns(requests), () => roundRobin(requests, [direct, relay, ...svcTargets].map((t) => timed(() => chat(t)))));
-  const [latDirect, latRelay, ...latSvc] = measured.result;
-  const [cpuRelay, ...cpuSvc] = measured.cpu;
+  const measured = await cpuPerRequest(others, requests + untimedTurns(requests), () => roundRobin(requests, [direct, ...others].map((t) => timed(() => chat(t)))));
+  const [latDirect, ...latOthers] = measured.result;
   const [ttftDirect, ...ttftSvc] = await roundRobin(requests, [direct, ...svcTargets].map((t) => () => firstToken(t)));
-  const [tDirect, tRelay, ...tSvc] = await throughputRoundRobin(concurrency, duration, [direct, relay, ...svcTargets].map((t) => () => chat(t)));
-  if (!latDirect || !latRelay || !ttftDirect || !tDirect || !tRelay) throw new Error('a measurement is missing');
+  const [tDirect, ...tOthers] = await throughputRoundRobin(concurrency, duration, [direct, ...others].map((t) => () => chat(t)));
+  if (!latDirect || !ttftDirect || !tDirect) throw new Error('a measurement is missing');
   const ms = (n: number) => n.toFixed(2);
-  const names = svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'));
-  const row = (label: string, d: string, r: string, svc: string[], added: string[]) => [label, d, r, ...svc, ...added];
-  const lat = (q: 'p50' | 'p99') => row(`chat ${q} ms`, ms(latDirect[q]), ms(latRelay[q]), latSvc.map((l) => ms(l[q])), [ms(latRelay[q] - latDirect[q]), ...latSvc.map((l) => ms(l[q] - latDirect[q]))]);
+  const names = ['bare relay', 'bare relay ws', ...svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'))];
+  const row = (label: string, d: string, cells: string[], added: string[]) => [label, d, ...cells, ...added];
+  const lat = (q: 'p50' | 'p99') => row(`chat ${q} ms`, ms(latDirect[q]), latOthers.map((l) => ms(l[q])), latOthers.map((l) => ms(l[q] - latDirect[q])));
   const cpuCell = (n: number | undefined) => (n === undefined ? 'n/a' : n.toFixed(2));
-  const cpu = (side: 'gateway' | 'node') => row(`chat CPU ms per request, ${side}`, 'n/a', cpuCell(cpuRelay?.[side]), cpuSvc.map((c) => cpuCell(c[side])), ['', ...cpuSvc.map(() => '')]);
-  const ttft = (q: 'p50' | 'p99') => row(`stream first token ${q} ms`, ms(ttftDirect[q]), 'n/a', ttftSvc.map((l) => ms(l[q])), ['n/a', ...ttftSvc.map((l) => ms(l[q] - ttftDirect[q]))]);
+  const cpu = (side: 'gateway' | 'node') => row(`chat CPU ms per request, ${side}`, 'n/a', measured.cpu.map((c) => cpuCell(c[side])), others.map(() => ''));
+  const noStream = relays.map(() => 'n/a');
+  const ttft = (q: 'p50' | 'p99') => row(`stream first token ${q} ms`, ms(ttftDirect[q]), [...noStream, ...ttftSvc.map((l) => ms(l[q]))], [...noStream, ...ttftSvc.map((l) => ms(l[q] - ttftDirect[q]))]);
   printTable([
-    row('', 'direct', 'bare relay', names, ['relay added / ratio', ...names.map((n) => `${n.replace('via ', '')} added / ratio`)]),
+    row('', 'direct', names, names.map((n) => `${n.replace('via ', '')} added / ratio`)),
     lat('p50'),
     lat('p99'),
     ttft('p50'),
     ttft('p99'),
     cpu('gateway'),
     cpu('node'),
-    row(`chat req/s (${concurrency} concurrent)`, tDirect.rps.toFixed(0), tRelay.rps.toFixed(0), tSvc.map((t) => t.rps.toFixed(0)), [ratio(tRelay.rps, tDirect.rps), ...tSvc.map((t) => ratio(t.rps, tDirect.rps))]),
-    row('failed', String(tDirect.failed), String(tRelay.failed), tSvc.map((t) => String(t.failed)), ['', ...tSvc.map(() => '')]),
+    row(`chat req/s (${concurrency} concurrent)`, tDirect.rps.toFixed(0), tOthers.map((t) => t.rps.toFixed(0)), tOthers.map((t) => ratio(t.rps, tDirect.rps))),
+    row('failed', String(tDirect.failed), tOthers.map((t) => String(t.failed)), others.map(() => '')),
   ]);
 } finally {
   // Agents before their servers, so no node is left polling a server that is gone.

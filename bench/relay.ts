@@ -7,12 +7,18 @@
  *   `GET /poll` (a long-poll, as the node agent's); `POST /result/<id>` answers the waiting client.
  * - `node <gateway> <upstream> <loops>`: `loops` long-poll loops, each calling the upstream with
  *   `fetch` (as the agent does) and posting the answer back.
+ * - `gateway-ws` and `node-ws <gateway> <upstream> <slots>`: the same over one WebSocket (the node
+ *   channel's topology): the node says how many slots it has free, the gateway pushes a request
+ *   down the socket as soon as one is queued and a slot is free, the node answers on the socket.
  *
  * @example
  * node --import tsx bench/relay.ts gateway
  * node --import tsx bench/relay.ts node http://127.0.0.1:4000 http://127.0.0.1:5000 16
+ * node --import tsx bench/relay.ts gateway-ws
+ * node --import tsx bench/relay.ts node-ws http://127.0.0.1:4000 http://127.0.0.1:5000 16
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import WebSocket, { WebSocketServer } from 'ws';
 
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -68,6 +74,10 @@ function gateway(): void {
       res.writeHead(404).end();
     })();
   });
+  listen(server);
+}
+
+function listen(server: Server): void {
   server.keepAliveTimeout = 60_000;
   server.listen(0, '127.0.0.1', () => {
     const address = server.address();
@@ -75,6 +85,69 @@ function gateway(): void {
     console.log(`listening on http://127.0.0.1:${port}`);
   });
   process.on('SIGTERM', () => process.exit(0));
+}
+
+/** The gateway of the WebSocket relay: requests are pushed to the node's socket while it has free slots. */
+function gatewayWs(): void {
+  let nextId = 0;
+  const queued: { id: number; body: string }[] = [];
+  const waiting = new Map<number, ServerResponse>();
+  let node: { socket: WebSocket; free: number } | undefined;
+  const hand = () => {
+    while (node && node.free > 0 && queued.length > 0) {
+      const work = queued.shift();
+      if (!work) break;
+      node.free--;
+      node.socket.send(JSON.stringify(work));
+    }
+  };
+  const server = createServer((req, res) => {
+    void (async () => {
+      if (req.method === 'POST' && req.url === '/v1/chat/completions') {
+        const id = ++nextId;
+        waiting.set(id, res);
+        queued.push({ id, body: (await readBody(req)).toString() });
+        return hand();
+      }
+      res.writeHead(404).end();
+    })();
+  });
+  const wss = new WebSocketServer({ server, path: '/channel' });
+  wss.on('connection', (socket) => {
+    const connected = { socket, free: 0 };
+    node = connected;
+    socket.on('message', (data: WebSocket.RawData) => {
+      const m = JSON.parse(data.toString()) as { free?: number; id?: number; body?: string };
+      if (m.free !== undefined) connected.free += m.free;
+      if (m.id !== undefined) {
+        const client = waiting.get(m.id);
+        waiting.delete(m.id);
+        if (client) json(client, 200, m.body ?? '');
+        connected.free++;
+      }
+      hand();
+    });
+    socket.on('close', () => {
+      if (node === connected) node = undefined;
+    });
+  });
+  listen(server);
+}
+
+/** The node of the WebSocket relay: `slots` requests at once, each answered on the socket. */
+async function nodeWs(gatewayUrl: string, upstream: string, slots: number): Promise<void> {
+  process.on('SIGTERM', () => process.exit(0));
+  const socket = new WebSocket(`${gatewayUrl.replace(/^http/, 'ws')}/channel`);
+  socket.on('message', (data: WebSocket.RawData) => {
+    const work = JSON.parse(data.toString()) as { id: number; body: string };
+    void (async () => {
+      const answer = await fetch(`${upstream}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: work.body });
+      socket.send(JSON.stringify({ id: work.id, body: await answer.text() }));
+    })();
+  });
+  await new Promise((resolve) => socket.once('open', resolve));
+  socket.send(JSON.stringify({ free: slots }));
+  console.log('connected');
 }
 
 async function node(gatewayUrl: string, upstream: string, loops: number): Promise<void> {
@@ -95,8 +168,10 @@ async function node(gatewayUrl: string, upstream: string, loops: number): Promis
 
 const [role, ...args] = process.argv.slice(2);
 if (role === 'gateway') gateway();
+else if (role === 'gateway-ws') gatewayWs();
 else if (role === 'node' && args.length === 3) await node(args[0] ?? '', args[1] ?? '', Number(args[2]));
+else if (role === 'node-ws' && args.length === 3) await nodeWs(args[0] ?? '', args[1] ?? '', Number(args[2]));
 else {
-  console.error('usage: relay.ts gateway | relay.ts node <gateway-url> <upstream-url> <loops>');
+  console.error('usage: relay.ts gateway | gateway-ws | relay.ts node | node-ws <gateway-url> <upstream-url> <loops>');
   process.exit(2);
 }

@@ -1,5 +1,6 @@
 import { backoffDelay, sleep, type BackoffPolicy } from './backoff.js';
 import { attestWithTsm, tsmAvailable } from './attestation.js';
+import { channelClient, createNodeChannel, type NodeChannel } from './channel.js';
 import { ControlPlaneError, createNodeClient, type NodeClient } from './client.js';
 import { withRetries } from './delivery.js';
 import { createHeartbeat } from './heartbeat.js';
@@ -58,6 +59,8 @@ export interface NodeAgentOptions {
   gpuModel?: string;
   /** For control-plane calls (default global fetch). */
   fetch?: typeof fetch;
+  /** Use the node channel when the server offers it (default true); false keeps to the HTTP long-poll. */
+  channel?: boolean;
   onEvent?: (event: AgentEvent) => void;
   timing?: Partial<AgentTiming>;
   /**
@@ -102,6 +105,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   const tasks = new Set<Promise<void>>();
   const stopController = new AbortController();
   let client: NodeClient | undefined;
+  let channel: NodeChannel | undefined;
   let identity: NodeIdentity | undefined;
   let deps: WorkDeps | undefined;
   let loop: Promise<void> | undefined;
@@ -210,6 +214,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       emit({ event: 'warning', message: `outbox/${name} is not a valid outbox entry; moved to outbox/rejected/` });
     }
     for (const entry of entries) {
+      if (tracked.has(entry.work_id)) continue;
       const work: TrackedWork = { work_id: entry.work_id, job_id: entry.job_id, controller: new AbortController(), phase: 'delivering' };
       track(work, deliverWork(work, entry, workDeps));
     }
@@ -271,6 +276,30 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
     clearInterval(attestTimer);
     clearInterval(streamHeartbeatTimer);
     await heartbeat.idle();
+    await channel?.close();
+  }
+
+  /**
+   * Opens the node channel the server offered and routes the protocol calls through it while it
+   * is open. Each reconnection sends the outbox again: receipts not yet acknowledged.
+   */
+  async function openChannel(nodeClient: NodeClient, path: string, workDeps: WorkDeps): Promise<{ client: NodeClient; deps: WorkDeps }> {
+    if (identity === undefined) throw new Error('no identity');
+    const opened = createNodeChannel({
+      server: options.server,
+      path,
+      identity,
+      nodeId: () => nodeClient.nodeId,
+      onWarning: (message) => emit({ event: 'warning', message }),
+      onOpen: (before) => {
+        if (before > 0 && !isStopping()) void flushOutbox(viaChannel).catch((err: unknown) => emit({ event: 'warning', message: `re-sending the outbox failed: ${String(err)}` }));
+      },
+    });
+    channel = opened;
+    const wrapped = channelClient(nodeClient, opened);
+    const viaChannel: WorkDeps = { ...workDeps, client: wrapped };
+    await opened.ready();
+    return { client: wrapped, deps: viaChannel };
   }
 
   return {
@@ -303,9 +332,15 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
         attestTimer = setInterval(() => void attest(), options.tee?.reattestMs ?? 12 * 3_600_000);
         attestTimer.unref();
       }
-      const workDeps = deps;
+      let workDeps = deps;
       if (workDeps === undefined) throw new Error('registration did not complete');
-      loop = pollLoop(nodeClient, workDeps).catch((err: unknown) => emit({ event: 'warning', message: `the work loop stopped: ${String(err)}` }));
+      let loopClient = nodeClient;
+      if (options.channel !== false && typeof registered.channel === 'string') {
+        ({ client: loopClient, deps: workDeps } = await openChannel(nodeClient, registered.channel, workDeps));
+        client = loopClient;
+        deps = workDeps;
+      }
+      loop = pollLoop(loopClient, workDeps).catch((err: unknown) => emit({ event: 'warning', message: `the work loop stopped: ${String(err)}` }));
       return registered;
     },
     stop(stopOptions = {}) {

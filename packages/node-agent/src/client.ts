@@ -58,6 +58,8 @@ export interface NodeClientOptions {
 export interface CallOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** The work a receipt is for: lets it travel over the node channel, whose `ack` names work ids. */
+  workId?: string;
 }
 
 /** The node side of docs/node-protocol.md. Every method after `register` is signed. */

@@ -63,7 +63,7 @@ export type Delivery =
  * if (d.outcome === 'delivered') await outbox.remove(entry.work_id);
  */
 export async function deliverEntry(client: NodeClient, entry: OutboxEntry, options: DeliveryOptions): Promise<Delivery> {
-  const call = options.signal ? { signal: options.signal } : {};
+  const call = { workId: entry.work_id, ...(options.signal ? { signal: options.signal } : {}) };
   const steps: readonly (readonly ['result' | 'receipt', () => Promise<unknown>])[] = options.inline
     ? [['receipt', () => client.submitReceipt({ ...entry.receipt, result: resultBody(entry) }, call)]]
     : [

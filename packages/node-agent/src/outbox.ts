@@ -63,8 +63,11 @@ export function resultBody(entry: OutboxEntry): ResultUpload {
 
 export interface Outbox {
   readonly dir: string;
-  /** Writes the entry atomically (tmp file + rename); call before uploading anything. */
-  put(entry: OutboxEntry): Promise<void>;
+  /**
+   * Writes the entry atomically (tmp file + rename); call before uploading anything. `durable:
+   * false` skips the fsyncs: the entry survives the process's death, not the machine's.
+   */
+  put(entry: OutboxEntry, options?: { durable?: boolean }): Promise<void>;
   /** Entries left by an earlier run, and the names of files that are not valid entries. */
   list(): Promise<{ entries: OutboxEntry[]; invalid: string[] }>;
   /** Both uploads succeeded. */
@@ -90,9 +93,9 @@ export function createOutbox(dataDir: string): Outbox {
   };
   return {
     dir,
-    async put(entry) {
+    async put(entry, options = {}) {
       await mkdir(dir, { recursive: true, mode: 0o700 });
-      await writeFileAtomic(fileOf(entry.work_id), `${JSON.stringify(entry)}\n`, 0o600);
+      await writeFileAtomic(fileOf(entry.work_id), `${JSON.stringify(entry)}\n`, 0o600, { durable: options.durable ?? true });
     },
     async list() {
       let names: string[];

@@ -23,6 +23,8 @@ export interface RegisterInfo {
 
 export interface RegisterResponse {
   node_id: string;
+  /** The node channel's path, when the server offers it (docs/node-protocol.md). */
+  channel?: string;
   status: string;
   poll_interval_ms?: number;
   server_public_key?: string;

@@ -100,10 +100,11 @@ export async function reportFailure(deps: WorkDeps, workId: string, message: str
 }
 
 /**
- * Gateway work (chat, embeddings, transcription, image) is not kept in the outbox: a client is
- * waiting for it now, and should the node crash before the upload, the server fails the request
- * over or ends it when the lease runs out, so a re-upload at the next start would be refused
- * anyway. Its result travels inside the receipt call: one request instead of two.
+ * Gateway work (chat, embeddings, transcription, image): a client is waiting for it now, so its
+ * result travels inside the receipt call (one request instead of two), and its outbox entry is
+ * written without fsync (a `kill -9` of the node keeps it; a power cut may not). The entry stays
+ * until the server acknowledges the receipt, and is sent again after a reconnect or a restart:
+ * the server applies a receipt at most once (docs/node-protocol.md, "The node channel").
  */
 export function isGatewayWork(item: Pick<WorkItem, 'type'>): boolean {
   return item.type !== 'job';
@@ -145,7 +146,7 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
       ...(run.exit_code === undefined ? {} : { exit_code: run.exit_code }),
     };
     entry = sealResult({ item, run, identity: deps.identity, metadata });
-    if (!isGatewayWork(item)) await deps.outbox.put(entry);
+    await deps.outbox.put(entry, { durable: !isGatewayWork(item) });
   } catch (err) {
     work.phase = 'delivering';
     deps.onRunFinished(work);
@@ -164,12 +165,11 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
   await deliverWork(work, entry, deps, elapsed());
 }
 
-const NOT_KEPT = 'gateway work is not kept (its request fails over or times out)';
-
 /**
  * Delivers an outbox entry (fresh, or left by an earlier run) and settles the outbox file:
- * removed when delivered or cancelled, moved to `rejected/` when refused, kept otherwise.
- * Gateway work has no outbox file; its result goes inside the receipt call.
+ * removed when delivered or cancelled, moved to `rejected/` when refused, kept otherwise (sent
+ * again when the node channel reconnects, or at the next start). Gateway work's result goes
+ * inside the receipt call.
  *
  * @example
  * await deliverWork(work, entry, deps);
@@ -186,21 +186,21 @@ export async function deliverWork(work: TrackedWork, entry: OutboxEntry, deps: W
   });
   if (delivery === undefined) {
     if (work.reason === 'cancelled') {
-      if (!inline) await deps.outbox.remove(work.work_id);
+      await deps.outbox.remove(work.work_id);
       deps.emit({ event: 'work', ...fields, outcome: 'cancelled' });
     } else {
-      deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: `the node stopped during the upload; ${inline ? NOT_KEPT : 'it resumes at the next start'}` });
+      deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: 'the node stopped during the upload; it resumes at the next start' });
     }
     return;
   }
   if (delivery.outcome === 'delivered') {
-    if (!inline) await deps.outbox.remove(work.work_id);
+    await deps.outbox.remove(work.work_id);
     const conflicts = delivery.conflicts.length > 0 ? { message: `409 counted as already delivered: ${delivery.conflicts.join('; ')}` } : {};
     deps.emit({ event: 'work', ...fields, outcome: 'completed', ...conflicts });
   } else if (delivery.outcome === 'refused') {
-    if (!inline) await deps.outbox.reject(work.work_id);
+    await deps.outbox.reject(work.work_id);
     deps.emit({ event: 'work', ...fields, outcome: 'refused', message: `${delivery.step}: ${delivery.error.status} ${delivery.error.message}` });
   } else {
-    deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: `${delivery.step}: ${delivery.error.message}; ${inline ? NOT_KEPT : 'kept in the outbox until the next start'}` });
+    deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: `${delivery.step}: ${delivery.error.message}; kept in the outbox until the channel reconnects or the next start` });
   }
 }

@@ -1,5 +1,6 @@
 export * from './catalogue.js';
 export * from './certificate.js';
+export * from './channel.js';
 export * from './errors.js';
 export * from './ed25519-point.js';
 export * from './estimate.js';

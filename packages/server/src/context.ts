@@ -18,6 +18,7 @@ import { createEgress, type Egress, type Resolve } from './platform/egress.js';
 import { requestLogView } from './platform/log-redact.js';
 import { startPayoutSchedule } from './modules/payouts/service.js';
 import { createPaymentProvider, type PaymentProvider } from './platform/payments/index.js';
+import { createKeyCache, type KeyCache } from './modules/auth/key-cache.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -43,6 +44,8 @@ export interface ServiceContext {
   jobSignal: JobSignal;
   /** Carries gateway work's stream events and completions to the request that waits for them. */
   hub: GatewayHub;
+  /** API keys checked in memory, invalidated through the bus on revoke, role or membership change. */
+  keyCache: KeyCache;
   /** Cents this process's gateway requests are about to hold: checked against with each balance read before dispatch. */
   openingHolds: OpeningHolds;
   /** Every outbound request to a URL a client gave goes through this (the SSRF guard). */
@@ -96,6 +99,7 @@ export async function createContext(
     const hub = await createGatewayHub({ bus, log });
     const objects = createObjectStore(config);
     await moveDbBlobsToObjects(db, objects, log);
+    const keyCache = await createKeyCache({ db, bus, log });
     const ctx: ServiceContext = {
       config,
       db,
@@ -113,6 +117,7 @@ export async function createContext(
       vectorSearch,
       jobSignal: jobSignal.signal,
       hub,
+      keyCache,
       openingHolds: createOpeningHolds(),
       egress: createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve }),
       stopBackground: async () => undefined,
@@ -130,6 +135,7 @@ export async function createContext(
       await stopKeyWatch();
       await jobSignal.close();
       await hub.close();
+      await keyCache.close();
     };
     return ctx;
   } catch (err) {

@@ -4,6 +4,7 @@ import { attestationRoutes } from './modules/attestation/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { captureRoutes } from './modules/capture/routes.js';
+import { channelRoutes } from './modules/channel/routes.js';
 import { dashboardRoutes } from './modules/dashboard/routes.js';
 import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
@@ -27,6 +28,7 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await organizationRoutes(app, ctx);
   await nodeRoutes(app, ctx);
   await attestationRoutes(app, ctx);
+  await channelRoutes(app, ctx);
   await jobRoutes(app, ctx);
   await receiptRoutes(app, ctx);
   await evidenceRoutes(app, ctx);

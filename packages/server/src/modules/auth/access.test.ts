@@ -36,6 +36,7 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'DELETE /api/v1/organizations/current/members/:buyer_id': 'organization:write',
   'POST /api/v1/node/register': 'nodes:write',
   'GET /api/v1/node/work': 'node',
+  'GET /api/v1/node/channel': 'node',
   'POST /api/v1/node/heartbeat': 'node',
   'POST /api/v1/node/attestation/challenge': 'node',
   'POST /api/v1/node/attestation': 'node',

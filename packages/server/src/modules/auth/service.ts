@@ -104,13 +104,14 @@ function shouldTouch(keyId: string): boolean {
 }
 
 /**
- * Resolves a credential to a principal, reading the store every time so that a revoked key or
- * ended session fails on the very next request, on every instance. Undefined when invalid.
+ * Resolves a credential to a principal. Keys come from the in-memory key cache (`ctx.keyCache`:
+ * exact in this process, invalidated on other instances over the bus, re-read after 1 s at most);
+ * sessions are read from the store every time. Undefined when invalid.
  */
 export async function authenticate(ctx: ServiceContext, credential: { value: string; via: 'bearer' | 'x-api-key' }): Promise<Principal | undefined> {
   const keyId = parseApiKey(credential.value);
   if (keyId) {
-    const row = await store.findKeyForAuth(ctx.db, keyId);
+    const row = await ctx.keyCache.lookup(keyId);
     if (!row || row.revoked_at || !row.role) return undefined;
     if (!sameDigest(hashApiKey(credential.value, ctx.secrets.pepper), row.hash)) return undefined;
     if (shouldTouch(keyId)) store.touchKey(ctx.db, keyId).catch((err: unknown) => ctx.log.warn({ err }, 'could not record key use'));

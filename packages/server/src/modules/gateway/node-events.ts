@@ -55,12 +55,20 @@ export function parseEvents(text: string): StreamEvent[] {
  * client went away): the node must stop and upload nothing.
  */
 export async function acceptEvents(ctx: ServiceContext, node: NodeRow, workId: string, text: string) {
+  return forwardEvents(ctx, node, workId, () => parseEvents(text));
+}
+
+/**
+ * The rules of {@link acceptEvents} for events already read (the node channel's `events`
+ * message): `read` runs once the work is known to accept events.
+ */
+export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: string, read: () => StreamEvent[]) {
   const work = await findWork(ctx.db, workId);
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
   if (work.status === 'cancelled') return { accepted: 0, cancel: true };
   if (!work.stream) throw new ApiError('conflict', `work ${workId} is not streamed; upload its result with POST .../result`);
   if (work.status !== 'leased' && work.status !== 'delivered') throw new ApiError('conflict', `work ${workId} is ${work.status}; no events are accepted`);
-  const events = parseEvents(text);
+  const events = read();
   await ctx.hub.emitEvents(workId, events);
   return { accepted: events.length, cancel: false };
 }

@@ -5,13 +5,14 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { insufficientCredits } from '../billing/rules.js';
 import { followWork, type WorkFollower } from './follow.js';
+import { followEvents, followStep, initialFollow, type FollowAction, type FollowEvent, type FollowState } from './follow-step.js';
 import type { LocalCompletion } from './hub.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
 import { openRun, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
 import { endRequest } from './settle.js';
-import { findGatewayRequest, insertGatewayRequest, insertLeasedWork, liveNodesServing, setAttempt, staleRequests, undispatchWork, type GatewayRequestRow, type WorkState } from './store.js';
+import { findGatewayRequest, insertGatewayRequest, insertLeasedWork, liveNodesServing, setAttempt, staleRequests, undispatchWork, type GatewayRequestRow } from './store.js';
 import type { Handoff } from '../scheduler/background.js';
 import type { WorkRow } from '../scheduler/store.js';
 
@@ -264,17 +265,7 @@ export async function failOver(ctx: ServiceContext, call: GatewayCall, failed: {
   return { attempt: next, follower };
 }
 
-/** The sentence a failed attempt leaves for the 502/504 message. */
-export function failureMessage(state: WorkState, nodeId: string): string {
-  if (state.status === 'lost') return `node ${nodeId} stopped answering (its lease expired before a result)`;
-  if (state.status === 'cancelled') return `the work on node ${nodeId} was cancelled`;
-  return `node ${nodeId} failed: ${state.error ?? 'no reason given'}`;
-}
-
-/** Whether another node may succeed where this attempt failed. */
-export function mayRetry(state: WorkState): boolean {
-  return state.status === 'lost' || (state.status === 'failed' && state.error_retryable !== false);
-}
+export { failureMessage, mayRetry } from './follow-step.js';
 
 /** A completed request: the node's result bytes, its receipt and the request row (usage, charge). */
 export interface Finished {
@@ -306,37 +297,54 @@ export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt
 export async function runRequest(ctx: ServiceContext, principal: Principal, call: GatewayCall, options: { signal?: AbortSignal } = {}): Promise<Finished> {
   const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
   const workId = newId('wrk');
-  let follower: WorkFollower = followWork(ctx, workId);
+  const follower = followWork(ctx, workId);
+  let attempt: Attempt;
   try {
-    let attempt = await openRequest(ctx, principal, call, workId);
-    const tried = [attempt.node.id];
+    attempt = await openRequest(ctx, principal, call, workId);
+  } catch (err) {
+    follower.close();
+    throw err;
+  }
+  const current: Following = { attempt, follower, tried: [attempt.node.id] };
+  try {
+    let state = initialFollow(false, attempt.node.id);
     for (;;) {
-      const item = await follower.next(deadline, options.signal);
-      if (item.kind === 'events') continue;
-      if (item.kind === 'aborted') {
-        await endRequest(ctx, call.id, { status: 'cancelled', error: 'the caller stopped waiting', cancelWork: true });
-        throw new ApiError('timeout', `request ${call.id} was cancelled: the caller stopped waiting`);
+      const item = await current.follower.next(deadline, options.signal);
+      for (const event of followEvents(item, ctx.config.gatewayTimeoutMs)) {
+        let action: FollowAction;
+        [state, action] = await step(ctx, call, state, event, current);
+        if (action.type === 'complete') return await finishedOf(ctx, call, current.attempt, item.kind === 'ended' ? item.completion : undefined);
+        if (action.type !== 'end') continue;
+        const { ending } = action;
+        await endRequest(ctx, call.id, { status: ending.status, error: ending.error, cancelWork: ending.cancelWork });
+        throw new ApiError(ending.code, ending.status === 'cancelled' ? `request ${call.id} was cancelled: ${ending.error}` : ending.error);
       }
-      if (item.kind !== 'ended') {
-        const message = `no result from node ${attempt.node.id} within ${ctx.config.gatewayTimeoutMs} ms`;
-        await endRequest(ctx, call.id, { status: 'timeout', error: message, cancelWork: true });
-        throw new ApiError('timeout', message);
-      }
-      if (item.state.status === 'completed') return await finishedOf(ctx, call, attempt, item.completion);
-      const why = failureMessage(item.state, attempt.node.id);
-      if (tried.length === 1 && mayRetry(item.state)) {
-        const next = await failOver(ctx, call, { attempt, follower, tried, why });
-        if (next) {
-          ({ attempt, follower } = next);
-          continue;
-        }
-      }
-      await endRequest(ctx, call.id, { status: 'failed', error: why });
-      throw new ApiError(item.state.status === 'lost' ? 'timeout' : 'upstream_error', why);
     }
   } finally {
-    follower.close();
+    current.follower.close();
   }
+}
+
+/** The attempt a request follows, its follower, and the nodes tried. */
+export interface Following {
+  attempt: Attempt;
+  follower: WorkFollower;
+  tried: string[];
+}
+
+/**
+ * {@link followStep}, with its one IO of its own done: a `failover` action leases the request to
+ * another node (updating `current`) and steps on with the outcome, so the caller only ever sees
+ * `wait`, `write`, `complete` and `end`.
+ */
+export async function step(ctx: ServiceContext, call: GatewayCall, state: FollowState, event: FollowEvent, current: Following): Promise<[FollowState, FollowAction]> {
+  const [next, action] = followStep(state, event);
+  if (action.type !== 'failover') return [next, action];
+  const moved = await failOver(ctx, call, { attempt: current.attempt, follower: current.follower, tried: current.tried, why: action.why });
+  if (!moved) return followStep(next, { kind: 'no_failover', state: action.state, why: action.why });
+  current.attempt = moved.attempt;
+  current.follower = moved.follower;
+  return followStep(next, { kind: 'failed_over', nodeId: moved.attempt.node.id });
 }
 
 /**

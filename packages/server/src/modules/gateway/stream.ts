@@ -1,3 +1,4 @@
+import type { ModelUsage } from '@svc/protocol';
 import type { FastifyReply } from 'fastify';
 import type { ServiceContext } from '../../context.js';
 import { ApiError, toOpenAiBody } from '../../platform/errors.js';
@@ -5,10 +6,10 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { chatOutput, chatUsage, type ChatCall } from './chat.js';
 import { followWork } from './follow.js';
-import type { StreamEvent } from './hub.js';
+import { followEvents, initialFollow, type Ending, type FollowAction, type FollowState } from './follow-step.js';
 import { estimateTokens } from './pricing.js';
 import type { RouteCandidate } from './routing.js';
-import { failOver, failureMessage, finishedOf, mayRetry, openRequest, svcNode, type Attempt } from './service.js';
+import { finishedOf, openRequest, step, svcNode, type Attempt, type Following } from './service.js';
 import { endRequest } from './settle.js';
 
 /**
@@ -88,7 +89,7 @@ export async function streamChat(ctx: ServiceContext, principal: Principal, call
     if (!reply.raw.writableEnded) gone.abort();
   });
   const workId = newId('wrk');
-  let follower = followWork(ctx, workId);
+  const follower = followWork(ctx, workId);
   let attempt: Attempt;
   try {
     attempt = await openRequest(ctx, principal, call, workId);
@@ -96,93 +97,61 @@ export async function streamChat(ctx: ServiceContext, principal: Principal, call
     follower.close();
     throw err;
   }
-  const tried = [attempt.node.id];
-  let delivered = '';
-  let done: Extract<StreamEvent, { type: 'done' }> | undefined;
-  let nodeError: string | undefined;
-  let clientGone = false;
-  const deliveredUsage = () => ({ completion_tokens: estimateTokens(delivered) });
+  const current: Following = { attempt, follower, tried: [attempt.node.id] };
+  let state = initialFollow(true, attempt.node.id);
   try {
     for (;;) {
-      const item = await follower.next(deadline, clientGone ? undefined : gone.signal);
-      if (item.kind === 'aborted') {
-        clientGone = true;
-        // Everything was generated: the node's receipt settles the request as usual.
-        if (done) continue;
-        const usage = sse.started ? { prompt_tokens: call.promptEstimate, completion_tokens: estimateTokens(delivered) } : undefined;
-        await endRequest(ctx, call.id, { status: 'cancelled', error: 'the client disconnected', usage, earnTo: attempt.node, cancelWork: true });
-        return;
-      }
-      if (item.kind === 'timeout') {
-        const error = new ApiError('timeout', `node ${attempt.node.id} did not finish within ${ctx.config.gatewayTimeoutMs} ms`);
-        await endRequest(ctx, call.id, { status: 'timeout', error: error.message, usage: sse.started ? deliveredUsage() : undefined, cancelWork: true });
-        if (!sse.started) throw error;
-        sse.fail(error);
-        return;
-      }
-      if (item.kind === 'events') {
-        for (const event of item.events) {
-          if (event.type === 'delta') {
-            if (!clientGone) {
-              sse.start(attempt.node);
-              sse.delta(event.content);
-            }
-            delivered += event.content;
-          } else if (event.type === 'done') {
-            done = event;
-            if (!clientGone) sse.start(attempt.node);
-          } else if (!sse.started) {
-            nodeError = event.message; // its fail call follows: then retry or answer 502
-          } else {
-            const error = new ApiError('upstream_error', `node ${attempt.node.id} failed mid-stream: ${event.message}`);
-            await endRequest(ctx, call.id, { status: 'failed', error: error.message, usage: deliveredUsage() });
-            sse.fail(error);
-            return;
-          }
+      const item = await current.follower.next(deadline, state.clientGone ? undefined : gone.signal);
+      for (const event of followEvents(item, ctx.config.gatewayTimeoutMs)) {
+        let action: FollowAction;
+        [state, action] = await step(ctx, call, state, event, current);
+        if (action.type === 'wait') continue;
+        if (action.type === 'write') {
+          sse.start(current.attempt.node);
+          sse.delta(action.content);
+          continue;
         }
-        continue;
-      }
-      const state = item.state;
-      if (state.status === 'completed') {
-        const finished = await finishedOf(ctx, call, attempt, item.completion);
-        if (clientGone) return;
-        sse.start(attempt.node);
-        const out = chatOutput(finished.output);
-        // Deltas may trail the receipt over the bus between instances: send what is missing.
-        if (out.content.startsWith(delivered)) sse.delta(out.content.slice(delivered.length));
-        sse.finish(out.finish_reason, chatUsage(finished.request.usage), finished.receiptId);
-        return;
-      }
-      const why = nodeError && state.status === 'failed' ? `node ${attempt.node.id} failed: ${nodeError}` : failureMessage(state, attempt.node.id);
-      if (!sse.started && !clientGone) {
-        if (tried.length === 1 && mayRetry(state)) {
-          const next = await failOver(ctx, call, { attempt, follower, tried, why });
-          if (next) {
-            ({ attempt, follower } = next);
-            nodeError = undefined;
-            continue;
-          }
+        if (action.type === 'complete') {
+          const finished = await finishedOf(ctx, call, current.attempt, item.kind === 'ended' ? item.completion : undefined);
+          if (state.clientGone) return;
+          sse.start(current.attempt.node);
+          const out = chatOutput(finished.output);
+          // Deltas may trail the receipt over the bus between instances: send what is missing.
+          if (out.content.startsWith(state.delivered)) sse.delta(out.content.slice(state.delivered.length));
+          sse.finish(out.finish_reason, chatUsage(finished.request.usage), finished.receiptId);
+          return;
         }
-        await endRequest(ctx, call.id, { status: 'failed', error: why });
-        throw new ApiError(state.status === 'lost' ? 'timeout' : 'upstream_error', why);
-      }
-      if (done) {
-        // The whole answer went out but no receipt came: bill what the node counted.
-        const usage = { prompt_tokens: done.usage?.prompt_tokens ?? call.promptEstimate, completion_tokens: done.usage?.completion_tokens ?? estimateTokens(delivered) };
-        await endRequest(ctx, call.id, { status: 'failed', error: `no receipt: ${why}`, usage });
-        if (!clientGone) sse.finish(done.finish_reason ?? 'stop', chatUsage(usage), undefined);
+        if (action.type !== 'end') continue;
+        const { ending } = action;
+        const usage = billed(call, state, ending);
+        await endRequest(ctx, call.id, { status: ending.status, error: ending.error, usage, cancelWork: ending.cancelWork, ...(ending.status === 'cancelled' ? { earnTo: current.attempt.node } : {}) });
+        if (ending.answer === 'error') throw new ApiError(ending.code, ending.error);
+        if (ending.answer === 'error_chunk') sse.fail(new ApiError(ending.code, ending.error));
+        if (ending.answer === 'finish') sse.finish(state.done?.finish_reason ?? 'stop', chatUsage({ prompt_tokens: usage?.prompt_tokens ?? 0, completion_tokens: usage?.completion_tokens ?? 0 }), undefined);
         return;
       }
-      await endRequest(ctx, call.id, { status: 'failed', error: why, usage: deliveredUsage() });
-      sse.fail(new ApiError('upstream_error', why));
-      return;
     }
   } catch (err) {
     if (!sse.started) throw err;
     ctx.log.error({ err, request_id: call.id }, 'gateway stream failed');
-    await endRequest(ctx, call.id, { status: 'failed', error: 'internal error', usage: deliveredUsage() }).catch(() => undefined);
+    await endRequest(ctx, call.id, { status: 'failed', error: 'internal error', usage: { completion_tokens: estimateTokens(state.delivered) } }).catch(() => undefined);
     sse.fail(new ApiError('internal', 'internal server error'));
   } finally {
-    follower.close();
+    current.follower.close();
+  }
+}
+
+/** What an ending bills, in tokens (DESIGN.md section 10: usage is billed even when the client leaves). */
+function billed(call: ChatCall, state: FollowState, ending: Ending): ModelUsage | undefined {
+  const delivered = estimateTokens(state.delivered);
+  switch (ending.bill) {
+    case 'none':
+      return undefined;
+    case 'delivered':
+      return { completion_tokens: delivered };
+    case 'prompt_and_delivered':
+      return { prompt_tokens: call.promptEstimate, completion_tokens: delivered };
+    case 'node_count':
+      return { prompt_tokens: state.done?.usage?.prompt_tokens ?? call.promptEstimate, completion_tokens: state.done?.usage?.completion_tokens ?? delivered };
   }
 }

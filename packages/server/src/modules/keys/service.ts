@@ -84,6 +84,7 @@ export async function revokeVisibleKey(ctx: ServiceContext, principal: Principal
   }
   const revoked = await revokeKey(ctx.db, principal.orgId, keyId, reason);
   if (!revoked) throw new ApiError('conflict', `API key ${keyId} is already revoked`);
+  await ctx.keyCache.keyChanged(keyId);
   ctx.log.info({ key_id: keyId, org_id: principal.orgId, by: principal.buyerId }, 'API key revoked');
   return { message: `API key ${keyId} revoked` };
 }

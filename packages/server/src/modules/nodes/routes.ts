@@ -1,3 +1,4 @@
+import { WorkItemSchema } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
@@ -14,13 +15,8 @@ const tags = ['nodes'];
 const node = { auth: { node: true as const } };
 const WorkParams = Type.Object({ work_id: Type.String({ pattern: '^wrk_[a-z0-9]{26}$' }) });
 
-const WorkItem = Type.Object(
-  {
-    work_id: Type.String(), job_id: Type.String(), type: Type.String(), kind: Type.Integer(), model: Type.Union([Type.String(), Type.Null()]),
-    payload: Type.Object({}, { additionalProperties: true }), stream: Type.Boolean(), lease_expires_at: Type.String({ format: 'date-time' }),
-  },
-  { $id: 'WorkItem' },
-);
+/** The work item of the long-poll (one shape with the channel's `work` message, in packages/protocol). */
+const WorkItem = Type.Object({ ...WorkItemSchema.properties, lease_expires_at: Type.String({ format: 'date-time' }) }, { $id: 'WorkItem' });
 
 export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.addSchema(NodeSummary);

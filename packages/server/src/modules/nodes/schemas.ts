@@ -1,3 +1,4 @@
+import { HeartbeatBodySchema } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 
 const Hex32 = Type.String({ pattern: '^[0-9a-f]{64}$' });
@@ -31,19 +32,12 @@ export const NodeRegisterRequest = Type.Object(
 );
 
 export const NodeRegisterResponse = Type.Object(
-  { node_id: Type.String(), status: Type.String(), poll_interval_ms: Type.Integer(), server_public_key: Type.String(), lease_seconds: Type.Integer({ description: 'heartbeat at least three times per lease' }) },
+  { node_id: Type.String(), status: Type.String(), poll_interval_ms: Type.Integer(), server_public_key: Type.String(), lease_seconds: Type.Integer({ description: 'heartbeat at least three times per lease' }), channel: Type.Optional(Type.String({ description: 'the node channel (a WebSocket) this server offers' })) },
   { $id: 'NodeRegisterResponse' },
 );
 
-export const HeartbeatRequest = Type.Object(
-  {
-    load: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-    active_work: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 256 })),
-    models: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
-    free_vram_bytes: Type.Optional(Count),
-  },
-  { $id: 'HeartbeatRequest', additionalProperties: false },
-);
+/** The body of `POST /api/v1/node/heartbeat` (one shape with the channel's `heartbeat`, in packages/protocol). */
+export const HeartbeatRequest = Type.Object(HeartbeatBodySchema.properties, { $id: 'HeartbeatRequest', additionalProperties: false });
 
 export const HeartbeatResponse = Type.Object(
   { cancel: Type.Array(Type.String()), lease_expires_at: Type.String({ format: 'date-time' }) },

@@ -1,4 +1,4 @@
-import { ed25519PublicKeyHexProblem, findJobKind, findModel, registerMessage, verifyHex } from '@svc/protocol';
+import { NODE_CHANNEL_PATH, ed25519PublicKeyHexProblem, findJobKind, findModel, registerMessage, verifyHex } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -94,7 +94,7 @@ export async function registerNode(ctx: ServiceContext, principal: Principal, bo
   if (!row) throw new ApiError('conflict', 'this node key is registered to another organization');
   ctx.log.info({ node_id: row.id, org_id: principal.orgId, country: row.country, models: row.models }, 'node registered');
   await ctx.bus.publish('nodes', row.id);
-  return { node_id: row.id, status: 'online', poll_interval_ms: POLL_INTERVAL_MS, server_public_key: ctx.secrets.active.public_key_hex, lease_seconds: ctx.config.leaseSeconds };
+  return { node_id: row.id, status: 'online', poll_interval_ms: POLL_INTERVAL_MS, server_public_key: ctx.secrets.active.public_key_hex, lease_seconds: ctx.config.leaseSeconds, channel: NODE_CHANNEL_PATH };
 }
 
 export function isLive(node: Pick<NodeRow, 'last_seen'>, now = Date.now()): boolean {

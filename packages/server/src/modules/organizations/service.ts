@@ -95,7 +95,7 @@ export async function acceptInvite(ctx: ServiceContext, input: { token: string; 
  */
 export async function changeRole(ctx: ServiceContext, principal: Principal, buyerId: string, role: Role) {
   requireManager(principal, 'change roles');
-  return ctx.db.transaction(async (tx) => {
+  const changed = await ctx.db.transaction(async (tx) => {
     const owners = await store.lockOwners(tx, principal.orgId);
     const target = await store.findMember(tx, principal.orgId, buyerId, true);
     if (!target) throw new ApiError('not_found', `member ${buyerId} not found`);
@@ -104,6 +104,8 @@ export async function changeRole(ctx: ServiceContext, principal: Principal, buye
     await store.setRole(tx, principal.orgId, buyerId, role);
     return { organization: await organizationOf(tx, principal.orgId), member: memberView({ ...target, role }) };
   });
+  await ctx.keyCache.memberChanged(principal.orgId, buyerId);
+  return changed;
 }
 
 /** Removes a member, ends their sessions in this organization and revokes the keys they created here. */
@@ -118,5 +120,6 @@ export async function removeMember(ctx: ServiceContext, principal: Principal, bu
     await store.deleteMember(tx, principal.orgId, buyerId);
     await revokeKeysOf(tx, principal.orgId, buyerId, 'member removed from the organization');
   });
+  await ctx.keyCache.memberChanged(principal.orgId, buyerId);
   return { message: `member ${buyerId} removed` };
 }

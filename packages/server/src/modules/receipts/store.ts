@@ -27,6 +27,12 @@ export async function insertReceipt(db: Queryable, r: Omit<ReceiptRow, 'signatur
   return row;
 }
 
+/** The receipt accepted for a work item, if any (a work item has at most one). */
+export async function receiptOfWork(db: Queryable, workId: string): Promise<ReceiptRow | undefined> {
+  const { rows } = await db.query<ReceiptRow>('SELECT * FROM receipts WHERE work_id = $1', [workId]);
+  return rows[0];
+}
+
 export async function receiptsOfJob(db: Queryable, orgId: string, jobId: string): Promise<ReceiptRow[]> {
   const { rows } = await db.query<ReceiptRow>('SELECT * FROM receipts WHERE org_id = $1 AND job_id = $2 ORDER BY created_at, id', [orgId, jobId]);
   return rows;

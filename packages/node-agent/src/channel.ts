@@ -1,0 +1,273 @@
+import { NODE_CHANNEL_MAX_MESSAGE_BYTES, NODE_HEADERS, ServerChannelMessageSchema, requestMessage, signHex, type NodeChannelMessage, type ServerChannelMessage, type Unsequenced } from '@svc/protocol';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import WebSocket from 'ws';
+import { abortReason, backoffDelay, type BackoffPolicy } from './backoff.js';
+import { ControlPlaneError, type CallOptions, type NodeClient } from './client.js';
+import type { NodeIdentity } from './identity.js';
+import { parseEventsResponse, parseHeartbeat, parseWorkList, type WorkItem } from './wire.js';
+
+const checkServerMessage = TypeCompiler.Compile(ServerChannelMessageSchema);
+
+/** A node message before the channel numbers it. */
+export type OutgoingMessage = Unsequenced<NodeChannelMessage>;
+
+export interface NodeChannelOptions {
+  /** Base URL of the control plane (`http(s)://...`); the channel is its `ws(s)://` twin. */
+  server: string;
+  /** The path the server offered at registration (`channel` of the register answer). */
+  path: string;
+  identity: NodeIdentity;
+  nodeId: () => string | undefined;
+  /** Between reconnection attempts (default 0.5 s doubling to 10 s, full jitter). */
+  backoff?: BackoffPolicy;
+  /** Called each time the channel opens, with how many times it opened before. */
+  onOpen?: (opened: number) => void;
+  onWarning?: (message: string) => void;
+  /** Clock for the handshake's timestamp (default `Date.now`). */
+  now?: () => number;
+  /** How often the node pings; a channel without a pong for two periods is dropped (default 15 s). */
+  pingMs?: number;
+}
+
+/** The node side of the channel: requests answered by `reply`, receipts by `ack`, pulls by `work`. */
+export interface NodeChannel {
+  /** Whether messages can be sent now. */
+  readonly open: boolean;
+  /** Resolves once the first connection attempt ended (true when it opened). */
+  ready(): Promise<boolean>;
+  /** Sends a message answered by a `reply`; resolves with its body, rejects with a ControlPlaneError. */
+  request(message: Exclude<OutgoingMessage, { type: 'pull' | 'receipt' }>, options?: CallOptions): Promise<unknown>;
+  /** Sends a receipt; resolves when the server acknowledges that its records are committed. */
+  receipt(message: Extract<OutgoingMessage, { type: 'receipt' }>, options?: CallOptions): Promise<void>;
+  /** Asks for up to `max` items; resolves with them once pushed, or with none when the channel closes. */
+  pull(max: number, signal?: AbortSignal): Promise<{ items: WorkItem[]; rejected: unknown[] }>;
+  close(): Promise<void>;
+}
+
+interface Pending {
+  kind: 'reply' | 'receipt' | 'pull';
+  resolve: (value: unknown) => void;
+  reject: (error: Error) => void;
+}
+
+/** The `ws(s)://` URL of the channel path on `server` (its path prefix kept). */
+export function channelUrl(server: string, path: string): URL {
+  const base = new URL(server);
+  const url = new URL(`${base.pathname.replace(/\/+$/, '')}${path}`, base);
+  url.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+  return url;
+}
+
+/**
+ * Keeps the node channel open (docs/node-protocol.md, "The node channel"): a signed `GET` that
+ * upgrades to a WebSocket, reconnected with backoff whenever it drops. Messages carry an
+ * increasing `seq`; a closed channel fails what waits on it (`network_error`), so callers retry
+ * or fall back to the HTTP paths. A server without the channel (404 on the upgrade) is not asked
+ * again.
+ *
+ * @example
+ * const channel = createNodeChannel({ server, path: '/api/v1/node/channel', identity, nodeId: () => id });
+ * if (await channel.ready()) await channel.receipt({ type: 'receipt', work_id, receipt });
+ */
+export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
+  const backoff = options.backoff ?? { baseMs: 500, capMs: 10_000 };
+  const now = options.now ?? Date.now;
+  const pingMs = options.pingMs ?? 15_000;
+  const pending = new Map<number, Pending>();
+  let socket: WebSocket | undefined;
+  let isOpen = false;
+  let seq = 0;
+  let opened = 0;
+  let failures = 0;
+  let closed = false;
+  let unsupported = false;
+  let retryTimer: NodeJS.Timeout | undefined;
+  let pingTimer: NodeJS.Timeout | undefined;
+  let firstAttempt: ((ok: boolean) => void) | undefined;
+  const ready = new Promise<boolean>((resolve) => (firstAttempt = resolve));
+  const settleFirst = (ok: boolean) => {
+    firstAttempt?.(ok);
+    firstAttempt = undefined;
+  };
+
+  const dropAll = () => {
+    for (const [id, p] of pending) {
+      pending.delete(id);
+      if (p.kind === 'pull') p.resolve({ items: [], rejected: [] });
+      else p.reject(new ControlPlaneError(0, 'network_error', 'the node channel closed before the answer'));
+    }
+  };
+
+  const onMessage = (data: WebSocket.RawData) => {
+    let value: unknown;
+    try {
+      value = JSON.parse(data.toString());
+    } catch {
+      options.onWarning?.('the server sent a channel message that is not JSON');
+      return;
+    }
+    if (!checkServerMessage.Check(value)) {
+      options.onWarning?.('the server sent a channel message this agent does not know; ignored');
+      return;
+    }
+    const m: ServerChannelMessage = value;
+    if (m.type === 'hello') return;
+    const re = m.re;
+    const waiting = re === undefined ? undefined : pending.get(re);
+    if (waiting === undefined || re === undefined) return;
+    pending.delete(re);
+    if (m.type === 'work') waiting.resolve(parseWorkList({ work: m.work }));
+    else if (m.type === 'ack') waiting.resolve(undefined);
+    else if (m.ok) waiting.resolve(m.body);
+    else waiting.reject(new ControlPlaneError(m.error.code, m.error.error, m.error.message));
+  };
+
+  const scheduleReconnect = () => {
+    if (closed || unsupported || retryTimer) return;
+    const delay = backoffDelay(failures++, backoff);
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      connect();
+    }, delay);
+    retryTimer.unref();
+  };
+
+  function connect(): void {
+    const nodeId = options.nodeId();
+    if (closed || nodeId === undefined) return;
+    const url = channelUrl(options.server, options.path);
+    const timestamp = String(now());
+    const signature = signHex(requestMessage({ method: 'GET', pathWithQuery: url.pathname, timestamp, body: '' }), options.identity.privateKey);
+    const ws = new WebSocket(url, {
+      headers: { [NODE_HEADERS.node]: nodeId, [NODE_HEADERS.timestamp]: timestamp, [NODE_HEADERS.signature]: signature },
+      maxPayload: NODE_CHANNEL_MAX_MESSAGE_BYTES,
+      handshakeTimeout: 10_000,
+    });
+    socket = ws;
+    let alive = true;
+    ws.on('open', () => {
+      isOpen = true;
+      failures = 0;
+      alive = true;
+      pingTimer = setInterval(() => {
+        if (!alive) {
+          ws.terminate();
+          return;
+        }
+        alive = false;
+        ws.ping();
+      }, pingMs);
+      pingTimer.unref();
+      settleFirst(true);
+      options.onOpen?.(opened++);
+    });
+    ws.on('pong', () => (alive = true));
+    ws.on('message', onMessage);
+    ws.on('unexpected-response', (_req, res) => {
+      if (res.statusCode === 404) {
+        unsupported = true;
+        options.onWarning?.('the server does not offer the node channel; using the HTTP long-poll');
+      } else options.onWarning?.(`the node channel was refused (HTTP ${res.statusCode}); retrying`);
+      res.resume();
+      ws.terminate();
+    });
+    ws.on('error', (err) => {
+      if (!isOpen) options.onWarning?.(`cannot open the node channel: ${err.message}`);
+    });
+    ws.on('close', () => {
+      if (socket === ws) socket = undefined;
+      clearInterval(pingTimer);
+      isOpen = false;
+      settleFirst(false);
+      dropAll();
+      scheduleReconnect();
+    });
+  }
+
+  const send = (message: OutgoingMessage, kind: Pending['kind'], call: CallOptions = {}): Promise<unknown> => {
+    const ws = socket;
+    if (!isOpen || ws === undefined) return Promise.reject(new ControlPlaneError(0, 'network_error', 'the node channel is not open'));
+    if (call.signal?.aborted) return Promise.reject(abortReason(call.signal));
+    const id = ++seq;
+    return new Promise((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const onAbort = () => finish(() => reject(abortReason(call.signal)));
+      const finish = (then: () => void) => {
+        clearTimeout(timer);
+        call.signal?.removeEventListener('abort', onAbort);
+        pending.delete(id);
+        then();
+      };
+      pending.set(id, { kind, resolve: (v) => finish(() => resolve(v)), reject: (e) => finish(() => reject(e)) });
+      call.signal?.addEventListener('abort', onAbort, { once: true });
+      if (kind !== 'pull') {
+        const ms = call.timeoutMs ?? 30_000;
+        timer = setTimeout(() => finish(() => reject(new ControlPlaneError(0, 'timeout', `no answer on the node channel within ${ms} ms`))), ms);
+      }
+      ws.send(JSON.stringify({ ...message, seq: id }));
+    });
+  };
+
+  connect();
+  if (options.nodeId() === undefined) settleFirst(false);
+  return {
+    get open() {
+      return isOpen;
+    },
+    ready: () => ready,
+    request: (message, call) => send(message, 'reply', call),
+    receipt: async (message, call) => {
+      await send(message, 'receipt', call);
+    },
+    pull: async (max, signal) => {
+      // A pull is answered only by work: on abort or close it ends with none.
+      const r = await send({ type: 'pull', max }, 'pull', signal ? { signal } : {}).catch((err: unknown) => {
+        if (err instanceof ControlPlaneError && err.status !== 0) throw err;
+        return undefined;
+      });
+      return (r as { items: WorkItem[]; rejected: unknown[] } | undefined) ?? { items: [], rejected: [] };
+    },
+    async close() {
+      closed = true;
+      clearTimeout(retryTimer);
+      const ws = socket;
+      if (ws === undefined) return;
+      await new Promise<void>((resolve) => {
+        ws.once('close', () => resolve());
+        ws.close(1000, 'the node is stopping');
+        setTimeout(() => {
+          ws.terminate();
+          resolve();
+        }, 2_000).unref();
+      });
+    },
+  };
+}
+
+/**
+ * The protocol client over the channel while it is open, over HTTP otherwise: the same calls,
+ * the same answers and the same errors, so the agent's delivery and retry rules stay as they are.
+ * A receipt goes over the channel only with its work id (`options.workId`), which its `ack` names.
+ *
+ * @example
+ * const client = channelClient(createNodeClient({ server, apiKey, identity }), channel);
+ */
+export function channelClient(http: NodeClient, channel: NodeChannel): NodeClient {
+  return {
+    get server() {
+      return http.server;
+    },
+    get nodeId() {
+      return http.nodeId;
+    },
+    register: (info, call) => http.register(info, call),
+    signedRequest: (method, path, body, call) => http.signedRequest(method, path, body, call),
+    pollWork: (query, call = {}) => (channel.open ? channel.pull(query.max, call.signal) : http.pollWork(query, call)),
+    heartbeat: async (body, call) => (channel.open ? parseHeartbeat(await channel.request({ type: 'heartbeat', body }, call)) : http.heartbeat(body, call)),
+    uploadResult: (workId, body, call) => (channel.open ? channel.request({ type: 'result', work_id: workId, result: body }, call) : http.uploadResult(workId, body, call)),
+    submitReceipt: (body, call = {}) => (channel.open && call.workId !== undefined ? channel.receipt({ type: 'receipt', work_id: call.workId, receipt: body }, call) : http.submitReceipt(body, call)),
+    failWork: (workId, body, call) => (channel.open ? channel.request({ type: 'fail', work_id: workId, message: body.message, retryable: body.retryable }, call) : http.failWork(workId, body, call)),
+    postEvents: async (workId, events, call) =>
+      channel.open ? parseEventsResponse(await channel.request({ type: 'events', work_id: workId, events: [...events] }, call)) : http.postEvents(workId, events, call),
+  };
+}
