@@ -23,7 +23,11 @@ export default defineConfig({
     // Builds the migrated store every test copies (packages/server/test/store-template.ts).
     globalSetup: ['packages/server/test/global-setup.ts'],
     reporters: reportDir
-      ? ['default', ['json', { outputFile: `${reportDir}/report.json` }], new FileTimesReporter(`${reportDir}/files.json`)]
+      ? [
+          'default',
+          ['json', { outputFile: `${reportDir}/report.json` }],
+          new FileTimesReporter(`${reportDir}/files.json`),
+        ]
       : ['default'],
   },
 });

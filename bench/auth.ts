@@ -12,24 +12,49 @@ import { loadConfig, startServer } from '@svc/server';
 import { createTestStore } from '@svc/server/testing';
 import { measureThroughput, positiveInt, printTable, ratio, sequentialLatency } from './lib.js';
 
-const { values } = parseArgs({ options: { duration: { type: 'string', default: '10' }, connections: { type: 'string', default: '50' }, requests: { type: 'string', default: '5000' } } });
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '50' },
+    requests: { type: 'string', default: '5000' },
+  },
+});
 const duration = positiveInt('duration', values.duration);
 const connections = positiveInt('connections', values.connections);
 const requests = positiveInt('requests', values.requests);
 
 const store = await createTestStore();
-const unlimited = { SVC_RATE_LIMIT_BURST: '1000000', SVC_RATE_LIMIT_RPS: '1000000', SVC_ORG_RATE_LIMIT_BURST: '1000000', SVC_ORG_RATE_LIMIT_RPS: '1000000', SVC_ANON_RATE_LIMIT_BURST: '1000000', SVC_ANON_RATE_LIMIT_RPS: '1000000' };
-const env = { SVC_LOG_LEVEL: 'silent', ...unlimited, ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}) };
+const unlimited = {
+  SVC_RATE_LIMIT_BURST: '1000000',
+  SVC_RATE_LIMIT_RPS: '1000000',
+  SVC_ORG_RATE_LIMIT_BURST: '1000000',
+  SVC_ORG_RATE_LIMIT_RPS: '1000000',
+  SVC_ANON_RATE_LIMIT_BURST: '1000000',
+  SVC_ANON_RATE_LIMIT_RPS: '1000000',
+};
+const env = {
+  SVC_LOG_LEVEL: 'silent',
+  ...unlimited,
+  ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+};
 const svc = await startServer(loadConfig({ 'data-dir': store.dataDir, port: '0', host: '127.0.0.1' }, env));
 try {
-  const signup = await fetch(`${svc.url}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.test', password: 'benchmark password' }) });
+  const signup = await fetch(`${svc.url}/api/v1/auth/signup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'bench@example.test', password: 'benchmark password' }),
+  });
   const { api_key: key } = (await signup.json()) as { api_key: string };
   const auth = { authorization: `Bearer ${key}` };
   const open = `${svc.url}/api/v1/downloads`;
   const guarded = `${svc.url}/api/v1/config`;
 
-  console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${svc.ctx.db.kind}`);
-  console.log(`latency: ${requests} sequential requests each; throughput: ${connections} connections, ${duration}s each\n`);
+  console.log(
+    `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${svc.ctx.db.kind}`,
+  );
+  console.log(
+    `latency: ${requests} sequential requests each; throughput: ${connections} connections, ${duration}s each\n`,
+  );
   const latOpen = await sequentialLatency(open, requests);
   const latKey = await sequentialLatency(guarded, requests, auth);
   const tOpen = await measureThroughput(open, { connections, duration });
@@ -39,7 +64,13 @@ try {
     ['', 'p50 µs', 'p99 µs', 'req/s', 'failed'],
     ['no key (/downloads)', us(latOpen.p50), us(latOpen.p99), Math.round(tOpen.rps).toString(), String(tOpen.failed)],
     ['valid key (/config)', us(latKey.p50), us(latKey.p99), Math.round(tKey.rps).toString(), String(tKey.failed)],
-    ['key verification adds', us(latKey.p50 - latOpen.p50), us(latKey.p99 - latOpen.p99), ratio(tKey.rps, tOpen.rps), ''],
+    [
+      'key verification adds',
+      us(latKey.p50 - latOpen.p50),
+      us(latKey.p99 - latOpen.p99),
+      ratio(tKey.rps, tOpen.rps),
+      '',
+    ],
   ]);
 } finally {
   await svc.close();

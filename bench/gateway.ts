@@ -37,8 +37,12 @@ const requests = positiveInt('requests', values.requests);
 const duration = positiveInt('duration', values.duration);
 const concurrency = Math.min(16, positiveInt('concurrency', values.concurrency));
 const warmup = wholeNumber('warmup', values.warmup);
-const BASELINE_BIN = values.baseline === undefined ? undefined : join(resolve(values.baseline), 'packages/cli/bin/svc.js');
-if (BASELINE_BIN !== undefined && !existsSync(BASELINE_BIN)) throw new Error(`--baseline must be a checkout of this project with its packages installed; ${BASELINE_BIN} is missing`);
+const BASELINE_BIN =
+  values.baseline === undefined ? undefined : join(resolve(values.baseline), 'packages/cli/bin/svc.js');
+if (BASELINE_BIN !== undefined && !existsSync(BASELINE_BIN))
+  throw new Error(
+    `--baseline must be a checkout of this project with its packages installed; ${BASELINE_BIN} is missing`,
+  );
 
 const MESSAGES = [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }];
 const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
@@ -51,7 +55,11 @@ interface Target {
 }
 
 async function chat(t: Target): Promise<void> {
-  const res = await fetch(`${t.base}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: JSON.stringify(CHAT) });
+  const res = await fetch(`${t.base}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...t.headers },
+    body: JSON.stringify(CHAT),
+  });
   const body = (await res.json()) as { choices?: unknown[] };
   if (res.status !== 200 || !body.choices) throw new Error(`chat answered ${res.status}`);
 }
@@ -59,7 +67,11 @@ async function chat(t: Target): Promise<void> {
 /** Time to the first chunk that carries content, in ms; the stream is read to its end. */
 async function firstToken(t: Target): Promise<number> {
   const started = performance.now();
-  const res = await fetch(`${t.base}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: JSON.stringify({ ...CHAT, stream: true }) });
+  const res = await fetch(`${t.base}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...t.headers },
+    body: JSON.stringify({ ...CHAT, stream: true }),
+  });
   if (res.status !== 200 || !res.body) throw new Error(`stream answered ${res.status}`);
   let ttft = -1;
   const decoder = new TextDecoder();
@@ -102,7 +114,11 @@ const timed = (fn: () => Promise<void>) => async () => {
  * Mean requests/second of each function under `workers` loops of back-to-back requests, for
  * `seconds` each after a 2 s warm-up each, the targets taking turns one second at a time.
  */
-async function throughputRoundRobin(workers: number, seconds: number, onces: (() => Promise<void>)[]): Promise<{ rps: number; failed: number }[]> {
+async function throughputRoundRobin(
+  workers: number,
+  seconds: number,
+  onces: (() => Promise<void>)[],
+): Promise<{ rps: number; failed: number }[]> {
   const run = async (ms: number, once: () => Promise<void>) => {
     const deadline = Date.now() + ms;
     let done = 0;
@@ -157,13 +173,21 @@ function cpuMs(child: ChildProcess | undefined): number | undefined {
 }
 
 /** CPU ms each target's gateway and node spend per request while `run` sends `count` requests to each. */
-async function cpuPerRequest<T>(targets: Target[], count: number, run: () => Promise<T>): Promise<{ result: T; cpu: { gateway?: number; node?: number }[] }> {
+async function cpuPerRequest<T>(
+  targets: Target[],
+  count: number,
+  run: () => Promise<T>,
+): Promise<{ result: T; cpu: { gateway?: number; node?: number }[] }> {
   const read = () => targets.map((t) => ({ gateway: cpuMs(t.processes?.gateway), node: cpuMs(t.processes?.node) }));
   const before = read();
   const result = await run();
   const after = read();
-  const per = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : (a - b) / count);
-  return { result, cpu: after.map((a, i) => ({ gateway: per(a.gateway, before[i]?.gateway), node: per(a.node, before[i]?.node) })) };
+  const per = (a: number | undefined, b: number | undefined) =>
+    a === undefined || b === undefined ? undefined : (a - b) / count;
+  return {
+    result,
+    cpu: after.map((a, i) => ({ gateway: per(a.gateway, before[i]?.gateway), node: per(a.node, before[i]?.node) })),
+  };
 }
 
 const SVC_BIN = fileURLToPath(new URL('../packages/cli/bin/svc.js', import.meta.url));
@@ -173,15 +197,27 @@ const RELAY = fileURLToPath(new URL('./relay.ts', import.meta.url));
 const NODE_ARGS = process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
 
 /** Runs `svc <args>` (or, given `script`, that script: another checkout's svc, the relay) as a child process; `output()` is what it printed so far. */
-function svcProcess(args: string[], env: Record<string, string>, script: string[] = [SVC_BIN]): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, [...NODE_ARGS, ...script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function svcProcess(
+  args: string[],
+  env: Record<string, string>,
+  script: string[] = [SVC_BIN],
+): { child: ChildProcess; output: () => string } {
+  const child = spawn(process.execPath, [...NODE_ARGS, ...script, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   return { child, output: () => out };
 }
 
-async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, output: () => string, timeoutMs = 60_000): Promise<T> {
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  output: () => string,
+  timeoutMs = 60_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const value = await fn();
@@ -204,21 +240,41 @@ async function stop(p: { child: ChildProcess } | undefined): Promise<void> {
   if (p.child.exitCode === null) p.child.kill('SIGKILL');
 }
 
-const unlimited = { SVC_RATE_LIMIT_BURST: '1000000', SVC_RATE_LIMIT_RPS: '1000000', SVC_ORG_RATE_LIMIT_BURST: '1000000', SVC_ORG_RATE_LIMIT_RPS: '1000000', SVC_ANON_RATE_LIMIT_BURST: '1000000', SVC_ANON_RATE_LIMIT_RPS: '1000000' };
+const unlimited = {
+  SVC_RATE_LIMIT_BURST: '1000000',
+  SVC_RATE_LIMIT_RPS: '1000000',
+  SVC_ORG_RATE_LIMIT_BURST: '1000000',
+  SVC_ORG_RATE_LIMIT_RPS: '1000000',
+  SVC_ANON_RATE_LIMIT_BURST: '1000000',
+  SVC_ANON_RATE_LIMIT_RPS: '1000000',
+};
 
 /** `svc serve` on a fresh store and one `svc node` over the upstream, from the checkout of `bin`; the target of a buyer with ample credits. */
-async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<typeof svcProcess>[], cleanups: (() => Promise<void>)[]): Promise<Target> {
+async function startSvc(
+  bin: string,
+  upstreamUrl: string,
+  running: ReturnType<typeof svcProcess>[],
+  cleanups: (() => Promise<void>)[],
+): Promise<Target> {
   const store = await createTestStore();
   const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
   cleanups.push(async () => {
     await store.drop();
     await rm(nodeDir, { recursive: true, force: true });
   });
-  const server = svcProcess(['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', store.dataDir], { SVC_LOG_LEVEL: 'silent', SVC_FREE_TIER_CENTS: '100000000', ...unlimited, DATABASE_URL: store.databaseUrl ?? '' }, [bin]);
+  const server = svcProcess(
+    ['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', store.dataDir],
+    { SVC_LOG_LEVEL: 'silent', SVC_FREE_TIER_CENTS: '100000000', ...unlimited, DATABASE_URL: store.databaseUrl ?? '' },
+    [bin],
+  );
   running.push(server);
   const url = await listeningUrl('svc serve', server);
   const signup = async (email: string) => {
-    const res = await fetch(`${url}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'benchmark password' }) });
+    const res = await fetch(`${url}/api/v1/auth/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password: 'benchmark password' }),
+    });
     return (await res.json()) as { api_key: string; token: string };
   };
   const buyer = await signup('buyer@bench.test');
@@ -229,10 +285,40 @@ async function startSvc(bin: string, upstreamUrl: string, running: ReturnType<ty
     body: JSON.stringify({ label: 'node', scopes: ['operator'] }),
   });
   const { api_key: operatorKey } = (await keyRes.json()) as { api_key: string };
-  const agent = svcProcess(['node', '--server', url, '--data-dir', nodeDir, '--country', 'CA', '--upstream', upstreamUrl, '--model', 'tinyllama', '--concurrency', '16'], { SVC_NODE_API_KEY: operatorKey }, [bin]);
+  const agent = svcProcess(
+    [
+      'node',
+      '--server',
+      url,
+      '--data-dir',
+      nodeDir,
+      '--country',
+      'CA',
+      '--upstream',
+      upstreamUrl,
+      '--model',
+      'tinyllama',
+      '--concurrency',
+      '16',
+    ],
+    { SVC_NODE_API_KEY: operatorKey },
+    [bin],
+  );
   running.push(agent);
-  const through: Target = { base: `${url}/v1`, headers: { authorization: `Bearer ${buyer.api_key}` }, processes: { gateway: server.child, node: agent.child } };
-  await until('the node registering', () => chat(through).then(() => true, () => undefined), agent.output);
+  const through: Target = {
+    base: `${url}/v1`,
+    headers: { authorization: `Bearer ${buyer.api_key}` },
+    processes: { gateway: server.child, node: agent.child },
+  };
+  await until(
+    'the node registering',
+    () =>
+      chat(through).then(
+        () => true,
+        () => undefined,
+      ),
+    agent.output,
+  );
   return through;
 }
 
@@ -245,51 +331,117 @@ try {
   // long-poll (as `svc node` without the channel) and over one WebSocket (as with the channel).
   const relayOf = (args: string[]) => svcProcess(args, {}, ['--import', 'tsx', RELAY]);
   const relays: Target[] = [];
-  for (const [gatewayRole, nodeRole] of [['gateway', 'node'], ['gateway-ws', 'node-ws']] as const) {
+  for (const [gatewayRole, nodeRole] of [
+    ['gateway', 'node'],
+    ['gateway-ws', 'node-ws'],
+  ] as const) {
     const bareGateway = relayOf([gatewayRole]);
     running.push(bareGateway);
     const relayUrl = await listeningUrl(`the bare relay (${gatewayRole})`, bareGateway);
     const bareNode = relayOf([nodeRole, relayUrl, upstream.url, '16']);
     running.push(bareNode);
-    relays.push({ base: `${relayUrl}/v1`, headers: {}, processes: { gateway: bareGateway.child, node: bareNode.child } });
+    relays.push({
+      base: `${relayUrl}/v1`,
+      headers: {},
+      processes: { gateway: bareGateway.child, node: bareNode.child },
+    });
   }
   svcTargets.push(await startSvc(SVC_BIN, upstream.url, running, cleanups));
   if (BASELINE_BIN) svcTargets.push(await startSvc(BASELINE_BIN, upstream.url, running, cleanups));
   const direct: Target = { base: upstream.url, headers: {} };
-  await until('the WebSocket relay node connecting', () => chat(relays[1] ?? direct).then(() => true, () => undefined), () => '');
+  await until(
+    'the WebSocket relay node connecting',
+    () =>
+      chat(relays[1] ?? direct).then(
+        () => true,
+        () => undefined,
+      ),
+    () => '',
+  );
   const others = [...relays, ...svcTargets];
   // A gateway runs for days: warm the processes up (V8 tiers PGlite's WASM and the JS up over the
   // first few hundred requests) so the figures are the steady state, not the first minute.
   for (let i = 0; i < warmup; i++) for (const t of others) await chat(t);
 
   const storeKind = process.env.DATABASE_URL ? 'postgres' : 'pglite';
-  console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`);
+  console.log(
+    `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`,
+  );
   if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
-  console.log(`warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns; throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`);
-  console.log('upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n');
-  const measured = await cpuPerRequest(others, requests + untimedTurns(requests), () => roundRobin(requests, [direct, ...others].map((t) => timed(() => chat(t)))));
+  console.log(
+    `warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns; throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`,
+  );
+  console.log(
+    'upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n',
+  );
+  const measured = await cpuPerRequest(others, requests + untimedTurns(requests), () =>
+    roundRobin(
+      requests,
+      [direct, ...others].map((t) => timed(() => chat(t))),
+    ),
+  );
   const [latDirect, ...latOthers] = measured.result;
-  const [ttftDirect, ...ttftSvc] = await roundRobin(requests, [direct, ...svcTargets].map((t) => () => firstToken(t)));
-  const [tDirect, ...tOthers] = await throughputRoundRobin(concurrency, duration, [direct, ...others].map((t) => () => chat(t)));
+  const [ttftDirect, ...ttftSvc] = await roundRobin(
+    requests,
+    [direct, ...svcTargets].map((t) => () => firstToken(t)),
+  );
+  const [tDirect, ...tOthers] = await throughputRoundRobin(
+    concurrency,
+    duration,
+    [direct, ...others].map((t) => () => chat(t)),
+  );
   if (!latDirect || !ttftDirect || !tDirect) throw new Error('a measurement is missing');
   const ms = (n: number) => n.toFixed(2);
   const names = ['bare relay', 'bare relay ws', ...svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'))];
   const row = (label: string, d: string, cells: string[], added: string[]) => [label, d, ...cells, ...added];
-  const lat = (q: 'p50' | 'p99') => row(`chat ${q} ms`, ms(latDirect[q]), latOthers.map((l) => ms(l[q])), latOthers.map((l) => ms(l[q] - latDirect[q])));
+  const lat = (q: 'p50' | 'p99') =>
+    row(
+      `chat ${q} ms`,
+      ms(latDirect[q]),
+      latOthers.map((l) => ms(l[q])),
+      latOthers.map((l) => ms(l[q] - latDirect[q])),
+    );
   const cpuCell = (n: number | undefined) => (n === undefined ? 'n/a' : n.toFixed(2));
-  const cpu = (side: 'gateway' | 'node') => row(`chat CPU ms per request, ${side}`, 'n/a', measured.cpu.map((c) => cpuCell(c[side])), others.map(() => ''));
+  const cpu = (side: 'gateway' | 'node') =>
+    row(
+      `chat CPU ms per request, ${side}`,
+      'n/a',
+      measured.cpu.map((c) => cpuCell(c[side])),
+      others.map(() => ''),
+    );
   const noStream = relays.map(() => 'n/a');
-  const ttft = (q: 'p50' | 'p99') => row(`stream first token ${q} ms`, ms(ttftDirect[q]), [...noStream, ...ttftSvc.map((l) => ms(l[q]))], [...noStream, ...ttftSvc.map((l) => ms(l[q] - ttftDirect[q]))]);
+  const ttft = (q: 'p50' | 'p99') =>
+    row(
+      `stream first token ${q} ms`,
+      ms(ttftDirect[q]),
+      [...noStream, ...ttftSvc.map((l) => ms(l[q]))],
+      [...noStream, ...ttftSvc.map((l) => ms(l[q] - ttftDirect[q]))],
+    );
   printTable([
-    row('', 'direct', names, names.map((n) => `${n.replace('via ', '')} added / ratio`)),
+    row(
+      '',
+      'direct',
+      names,
+      names.map((n) => `${n.replace('via ', '')} added / ratio`),
+    ),
     lat('p50'),
     lat('p99'),
     ttft('p50'),
     ttft('p99'),
     cpu('gateway'),
     cpu('node'),
-    row(`chat req/s (${concurrency} concurrent)`, tDirect.rps.toFixed(0), tOthers.map((t) => t.rps.toFixed(0)), tOthers.map((t) => ratio(t.rps, tDirect.rps))),
-    row('failed', String(tDirect.failed), tOthers.map((t) => String(t.failed)), others.map(() => '')),
+    row(
+      `chat req/s (${concurrency} concurrent)`,
+      tDirect.rps.toFixed(0),
+      tOthers.map((t) => t.rps.toFixed(0)),
+      tOthers.map((t) => ratio(t.rps, tDirect.rps)),
+    ),
+    row(
+      'failed',
+      String(tDirect.failed),
+      tOthers.map((t) => String(t.failed)),
+      others.map(() => ''),
+    ),
   ]);
 } finally {
   // Agents before their servers, so no node is left polling a server that is gone.

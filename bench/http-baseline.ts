@@ -13,7 +13,8 @@ import { loadConfig, startServer } from '@svc/server';
 import { createTestStore } from '@svc/server/testing';
 import { measureThroughput, positiveInt, printTable, ratio, WARMUP_SECONDS, type Throughput } from './lib.js';
 
-const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
+  .version;
 
 interface Listening {
   url: string;
@@ -29,7 +30,9 @@ function startBareServer(store: string): Promise<Listening> {
     const uptime = s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
     const body = JSON.stringify({ ok: true, uptime, uptime_seconds: s, version: VERSION, store });
     // The content headers Fastify sends for a JSON reply (it adds only an x-request-id).
-    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) }).end(body);
+    res
+      .writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) })
+      .end(body);
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -43,7 +46,9 @@ function startBareServer(store: string): Promise<Listening> {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { duration: { type: 'string', default: '10' }, connections: { type: 'string', default: '50' } } });
+  const { values } = parseArgs({
+    options: { duration: { type: 'string', default: '10' }, connections: { type: 'string', default: '50' } },
+  });
   const duration = positiveInt('duration', values.duration);
   const connections = positiveInt('connections', values.connections);
   // A fresh temp dir, or a throwaway database next to DATABASE_URL's, dropped at the end.
@@ -53,11 +58,20 @@ async function main(): Promise<void> {
     const svc = await startServer(loadConfig({ 'data-dir': store.dataDir, port: '0', host: '127.0.0.1' }, env));
     const bare = await startBareServer(svc.ctx.db.kind);
     try {
-      console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${svc.ctx.db.kind}`);
-      console.log(`GET /api/v1/health, ${connections} connections, ${duration}s each after ${WARMUP_SECONDS}s warm-up\n`);
+      console.log(
+        `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${svc.ctx.db.kind}`,
+      );
+      console.log(
+        `GET /api/v1/health, ${connections} connections, ${duration}s each after ${WARMUP_SECONDS}s warm-up\n`,
+      );
       const b = await measureThroughput(`${bare.url}/api/v1/health`, { connections, duration });
       const s = await measureThroughput(`${svc.url}/api/v1/health`, { connections, duration });
-      const fmt = (r: Throughput) => [Math.round(r.rps).toString(), r.p50.toString(), r.p99.toString(), r.failed.toString()];
+      const fmt = (r: Throughput) => [
+        Math.round(r.rps).toString(),
+        r.p50.toString(),
+        r.p99.toString(),
+        r.failed.toString(),
+      ];
       printTable([
         ['', 'req/s', 'p50 ms', 'p99 ms', 'failed'],
         ['bare', ...fmt(b)],

@@ -23,7 +23,10 @@ export function wholeNumber(name: string, raw: string): number {
 }
 
 /** autocannon against one URL after a warm-up; the client runs in a worker thread. */
-export async function measureThroughput(url: string, options: { connections: number; duration: number; headers?: Record<string, string> }): Promise<Throughput> {
+export async function measureThroughput(
+  url: string,
+  options: { connections: number; duration: number; headers?: Record<string, string> },
+): Promise<Throughput> {
   const base = { url, connections: options.connections, workers: 1, headers: options.headers ?? {} };
   await autocannon({ ...base, duration: WARMUP_SECONDS });
   const r = await autocannon({ ...base, duration: options.duration });
@@ -31,7 +34,11 @@ export async function measureThroughput(url: string, options: { connections: num
 }
 
 /** One request at a time over a kept-alive connection; per-request latency in microseconds. */
-export async function sequentialLatency(url: string, count: number, headers: Record<string, string> = {}): Promise<{ p50: number; p99: number }> {
+export async function sequentialLatency(
+  url: string,
+  count: number,
+  headers: Record<string, string> = {},
+): Promise<{ p50: number; p99: number }> {
   const { Agent } = await import('node:http');
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const samples: number[] = [];
@@ -63,5 +70,6 @@ export const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}x`
 /** Prints rows as aligned columns: the first left-aligned, the numbers right-aligned. */
 export function printTable(rows: string[][]): void {
   const width = (i: number) => Math.max(...rows.map((row) => row[i]?.length ?? 0));
-  for (const row of rows) console.log(row.map((cell, i) => (i === 0 ? cell.padEnd(width(i)) : cell.padStart(width(i)))).join('  '));
+  for (const row of rows)
+    console.log(row.map((cell, i) => (i === 0 ? cell.padEnd(width(i)) : cell.padStart(width(i)))).join('  '));
 }

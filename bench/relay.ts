@@ -141,7 +141,11 @@ async function nodeWs(gatewayUrl: string, upstream: string, slots: number): Prom
   socket.on('message', (data: WebSocket.RawData) => {
     const work = JSON.parse(data.toString()) as { id: number; body: string };
     void (async () => {
-      const answer = await fetch(`${upstream}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: work.body });
+      const answer = await fetch(`${upstream}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: work.body,
+      });
       socket.send(JSON.stringify({ id: work.id, body: await answer.text() }));
     })();
   });
@@ -157,9 +161,19 @@ async function node(gatewayUrl: string, upstream: string, loops: number): Promis
       const poll = await fetch(`${gatewayUrl}/poll`);
       if (poll.status !== 200) continue;
       const work = (await poll.json()) as { id: number; body: string };
-      const answer = await fetch(`${upstream}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: work.body });
+      const answer = await fetch(`${upstream}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: work.body,
+      });
       const text = await answer.text();
-      await (await fetch(`${gatewayUrl}/result/${work.id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text })).arrayBuffer();
+      await (
+        await fetch(`${gatewayUrl}/result/${work.id}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: text,
+        })
+      ).arrayBuffer();
     }
   };
   console.log('polling');

@@ -14,7 +14,11 @@ import { parseArgs } from 'node:util';
 import { hashedEmbedding } from '@svc/node-agent/testing';
 import { startGatewayFixture } from '../packages/server/test/gateway-fixture.js';
 import { seedKnowledgeBase } from '../packages/server/test/knowledge-seed.js';
-import { prepareVectorSearch, searchChunks, unitVector } from '../packages/server/src/modules/knowledge/vector-search.js';
+import {
+  prepareVectorSearch,
+  searchChunks,
+  unitVector,
+} from '../packages/server/src/modules/knowledge/vector-search.js';
 import { positiveInt, printTable } from './lib.js';
 
 const { values } = parseArgs({
@@ -39,7 +43,8 @@ const random = () => {
   seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
   return seed / 2 ** 31;
 };
-const sentence = (words: number) => Array.from({ length: words }, () => VOCABULARY[Math.floor(random() * VOCABULARY.length)]).join(' ');
+const sentence = (words: number) =>
+  Array.from({ length: words }, () => VOCABULARY[Math.floor(random() * VOCABULARY.length)]).join(' ');
 
 function quantiles(samples: number[]) {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -49,15 +54,24 @@ function quantiles(samples: number[]) {
 const ms = (x: number) => x.toFixed(x < 10 ? 2 : 1);
 
 const f = await startGatewayFixture({
-  env: { SVC_LOG_LEVEL: 'error', SVC_KB_EMBED_BATCH: String(batch), SVC_KB_MAX_DOCUMENT_BYTES: String(64 * 1024 * 1024), SVC_FREE_TIER_CENTS: '100000' },
+  env: {
+    SVC_LOG_LEVEL: 'error',
+    SVC_KB_EMBED_BATCH: String(batch),
+    SVC_KB_MAX_DOCUMENT_BYTES: String(64 * 1024 * 1024),
+    SVC_FREE_TIER_CENTS: '100000',
+  },
 });
 try {
   const { ctx } = f.server;
   await f.addNode({ concurrency: 4 });
-  console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model.trim() ?? '?'}), store ${ctx.db.kind}, search ${ctx.vectorSearch.mode}${ctx.vectorSearch.pgvector ? ` (pgvector ${ctx.vectorSearch.pgvector})` : ''}`);
+  console.log(
+    `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model.trim() ?? '?'}), store ${ctx.db.kind}, search ${ctx.vectorSearch.mode}${ctx.vectorSearch.pgvector ? ` (pgvector ${ctx.vectorSearch.pgvector})` : ''}`,
+  );
 
   // 1. Ingestion through the real pipeline: one document of about --ingest-chunks chunks.
-  const ingestKb = String((await f.api('POST', '/api/v1/knowledge-bases', { name: 'ingest', chunk_size: 200, chunk_overlap: 40 })).json.id);
+  const ingestKb = String(
+    (await f.api('POST', '/api/v1/knowledge-bases', { name: 'ingest', chunk_size: 200, chunk_overlap: 40 })).json.id,
+  );
   // A paragraph of 45 made-up words is about 140 tokens: a little over one paragraph per chunk.
   const paragraphs = Array.from({ length: ingestChunks }, () => `${sentence(45)}.`);
   const text = paragraphs.join('\n\n');
@@ -75,7 +89,9 @@ try {
   const total = (performance.now() - started) / 1000;
   const embedding = (performance.now() - (embeddingStarted || started)) / 1000;
   const n = Number(doc.chunk_count);
-  console.log(`\ningestion: ${(Buffer.byteLength(text) / 1e6).toFixed(1)} MB, ${n} chunks of <= 200 tokens, ${batch} chunks per embeddings request`);
+  console.log(
+    `\ningestion: ${(Buffer.byteLength(text) / 1e6).toFixed(1)} MB, ${n} chunks of <= 200 tokens, ${batch} chunks per embeddings request`,
+  );
   printTable([
     ['', 'seconds', 'chunks/s'],
     ['upload to ready', total.toFixed(1), (n / total).toFixed(0)],
@@ -113,16 +129,23 @@ try {
   }
   await ctx.db.query('ANALYZE kb_chunks');
   const probe = unitVector(hashedEmbedding(sentence(8), 384));
-  const plan = ctx.vectorSearch.mode === 'hnsw'
-    ? await ctx.db.transaction(async (tx) => {
-        await tx.query('SET LOCAL hnsw.iterative_scan = relaxed_order');
-        const { rows } = await tx.query<Record<string, string>>(
-          `EXPLAIN SELECT c.id FROM kb_chunks c WHERE c.model = 'all-MiniLM-L6-v2' AND c.kb_id = $2 AND c.embedding IS NOT NULL ORDER BY c.embedding::vector(384) <=> $1::vector(384) LIMIT 5`,
-          [`[${probe.join(',')}]`, kbId],
-        );
-        return rows.map((r) => Object.values(r).join(' ')).find((line) => /Scan/.test(line))?.trim().replace(/\s+\(cost.*$/, '') ?? '?';
-      })
-    : 'exact: kb_dot over every chunk of the knowledge base';
+  const plan =
+    ctx.vectorSearch.mode === 'hnsw'
+      ? await ctx.db.transaction(async (tx) => {
+          await tx.query('SET LOCAL hnsw.iterative_scan = relaxed_order');
+          const { rows } = await tx.query<Record<string, string>>(
+            `EXPLAIN SELECT c.id FROM kb_chunks c WHERE c.model = 'all-MiniLM-L6-v2' AND c.kb_id = $2 AND c.embedding IS NOT NULL ORDER BY c.embedding::vector(384) <=> $1::vector(384) LIMIT 5`,
+            [`[${probe.join(',')}]`, kbId],
+          );
+          return (
+            rows
+              .map((r) => Object.values(r).join(' '))
+              .find((line) => /Scan/.test(line))
+              ?.trim()
+              .replace(/\s+\(cost.*$/, '') ?? '?'
+          );
+        })
+      : 'exact: kb_dot over every chunk of the knowledge base';
 
   const storeTimes: number[] = [];
   for (let i = 0; i < queries + 10; i++) {
@@ -134,7 +157,9 @@ try {
   }
   const s = quantiles(storeTimes);
   const built = hnsw ? `, HNSW index built in ${buildSeconds.toFixed(0)} s` : '';
-  console.log(`\nsearch: ${chunks} chunks in one knowledge base (stored in ${loadSeconds.toFixed(0)} s${built}), top_k 5`);
+  console.log(
+    `\nsearch: ${chunks} chunks in one knowledge base (stored in ${loadSeconds.toFixed(0)} s${built}), top_k 5`,
+  );
   console.log(`plan: ${plan}`);
   const header = ['', 'queries', 'p50 ms', 'p99 ms'];
   printTable([header, ['vector query (store)', String(queries), ms(s.p50), ms(s.p99)]]);
@@ -143,7 +168,9 @@ try {
   // the node may have missed heartbeats while the embedded store was busy: wait until it is live.
   await f.api('GET', '/api/v1/health').catch(() => undefined);
   for (let i = 0; i < 60; i++) {
-    const warm = await f.api('POST', `/api/v1/knowledge-bases/${kbId}/search`, { query: 'warm up', top_k: 1 }).catch(() => undefined);
+    const warm = await f
+      .api('POST', `/api/v1/knowledge-bases/${kbId}/search`, { query: 'warm up', top_k: 1 })
+      .catch(() => undefined);
     if (warm?.status === 200) break;
     await new Promise((r) => setTimeout(r, 1000));
   }
@@ -155,7 +182,10 @@ try {
     if (i >= 3) httpTimes.push(performance.now() - t0);
   }
   const h = quantiles(httpTimes);
-  printTable([header, ['POST .../search (HTTP, query embedded on the node)', String(httpQueries), ms(h.p50), ms(h.p99)]]);
+  printTable([
+    header,
+    ['POST .../search (HTTP, query embedded on the node)', String(httpQueries), ms(h.p50), ms(h.p99)],
+  ]);
 } finally {
   await f.close();
 }

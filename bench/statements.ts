@@ -14,7 +14,9 @@ import type { Db, Queryable, QueryResult } from '../packages/server/src/platform
 import { startGatewayFixture } from '../packages/server/test/gateway-fixture.js';
 import { positiveInt, wholeNumber } from './lib.js';
 
-const { values } = parseArgs({ options: { requests: { type: 'string', default: '100' }, trace: { type: 'string', default: '0' } } });
+const { values } = parseArgs({
+  options: { requests: { type: 'string', default: '100' }, trace: { type: 'string', default: '0' } },
+});
 const requests = positiveInt('requests', values.requests);
 const traces = wholeNumber('trace', values.trace);
 
@@ -47,7 +49,8 @@ async function timed<T>(label: string, run: () => Promise<T>): Promise<T> {
 
 function counting(q: Queryable): Queryable {
   return {
-    query: <Row>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> => timed(sql, () => q.query<Row>(sql, params)),
+    query: <Row>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> =>
+      timed(sql, () => q.query<Row>(sql, params)),
     exec: (sql: string) => timed(`EXEC ${sql}`, () => q.exec(sql)),
   };
 }
@@ -58,11 +61,20 @@ const plain = { query: db.query, exec: db.exec, transaction: db.transaction };
 const wrapped = counting(plain);
 db.query = wrapped.query;
 db.exec = wrapped.exec;
-db.transaction = (fn) => timed('(whole transaction, statements inside counted too)', () => plain.transaction((tx) => fn(counting(tx))));
+db.transaction = (fn) =>
+  timed('(whole transaction, statements inside counted too)', () => plain.transaction((tx) => fn(counting(tx))));
 
-const body = JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'the quick brown fox' }], max_tokens: 16 });
+const body = JSON.stringify({
+  model: 'tinyllama',
+  messages: [{ role: 'user', content: 'the quick brown fox' }],
+  max_tokens: 16,
+});
 async function chat(): Promise<void> {
-  const res = await fetch(`${f.server.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${f.buyer.apiKey}` }, body });
+  const res = await fetch(`${f.server.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${f.buyer.apiKey}` },
+    body,
+  });
   if (res.status !== 200) throw new Error(`chat answered ${res.status}`);
   await res.json();
 }
@@ -87,7 +99,9 @@ for (const [sql, s] of [...stats].sort((a, b) => b[1].ms - a[1].ms)) {
   }
   console.log(`${(s.n / requests).toFixed(2).padStart(7)} ${(s.ms / requests).toFixed(2).padStart(7)}  ${sql}`);
 }
-console.log(`total: ${(count / requests).toFixed(1)} statements (BEGIN and COMMIT not counted), ${(ms / requests).toFixed(1)} ms in them; ${(elapsed / requests).toFixed(1)} ms per request`);
+console.log(
+  `total: ${(count / requests).toFixed(1)} statements (BEGIN and COMMIT not counted), ${(ms / requests).toFixed(1)} ms in them; ${(elapsed / requests).toFixed(1)} ms per request`,
+);
 
 for (let i = 0; i < traces; i++) {
   await new Promise((r) => setTimeout(r, 100));
@@ -96,8 +110,11 @@ for (let i = 0; i < traces; i++) {
   await chat();
   const total = performance.now() - traceStart;
   await new Promise((r) => setTimeout(r, 100));
-  console.log(`\nrequest ${i + 1}: answered at ${total.toFixed(2)} ms; statements by start (ms from the request's start, duration):`);
-  for (const e of trace.sort((a, b) => a.at - b.at)) console.log(`${e.at.toFixed(2).padStart(8)} ${e.ms.toFixed(2).padStart(6)}  ${e.label.slice(0, 90)}`);
+  console.log(
+    `\nrequest ${i + 1}: answered at ${total.toFixed(2)} ms; statements by start (ms from the request's start, duration):`,
+  );
+  for (const e of trace.sort((a, b) => a.at - b.at))
+    console.log(`${e.at.toFixed(2).padStart(8)} ${e.ms.toFixed(2).padStart(6)}  ${e.label.slice(0, 90)}`);
   trace = undefined;
 }
 await f.close();

@@ -17,8 +17,14 @@ export interface FileTime {
 export class FileTimesReporter implements Reporter {
   constructor(private readonly out: string) {}
 
-  onFinished(files: readonly { filepath: string; collectDuration?: number; result?: { duration?: number } }[] = []): void {
-    const times: FileTime[] = files.map((f) => ({ file: relative(process.cwd(), f.filepath), collectMs: Math.round(f.collectDuration ?? 0), runMs: Math.round(f.result?.duration ?? 0) }));
+  onFinished(
+    files: readonly { filepath: string; collectDuration?: number; result?: { duration?: number } }[] = [],
+  ): void {
+    const times: FileTime[] = files.map((f) => ({
+      file: relative(process.cwd(), f.filepath),
+      collectMs: Math.round(f.collectDuration ?? 0),
+      runMs: Math.round(f.result?.duration ?? 0),
+    }));
     writeFileSync(this.out, JSON.stringify(times));
   }
 }

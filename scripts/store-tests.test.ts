@@ -13,14 +13,23 @@ describe('which test files run on every store', () => {
   };
 
   it('follows imports across files and workspace packages to the store; type-only imports do not count', () => {
-    write('packages/server/package.json', JSON.stringify({ name: '@svc/server', exports: { '.': './src/index.ts', './testing': './test/harness.ts' } }));
+    write(
+      'packages/server/package.json',
+      JSON.stringify({ name: '@svc/server', exports: { '.': './src/index.ts', './testing': './test/harness.ts' } }),
+    );
     write('packages/server/src/platform/db/index.ts', 'export const openDb = 1;\n');
     write('packages/server/src/platform/db/interface.ts', 'export interface Db {}\n');
     write('packages/server/test/test-store.ts', 'export const createTestStore = 1;\n');
     write('packages/server/test/harness.ts', "export { createTestStore } from './test-store.js';\n");
     write('packages/server/src/pure.ts', 'export const add = (a: number, b: number) => a + b;\n');
-    write('packages/server/src/service.ts', "import type { Db } from './platform/db/interface.js';\nimport { openDb } from './platform/db/index.js';\n");
-    write('packages/server/src/pure.test.ts', "import { add } from './pure.js';\nimport type { Db } from './platform/db/index.js';\n");
+    write(
+      'packages/server/src/service.ts',
+      "import type { Db } from './platform/db/interface.js';\nimport { openDb } from './platform/db/index.js';\n",
+    );
+    write(
+      'packages/server/src/pure.test.ts',
+      "import { add } from './pure.js';\nimport type { Db } from './platform/db/index.js';\n",
+    );
     write('packages/server/src/service.test.ts', "import { x } from './service.js';\n");
     write('packages/server/src/lazy.test.ts', "const m = await import('./platform/db/index.js');\n");
     write('packages/server/src/helpers/app.ts', "export * from '../../test/harness.js';\n");
@@ -40,7 +49,12 @@ describe('which test files run on every store', () => {
       'scripts/tool.test.ts',
     ]);
     expect(classifyTests(root)).toEqual({
-      store: ['packages/cli/test/serve.test.ts', 'packages/server/src/chain.test.ts', 'packages/server/src/lazy.test.ts', 'packages/server/src/service.test.ts'],
+      store: [
+        'packages/cli/test/serve.test.ts',
+        'packages/server/src/chain.test.ts',
+        'packages/server/src/lazy.test.ts',
+        'packages/server/src/service.test.ts',
+      ],
       independent: ['packages/cli/test/args.test.ts', 'packages/server/src/pure.test.ts', 'scripts/tool.test.ts'],
     });
   });
@@ -48,13 +62,16 @@ describe('which test files run on every store', () => {
   it("in this repository: every file that makes a store or app is store-dependent, protocol's are not", () => {
     const { store, independent } = classifyTests();
     expect(store.length + independent.length).toBe(testFiles().length);
-    const makesStore = /\b(createTestStore|createTestApp|startTestServer|startGatewayFixture|openDb|createContext|createPgliteDb|createPostgresDb)\(/;
+    const makesStore =
+      /\b(createTestStore|createTestApp|startTestServer|startGatewayFixture|openDb|createContext|createPgliteDb|createPostgresDb)\(/;
     const missed = independent.filter((f) => makesStore.test(readFileSync(f, 'utf8')));
     expect(missed).toEqual([]);
     expect(store).toContain('packages/server/src/modules/keys/keys.test.ts');
     expect(store).toContain('packages/cli/test/serve.test.ts');
     expect(independent).toContain('packages/protocol/src/jcs.test.ts');
     expect(independent).toContain('packages/server/src/modules/billing/rules.test.ts');
-    expect(independent.filter((f) => f.startsWith('packages/protocol/')).length).toBe(testFiles().filter((f) => f.startsWith('packages/protocol/')).length);
+    expect(independent.filter((f) => f.startsWith('packages/protocol/')).length).toBe(
+      testFiles().filter((f) => f.startsWith('packages/protocol/')).length,
+    );
   });
 });

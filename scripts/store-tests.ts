@@ -16,7 +16,8 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const STORE_MARKERS = ['packages/server/src/platform/db/', 'packages/server/test/test-store.ts'];
 
 // `import x from '...'`, `import '...'`, `export ... from '...'`, `import('...')`; not `import type` / `export type`.
-const IMPORT_RE = /(?:^|[\s;])(?:import|export)\s+(?!type\s)(?:[^'";]*?\sfrom\s*)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
+const IMPORT_RE =
+  /(?:^|[\s;])(?:import|export)\s+(?!type\s)(?:[^'";]*?\sfrom\s*)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
 
 /** Every test file vitest's `include` selects (vitest.config.ts), relative to the repository. */
 export function testFiles(root = ROOT): string[] {
@@ -25,7 +26,10 @@ export function testFiles(root = ROOT): string[] {
     for (const top of ['src', 'test']) walk(join(root, 'packages', pkg, top), files);
   }
   walk(join(root, 'scripts'), files);
-  return files.filter((f) => f.endsWith('.test.ts')).map((f) => toPosix(relative(root, f))).sort();
+  return files
+    .filter((f) => f.endsWith('.test.ts'))
+    .map((f) => toPosix(relative(root, f)))
+    .sort();
 }
 
 function walk(dir: string, out: string[]): void {
@@ -58,7 +62,13 @@ function workspaceExports(root: string): Map<string, string> {
 }
 
 function resolveSource(path: string): string | undefined {
-  const candidates = [path, path.replace(/\.js$/, '.ts'), path.replace(/\.js$/, '.tsx'), `${path}.ts`, join(path, 'index.ts')];
+  const candidates = [
+    path,
+    path.replace(/\.js$/, '.ts'),
+    path.replace(/\.js$/, '.tsx'),
+    `${path}.ts`,
+    join(path, 'index.ts'),
+  ];
   return candidates.find((c) => existsSync(c) && statSync(c).isFile());
 }
 
@@ -111,5 +121,7 @@ export function classifyTests(root = ROOT): { store: string[]; independent: stri
 // `npx tsx scripts/store-tests.ts` prints the split, for checking the rule by eye.
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const { store, independent } = classifyTests();
-  process.stdout.write(`store-dependent (${store.length}):\n  ${store.join('\n  ')}\nstore-independent (${independent.length}):\n  ${independent.join('\n  ')}\n`);
+  process.stdout.write(
+    `store-dependent (${store.length}):\n  ${store.join('\n  ')}\nstore-independent (${independent.length}):\n  ${independent.join('\n  ')}\n`,
+  );
 }

@@ -23,13 +23,16 @@ function log(line) {
 function findPgBin() {
   const root = '/usr/lib/postgresql';
   if (!existsSync(root)) return undefined;
-  const versions = readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  const versions = readdirSync(root)
+    .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
   return versions[0] ? join(root, versions[0], 'bin') : undefined;
 }
 
 function asPostgresUser(cmd, cmdArgs) {
   // initdb and postgres refuse to run as root; use the `postgres` account the package creates.
-  if (process.getuid?.() === 0) return spawnSync('runuser', ['-u', 'postgres', '--', cmd, ...cmdArgs], { encoding: 'utf8' });
+  if (process.getuid?.() === 0)
+    return spawnSync('runuser', ['-u', 'postgres', '--', cmd, ...cmdArgs], { encoding: 'utf8' });
   return spawnSync(cmd, cmdArgs, { encoding: 'utf8' });
 }
 
@@ -45,7 +48,10 @@ function startPostgres() {
   if (r.status !== 0) return { skip: `initdb failed: ${r.stderr || r.error}` };
   const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300`;
   r = asPostgresUser(join(bin, 'pg_ctl'), ['-D', data, '-o', opts, '-l', join(dir, 'log'), '-w', 'start']);
-  if (r.status !== 0) return { skip: `PostgreSQL did not start: ${r.stderr}${existsSync(join(dir, 'log')) ? readFileSync(join(dir, 'log'), 'utf8') : ''}` };
+  if (r.status !== 0)
+    return {
+      skip: `PostgreSQL did not start: ${r.stderr}${existsSync(join(dir, 'log')) ? readFileSync(join(dir, 'log'), 'utf8') : ''}`,
+    };
   cleanups.push(() => {
     asPostgresUser(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']);
     rmSync(dir, { recursive: true, force: true });
@@ -59,7 +65,9 @@ function startRedis() {
   const bin = which.stdout.trim();
   if (!bin) return { skip: 'no SVC_TEST_REDIS_URL and no redis-server (apt-get install redis-server)' };
   const port = 40000 + Math.floor(Math.random() * 20000);
-  const child = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const child = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
   cleanups.push(() => child.kill('SIGKILL'));
   return { url: `redis://127.0.0.1:${port}` };
 }
@@ -88,11 +96,17 @@ function runVitest(label, env, { storeOnly }) {
   let counts = { passed: 0, failed: 0, skipped: 0, files: 0 };
   if (existsSync(report)) {
     const json = JSON.parse(readFileSync(report, 'utf8'));
-    counts = { passed: json.numPassedTests, failed: json.numFailedTests, skipped: json.numPendingTests + json.numTodoTests, files: json.testResults.length };
+    counts = {
+      passed: json.numPassedTests,
+      failed: json.numFailedTests,
+      skipped: json.numPendingTests + json.numTodoTests,
+      files: json.testResults.length,
+    };
     if (json.numFailedTestSuites > 0 && counts.failed === 0) counts.failed = json.numFailedTestSuites;
   } else if (r.status !== 0) counts.failed = 1;
   const times = join(reportDir, 'files.json');
-  if (existsSync(times)) for (const f of JSON.parse(readFileSync(times, 'utf8'))) fileTimes.push({ label, ...f, ms: f.collectMs + f.runMs });
+  if (existsSync(times))
+    for (const f of JSON.parse(readFileSync(times, 'utf8'))) fileTimes.push({ label, ...f, ms: f.collectMs + f.runMs });
   rmSync(reportDir, { recursive: true, force: true });
   results.push({ label, status: r.status ?? 1, seconds, ...counts });
 }
@@ -112,12 +126,20 @@ try {
   for (const cleanup of cleanups.reverse()) cleanup();
 }
 
-const total = results.reduce((t, r) => ({ passed: t.passed + r.passed, failed: t.failed + r.failed, skipped: t.skipped + r.skipped }), { passed: 0, failed: 0, skipped: 0 });
+const total = results.reduce(
+  (t, r) => ({ passed: t.passed + r.passed, failed: t.failed + r.failed, skipped: t.skipped + r.skipped }),
+  { passed: 0, failed: 0, skipped: 0 },
+);
 log('slowest files:');
 for (const f of fileTimes.sort((a, b) => b.ms - a.ms).slice(0, 10)) {
-  log(`  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${f.file} (${f.label}; imports ${(f.collectMs / 1000).toFixed(1)} s)`);
+  log(
+    `  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${f.file} (${f.label}; imports ${(f.collectMs / 1000).toFixed(1)} s)`,
+  );
 }
-for (const r of results) log(`${r.label}: ${r.files} files, ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped in ${r.seconds.toFixed(0)} s (exit ${r.status})`);
+for (const r of results)
+  log(
+    `${r.label}: ${r.files} files, ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped in ${r.seconds.toFixed(0)} s (exit ${r.status})`,
+  );
 const failed = results.some((r) => r.status !== 0) || results.length === 0;
 process.stdout.write(`total: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped\n`);
 process.exit(failed ? 1 : 0);

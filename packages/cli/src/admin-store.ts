@@ -15,7 +15,11 @@ const PGLITE_LOCK = 'postmaster.pid';
  * const store = adminStoreConfig('credits', args.flags['data-dir'], 'add credits');
  * if ('refusal' in store) { process.stderr.write(store.refusal); return 1; }
  */
-export function adminStoreConfig(command: string, dataDir: string | boolean | undefined, whileRunning: string): { config: Config } | { refusal: string } {
+export function adminStoreConfig(
+  command: string,
+  dataDir: string | boolean | undefined,
+  whileRunning: string,
+): { config: Config } | { refusal: string } {
   let config: Config;
   try {
     config = loadConfig(typeof dataDir === 'string' ? { 'data-dir': dataDir } : {}, process.env);
@@ -25,7 +29,10 @@ export function adminStoreConfig(command: string, dataDir: string | boolean | un
   }
   if (config.databaseUrl) return { config };
   const pgdata = join(config.dataDir, 'pgdata');
-  if (!existsSync(pgdata)) return { refusal: `svc ${command}: no embedded store in ${config.dataDir} (no pgdata directory); check --data-dir or set DATABASE_URL\n` };
+  if (!existsSync(pgdata))
+    return {
+      refusal: `svc ${command}: no embedded store in ${config.dataDir} (no pgdata directory); check --data-dir or set DATABASE_URL\n`,
+    };
   if (existsSync(join(pgdata, PGLITE_LOCK))) {
     return {
       refusal:

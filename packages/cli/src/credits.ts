@@ -18,8 +18,12 @@ export async function credits(argv: string[]): Promise<number> {
   if (!org) throw new UsageError('--org ORG_ID is required');
   const rawCents = typeof args.flags.cents === 'string' ? args.flags.cents.trim() : '';
   const cents = /^\d+$/.test(rawCents) ? Number(rawCents) : Number.NaN;
-  if (!Number.isSafeInteger(cents) || cents < 1) throw new UsageError(`--cents must be a positive whole number of cents, got '${rawCents}'`);
-  const description = typeof args.flags.description === 'string' ? args.flags.description : 'Credits added by an administrator (svc credits add)';
+  if (!Number.isSafeInteger(cents) || cents < 1)
+    throw new UsageError(`--cents must be a positive whole number of cents, got '${rawCents}'`);
+  const description =
+    typeof args.flags.description === 'string'
+      ? args.flags.description
+      : 'Credits added by an administrator (svc credits add)';
 
   const store = adminStoreConfig('credits', args.flags['data-dir'], 'add credits');
   if ('refusal' in store) {
@@ -41,7 +45,9 @@ export async function credits(argv: string[]): Promise<number> {
     return 0;
   } catch (err) {
     if (err instanceof ApiError && err.code === 'not_found') {
-      process.stderr.write(`svc credits: no organization '${org}' in this store (${db.kind}); check --org, DATABASE_URL and --data-dir\n`);
+      process.stderr.write(
+        `svc credits: no organization '${org}' in this store (${db.kind}); check --org, DATABASE_URL and --data-dir\n`,
+      );
       return 1;
     }
     if (err instanceof ApiError) throw new UsageError(err.message);

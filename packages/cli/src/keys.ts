@@ -21,13 +21,21 @@ export async function keys(argv: string[]): Promise<number> {
     return 1;
   }
   const { config } = store;
-  if (config.signingKeySeedHex) throw new UsageError('SVC_SIGNING_KEY is set: the key comes from it; change the variable (the old key is retired at the next start)');
+  if (config.signingKeySeedHex)
+    throw new UsageError(
+      'SVC_SIGNING_KEY is set: the key comes from it; change the variable (the old key is retired at the next start)',
+    );
   const db = await openDb(config);
   try {
     const { retired, active } = await rotatePlatformKey(db);
     await createDbBus(db).publish('keys', 'platform');
-    if (retired) process.stdout.write(`retired ${retired.key_id} (${retired.public_key_hex}), valid until ${retired.valid_until?.toISOString() ?? 'now'}\n`);
-    process.stdout.write(`active  ${active.key_id} (${active.public_key_hex}), valid from ${active.valid_from.toISOString()}\n`);
+    if (retired)
+      process.stdout.write(
+        `retired ${retired.key_id} (${retired.public_key_hex}), valid until ${retired.valid_until?.toISOString() ?? 'now'}\n`,
+      );
+    process.stdout.write(
+      `active  ${active.key_id} (${active.public_key_hex}), valid from ${active.valid_from.toISOString()}\n`,
+    );
     return 0;
   } finally {
     await db.close();

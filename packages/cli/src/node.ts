@@ -46,7 +46,23 @@ export interface NodeConfig {
   tee?: { vcekFile?: string; tdxCollateralDir?: string };
 }
 
-const VALUES = ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name', 'tee-vcek', 'tee-collateral', 'capsule', 'capsule-arg'];
+const VALUES = [
+  'server',
+  'api-key',
+  'data-dir',
+  'country',
+  'region',
+  'upstream',
+  'upstream-key',
+  'model',
+  'gguf',
+  'concurrency',
+  'name',
+  'tee-vcek',
+  'tee-collateral',
+  'capsule',
+  'capsule-arg',
+];
 const REPEATABLE = new Set(['model', 'gguf', 'capsule-arg']);
 
 function httpUrl(flag: string, value: string): string {
@@ -56,12 +72,14 @@ function httpUrl(flag: string, value: string): string {
   } catch {
     url = undefined;
   }
-  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new UsageError(`--${flag} must be an http(s) URL, got '${value}'`);
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+    throw new UsageError(`--${flag} must be an http(s) URL, got '${value}'`);
   return value;
 }
 
 function catalogueId(flag: string, id: string): string {
-  if (findModel(id) === undefined) throw new UsageError(`--${flag}: '${id}' is not a catalogue model (one of: ${MODELS.map((m) => m.id).join(', ')})`);
+  if (findModel(id) === undefined)
+    throw new UsageError(`--${flag}: '${id}' is not a catalogue model (one of: ${MODELS.map((m) => m.id).join(', ')})`);
   return id;
 }
 
@@ -77,26 +95,35 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
   for (const [flag, values] of Object.entries(args.multi)) {
     if (values.length > 1 && !REPEATABLE.has(flag)) throw new UsageError(`--${flag} is given more than once`);
   }
-  const flag = (name: string): string | undefined => (typeof args.flags[name] === 'string' ? args.flags[name] : undefined);
+  const flag = (name: string): string | undefined =>
+    typeof args.flags[name] === 'string' ? args.flags[name] : undefined;
   const server = flag('server');
-  if (server === undefined) throw new UsageError('--server URL is required (the control plane, e.g. https://svc.example.com)');
+  if (server === undefined)
+    throw new UsageError('--server URL is required (the control plane, e.g. https://svc.example.com)');
   httpUrl('server', server);
   const apiKey = flag('api-key') ?? env.SVC_NODE_API_KEY;
   if (!apiKey) throw new UsageError('--api-key KEY is required (an operator-scoped API key; or set SVC_NODE_API_KEY)');
 
   const country = flag('country');
-  if (country !== undefined && !/^[A-Z]{2}$/.test(country)) throw new UsageError(`--country must be two upper-case letters (ISO 3166-1 alpha-2, e.g. CA), got '${country}'`);
+  if (country !== undefined && !/^[A-Z]{2}$/.test(country))
+    throw new UsageError(`--country must be two upper-case letters (ISO 3166-1 alpha-2, e.g. CA), got '${country}'`);
   const region = flag('region');
-  if (region !== undefined && !/^[a-z0-9-]{1,64}$/.test(region)) throw new UsageError(`--region must be 1 to 64 lower-case letters, digits or '-' (e.g. ca-central), got '${region}'`);
+  if (region !== undefined && !/^[a-z0-9-]{1,64}$/.test(region))
+    throw new UsageError(
+      `--region must be 1 to 64 lower-case letters, digits or '-' (e.g. ca-central), got '${region}'`,
+    );
   const name = flag('name');
-  if (name !== undefined && (name.trim() === '' || name.length > 100)) throw new UsageError('--name must be 1 to 100 characters');
+  if (name !== undefined && (name.trim() === '' || name.length > 100))
+    throw new UsageError('--name must be 1 to 100 characters');
   const rawConcurrency = flag('concurrency') ?? '1';
   const concurrency = /^\d+$/.test(rawConcurrency) ? Number(rawConcurrency) : Number.NaN;
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) throw new UsageError(`--concurrency must be a whole number from 1 to 16, got '${rawConcurrency}'`);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16)
+    throw new UsageError(`--concurrency must be a whole number from 1 to 16, got '${rawConcurrency}'`);
 
   const served = new Set<string>();
   const claim = (id: string) => {
-    if (served.has(id)) throw new UsageError(`model '${id}' is given more than once (--model and --gguf together name each model once)`);
+    if (served.has(id))
+      throw new UsageError(`model '${id}' is given more than once (--model and --gguf together name each model once)`);
     served.add(id);
   };
   const upstreamModels = new Map<string, string>();
@@ -114,7 +141,10 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
     if (eq <= 0 || eq === spec.length - 1) throw new UsageError(`--gguf must be CATALOG_ID=PATH, got '${spec}'`);
     const id = catalogueId('gguf', spec.slice(0, eq));
     const type = findModel(id)?.type;
-    if (type !== 'chat' && type !== 'embeddings') throw new UsageError(`--gguf: ${id} is a ${type ?? 'unknown'} model; GGUF files serve chat and embeddings models only`);
+    if (type !== 'chat' && type !== 'embeddings')
+      throw new UsageError(
+        `--gguf: ${id} is a ${type ?? 'unknown'} model; GGUF files serve chat and embeddings models only`,
+      );
     const path = resolve(spec.slice(eq + 1));
     if (!existsSync(path)) throw new UsageError(`--gguf ${id}: no file at ${path}`);
     claim(id);
@@ -123,17 +153,31 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
 
   const upstreamUrl = flag('upstream');
   const upstreamKey = flag('upstream-key') ?? env.SVC_UPSTREAM_API_KEY;
-  if (upstreamUrl === undefined && upstreamModels.size > 0) throw new UsageError('--model needs --upstream BASE_URL (the OpenAI-compatible server that runs it)');
-  if (upstreamUrl !== undefined && upstreamModels.size === 0) throw new UsageError('--upstream needs at least one --model CATALOG_ID[=ENGINE_MODEL]');
-  if (upstreamUrl === undefined && flag('upstream-key') !== undefined) throw new UsageError('--upstream-key needs --upstream');
+  if (upstreamUrl === undefined && upstreamModels.size > 0)
+    throw new UsageError('--model needs --upstream BASE_URL (the OpenAI-compatible server that runs it)');
+  if (upstreamUrl !== undefined && upstreamModels.size === 0)
+    throw new UsageError('--upstream needs at least one --model CATALOG_ID[=ENGINE_MODEL]');
+  if (upstreamUrl === undefined && flag('upstream-key') !== undefined)
+    throw new UsageError('--upstream-key needs --upstream');
   const allowProcessRunner = args.flags['allow-process-runner'] === true;
   const capsuleProgram = flag('capsule');
-  if (capsuleProgram === undefined && (args.multi['capsule-arg'] ?? []).length > 0) throw new UsageError('--capsule-arg needs --capsule PROGRAM');
+  if (capsuleProgram === undefined && (args.multi['capsule-arg'] ?? []).length > 0)
+    throw new UsageError('--capsule-arg needs --capsule PROGRAM');
   const capsuleEnv = Object.fromEntries(
-    Object.entries(env).flatMap(([k, v]) => (k.startsWith('SVC_CAPSULE_') && k.length > 12 && v !== undefined ? [[k.slice(12), v]] : [])),
+    Object.entries(env).flatMap(([k, v]) =>
+      k.startsWith('SVC_CAPSULE_') && k.length > 12 && v !== undefined ? [[k.slice(12), v]] : [],
+    ),
   );
-  const capsule = capsuleProgram === undefined ? undefined : { program: capsuleProgram.includes('/') ? resolve(capsuleProgram) : capsuleProgram, args: args.multi['capsule-arg'] ?? [], env: capsuleEnv };
-  if (capsule && capsule.program.includes('/') && !existsSync(capsule.program)) throw new UsageError(`--capsule: no program at ${capsule.program}`);
+  const capsule =
+    capsuleProgram === undefined
+      ? undefined
+      : {
+          program: capsuleProgram.includes('/') ? resolve(capsuleProgram) : capsuleProgram,
+          args: args.multi['capsule-arg'] ?? [],
+          env: capsuleEnv,
+        };
+  if (capsule && capsule.program.includes('/') && !existsSync(capsule.program))
+    throw new UsageError(`--capsule: no program at ${capsule.program}`);
   if (served.size === 0 && !allowProcessRunner && !capsule) {
     throw new UsageError('nothing to serve: give --upstream with --model, --gguf, --allow-process-runner or --capsule');
   }
@@ -147,11 +191,26 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
     concurrency,
     allowProcessRunner,
     ...(capsule ? { capsule } : {}),
-    ...(upstreamUrl === undefined ? {} : { upstream: { baseUrl: httpUrl('upstream', upstreamUrl), ...(upstreamKey ? { apiKey: upstreamKey } : {}), models: upstreamModels } }),
+    ...(upstreamUrl === undefined
+      ? {}
+      : {
+          upstream: {
+            baseUrl: httpUrl('upstream', upstreamUrl),
+            ...(upstreamKey ? { apiKey: upstreamKey } : {}),
+            models: upstreamModels,
+          },
+        }),
     gguf,
     ...(flag('tee-vcek') === undefined && flag('tee-collateral') === undefined
       ? {}
-      : { tee: { ...(flag('tee-vcek') === undefined ? {} : { vcekFile: resolve(flag('tee-vcek') ?? '') }), ...(flag('tee-collateral') === undefined ? {} : { tdxCollateralDir: resolve(flag('tee-collateral') ?? '') }) } }),
+      : {
+          tee: {
+            ...(flag('tee-vcek') === undefined ? {} : { vcekFile: resolve(flag('tee-vcek') ?? '') }),
+            ...(flag('tee-collateral') === undefined
+              ? {}
+              : { tdxCollateralDir: resolve(flag('tee-collateral') ?? '') }),
+          },
+        }),
   };
 }
 
@@ -169,8 +228,10 @@ async function buildEngines(config: NodeConfig): Promise<EngineSet> {
 }
 
 function logEvent(event: AgentEvent): void {
-  if (event.event === 'work' || event.event === 'attested') process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
-  else if (event.event === 'warning') process.stderr.write(`svc node: warning: ${event.work_id ? `${event.work_id}: ` : ''}${event.message}\n`);
+  if (event.event === 'work' || event.event === 'attested')
+    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
+  else if (event.event === 'warning')
+    process.stderr.write(`svc node: warning: ${event.work_id ? `${event.work_id}: ` : ''}${event.message}\n`);
 }
 
 /**
@@ -228,7 +289,9 @@ export async function node(argv: string[]): Promise<number> {
   } catch (err) {
     if (stopRequested) return 0;
     if (err instanceof ControlPlaneError) {
-      process.stderr.write(`svc node: registration with ${config.server} failed: ${err.status || 'no answer'} ${err.error}: ${err.message}\n`);
+      process.stderr.write(
+        `svc node: registration with ${config.server} failed: ${err.status || 'no answer'} ${err.error}: ${err.message}\n`,
+      );
       return 1;
     }
     if (err instanceof IdentityError) {

@@ -1,4 +1,14 @@
-import { ApiError, createLedger, createPaymentProvider, loadPlatformSecrets, markPayoutPaid, openDb, payoutRecord, runPayouts, type PaymentDeps } from '@svc/server';
+import {
+  ApiError,
+  createLedger,
+  createPaymentProvider,
+  loadPlatformSecrets,
+  markPayoutPaid,
+  openDb,
+  payoutRecord,
+  runPayouts,
+  type PaymentDeps,
+} from '@svc/server';
 import { adminStoreConfig } from './admin-store.js';
 import { parseArgs, UsageError } from './args.js';
 
@@ -22,7 +32,8 @@ export async function payouts(argv: string[]): Promise<number> {
   if (sub !== 'run' && sub !== 'mark-paid') throw new UsageError(`expected 'run' or 'mark-paid'\n\n${PAYOUTS_USAGE}`);
   if (sub === 'run' && rest.length > 0) throw new UsageError(`'run' takes no arguments\n\n${PAYOUTS_USAGE}`);
   const payoutId = rest[0]?.trim() ?? '';
-  if (sub === 'mark-paid' && (!/^[A-Za-z0-9_-]{1,100}$/.test(payoutId) || rest.length > 1)) throw new UsageError('mark-paid needs one PAYOUT_ID');
+  if (sub === 'mark-paid' && (!/^[A-Za-z0-9_-]{1,100}$/.test(payoutId) || rest.length > 1))
+    throw new UsageError('mark-paid needs one PAYOUT_ID');
   const ref = typeof args.flags.ref === 'string' ? args.flags.ref.slice(0, 200) : `manual-${new Date().toISOString()}`;
 
   const store = adminStoreConfig('payouts', args.flags['data-dir'], 'run payouts');
@@ -39,7 +50,12 @@ export async function payouts(argv: string[]): Promise<number> {
       return 0;
     }
     const secrets = await loadPlatformSecrets(db, config);
-    const deps: PaymentDeps = { db, ledger: createLedger(db), payments: createPaymentProvider(config, secrets), config };
+    const deps: PaymentDeps = {
+      db,
+      ledger: createLedger(db),
+      payments: createPaymentProvider(config, secrets),
+      config,
+    };
     const report = await runPayouts(deps);
     for (const p of [...report.resent, ...report.created]) process.stdout.write(`${JSON.stringify(payoutRecord(p))}\n`);
     process.stdout.write(

@@ -16,9 +16,17 @@ export function logFormat(stdout: { isTTY?: boolean }): LogFormat {
 }
 
 /** The log destination for `format`: undefined keeps pino's JSON on stdout; pretty lines go to `out`. */
-export function logStream(format: LogFormat, out: NodeJS.WritableStream = process.stdout): DestinationStream | undefined {
+export function logStream(
+  format: LogFormat,
+  out: NodeJS.WritableStream = process.stdout,
+): DestinationStream | undefined {
   if (format === 'json') return undefined;
-  return pretty({ colorize: out === process.stdout, destination: out, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' });
+  return pretty({
+    colorize: out === process.stdout,
+    destination: out,
+    translateTime: 'SYS:HH:MM:ss',
+    ignore: 'pid,hostname',
+  });
 }
 
 /**

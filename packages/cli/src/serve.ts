@@ -11,7 +11,10 @@ SVC_SHUTDOWN_GRACE_MS. Flags win over the environment.`;
 
 /** `svc serve`: starts the server and stops it gracefully on SIGTERM or SIGINT. */
 export async function serve(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, { values: ['port', 'host', 'data-dir', 'public-url', 'log-level'], booleans: ['allow-private-egress'] });
+  const args = parseArgs(argv, {
+    values: ['port', 'host', 'data-dir', 'public-url', 'log-level'],
+    booleans: ['allow-private-egress'],
+  });
   let config;
   try {
     config = loadConfig(args.flags as Record<string, string>, process.env);

@@ -12,13 +12,17 @@ describe('svc verify: pinned keys must be strict Ed25519 keys', () => {
   writeFileSync(bundle, '{}');
 
   it('refuses a small-order --public-key before reading the bundle', async () => {
-    await expect(verify([bundle, '--public-key', IDENTITY])).rejects.toThrow(`--public-key ${IDENTITY} is a small-order point (order 1): signatures under it can be forged`);
+    await expect(verify([bundle, '--public-key', IDENTITY])).rejects.toThrow(
+      `--public-key ${IDENTITY} is a small-order point (order 1): signatures under it can be forged`,
+    );
   });
 
   it('refuses a trust file naming a small-order or non-canonical key', async () => {
     const trust = join(dir, 'keys.json');
     writeFileSync(trust, JSON.stringify({ keys: [{ key_id: 'pk_bad', public_key_hex: `ed${'ff'.repeat(30)}7f` }] }));
-    await expect(verify([bundle, '--trust-file', trust])).rejects.toThrow(`--trust-file ${trust}: key 0 is a non-canonical encoding (y is not reduced mod p)`);
+    await expect(verify([bundle, '--trust-file', trust])).rejects.toThrow(
+      `--trust-file ${trust}: key 0 is a non-canonical encoding (y is not reduced mod p)`,
+    );
     writeFileSync(trust, JSON.stringify([IDENTITY]));
     await expect(verify([bundle, '--trust-file', trust])).rejects.toThrow(/key 0 is a small-order point \(order 1\)/);
   });

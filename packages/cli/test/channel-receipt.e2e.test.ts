@@ -22,7 +22,22 @@ describe('a node killed with an unacknowledged receipt (svc node process, channe
   let dir: string;
   const nodes: SpawnedSvc[] = [];
   const startNode = async () => {
-    const proc = spawnSvc(['node', '--server', server.url, '--data-dir', dir, '--country', 'CA', '--upstream', upstream.url, '--model', 'tinyllama'], { SVC_NODE_API_KEY: operatorKey });
+    const proc = spawnSvc(
+      [
+        'node',
+        '--server',
+        server.url,
+        '--data-dir',
+        dir,
+        '--country',
+        'CA',
+        '--upstream',
+        upstream.url,
+        '--model',
+        'tinyllama',
+      ],
+      { SVC_NODE_API_KEY: operatorKey },
+    );
     nodes.push(proc);
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(proc.stdout())?.[1], 90_000);
     return proc;
@@ -52,10 +67,16 @@ describe('a node killed with an unacknowledged receipt (svc node process, channe
       body: JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'keep my receipt' }] }),
     });
     const db = server.ctx.db;
-    const work = await until('the work dispatched to the node', async () => {
-      const { rows } = await db.query<{ id: string; job_id: string }>("SELECT id, job_id FROM work_items WHERE type = 'chat' AND status = 'leased' AND dispatched_at IS NOT NULL");
-      return rows[0];
-    }, 30_000);
+    const work = await until(
+      'the work dispatched to the node',
+      async () => {
+        const { rows } = await db.query<{ id: string; job_id: string }>(
+          "SELECT id, job_id FROM work_items WHERE type = 'chat' AND status = 'leased' AND dispatched_at IS NOT NULL",
+        );
+        return rows[0];
+      },
+      30_000,
+    );
     // The receipt's transaction waits for this one: the node's receipt stays unacknowledged.
     let release: () => void = () => undefined;
     const released = new Promise<void>((resolve) => (release = resolve));
@@ -82,13 +103,22 @@ describe('a node killed with an unacknowledged receipt (svc node process, channe
     expect(existsSync(join(dir, 'outbox', 'rejected')) ? readdirSync(join(dir, 'outbox', 'rejected')) : []).toEqual([]);
     expect(second.stdout() + second.stderr()).not.toMatch(/refused/);
 
-    const receipts = await db.query<{ id: string; created_at: Date }>('SELECT id, created_at FROM receipts WHERE job_id = $1', [work.job_id]);
+    const receipts = await db.query<{ id: string; created_at: Date }>(
+      'SELECT id, created_at FROM receipts WHERE job_id = $1',
+      [work.job_id],
+    );
     expect(receipts.rows).toHaveLength(1);
     // Committed by the first send (before the restart): the second was a duplicate, acknowledged.
     expect(receipts.rows[0]?.created_at.getTime()).toBeLessThan(restartedAt + 1_000);
-    const request = await db.query<{ status: string; charged_cents: string | null }>('SELECT status, charged_cents FROM gateway_requests WHERE id = $1', [work.job_id]);
+    const request = await db.query<{ status: string; charged_cents: string | null }>(
+      'SELECT status, charged_cents FROM gateway_requests WHERE id = $1',
+      [work.job_id],
+    );
     expect(request.rows[0]?.status).toBe('completed');
-    const charges = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM credit_transactions WHERE ref = $1 AND tx_type = 'charge'", [work.job_id]);
+    const charges = await db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM credit_transactions WHERE ref = $1 AND tx_type = 'charge'",
+      [work.job_id],
+    );
     expect(charges.rows[0]?.n).toBe(Number(request.rows[0]?.charged_cents ?? 0) > 0 ? 1 : 0);
   }, 240_000);
 });

@@ -20,8 +20,15 @@ async function probePythonOpenAI(): Promise<{ available: true } | { available: f
     await run('python3', ['-c', 'import openai'], { timeout: 30_000 });
     return { available: true };
   } catch (err) {
-    const why = String((err as { stderr?: string }).stderr ?? err).trim().split('\n').at(-1) ?? 'unknown';
-    return { available: false, reason: `python3 cannot import openai (${why}); \`pip install openai\` reaches no package index on this machine` };
+    const why =
+      String((err as { stderr?: string }).stderr ?? err)
+        .trim()
+        .split('\n')
+        .at(-1) ?? 'unknown';
+    return {
+      available: false,
+      reason: `python3 cannot import openai (${why}); \`pip install openai\` reaches no package index on this machine`,
+    };
   }
 }
 const python = await probePythonOpenAI();
@@ -46,19 +53,48 @@ describe('third-party OpenAI clients read our errors, against svc serve and svc 
     upstream = await startOpenAITestServer();
     dir = mkdtempSync(join(tmpdir(), 'svc-clients-e2e-'));
     server = spawnSvc(['serve'], {
-      SVC_DATA_DIR: store.dataDir, SVC_PORT: '0', SVC_LOG_LEVEL: 'warn',
+      SVC_DATA_DIR: store.dataDir,
+      SVC_PORT: '0',
+      SVC_LOG_LEVEL: 'warn',
       // Three cents of free tier: a tinyllama chat holds 2 cents; a 32k-token phi-4 chat (5 cents) is 402.
       SVC_FREE_TIER_CENTS: '3',
       ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
     });
     base = await waitForUrl(server);
     const post = async (path: string, body: unknown, key?: string) =>
-      (await (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) })).json()) as { api_key: string; token: string };
+      (await (
+        await fetch(`${base}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+          body: JSON.stringify(body),
+        })
+      ).json()) as { api_key: string; token: string };
     // The owner's session mints the node's operator key (a buyer key may not grant operator).
-    const operator = (await post('/api/v1/auth/signup', { email: 'op@clients.test', password: 'clients e2e password' })).token;
+    const operator = (await post('/api/v1/auth/signup', { email: 'op@clients.test', password: 'clients e2e password' }))
+      .token;
     const nodeKey = (await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, operator)).api_key;
-    buyerKey = (await post('/api/v1/auth/signup', { email: 'buyer@clients.test', password: 'clients e2e password' })).api_key;
-    const proc = spawnSvc(['node', '--server', base, '--data-dir', join(dir, 'node'), '--name', 'upstream', '--country', 'CA', '--upstream', upstream.url, '--model', 'tinyllama', '--model', 'phi-4'], { SVC_NODE_API_KEY: nodeKey });
+    buyerKey = (await post('/api/v1/auth/signup', { email: 'buyer@clients.test', password: 'clients e2e password' }))
+      .api_key;
+    const proc = spawnSvc(
+      [
+        'node',
+        '--server',
+        base,
+        '--data-dir',
+        join(dir, 'node'),
+        '--name',
+        'upstream',
+        '--country',
+        'CA',
+        '--upstream',
+        upstream.url,
+        '--model',
+        'tinyllama',
+        '--model',
+        'phi-4',
+      ],
+      { SVC_NODE_API_KEY: nodeKey },
+    );
     node = proc;
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(proc.stdout())?.[1], 90_000);
   }, 240_000);
@@ -74,18 +110,38 @@ describe('third-party OpenAI clients read our errors, against svc serve and svc 
 
   it('the openai npm client: our message, code, type, param and status; a mid-stream failure shows our message', async () => {
     const client = new OpenAI({ apiKey: buyerKey, baseURL: `${base}/v1`, maxRetries: 0 });
-    const missing = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    const missing = await client.chat.completions
+      .create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(missing).toMatchObject({ status: 404, code: 'model_not_found', type: 'invalid_request_error', param: 'model' });
-    expect((missing as Error).message).toMatch(/^404 The model 'gpt-4o' does not exist in the catalogue; chat models: phi-4, svc-llama-3.2-3b, tinyllama/);
+    expect(missing).toMatchObject({
+      status: 404,
+      code: 'model_not_found',
+      type: 'invalid_request_error',
+      param: 'model',
+    });
+    expect((missing as Error).message).toMatch(
+      /^404 The model 'gpt-4o' does not exist in the catalogue; chat models: phi-4, svc-llama-3.2-3b, tinyllama/,
+    );
     expect((missing as InstanceType<typeof OpenAI.APIError>).requestID).toMatch(/.+/);
-    const bad = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], temperature: 3 }).catch((e: unknown) => e);
+    const bad = await client.chat.completions
+      .create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], temperature: 3 })
+      .catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(bad).toMatchObject({ status: 400, code: 'invalid_request', type: 'invalid_request_error', param: 'temperature' });
+    expect(bad).toMatchObject({
+      status: 400,
+      code: 'invalid_request',
+      type: 'invalid_request_error',
+      param: 'temperature',
+    });
 
     upstream.setFailure({ dropAfterChunks: 2 });
     try {
-      const stream = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'alpha beta gamma' }], stream: true });
+      const stream = await client.chat.completions.create({
+        model: 'tinyllama',
+        messages: [{ role: 'user', content: 'alpha beta gamma' }],
+        stream: true,
+      });
       const midStream = await (async () => {
         for await (const chunk of stream) void chunk;
       })().catch((e: unknown) => e);
@@ -100,41 +156,64 @@ describe('third-party OpenAI clients read our errors, against svc serve and svc 
     const svc = createOpenAICompatible({ name: 'svc', baseURL: `${base}/v1`, apiKey: buyerKey });
     const ok = await generateText({ model: svc.chatModel('tinyllama'), prompt: 'from the ai sdk', maxRetries: 0 });
     expect(ok.text).toBe('You said: from the ai sdk');
-    const broke = await generateText({ model: svc.chatModel('phi-4'), prompt: 'a long one', maxOutputTokens: 32_768, maxRetries: 0 }).catch((e: unknown) => e);
+    const broke = await generateText({
+      model: svc.chatModel('phi-4'),
+      prompt: 'a long one',
+      maxOutputTokens: 32_768,
+      maxRetries: 0,
+    }).catch((e: unknown) => e);
     expect(APICallError.isInstance(broke)).toBe(true);
     const err = broke as APICallError;
     expect(err.statusCode).toBe(402);
-    expect(err.message).toMatch(/^insufficient credits: \d+ cents available, 5 cents needed; top up or lower the budget$/);
-    expect(err.data).toMatchObject({ error: { code: 'insufficient_credits', type: 'insufficient_quota', param: null } });
+    expect(err.message).toMatch(
+      /^insufficient credits: \d+ cents available, 5 cents needed; top up or lower the budget$/,
+    );
+    expect(err.data).toMatchObject({
+      error: { code: 'insufficient_credits', type: 'insufficient_quota', param: null },
+    });
   }, 60_000);
 
   it('LangChain JS maps our 404 model_not_found to MODEL_NOT_FOUND with our message', async () => {
-    const chat = (model: string) => new ChatOpenAI({ model, apiKey: buyerKey, configuration: { baseURL: `${base}/v1` }, maxRetries: 0 });
+    const chat = (model: string) =>
+      new ChatOpenAI({ model, apiKey: buyerKey, configuration: { baseURL: `${base}/v1` }, maxRetries: 0 });
     const answer = await chat('tinyllama').invoke('from langchain');
     expect(answer.content).toBe('You said: from langchain');
-    const missing = await chat('gpt-4o').invoke('hi').catch((e: unknown) => e);
+    const missing = await chat('gpt-4o')
+      .invoke('hi')
+      .catch((e: unknown) => e);
     expect(missing).toMatchObject({ status: 404, code: 'model_not_found', lc_error_code: 'MODEL_NOT_FOUND' });
     expect((missing as Error).message).toContain("The model 'gpt-4o' does not exist in the catalogue");
   }, 60_000);
 
-  it.skipIf(!python.available)("Python's openai raises NotFoundError with our code and message", async () => {
-    const script = join(dir, 'probe.py');
-    writeFileSync(
-      script,
-      [
-        'import json, sys, openai',
-        'c = openai.OpenAI(api_key=sys.argv[2], base_url=sys.argv[1], max_retries=0)',
-        'out = {}',
-        'try:',
-        "    c.chat.completions.create(model='gpt-4o', messages=[{'role': 'user', 'content': 'hi'}])",
-        'except openai.NotFoundError as e:',
-        "    out['not_found'] = {'status': e.status_code, 'code': e.code, 'type': e.type, 'param': e.param, 'message': e.message}",
-        'print(json.dumps(out))',
-      ].join('\n'),
-    );
-    const { stdout } = await run('python3', [script, `${base}/v1`, buyerKey], { timeout: 60_000 });
-    const out = JSON.parse(stdout) as { not_found?: { status: number; code: string; type: string; param: string; message: string } };
-    expect(out.not_found).toMatchObject({ status: 404, code: 'model_not_found', type: 'invalid_request_error', param: 'model' });
-    expect(out.not_found?.message).toContain("The model 'gpt-4o' does not exist in the catalogue");
-  }, 60_000);
+  it.skipIf(!python.available)(
+    "Python's openai raises NotFoundError with our code and message",
+    async () => {
+      const script = join(dir, 'probe.py');
+      writeFileSync(
+        script,
+        [
+          'import json, sys, openai',
+          'c = openai.OpenAI(api_key=sys.argv[2], base_url=sys.argv[1], max_retries=0)',
+          'out = {}',
+          'try:',
+          "    c.chat.completions.create(model='gpt-4o', messages=[{'role': 'user', 'content': 'hi'}])",
+          'except openai.NotFoundError as e:',
+          "    out['not_found'] = {'status': e.status_code, 'code': e.code, 'type': e.type, 'param': e.param, 'message': e.message}",
+          'print(json.dumps(out))',
+        ].join('\n'),
+      );
+      const { stdout } = await run('python3', [script, `${base}/v1`, buyerKey], { timeout: 60_000 });
+      const out = JSON.parse(stdout) as {
+        not_found?: { status: number; code: string; type: string; param: string; message: string };
+      };
+      expect(out.not_found).toMatchObject({
+        status: 404,
+        code: 'model_not_found',
+        type: 'invalid_request_error',
+        param: 'model',
+      });
+      expect(out.not_found?.message).toContain("The model 'gpt-4o' does not exist in the catalogue");
+    },
+    60_000,
+  );
 });

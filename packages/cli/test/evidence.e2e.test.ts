@@ -8,7 +8,11 @@ import { createTestStore, type TestStore } from '@svc/server/testing';
 import { main } from '../src/main.js';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
-interface Check { name: string; ok: boolean; reason: string }
+interface Check {
+  name: string;
+  ok: boolean;
+  reason: string;
+}
 type Json = Record<string, unknown>;
 
 /** Runs `svc verify` as its own process; nothing else is running by then. */
@@ -16,7 +20,7 @@ async function svcVerify(args: string[]): Promise<{ code: number | string; out: 
   const p = spawnSvc(['verify', ...args]);
   const code = await p.exited;
   const out = p.stdout() + p.stderr();
-  const checks = args.includes('--json') ? ((JSON.parse(p.stdout()) as { checks: Check[] }).checks) : [];
+  const checks = args.includes('--json') ? (JSON.parse(p.stdout()) as { checks: Check[] }).checks : [];
   return { code, out, checks };
 }
 
@@ -56,7 +60,12 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
   let jobBundle = '';
   let chatBundle = '';
   let trustFile = '';
-  const serverEnv = () => ({ SVC_DATA_DIR: store.dataDir, SVC_PORT: '0', SVC_LOG_LEVEL: 'warn', ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}) });
+  const serverEnv = () => ({
+    SVC_DATA_DIR: store.dataDir,
+    SVC_PORT: '0',
+    SVC_LOG_LEVEL: 'warn',
+    ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+  });
   const api = async (path: string, body?: unknown) => {
     const res = await fetch(`${base}${path}`, {
       method: body ? 'POST' : 'GET',
@@ -81,18 +90,65 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
     server = spawnSvc(['serve'], serverEnv());
     base = await waitForUrl(server);
     const signup = async (email: string, credential: 'api_key' | 'token' = 'api_key') =>
-      ((await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'evidence e2e password' }) })).json()) as { api_key: string; token: string })[credential];
+      (
+        (await (
+          await fetch(`${base}/api/v1/auth/signup`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ email, password: 'evidence e2e password' }),
+          })
+        ).json()) as { api_key: string; token: string }
+      )[credential];
     // The operator's node key, made by the operator's session (a buyer key may not grant operator);
     // then the buyer is who the tests act as.
     buyerKey = await signup('operator@evidence.test', 'token');
-    const nodeKey = (JSON.parse((await api('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] })).text) as { api_key: string }).api_key;
+    const nodeKey = (
+      JSON.parse((await api('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] })).text) as {
+        api_key: string;
+      }
+    ).api_key;
     buyerKey = await signup('buyer@evidence.test');
-    node = spawnSvc(['node', '--server', base, '--data-dir', join(dir, 'node'), '--country', 'CA', '--region', 'ca-central', '--upstream', upstream.url, '--model', 'tinyllama'], { SVC_NODE_API_KEY: nodeKey });
+    node = spawnSvc(
+      [
+        'node',
+        '--server',
+        base,
+        '--data-dir',
+        join(dir, 'node'),
+        '--country',
+        'CA',
+        '--region',
+        'ca-central',
+        '--upstream',
+        upstream.url,
+        '--model',
+        'tinyllama',
+      ],
+      { SVC_NODE_API_KEY: nodeKey },
+    );
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node?.stdout() ?? '')?.[1]);
 
-    const submitted = JSON.parse((await api('/api/v1/marketplace/jobs', { kind: 1, budget: 1, max_price_per_unit: 0.01, currency: 'CAD', model: 'tinyllama', inline_text: 'what is a receipt?' })).text) as { job_id: string };
-    await until('job completion', async () => ((JSON.parse((await api(`/api/v1/marketplace/jobs/${submitted.job_id}`)).text) as Json).status === 'completed' ? true : undefined));
-    const chat = JSON.parse((await api('/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'prove it' }] })).text) as { id: string };
+    const submitted = JSON.parse(
+      (
+        await api('/api/v1/marketplace/jobs', {
+          kind: 1,
+          budget: 1,
+          max_price_per_unit: 0.01,
+          currency: 'CAD',
+          model: 'tinyllama',
+          inline_text: 'what is a receipt?',
+        })
+      ).text,
+    ) as { job_id: string };
+    await until('job completion', async () =>
+      (JSON.parse((await api(`/api/v1/marketplace/jobs/${submitted.job_id}`)).text) as Json).status === 'completed'
+        ? true
+        : undefined,
+    );
+    const chat = JSON.parse(
+      (await api('/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'prove it' }] }))
+        .text,
+    ) as { id: string };
 
     jobBundle = join(dir, 'job-bundle.json');
     chatBundle = join(dir, 'chat-bundle.json');
@@ -111,7 +167,12 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
   });
 
   it('verifies a job bundle and a gateway bundle with no server running: one line per check, exit 0', async () => {
-    expect(await fetch(`${base}/api/v1/health`).then(() => 'up', () => 'down')).toBe('down');
+    expect(
+      await fetch(`${base}/api/v1/health`).then(
+        () => 'up',
+        () => 'down',
+      ),
+    ).toBe('down');
     for (const file of [jobBundle, chatBundle]) {
       const text = await svcVerify([file, '--trust-file', trustFile]);
       expect(text.out).toMatch(/^PASS {2}bundle_hash {2}[0-9a-f]{64}$/m);
@@ -124,7 +185,18 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
     expect(json.code).toBe(0);
     const checks = (JSON.parse(json.out) as { checks: Check[] }).checks;
     expect(checks.find((c) => c.name === 'signer_key')?.reason).toContain('not pinned');
-    expect(checks.map((c) => c.name)).toEqual(expect.arrayContaining(['parse', 'bundle_type', 'bundle_hash', 'graph_structure', 'merkle_root', 'certificate_signature', 'signer_key', 'receipts_complete']));
+    expect(checks.map((c) => c.name)).toEqual(
+      expect.arrayContaining([
+        'parse',
+        'bundle_type',
+        'bundle_hash',
+        'graph_structure',
+        'merkle_root',
+        'certificate_signature',
+        'signer_key',
+        'receipts_complete',
+      ]),
+    );
   }, 60_000);
 
   it.each<[string, (string | number)[], unknown, string]>([
@@ -136,20 +208,32 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
     ['a receipt field', ['receipts', 0, 'metering_units'], 1, 'receipt_signature[{receipt}]'],
     ['a receipt signature', ['receipts', 0, 'signature'], '0'.repeat(128), 'receipt_binding[{receipt}]'],
     ['the root', ['evidence', 'run', 'root_hash'], 'f'.repeat(64), 'merkle_root'],
-    ['the certificate signature', ['evidence', 'certificate', 'signature_hex'], '0'.repeat(128), 'certificate_signature'],
+    [
+      'the certificate signature',
+      ['evidence', 'certificate', 'signature_hex'],
+      '0'.repeat(128),
+      'certificate_signature',
+    ],
     ['the bundle hash', ['bundle_hash'], '0'.repeat(64), 'bundle_hash'],
-  ])('altering %s fails verification and names the check', async (_, path, value, check) => {
-    const bundle = JSON.parse(readFileSync(jobBundle, 'utf8')) as Json;
-    const receiptId = String(((bundle.receipts as Json[])[0] ?? {}).id);
-    setAt(bundle, path, value);
-    const file = join(dir, `tampered-${path.join('-')}.json`);
-    writeFileSync(file, JSON.stringify(bundle));
-    // One case through a real process, the rest through the same code in this one.
-    const result = check === 'bundle_hash' ? await svcVerify([file, '--trust-file', trustFile]) : await svcVerifyHere([file, '--trust-file', trustFile]);
-    expect(result.code).toBe(1);
-    expect(result.out).toContain(`FAIL  ${check.replace('{receipt}', receiptId)}  `);
-    expect(result.out).toMatch(/NOT VERIFIED: \d+ of \d+ checks failed/);
-  }, 30_000);
+  ])(
+    'altering %s fails verification and names the check',
+    async (_, path, value, check) => {
+      const bundle = JSON.parse(readFileSync(jobBundle, 'utf8')) as Json;
+      const receiptId = String(((bundle.receipts as Json[])[0] ?? {}).id);
+      setAt(bundle, path, value);
+      const file = join(dir, `tampered-${path.join('-')}.json`);
+      writeFileSync(file, JSON.stringify(bundle));
+      // One case through a real process, the rest through the same code in this one.
+      const result =
+        check === 'bundle_hash'
+          ? await svcVerify([file, '--trust-file', trustFile])
+          : await svcVerifyHere([file, '--trust-file', trustFile]);
+      expect(result.code).toBe(1);
+      expect(result.out).toContain(`FAIL  ${check.replace('{receipt}', receiptId)}  `);
+      expect(result.out).toMatch(/NOT VERIFIED: \d+ of \d+ checks failed/);
+    },
+    30_000,
+  );
 
   it('refuses duplicate keys, unknown versions, oversized input and keys it was not told to trust', async () => {
     const text = readFileSync(jobBundle, 'utf8');
@@ -171,23 +255,40 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
   }, 60_000);
 
   it('svc keys rotate: new runs are signed by the new key, old bundles still verify against the published keys', async () => {
-    const before = JSON.parse(readFileSync(trustFile, 'utf8')) as { keys: { key_id: string; public_key_hex: string }[] };
+    const before = JSON.parse(readFileSync(trustFile, 'utf8')) as {
+      keys: { key_id: string; public_key_hex: string }[];
+    };
     const rotate = spawnSvc(['keys', 'rotate'], serverEnv());
     expect(await rotate.exited).toBe(0);
     expect(rotate.stdout()).toMatch(/^retired pk_[0-9a-f]{16} .*\nactive {2}pk_[0-9a-f]{16} /m);
 
     server = spawnSvc(['serve'], serverEnv());
     base = await waitForUrl(server);
-    const keys = JSON.parse((await api('/api/v1/keys/platform')).text) as { keys: { key_id: string; public_key_hex: string; valid_until: string | null; active: boolean }[] };
+    const keys = JSON.parse((await api('/api/v1/keys/platform')).text) as {
+      keys: { key_id: string; public_key_hex: string; valid_until: string | null; active: boolean }[];
+    };
     expect(keys.keys).toHaveLength(before.keys.length + 1);
     const retired = keys.keys.find((k) => k.key_id === before.keys[0]?.key_id);
     const active = keys.keys.find((k) => k.active);
     expect(retired?.valid_until).not.toBeNull();
     expect(active?.key_id).not.toBe(retired?.key_id);
 
-    const submitted = JSON.parse((await api('/api/v1/marketplace/jobs', { kind: 1, budget: 1, max_price_per_unit: 0.01, currency: 'CAD', model: 'tinyllama', inline_text: 'after rotation' })).text) as { job_id: string };
+    const submitted = JSON.parse(
+      (
+        await api('/api/v1/marketplace/jobs', {
+          kind: 1,
+          budget: 1,
+          max_price_per_unit: 0.01,
+          currency: 'CAD',
+          model: 'tinyllama',
+          inline_text: 'after rotation',
+        })
+      ).text,
+    ) as { job_id: string };
     await api(`/api/v1/marketplace/jobs/${submitted.job_id}/cancel`, {});
-    const graph = JSON.parse((await api(`/api/v1/jobs/${submitted.job_id}/evidence`)).text) as { certificate: { signer_public_key_hex: string; verified: boolean } };
+    const graph = JSON.parse((await api(`/api/v1/jobs/${submitted.job_id}/evidence`)).text) as {
+      certificate: { signer_public_key_hex: string; verified: boolean };
+    };
     expect(graph.certificate).toMatchObject({ signer_public_key_hex: active?.public_key_hex, verified: true });
     const newBundle = join(dir, 'after-rotation.json');
     writeFileSync(newBundle, (await api(`/api/v1/jobs/${submitted.job_id}/evidence/bundle`)).text);
@@ -203,7 +304,20 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
     expect(oldOnly.out).toMatch(/FAIL {2}signer_key/);
     // A run signed by the old key after its retirement would be refused: check the window logic.
     const lying = join(dir, 'retired-window.json');
-    writeFileSync(lying, JSON.stringify({ keys: [{ public_key_hex: retired?.public_key_hex, valid_from: '2020-01-01T00:00:00.000Z', valid_until: '2020-01-02T00:00:00.000Z' }] }));
-    expect((await svcVerifyHere([jobBundle, '--trust-file', lying])).out).toMatch(/FAIL {2}signer_key {2}signed at .* after the key was retired/);
+    writeFileSync(
+      lying,
+      JSON.stringify({
+        keys: [
+          {
+            public_key_hex: retired?.public_key_hex,
+            valid_from: '2020-01-01T00:00:00.000Z',
+            valid_until: '2020-01-02T00:00:00.000Z',
+          },
+        ],
+      }),
+    );
+    expect((await svcVerifyHere([jobBundle, '--trust-file', lying])).out).toMatch(
+      /FAIL {2}signer_key {2}signed at .* after the key was retired/,
+    );
   }, 120_000);
 });

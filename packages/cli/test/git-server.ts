@@ -20,7 +20,15 @@ export interface GitHost {
   close(): Promise<void>;
 }
 
-const GIT_ENV = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: tmpdir(), GIT_AUTHOR_NAME: 'Test', GIT_AUTHOR_EMAIL: 't@example.test', GIT_COMMITTER_NAME: 'Test', GIT_COMMITTER_EMAIL: 't@example.test' };
+const GIT_ENV = {
+  ...process.env,
+  GIT_CONFIG_NOSYSTEM: '1',
+  HOME: tmpdir(),
+  GIT_AUTHOR_NAME: 'Test',
+  GIT_AUTHOR_EMAIL: 't@example.test',
+  GIT_COMMITTER_NAME: 'Test',
+  GIT_COMMITTER_EMAIL: 't@example.test',
+};
 
 /** Creates `<root>/<name>.git` with one commit on `main` holding `files`. */
 export function seedRepository(root: string, name: string, files: Record<string, string>): string {
@@ -48,8 +56,15 @@ function cgi(req: IncomingMessage, res: ServerResponse, root: string): void {
   const url = new URL(req.url ?? '/', 'http://x');
   const child = spawn('git', ['http-backend'], {
     env: {
-      ...GIT_ENV, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: decodeURIComponent(url.pathname), QUERY_STRING: url.search.slice(1),
-      REQUEST_METHOD: req.method ?? 'GET', CONTENT_TYPE: req.headers['content-type'] ?? '', REMOTE_USER: 'x-access-token', REMOTE_ADDR: '127.0.0.1',
+      ...GIT_ENV,
+      GIT_PROJECT_ROOT: root,
+      GIT_HTTP_EXPORT_ALL: '1',
+      PATH_INFO: decodeURIComponent(url.pathname),
+      QUERY_STRING: url.search.slice(1),
+      REQUEST_METHOD: req.method ?? 'GET',
+      CONTENT_TYPE: req.headers['content-type'] ?? '',
+      REMOTE_USER: 'x-access-token',
+      REMOTE_ADDR: '127.0.0.1',
       ...(req.headers['content-encoding'] ? { HTTP_CONTENT_ENCODING: String(req.headers['content-encoding']) } : {}),
       ...(req.headers['git-protocol'] ? { GIT_PROTOCOL: String(req.headers['git-protocol']) } : {}),
     },
@@ -102,7 +117,8 @@ export async function startGitHost(token: string): Promise<GitHost> {
     url: `http://127.0.0.1:${port}`,
     root,
     requests,
-    git: (repo, args) => execFileSync('git', ['-C', join(root, `${repo}.git`), ...args], { env: GIT_ENV, encoding: 'utf8' }),
+    git: (repo, args) =>
+      execFileSync('git', ['-C', join(root, `${repo}.git`), ...args], { env: GIT_ENV, encoding: 'utf8' }),
     async close() {
       await new Promise<void>((r) => server.close(() => r()));
       rmSync(root, { recursive: true, force: true });
@@ -112,7 +128,16 @@ export async function startGitHost(token: string): Promise<GitHost> {
 
 export interface FakeGitHub {
   url: string;
-  pulls: { owner: string; repo: string; title: string; head: string; base: string; body: string; number: number; authorization: string | undefined }[];
+  pulls: {
+    owner: string;
+    repo: string;
+    title: string;
+    head: string;
+    base: string;
+    body: string;
+    number: number;
+    authorization: string | undefined;
+  }[];
   updates: { number: number; state: string }[];
   close(): Promise<void>;
 }
@@ -126,18 +151,32 @@ export async function startFakeGitHub(): Promise<FakeGitHub> {
     req.on('data', (d: Buffer) => (body += d.toString()));
     req.on('end', () => {
       const m = /^\/repos\/([^/]+)\/([^/]+)\/pulls(?:\/(\d+))?$/.exec(req.url ?? '');
-      const json = (status: number, value: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
+      const json = (status: number, value: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
       if (!m) return json(404, { message: 'Not Found' });
       const [, owner = '', repo = '', num] = m;
       const input = JSON.parse(body || '{}') as Record<string, string>;
       if (req.method === 'POST' && !num) {
         const number = pulls.length + 1;
-        pulls.push({ owner, repo, title: input.title ?? '', head: input.head ?? '', base: input.base ?? '', body: input.body ?? '', number, authorization: req.headers.authorization });
+        pulls.push({
+          owner,
+          repo,
+          title: input.title ?? '',
+          head: input.head ?? '',
+          base: input.base ?? '',
+          body: input.body ?? '',
+          number,
+          authorization: req.headers.authorization,
+        });
         return json(201, { number, html_url: `https://github.test/${owner}/${repo}/pull/${number}`, state: 'open' });
       }
       if (req.method === 'PATCH' && num) {
         updates.push({ number: Number(num), state: input.state ?? '' });
-        return json(200, { number: Number(num), state: input.state, html_url: `https://github.test/${owner}/${repo}/pull/${num}` });
+        return json(200, {
+          number: Number(num),
+          state: input.state,
+          html_url: `https://github.test/${owner}/${repo}/pull/${num}`,
+        });
       }
       return json(405, { message: 'method not allowed' });
     });
@@ -145,5 +184,10 @@ export async function startFakeGitHub(): Promise<FakeGitHub> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
-  return { url: `http://127.0.0.1:${port}`, pulls, updates, close: () => new Promise<void>((r) => server.close(() => r())) };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pulls,
+    updates,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
 }

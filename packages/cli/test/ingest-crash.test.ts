@@ -3,7 +3,8 @@ import { createTestStore, type TestStore } from '@svc/server/testing';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 /** A Markdown list nested `levels` deep (3,000 levels: about 9 MB). */
-const nestedList = (levels: number) => Array.from({ length: levels }, (_, i) => `${' '.repeat(2 * i)}- item ${i}`).join('\n');
+const nestedList = (levels: number) =>
+  Array.from({ length: levels }, (_, i) => `${' '.repeat(2 * i)}- item ${i}`).join('\n');
 
 /**
  * A document that kills the server while it is ingested: parsing runs in the server process here
@@ -37,14 +38,28 @@ describe('a document that crashes svc serve cannot keep it down', () => {
     const signup = await fetch(`${url}/api/v1/auth/signup`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ email: `crash-${Date.now()}@example.test`, password: 'correct horse battery staple', name: 'Crash' }),
+      body: JSON.stringify({
+        email: `crash-${Date.now()}@example.test`,
+        password: 'correct horse battery staple',
+        name: 'Crash',
+      }),
     });
     const apiKey = ((await signup.json()) as { api_key: string }).api_key;
     const auth = { authorization: `Bearer ${apiKey}` };
-    const kb = (await (await fetch(`${url}/api/v1/knowledge-bases`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'crash' }) })).json()) as { id: string };
+    const kb = (await (
+      await fetch(`${url}/api/v1/knowledge-bases`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'crash' }),
+      })
+    ).json()) as { id: string };
     const form = new FormData();
     form.append('file', new Blob([nestedList(3000)], { type: 'text/markdown' }), 'nested.md');
-    const upload = await fetch(`${url}/api/v1/knowledge-bases/${kb.id}/documents`, { method: 'POST', headers: auth, body: form });
+    const upload = await fetch(`${url}/api/v1/knowledge-bases/${kb.id}/documents`, {
+      method: 'POST',
+      headers: auth,
+      body: form,
+    });
     expect(upload.status).toBe(202);
     const docId = ((await upload.json()) as { id: string }).id;
 
@@ -56,11 +71,17 @@ describe('a document that crashes svc serve cannot keep it down', () => {
       listened++;
       const outcome = await Promise.race([
         running.exited.then((code) => ({ crashed: code })),
-        until('the document to fail', async () => {
-          const res = await fetch(`${restartedUrl}/api/v1/knowledge-bases/${kb.id}/documents/${docId}`, { headers: auth });
-          const doc = (await res.json()) as { status: string; error: string | null };
-          return doc.status === 'failed' ? { doc, url: restartedUrl } : undefined;
-        }, 120_000),
+        until(
+          'the document to fail',
+          async () => {
+            const res = await fetch(`${restartedUrl}/api/v1/knowledge-bases/${kb.id}/documents/${docId}`, {
+              headers: auth,
+            });
+            const doc = (await res.json()) as { status: string; error: string | null };
+            return doc.status === 'failed' ? { doc, url: restartedUrl } : undefined;
+          },
+          120_000,
+        ),
       ]);
       if ('crashed' in outcome) {
         crashes.push(outcome.crashed);

@@ -10,7 +10,21 @@ import { parseNodeFlags } from '../src/node.js';
 import { spawnSvc } from './spawn.js';
 
 const SPEC = {
-  values: ['server', 'api-key', 'data-dir', 'country', 'region', 'upstream', 'upstream-key', 'model', 'gguf', 'concurrency', 'name', 'capsule', 'capsule-arg'],
+  values: [
+    'server',
+    'api-key',
+    'data-dir',
+    'country',
+    'region',
+    'upstream',
+    'upstream-key',
+    'model',
+    'gguf',
+    'concurrency',
+    'name',
+    'capsule',
+    'capsule-arg',
+  ],
   booleans: ['allow-process-runner'],
 };
 const flags = (argv: string[], env: NodeJS.ProcessEnv = {}) => parseNodeFlags(parseArgs(argv, SPEC), env);
@@ -26,11 +40,46 @@ async function waitFor(predicate: () => boolean, what: string, timeoutMs = 60_00
 
 describe('svc node flags', () => {
   it('accepts a full configuration', () => {
-    const config = flags([...base, '--country', 'CA', '--region', 'ca-central', '--upstream', 'http://127.0.0.1:11434/v1', '--upstream-key', 'up', '--model', 'tinyllama=tinyllama:1.1b', '--model', 'all-MiniLM-L6-v2', '--concurrency', '4', '--allow-process-runner', '--name', 'rig one', '--data-dir', '/tmp/x']);
-    expect(config).toMatchObject({ server: 'https://svc.example', apiKey: 'svc_key', country: 'CA', region: 'ca-central', concurrency: 4, allowProcessRunner: true, name: 'rig one', dataDir: '/tmp/x' });
+    const config = flags([
+      ...base,
+      '--country',
+      'CA',
+      '--region',
+      'ca-central',
+      '--upstream',
+      'http://127.0.0.1:11434/v1',
+      '--upstream-key',
+      'up',
+      '--model',
+      'tinyllama=tinyllama:1.1b',
+      '--model',
+      'all-MiniLM-L6-v2',
+      '--concurrency',
+      '4',
+      '--allow-process-runner',
+      '--name',
+      'rig one',
+      '--data-dir',
+      '/tmp/x',
+    ]);
+    expect(config).toMatchObject({
+      server: 'https://svc.example',
+      apiKey: 'svc_key',
+      country: 'CA',
+      region: 'ca-central',
+      concurrency: 4,
+      allowProcessRunner: true,
+      name: 'rig one',
+      dataDir: '/tmp/x',
+    });
     expect(config.upstream?.apiKey).toBe('up');
-    expect([...(config.upstream?.models ?? [])]).toEqual([['tinyllama', 'tinyllama:1.1b'], ['all-MiniLM-L6-v2', 'all-MiniLM-L6-v2']]);
-    expect(flags(['--server', 'http://x', '--allow-process-runner'], { SVC_NODE_API_KEY: 'from-env' }).apiKey).toBe('from-env');
+    expect([...(config.upstream?.models ?? [])]).toEqual([
+      ['tinyllama', 'tinyllama:1.1b'],
+      ['all-MiniLM-L6-v2', 'all-MiniLM-L6-v2'],
+    ]);
+    expect(flags(['--server', 'http://x', '--allow-process-runner'], { SVC_NODE_API_KEY: 'from-env' }).apiKey).toBe(
+      'from-env',
+    );
     expect(flags([...base, '--allow-process-runner']).dataDir).toBe(join(process.cwd(), '.svc-node'));
   });
 
@@ -39,25 +88,46 @@ describe('svc node flags', () => {
     await writeFile(join(dir, 'w.gguf'), 'x');
     const cases: [string[], string][] = [
       [['--api-key', 'k', '--allow-process-runner'], '--server URL is required'],
-      [['--server', 'ftp://x', '--api-key', 'k', '--allow-process-runner'], "--server must be an http(s) URL, got 'ftp://x'"],
+      [
+        ['--server', 'ftp://x', '--api-key', 'k', '--allow-process-runner'],
+        "--server must be an http(s) URL, got 'ftp://x'",
+      ],
       [['--server', 'not a url', '--api-key', 'k', '--allow-process-runner'], '--server must be an http(s) URL'],
       [['--server', 'http://x', '--allow-process-runner'], '--api-key KEY is required'],
-      [[...base, '--allow-process-runner', '--country', 'ca'], "--country must be two upper-case letters (ISO 3166-1 alpha-2, e.g. CA), got 'ca'"],
+      [
+        [...base, '--allow-process-runner', '--country', 'ca'],
+        "--country must be two upper-case letters (ISO 3166-1 alpha-2, e.g. CA), got 'ca'",
+      ],
       [[...base, '--allow-process-runner', '--country', 'CAN'], '--country must be two upper-case letters'],
       [[...base, '--allow-process-runner', '--region', 'ca central'], '--region must be 1 to 64 lower-case letters'],
-      [[...base, '--allow-process-runner', '--region', 'CA-Central'], "--region must be 1 to 64 lower-case letters, digits or '-' (e.g. ca-central), got 'CA-Central'"],
-      [[...base, '--upstream', 'http://u', '--model', 'gpt-4'], "--model: 'gpt-4' is not a catalogue model (one of: phi-4,"],
+      [
+        [...base, '--allow-process-runner', '--region', 'CA-Central'],
+        "--region must be 1 to 64 lower-case letters, digits or '-' (e.g. ca-central), got 'CA-Central'",
+      ],
+      [
+        [...base, '--upstream', 'http://u', '--model', 'gpt-4'],
+        "--model: 'gpt-4' is not a catalogue model (one of: phi-4,",
+      ],
       [[...base, '--upstream', 'http://u', '--model', 'tinyllama='], 'the engine model after'],
       [[...base, '--model', 'tinyllama'], '--model needs --upstream BASE_URL'],
       [[...base, '--upstream', 'http://u'], '--upstream needs at least one --model'],
       [[...base, '--upstream', 'file:///x', '--model', 'tinyllama'], '--upstream must be an http(s) URL'],
       [[...base, '--upstream-key', 'k', '--allow-process-runner'], '--upstream-key needs --upstream'],
-      [[...base, '--upstream', 'http://u', '--model', 'tinyllama', '--model', 'tinyllama'], "model 'tinyllama' is given more than once"],
+      [
+        [...base, '--upstream', 'http://u', '--model', 'tinyllama', '--model', 'tinyllama'],
+        "model 'tinyllama' is given more than once",
+      ],
       [[...base, '--gguf', 'tinyllama'], '--gguf must be CATALOG_ID=PATH'],
       [[...base, '--gguf', 'whisper-base=/x.gguf'], 'whisper-base is a transcription model'],
       [[...base, '--gguf', 'tinyllama=/nonexistent/t.gguf'], '--gguf tinyllama: no file at /nonexistent/t.gguf'],
-      [[...base, '--gguf', `tinyllama=${join(dir, 'w.gguf')}`, '--upstream', 'http://u', '--model', 'tinyllama'], 'given more than once'],
-      [[...base, '--allow-process-runner', '--concurrency', '0'], "--concurrency must be a whole number from 1 to 16, got '0'"],
+      [
+        [...base, '--gguf', `tinyllama=${join(dir, 'w.gguf')}`, '--upstream', 'http://u', '--model', 'tinyllama'],
+        'given more than once',
+      ],
+      [
+        [...base, '--allow-process-runner', '--concurrency', '0'],
+        "--concurrency must be a whole number from 1 to 16, got '0'",
+      ],
       [[...base, '--allow-process-runner', '--concurrency', '17'], '--concurrency must be a whole number from 1 to 16'],
       [[...base, '--allow-process-runner', '--concurrency', '1.5'], '--concurrency must be a whole number'],
       [[...base, '--allow-process-runner', '--name', ''], '--name must be 1 to 100 characters'],
@@ -69,8 +139,15 @@ describe('svc node flags', () => {
     ];
     for (const [argv, message] of cases) expect(() => flags(argv), argv.join(' ')).toThrow(message);
     // A capsule alone is something to serve; SVC_CAPSULE_* variables reach it without the prefix.
-    expect(flags([...base, '--capsule', 'node', '--capsule-arg', 'c.mjs', '--capsule-arg', 'v2'], { SVC_CAPSULE_OPENAI_API_KEY: 'k1', OTHER: 'no' }).capsule).toEqual({ program: 'node', args: ['c.mjs', 'v2'], env: { OPENAI_API_KEY: 'k1' } });
-    expect(flags([...base, '--gguf', `tinyllama=${join(dir, 'w.gguf')}`]).gguf.get('tinyllama')).toBe(join(dir, 'w.gguf'));
+    expect(
+      flags([...base, '--capsule', 'node', '--capsule-arg', 'c.mjs', '--capsule-arg', 'v2'], {
+        SVC_CAPSULE_OPENAI_API_KEY: 'k1',
+        OTHER: 'no',
+      }).capsule,
+    ).toEqual({ program: 'node', args: ['c.mjs', 'v2'], env: { OPENAI_API_KEY: 'k1' } });
+    expect(flags([...base, '--gguf', `tinyllama=${join(dir, 'w.gguf')}`]).gguf.get('tinyllama')).toBe(
+      join(dir, 'w.gguf'),
+    );
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -119,7 +196,21 @@ describe('svc node as a real process', () => {
 
   it('registers, runs a job on the upstream, logs one JSON line for it and stops on SIGTERM', async () => {
     const p = spawnSvc(
-      ['node', '--server', cp.url, '--data-dir', dataDir, '--country', 'CA', '--upstream', upstreamUrl, '--model', 'tinyllama=tiny:1b', '--name', 'cli-test'],
+      [
+        'node',
+        '--server',
+        cp.url,
+        '--data-dir',
+        dataDir,
+        '--country',
+        'CA',
+        '--upstream',
+        upstreamUrl,
+        '--model',
+        'tinyllama=tiny:1b',
+        '--name',
+        'cli-test',
+      ],
       { SVC_NODE_API_KEY: cp.apiKey, SVC_UPSTREAM_API_KEY: 'upstream-secret' },
     );
     await waitFor(() => p.stdout().includes('svc node: registered') || p.child.exitCode !== null, 'registration');
@@ -127,12 +218,31 @@ describe('svc node as a real process', () => {
     expect(p.stdout()).toBe(`svc node: registered ${nodeId} with ${cp.url} (country CA, models tinyllama)\n`);
     expect(JSON.parse(await readFile(join(dataDir, 'node.json'), 'utf8'))).toEqual({ node_id: nodeId, server: cp.url });
 
-    cp.enqueue({ work_id: 'wrk_cli', job_id: 'job_cli', type: 'job', kind: 1, model: 'tinyllama', payload: { inputs: ['hello'] } });
+    cp.enqueue({
+      work_id: 'wrk_cli',
+      job_id: 'job_cli',
+      type: 'job',
+      kind: 1,
+      model: 'tinyllama',
+      payload: { inputs: ['hello'] },
+    });
     await waitFor(() => p.stdout().split('\n').length > 2, 'the work log line');
     const line = JSON.parse(p.stdout().split('\n')[1] ?? '') as Record<string, unknown>;
-    expect(line).toMatchObject({ event: 'work', work_id: 'wrk_cli', job_id: 'job_cli', kind: 1, outcome: 'completed', metering_units: 11, time: expect.any(String) });
+    expect(line).toMatchObject({
+      event: 'work',
+      work_id: 'wrk_cli',
+      job_id: 'job_cli',
+      kind: 1,
+      outcome: 'completed',
+      metering_units: 11,
+      time: expect.any(String),
+    });
     expect(cp.receipts.get('wrk_cli')).toMatchObject({ job_id: 'job_cli', metering_units: 11 });
-    expect(upstreamCalls[0]).toMatchObject({ url: '/v1/chat/completions', auth: 'Bearer upstream-secret', body: { model: 'tiny:1b', messages: [{ role: 'user', content: 'hello' }] } });
+    expect(upstreamCalls[0]).toMatchObject({
+      url: '/v1/chat/completions',
+      auth: 'Bearer upstream-secret',
+      body: { model: 'tiny:1b', messages: [{ role: 'user', content: 'hello' }] },
+    });
 
     p.child.kill('SIGTERM');
     expect(await p.exited).toBe(0);
@@ -141,8 +251,19 @@ describe('svc node as a real process', () => {
   });
 
   it('exits 1 with a clear message when the server refuses the API key', async () => {
-    const p = spawnSvc(['node', '--server', cp.url, '--data-dir', dataDir, '--api-key', 'svc_wrong_key', '--allow-process-runner']);
+    const p = spawnSvc([
+      'node',
+      '--server',
+      cp.url,
+      '--data-dir',
+      dataDir,
+      '--api-key',
+      'svc_wrong_key',
+      '--allow-process-runner',
+    ]);
     expect(await p.exited).toBe(1);
-    expect(p.stderr()).toBe(`svc node: registration with ${cp.url} failed: 401 unauthorized: operator API key required\n`);
+    expect(p.stderr()).toBe(
+      `svc node: registration with ${cp.url} failed: 401 unauthorized: operator API key required\n`,
+    );
   });
 });

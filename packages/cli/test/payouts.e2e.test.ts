@@ -40,15 +40,41 @@ describe('payouts survive kill -9 in the middle of a run (real svc serve process
     stripe = await startFakeStripe();
     store = await createTestStore();
     // Seed the store: an onboarded operator organization with 25.00 CAD of earnings.
-    const t = await createTestApp({ store, env: { ...stripeEnv, SVC_STRIPE_API_BASE: stripe.url, SVC_PAYOUT_INTERVAL: 'off' } });
+    const t = await createTestApp({
+      store,
+      env: { ...stripeEnv, SVC_STRIPE_API_BASE: stripe.url, SVC_PAYOUT_INTERVAL: 'off' },
+    });
     try {
       const owner = await signUp(t.app);
       orgId = owner.orgId;
       ownerKey = owner.apiKey;
-      operatorKey = (await t.app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(owner.token), payload: { label: 'node', scopes: ['operator'] } })).json().api_key;
-      const accountId = (await t.app.inject({ method: 'POST', url: '/api/v1/node/connect', headers: bearer(operatorKey), payload: { email: owner.email, country: 'CA' } })).json().account_id;
-      const signed = signStripeEvent({ id: 'evt_onboarded', type: 'account.updated', data: { object: { id: accountId, details_submitted: true, payouts_enabled: true } } });
-      const hook = await t.app.inject({ method: 'POST', url: '/api/v1/webhooks/payments/stripe', headers: { 'content-type': 'application/json', 'stripe-signature': signed.signature }, payload: signed.body });
+      operatorKey = (
+        await t.app.inject({
+          method: 'POST',
+          url: '/api/v1/auth/api-keys',
+          headers: bearer(owner.token),
+          payload: { label: 'node', scopes: ['operator'] },
+        })
+      ).json().api_key;
+      const accountId = (
+        await t.app.inject({
+          method: 'POST',
+          url: '/api/v1/node/connect',
+          headers: bearer(operatorKey),
+          payload: { email: owner.email, country: 'CA' },
+        })
+      ).json().account_id;
+      const signed = signStripeEvent({
+        id: 'evt_onboarded',
+        type: 'account.updated',
+        data: { object: { id: accountId, details_submitted: true, payouts_enabled: true } },
+      });
+      const hook = await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/webhooks/payments/stripe',
+        headers: { 'content-type': 'application/json', 'stripe-signature': signed.signature },
+        payload: signed.body,
+      });
       expect(hook.json().outcome).toBe('applied');
       await t.ctx.ledger.credit(orgId, 2_500, { txType: 'earning', description: 'earnings', ref: 'job_seed' });
     } finally {
@@ -72,9 +98,12 @@ describe('payouts survive kill -9 in the middle of a run (real svc serve process
 
     server = spawnSvc(['serve'], serverEnv());
     const base = await waitForUrl(server);
-    const api = async (path: string, key = operatorKey) => (await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${key}` } })).json();
+    const api = async (path: string, key = operatorKey) =>
+      (await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${key}` } })).json();
     const payouts = await until('the payout paid after the restart', async () => {
-      const list = (await api('/api/v1/payouts')) as { payouts: { id: string; status: string; amount_cents: number; provider_ref: string | null }[] };
+      const list = (await api('/api/v1/payouts')) as {
+        payouts: { id: string; status: string; amount_cents: number; provider_ref: string | null }[];
+      };
       return list.payouts[0]?.status === 'paid' ? list.payouts : undefined;
     });
     held.release();
@@ -88,8 +117,12 @@ describe('payouts survive kill -9 in the middle of a run (real svc serve process
     expect(stripe.created['/v1/transfers']).toHaveLength(1);
     expect(payout?.provider_ref).toBe(stripe.created['/v1/transfers']?.[0]?.id);
 
-    const ledger = (await api('/api/v1/billing/transactions', ownerKey)) as { transactions: { tx_type: string; amount_cents: number }[] };
-    expect(ledger.transactions.filter((r) => r.tx_type === 'payout')).toEqual([expect.objectContaining({ amount_cents: -2_500 })]);
+    const ledger = (await api('/api/v1/billing/transactions', ownerKey)) as {
+      transactions: { tx_type: string; amount_cents: number }[];
+    };
+    expect(ledger.transactions.filter((r) => r.tx_type === 'payout')).toEqual([
+      expect.objectContaining({ amount_cents: -2_500 }),
+    ]);
     expect(((await api('/api/v1/payouts')) as { payable_cents: number }).payable_cents).toBe(0);
   }, 120_000);
 });

@@ -12,11 +12,37 @@ describe('svc payouts as a real process', () => {
     const t = await createTestApp({ store, env: { SVC_PAYOUT_INTERVAL: 'off' } });
     try {
       owner = await signUp(t.app);
-      operatorKey = (await t.app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(owner.token), payload: { label: 'node', scopes: ['operator'] } })).json().api_key;
-      const accountId = (await t.app.inject({ method: 'POST', url: '/api/v1/node/connect', headers: bearer(operatorKey), payload: { email: owner.email, country: 'CA' } })).json().account_id;
-      const { url } = (await t.app.inject({ method: 'POST', url: '/api/v1/node/connect/onboarding', headers: bearer(operatorKey), payload: { account_id: accountId } })).json();
+      operatorKey = (
+        await t.app.inject({
+          method: 'POST',
+          url: '/api/v1/auth/api-keys',
+          headers: bearer(owner.token),
+          payload: { label: 'node', scopes: ['operator'] },
+        })
+      ).json().api_key;
+      const accountId = (
+        await t.app.inject({
+          method: 'POST',
+          url: '/api/v1/node/connect',
+          headers: bearer(operatorKey),
+          payload: { email: owner.email, country: 'CA' },
+        })
+      ).json().account_id;
+      const { url } = (
+        await t.app.inject({
+          method: 'POST',
+          url: '/api/v1/node/connect/onboarding',
+          headers: bearer(operatorKey),
+          payload: { account_id: accountId },
+        })
+      ).json();
       const u = new URL(url as string);
-      await t.app.inject({ method: 'POST', url: `${u.pathname}${u.search}`, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'action=complete' });
+      await t.app.inject({
+        method: 'POST',
+        url: `${u.pathname}${u.search}`,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: 'action=complete',
+      });
       await t.ctx.ledger.credit(owner.orgId, 1_500, { txType: 'earning', description: 'earnings', ref: 'job_cli' });
     } finally {
       await t.close();
@@ -28,8 +54,14 @@ describe('svc payouts as a real process', () => {
   it('runs a payout, then records it paid by hand; bad usage is exit 2, a second mark-paid exit 1', async () => {
     const run = spawnSvc(['payouts', 'run'], env());
     expect(await run.exited, run.stderr()).toBe(0);
-    expect(run.stdout()).toMatch(/svc payouts: 1 created, 0 re-sent, 0 below the minimum \(1000 cents\), provider local/);
-    const payout = JSON.parse(run.stdout().split('\n')[0] ?? '{}') as { id: string; status: string; amount_cents: number };
+    expect(run.stdout()).toMatch(
+      /svc payouts: 1 created, 0 re-sent, 0 below the minimum \(1000 cents\), provider local/,
+    );
+    const payout = JSON.parse(run.stdout().split('\n')[0] ?? '{}') as {
+      id: string;
+      status: string;
+      amount_cents: number;
+    };
     expect(payout).toMatchObject({ status: 'pending', amount_cents: 1_500 });
 
     const again = spawnSvc(['payouts', 'run'], env());

@@ -3,7 +3,8 @@ import { createTestStore, startTestServer, TEST_STORE_KIND, type TestStore } fro
 import { spawnSvc, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 const onPostgres = TEST_STORE_KIND === 'postgres';
-if (!onPostgres) console.log('[svc test] SKIPPED cross-process key revocation: needs PostgreSQL (runs in the DATABASE_URL pass)');
+if (!onPostgres)
+  console.log('[svc test] SKIPPED cross-process key revocation: needs PostgreSQL (runs in the DATABASE_URL pass)');
 
 describe.skipIf(!onPostgres)('key revocation across server processes sharing PostgreSQL', () => {
   let store: TestStore;
@@ -30,7 +31,8 @@ describe.skipIf(!onPostgres)('key revocation across server processes sharing Pos
       body: JSON.stringify({ email: 'multi@example.test', password: 'two processes one db' }),
     });
     const { api_key: firstKey, token } = (await signup.json()) as { api_key: string; token: string };
-    const me = (url: string, key: string) => fetch(`${url}/api/v1/auth/me`, { headers: { authorization: `Bearer ${key}` } });
+    const me = (url: string, key: string) =>
+      fetch(`${url}/api/v1/auth/me`, { headers: { authorization: `Bearer ${key}` } });
     const stillWorks: number[] = [];
     const refusedAfter: number[] = [];
     for (let trial = 0; trial < 10; trial++) {
@@ -66,7 +68,9 @@ describe.skipIf(!onPostgres)('key revocation across server processes sharing Pos
       expect(b.stdout() + b.stderr()).not.toContain(apiKey.slice(30));
     }
     const sorted = [...refusedAfter].sort((x, y) => x - y);
-    console.log(`[svc test] revoked key refused on the other instance after ${sorted.map((ms) => ms.toFixed(1)).join(', ')} ms (requests still accepted: ${stillWorks.join(', ')})`);
+    console.log(
+      `[svc test] revoked key refused on the other instance after ${sorted.map((ms) => ms.toFixed(1)).join(', ')} ms (requests still accepted: ${stillWorks.join(', ')})`,
+    );
     // docs/authentication.md: the target is 50 ms after the revoke call's answer (the median must
     // meet it; single trials on a loaded machine wait on the OS scheduler), and never more than
     // the 1 s contract, which the cache's maximum entry age enforces even without the bus.

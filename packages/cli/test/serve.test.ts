@@ -8,7 +8,11 @@ describe('svc serve as a real process', () => {
     store = await createTestStore();
   });
   afterAll(() => store.drop());
-  const env = () => ({ SVC_DATA_DIR: store.dataDir, SVC_PORT: '0', ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}) });
+  const env = () => ({
+    SVC_DATA_DIR: store.dataDir,
+    SVC_PORT: '0',
+    ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+  });
 
   it('serves, stops cleanly on SIGTERM, and keeps its data across a restart', async () => {
     const pepper = 'pepper-that-must-never-be-logged-0123456789';

@@ -18,12 +18,17 @@ export interface SpawnedSvc {
  * const p = spawnSvc(['serve', '--port', '0'], { SVC_DATA_DIR: dir });
  */
 export function spawnSvc(args: string[], env: Record<string, string> = {}): SpawnedSvc {
-  const child = spawn(process.execPath, [SVC_BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [SVC_BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const exited = new Promise<number | string>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)),
+  );
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 

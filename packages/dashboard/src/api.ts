@@ -68,7 +68,12 @@ export async function request(path: string, options: RequestOptions = {}): Promi
     clearSession();
     for (const listener of unauthorizedListeners) listener();
   }
-  throw new ApiError(res.status, body.error ?? 'http_error', body.message ?? `${res.status} ${res.statusText}`, body.details);
+  throw new ApiError(
+    res.status,
+    body.error ?? 'http_error',
+    body.message ?? `${res.status} ${res.statusText}`,
+    body.details,
+  );
 }
 
 /** `request` and parse the JSON answer. */

@@ -25,7 +25,11 @@ interface SessionState {
   signOut: () => Promise<void>;
 }
 
-const SessionContext = createContext<SessionState>({ session: undefined, signIn: () => undefined, signOut: async () => undefined });
+const SessionContext = createContext<SessionState>({
+  session: undefined,
+  signIn: () => undefined,
+  signOut: async () => undefined,
+});
 
 export function useSession(): SessionState & { session: Session } {
   const state = useContext(SessionContext);
@@ -86,7 +90,13 @@ function Shell(props: { session: Session; path: string; children: preact.Compone
         <Link href="/" class="brand">
           SVC
         </Link>
-        <button type="button" class="btn plain menu-toggle" aria-expanded={menuOpen ? 'true' : 'false'} aria-controls="nav" onClick={() => setMenuOpen(!menuOpen)}>
+        <button
+          type="button"
+          class="btn plain menu-toggle"
+          aria-expanded={menuOpen ? 'true' : 'false'}
+          aria-controls="nav"
+          onClick={() => setMenuOpen(!menuOpen)}
+        >
           Menu
         </button>
         <div class="who">
@@ -152,10 +162,15 @@ export function App() {
   let content: preact.JSX.Element;
   if (path === '/invite') content = <InvitePage token={location.query.get('token') ?? ''} />;
   else if (path === '/signup') content = <SignupPage />;
-  else if (!session || path === '/login') content = <LoginPage next={path === '/login' ? (location.query.get('next') ?? '/') : path} />;
+  else if (!session || path === '/login')
+    content = <LoginPage next={path === '/login' ? (location.query.get('next') ?? '/') : path} />;
   else {
     const page = PAGES.map((p) => ({ p, params: match(p.pattern, path) })).find((m) => m.params);
-    content = <Shell session={session} path={path}>{page?.params ? page.p.render(page.params) : <NotFoundPage />}</Shell>;
+    content = (
+      <Shell session={session} path={path}>
+        {page?.params ? page.p.render(page.params) : <NotFoundPage />}
+      </Shell>
+    );
   }
   return <SessionContext.Provider value={state}>{content}</SessionContext.Provider>;
 }

@@ -14,7 +14,11 @@ export interface AsyncState<T> {
  * @example
  * const balance = useAsync((signal) => api<Balance>('/api/v1/billing/balance', { signal }), []);
  */
-export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[], options: { pollMs?: number } = {}): AsyncState<T> {
+export function useAsync<T>(
+  load: (signal: AbortSignal) => Promise<T>,
+  deps: unknown[],
+  options: { pollMs?: number } = {},
+): AsyncState<T> {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<Error | undefined>(undefined);
   const [loading, setLoading] = useState(true);

@@ -19,7 +19,10 @@ export function hasNavigated(): boolean {
 }
 
 function read(): Location {
-  return { path: window.location.pathname.replace(/\/+$/, '') || '/', query: new URLSearchParams(window.location.search) };
+  return {
+    path: window.location.pathname.replace(/\/+$/, '') || '/',
+    query: new URLSearchParams(window.location.search),
+  };
 }
 
 /** Goes to a page of the app without a reload (`replace` keeps the history entry). */
@@ -69,10 +72,23 @@ export function match(pattern: string, path: string): Record<string, string> | u
 }
 
 /** An in-app link: a real `<a href>` (open in a new tab works), routed without a reload. */
-export function Link(props: { href: string; children: ComponentChildren; class?: string; 'aria-current'?: 'page' | undefined }) {
+export function Link(props: {
+  href: string;
+  children: ComponentChildren;
+  class?: string;
+  'aria-current'?: 'page' | undefined;
+}) {
   const { href, children, ...rest } = props;
   const onClick = (event: MouseEvent) => {
-    if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    if (
+      event.defaultPrevented ||
+      event.button !== 0 ||
+      event.metaKey ||
+      event.ctrlKey ||
+      event.shiftKey ||
+      event.altKey
+    )
+      return;
     event.preventDefault();
     navigate(href);
   };

@@ -42,7 +42,10 @@ describe('reading the gateway stream', () => {
 
   it('surfaces an error event mid-stream as a chunk', async () => {
     const chunks: ChatChunk[] = [];
-    for await (const c of readChatStream(streamOf(['data: {"error":{"message":"node failed","code":502}}\n\n', 'data: [DONE]\n\n']))) chunks.push(c);
+    for await (const c of readChatStream(
+      streamOf(['data: {"error":{"message":"node failed","code":502}}\n\n', 'data: [DONE]\n\n']),
+    ))
+      chunks.push(c);
     expect(chunks).toEqual([{ error: { message: 'node failed', code: 502 } }]);
   });
 });

@@ -149,8 +149,22 @@ export interface Sla {
   window_since: string;
   generated_at: string;
   totals: Record<string, number>;
-  assignment: { samples: number; p50_latency_ms: number; p95_latency_ms: number; target_p95_ms: number; meets_target: boolean; insufficient_sample: boolean };
-  completion: { in_flight_jobs: number; terminal_jobs_considered: number; success_rate: number; target_success_rate: number; meets_target: boolean; insufficient_sample: boolean };
+  assignment: {
+    samples: number;
+    p50_latency_ms: number;
+    p95_latency_ms: number;
+    target_p95_ms: number;
+    meets_target: boolean;
+    insufficient_sample: boolean;
+  };
+  completion: {
+    in_flight_jobs: number;
+    terminal_jobs_considered: number;
+    success_rate: number;
+    target_success_rate: number;
+    meets_target: boolean;
+    insufficient_sample: boolean;
+  };
 }
 
 export interface Model {
@@ -179,7 +193,17 @@ export interface EvidenceGraph {
   run: { id: string; job_id: string; status: string; root_hash: string; signed_at?: string | null };
   events: EvidenceEvent[];
   edges: { run_id: string; from_event_id: string; to_event_id: string; edge_type: string }[];
-  certificate: { algorithm: string; version: string; root_hash: string; signature_hex: string; signer_public_key_hex: string; signed: boolean; verified: boolean; signed_at?: string | null; note?: string };
+  certificate: {
+    algorithm: string;
+    version: string;
+    root_hash: string;
+    signature_hex: string;
+    signer_public_key_hex: string;
+    signed: boolean;
+    verified: boolean;
+    signed_at?: string | null;
+    note?: string;
+  };
 }
 
 export interface PlatformKey {

@@ -1,7 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HAVE_CHROMIUM, inPage, launchBrowser, screenshot, startStack, unlabelledControls, type Stack } from './stack.js';
+import {
+  HAVE_CHROMIUM,
+  inPage,
+  launchBrowser,
+  screenshot,
+  startStack,
+  unlabelledControls,
+  type Stack,
+} from './stack.js';
 
 /**
  * Capture sets in a real browser against a real `svc serve`: a site, an epoch, then two files picked
@@ -59,12 +67,27 @@ describe.skipIf(!HAVE_CHROMIUM)('capture sets in the dashboard', { timeout: 120_
     // What the page computed and sent is what the server verified.
     const id = message.slice('Capture set '.length, message.indexOf(':'));
     const token = await inPage<string>(page, "JSON.parse(sessionStorage.getItem('svc.session') ?? '{}').token ?? ''");
-    const res = await fetch(`${stack.base}/api/v1/capture-sets/${id}`, { headers: { authorization: `Bearer ${token}` } });
-    const body = (await res.json()) as { capture_set: { status: string }; files: { path: string; sha256: string; bytes_received: number; verification: string }[] };
+    const res = await fetch(`${stack.base}/api/v1/capture-sets/${id}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const body = (await res.json()) as {
+      capture_set: { status: string };
+      files: { path: string; sha256: string; bytes_received: number; verification: string }[];
+    };
     expect(body.capture_set.status).toBe('ready');
     expect(body.files).toEqual([
-      expect.objectContaining({ path: 'crane.jpg', sha256: createHash('sha256').update(photo).digest('hex'), bytes_received: photo.length, verification: 'verified' }),
-      expect.objectContaining({ path: 'notes.txt', sha256: createHash('sha256').update(notes).digest('hex'), bytes_received: notes.length, verification: 'verified' }),
+      expect.objectContaining({
+        path: 'crane.jpg',
+        sha256: createHash('sha256').update(photo).digest('hex'),
+        bytes_received: photo.length,
+        verification: 'verified',
+      }),
+      expect.objectContaining({
+        path: 'notes.txt',
+        sha256: createHash('sha256').update(notes).digest('hex'),
+        bytes_received: notes.length,
+        verification: 'verified',
+      }),
     ]);
     await page.getByTestId('capture-sets').getByText('ready').waitFor();
   });

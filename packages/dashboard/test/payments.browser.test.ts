@@ -1,8 +1,19 @@
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, HAVE_CHROMIUM, launchBrowser, screenshot, startStack, unlabelledControls, type Stack } from './stack.js';
+import {
+  CHROMIUM,
+  HAVE_CHROMIUM,
+  launchBrowser,
+  screenshot,
+  startStack,
+  unlabelledControls,
+  type Stack,
+} from './stack.js';
 
-if (!HAVE_CHROMIUM) process.stdout.write(`[svc test] SKIPPED the payments browser tests: no Chromium at ${CHROMIUM} (apt-get install chromium)\n`);
+if (!HAVE_CHROMIUM)
+  process.stdout.write(
+    `[svc test] SKIPPED the payments browser tests: no Chromium at ${CHROMIUM} (apt-get install chromium)\n`,
+  );
 
 /**
  * Payouts and top-ups through the dashboard, a real `svc serve` and Debian's Chromium, with the

@@ -20,7 +20,15 @@ export const HAVE_CHROMIUM = existsSync(CHROMIUM);
  * The flags this environment's docs give for a headless Chromium as root on a machine without
  * outside network: no sandbox, no GPU, and no background calls home that would be refused.
  */
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 export function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
@@ -29,15 +37,23 @@ export function launchBrowser(): Promise<Browser> {
 /** Builds the dashboard from the current sources into a fresh directory, so tests never see a stale build. */
 export function buildDashboard(): string {
   const outDir = mkdtempSync(join(tmpdir(), 'svc-dashboard-build-'));
-  const r = spawnSync(process.execPath, [join(DASHBOARD_ROOT, '../../node_modules/vite/bin/vite.js'), 'build', '--outDir', outDir, '--emptyOutDir'], {
-    cwd: DASHBOARD_ROOT,
-    encoding: 'utf8',
-  });
+  const r = spawnSync(
+    process.execPath,
+    [join(DASHBOARD_ROOT, '../../node_modules/vite/bin/vite.js'), 'build', '--outDir', outDir, '--emptyOutDir'],
+    {
+      cwd: DASHBOARD_ROOT,
+      encoding: 'utf8',
+    },
+  );
   if (r.status !== 0) throw new Error(`dashboard build failed:\n${r.stdout}\n${r.stderr}`);
   return outDir;
 }
 
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -85,11 +101,34 @@ export async function startStack(): Promise<Stack> {
     async startNode(operatorKey) {
       const dir = mkdtempSync(join(tmpdir(), 'svc-dashboard-node-'));
       const proc = spawnSvc(
-        ['node', '--server', base, '--data-dir', dir, '--country', 'CA', '--region', 'ca-central', '--upstream', upstream.url, '--model', 'tinyllama', '--model', 'phi-4', '--name', 'browser-test-node'],
+        [
+          'node',
+          '--server',
+          base,
+          '--data-dir',
+          dir,
+          '--country',
+          'CA',
+          '--region',
+          'ca-central',
+          '--upstream',
+          upstream.url,
+          '--model',
+          'tinyllama',
+          '--model',
+          'phi-4',
+          '--name',
+          'browser-test-node',
+        ],
         { SVC_NODE_API_KEY: operatorKey },
       );
       nodes.push({ proc, dir });
-      return until('node registration', () => /registered (node_[a-z0-9]+)/.exec(proc.stdout())?.[1] ?? (proc.child.exitCode !== null ? Promise.reject(new Error(proc.stderr())) : undefined));
+      return until(
+        'node registration',
+        () =>
+          /registered (node_[a-z0-9]+)/.exec(proc.stdout())?.[1] ??
+          (proc.child.exitCode !== null ? Promise.reject(new Error(proc.stderr())) : undefined),
+      );
     },
     async stop() {
       for (const n of nodes) {

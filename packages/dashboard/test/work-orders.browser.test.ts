@@ -9,7 +9,8 @@ import { seedRepository, startFakeGitHub, startGitHost, type FakeGitHub, type Gi
 import { createTestStore, type TestStore } from '@svc/server/testing';
 import { buildDashboard, CHROMIUM, HAVE_CHROMIUM, launchBrowser, screenshot } from './stack.js';
 
-if (!HAVE_CHROMIUM) process.stdout.write(`[svc test] SKIPPED the work-order dashboard test: no Chromium at ${CHROMIUM}\n`);
+if (!HAVE_CHROMIUM)
+  process.stdout.write(`[svc test] SKIPPED the work-order dashboard test: no Chromium at ${CHROMIUM}\n`);
 
 const CAPSULE = fileURLToPath(new URL('../../cli/test/fixtures/test-capsule.mjs', import.meta.url));
 const TOKEN = `ghp_dashboardToken${Date.now()}`;
@@ -37,7 +38,10 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
   const api = async (path: string, body?: unknown) => {
     const res = await fetch(`${base}${path}`, {
       method: body === undefined ? 'GET' : 'POST',
-      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     return (await res.json()) as Record<string, unknown>;
@@ -47,27 +51,60 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
     store = await createTestStore();
     dashboardDir = buildDashboard();
     host = await startGitHost(TOKEN);
-    seedRepository(host.root, 'acme/site', { 'package.json': '{"scripts":{"test":"node test/run.js"}}', 'test/run.js': '\n', 'src/app.js': 'export {};\n', 'README.md': '# site\n' });
+    seedRepository(host.root, 'acme/site', {
+      'package.json': '{"scripts":{"test":"node test/run.js"}}',
+      'test/run.js': '\n',
+      'src/app.js': 'export {};\n',
+      'README.md': '# site\n',
+    });
     github = await startFakeGitHub();
     server = spawnSvc(['serve', '--port', '0'], {
-      SVC_DATA_DIR: store.dataDir, SVC_DASHBOARD_DIR: dashboardDir, SVC_LOG_LEVEL: 'warn', SVC_ALLOW_PRIVATE_EGRESS: '1',
-      SVC_GITHUB_API_URL: github.url, SVC_GITHUB_HOSTS: new URL(host.url).host, ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+      SVC_DATA_DIR: store.dataDir,
+      SVC_DASHBOARD_DIR: dashboardDir,
+      SVC_LOG_LEVEL: 'warn',
+      SVC_ALLOW_PRIVATE_EGRESS: '1',
+      SVC_GITHUB_API_URL: github.url,
+      SVC_GITHUB_HOSTS: new URL(host.url).host,
+      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
     });
     base = await waitForUrl(server, 180_000);
-    const signup = (await (await fetch(`${base}/api/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) })).json()) as { api_key: string; token: string };
+    const signup = (await (
+      await fetch(`${base}/api/v1/auth/signup`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email, password }),
+      })
+    ).json()) as { api_key: string; token: string };
     // The owner's session mints the node's operator key (a buyer key may not grant operator).
     key = signup.token;
     const operator = String((await api('/api/v1/auth/api-keys', { label: 'capsule', scopes: ['operator'] })).api_key);
     key = signup.api_key;
     nodeDir = mkdtempSync(join(tmpdir(), 'svc-dash-wo-node-'));
-    node = spawnSvc(['node', '--server', base, '--data-dir', nodeDir, '--capsule', process.execPath, '--capsule-arg', CAPSULE], { SVC_NODE_API_KEY: operator });
+    node = spawnSvc(
+      ['node', '--server', base, '--data-dir', nodeDir, '--capsule', process.execPath, '--capsule-arg', CAPSULE],
+      { SVC_NODE_API_KEY: operator },
+    );
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1]);
-    const repo = String((await api('/api/v1/work/repositories', { repository_url: `${host.url}/acme/site.git`, repo_host_token: TOKEN })).id);
-    const order = async (goal: string) => String((await api('/api/v1/work/orders', { goal, repository_connection_id: repo, policy_preset: 'standard_feature' })).id);
+    const repo = String(
+      (await api('/api/v1/work/repositories', { repository_url: `${host.url}/acme/site.git`, repo_host_token: TOKEN }))
+        .id,
+    );
+    const order = async (goal: string) =>
+      String(
+        (await api('/api/v1/work/orders', { goal, repository_connection_id: repo, policy_preset: 'standard_feature' }))
+          .id,
+      );
     orders.certified = await order('WRITE src/flags.js export const flags = {};');
     orders.review = await order('WRITE README.md # site, with docs');
     for (const id of [orders.certified, orders.review]) {
-      await until(`order ${id} settled`, async () => (['pr_opened', 'needs_review'].includes(String((await api(`/api/v1/work/orders/${id}`)).status)) ? true : undefined), 90_000);
+      await until(
+        `order ${id} settled`,
+        async () =>
+          ['pr_opened', 'needs_review'].includes(String((await api(`/api/v1/work/orders/${id}`)).status))
+            ? true
+            : undefined,
+        90_000,
+      );
     }
     browser = await launchBrowser();
     page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
@@ -92,10 +129,15 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
     await page.getByLabel('Password').fill(password);
     await page.getByRole('button', { name: 'Log in' }).click();
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
-    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Work orders', exact: true }).click();
+    await page
+      .getByRole('navigation', { name: 'Main' })
+      .getByRole('link', { name: 'Work orders', exact: true })
+      .click();
     const table = page.getByTestId('work-orders');
     await table.waitFor();
-    const rows = await table.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent?.trim() ?? '')));
+    const rows = await table
+      .locator('tbody tr')
+      .evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent?.trim() ?? '')));
     expect(rows).toHaveLength(2);
     const review = rows.find((r) => r[1]?.startsWith('WRITE README.md'));
     const certified = rows.find((r) => r[1]?.startsWith('WRITE src/flags.js'));
@@ -106,7 +148,10 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
   });
 
   it('shows an order with its reasons, diff and evidence; an owner approves it and its bundle verifies in the browser', async () => {
-    await page.getByRole('link', { name: String(orders.review).slice(0, 8), exact: false }).first().click();
+    await page
+      .getByRole('link', { name: String(orders.review).slice(0, 8), exact: false })
+      .first()
+      .click();
     await page.getByTestId('work-order-status').getByText('needs_review').first().waitFor();
     await page.getByText('outside the allowed paths: README.md').waitFor();
     expect(await page.getByTestId('work-order-diff').textContent()).toContain('+# site, with docs');
@@ -118,8 +163,18 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
     const verification = page.getByTestId('verification');
     await verification.waitFor();
     expect(await verification.getAttribute('data-ok')).toBe('true');
-    const names = await verification.locator('li').evaluateAll((items) => items.map((li) => li.getAttribute('data-check')));
-    expect(names).toEqual(expect.arrayContaining(['work_order', 'work_order_decision', 'work_order_approvals', 'work_order_pr', 'work_order_receipt']));
+    const names = await verification
+      .locator('li')
+      .evaluateAll((items) => items.map((li) => li.getAttribute('data-check')));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'work_order',
+        'work_order_decision',
+        'work_order_approvals',
+        'work_order_pr',
+        'work_order_receipt',
+      ]),
+    );
     await screenshot(page, 'work-order-approved');
   });
 });

@@ -49,8 +49,15 @@ const completion = await client.chat.completions.create({
   model: order.model ?? 'phi-4',
   temperature: 0,
   messages: [
-    { role: 'system', content: 'You change a git repository. Answer with one unified diff (git format, paths prefixed a/ and b/) in a ```diff block, nothing else.' },
-    { role: 'user', content: `Goal: ${order.goal}\n${order.architecture_plan ? `Plan: ${order.architecture_plan}\n` : ''}${rules}\n\n${context()}` },
+    {
+      role: 'system',
+      content:
+        'You change a git repository. Answer with one unified diff (git format, paths prefixed a/ and b/) in a ```diff block, nothing else.',
+    },
+    {
+      role: 'user',
+      content: `Goal: ${order.goal}\n${order.architecture_plan ? `Plan: ${order.architecture_plan}\n` : ''}${rules}\n\n${context()}`,
+    },
   ],
 });
 const diff = extractDiff(completion.choices[0]?.message?.content ?? '');
@@ -63,4 +70,7 @@ const checks = order.required_checks.flatMap((check) => {
   const command = commands.find((c) => c.includes(check));
   return command ? [command.split(/\s+/)] : [];
 });
-writeFileSync(resultPath, JSON.stringify({ summary: `applied a ${diff.split('\n').length}-line diff from ${order.model ?? 'phi-4'}`, checks }));
+writeFileSync(
+  resultPath,
+  JSON.stringify({ summary: `applied a ${diff.split('\n').length}-line diff from ${order.model ?? 'phi-4'}`, checks }),
+);

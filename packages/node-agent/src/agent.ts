@@ -96,7 +96,8 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   const timing: AgentTiming = { ...DEFAULT_TIMING, ...options.timing };
   const engines: EngineSet = options.engines ?? new Map();
   const concurrency = options.concurrency ?? 1;
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) throw new RangeError('concurrency must be an integer from 1 to 16');
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16)
+    throw new RangeError('concurrency must be an integer from 1 to 16');
   const emit = (event: AgentEvent) => options.onEvent?.(event);
   const models = [...engines.keys()].sort();
   const outbox = createOutbox(options.dataDir);
@@ -130,7 +131,13 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   function track(work: TrackedWork, task: Promise<void>): void {
     tracked.set(work.work_id, work);
     const done = task
-      .catch((err: unknown) => emit({ event: 'warning', work_id: work.work_id, message: `internal error: ${err instanceof Error ? err.message : String(err)}` }))
+      .catch((err: unknown) =>
+        emit({
+          event: 'warning',
+          work_id: work.work_id,
+          message: `internal error: ${err instanceof Error ? err.message : String(err)}`,
+        }),
+      )
       .finally(() => {
         tracked.delete(work.work_id);
         tasks.delete(done);
@@ -140,26 +147,41 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   }
 
   function launch(item: WorkItem, workDeps: WorkDeps): void {
-    const work: TrackedWork = { work_id: item.work_id, job_id: item.job_id, item, controller: new AbortController(), phase: 'running' };
+    const work: TrackedWork = {
+      work_id: item.work_id,
+      job_id: item.job_id,
+      item,
+      controller: new AbortController(),
+      phase: 'running',
+    };
     tracked.set(item.work_id, work);
     track(work, processWork(work, workDeps));
     // A job's first heartbeat marks it running; gateway work's lease has just started.
     if (item.type === 'job') void heartbeat.beat();
   }
 
-  const heartbeat = createHeartbeat(() => {
-    if (client?.nodeId === undefined) return undefined;
-    return {
-      client,
-      body: { load: Math.min(1, runningCount() / concurrency), active_work: [...tracked.keys(), ...queue.map((i) => i.work_id)], models },
-    };
-  }, cancel, emit);
+  const heartbeat = createHeartbeat(
+    () => {
+      if (client?.nodeId === undefined) return undefined;
+      return {
+        client,
+        body: {
+          load: Math.min(1, runningCount() / concurrency),
+          active_work: [...tracked.keys(), ...queue.map((i) => i.work_id)],
+          models,
+        },
+      };
+    },
+    cancel,
+    emit,
+  );
 
   function cancel(workId: string): void {
     const queued = queue.findIndex((item) => item.work_id === workId);
     if (queued !== -1) {
       const [item] = queue.splice(queued, 1);
-      if (item) emit({ event: 'work', work_id: item.work_id, job_id: item.job_id, type: item.type, outcome: 'cancelled' });
+      if (item)
+        emit({ event: 'work', work_id: item.work_id, job_id: item.job_id, type: item.type, outcome: 'cancelled' });
       return;
     }
     const work = tracked.get(workId);
@@ -179,12 +201,21 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       ...(options.country === undefined ? {} : { country: options.country }),
       ...(options.region === undefined ? {} : { region: options.region }),
       models,
-      capabilities: ['cpu', ...(gpu === undefined ? [] : ['gpu']), ...(options.allowProcessRunner ? ['process'] : []), ...(options.capsule ? ['capsule'] : [])],
+      capabilities: [
+        'cpu',
+        ...(gpu === undefined ? [] : ['gpu']),
+        ...(options.allowProcessRunner ? ['process'] : []),
+        ...(options.capsule ? ['capsule'] : []),
+      ],
       max_concurrency: concurrency,
       ...(options.name === undefined ? {} : { name: options.name }),
     };
     const signal = stopController.signal;
-    const r = await withRetries(() => nodeClient.register(info, { signal }), { backoff: timing.uploadBackoff, deadlineMs: timing.uploadDeadlineMs, signal });
+    const r = await withRetries(() => nodeClient.register(info, { signal }), {
+      backoff: timing.uploadBackoff,
+      deadlineMs: timing.uploadDeadlineMs,
+      signal,
+    });
     if (!r.ok) throw r.error;
     await writeNodeRecord(options.dataDir, { node_id: r.value.node_id, server: options.server });
     if (deps === undefined) deps = workDeps(nodeClient, gpu);
@@ -197,8 +228,18 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       client: nodeClient,
       identity,
       outbox,
-      run: { engines, dataDir: options.dataDir, allowProcessRunner: options.allowProcessRunner === true, trustedOrigin: new URL(options.server).origin, ...(options.capsule ? { capsule: options.capsule } : {}) },
-      metadata: { ...(gpu === undefined ? {} : { gpu_model: gpu }), ...(options.country ? { country: options.country } : {}), ...(options.region ? { region: options.region } : {}) },
+      run: {
+        engines,
+        dataDir: options.dataDir,
+        allowProcessRunner: options.allowProcessRunner === true,
+        trustedOrigin: new URL(options.server).origin,
+        ...(options.capsule ? { capsule: options.capsule } : {}),
+      },
+      metadata: {
+        ...(gpu === undefined ? {} : { gpu_model: gpu }),
+        ...(options.country ? { country: options.country } : {}),
+        ...(options.region ? { region: options.region } : {}),
+      },
       backoff: timing.uploadBackoff,
       deliveryDeadlineMs: timing.uploadDeadlineMs,
       emit,
@@ -215,7 +256,12 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
     }
     for (const entry of entries) {
       if (tracked.has(entry.work_id)) continue;
-      const work: TrackedWork = { work_id: entry.work_id, job_id: entry.job_id, controller: new AbortController(), phase: 'delivering' };
+      const work: TrackedWork = {
+        work_id: entry.work_id,
+        job_id: entry.job_id,
+        controller: new AbortController(),
+        phase: 'delivering',
+      };
       track(work, deliverWork(work, entry, workDeps));
     }
     await Promise.allSettled([...tasks]);
@@ -234,17 +280,26 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
         if (reregister) await register(nodeClient);
         reregister = false;
         const max = concurrency - runningCount();
-        const { items, rejected } = await nodeClient.pollWork({ waitMs: timing.waitMs, max }, { signal: stopController.signal });
+        const { items, rejected } = await nodeClient.pollWork(
+          { waitMs: timing.waitMs, max },
+          { signal: stopController.signal },
+        );
         failures = 0;
-        for (const bad of rejected) emit({ event: 'warning', message: `ignored a malformed work item: ${JSON.stringify(bad).slice(0, 200)}` });
-        queue.push(...items.filter((item) => !tracked.has(item.work_id) && !queue.some((q) => q.work_id === item.work_id)));
+        for (const bad of rejected)
+          emit({ event: 'warning', message: `ignored a malformed work item: ${JSON.stringify(bad).slice(0, 200)}` });
+        queue.push(
+          ...items.filter((item) => !tracked.has(item.work_id) && !queue.some((q) => q.work_id === item.work_id)),
+        );
         wake();
       } catch (err) {
         if (isStopping()) break;
         // 401 is an unknown node (the server forgot it) or a clock problem; registering again is idempotent.
         if (err instanceof ControlPlaneError && err.status === 401) reregister = true;
         const delay = backoffDelay(failures++, timing.pollBackoff);
-        emit({ event: 'warning', message: `polling for work failed (${err instanceof Error ? err.message : String(err)}); retrying in ${delay} ms` });
+        emit({
+          event: 'warning',
+          message: `polling for work failed (${err instanceof Error ? err.message : String(err)}); retrying in ${delay} ms`,
+        });
         await sleep(delay, stopController.signal).catch(() => undefined);
       }
     }
@@ -283,7 +338,11 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
    * Opens the node channel the server offered and routes the protocol calls through it while it
    * is open. Each reconnection sends the outbox again: receipts not yet acknowledged.
    */
-  async function openChannel(nodeClient: NodeClient, path: string, workDeps: WorkDeps): Promise<{ client: NodeClient; deps: WorkDeps }> {
+  async function openChannel(
+    nodeClient: NodeClient,
+    path: string,
+    workDeps: WorkDeps,
+  ): Promise<{ client: NodeClient; deps: WorkDeps }> {
     if (identity === undefined) throw new Error('no identity');
     const opened = createNodeChannel({
       server: options.server,
@@ -292,7 +351,10 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       nodeId: () => nodeClient.nodeId,
       onWarning: (message) => emit({ event: 'warning', message }),
       onOpen: (before) => {
-        if (before > 0 && !isStopping()) void flushOutbox(viaChannel).catch((err: unknown) => emit({ event: 'warning', message: `re-sending the outbox failed: ${String(err)}` }));
+        if (before > 0 && !isStopping())
+          void flushOutbox(viaChannel).catch((err: unknown) =>
+            emit({ event: 'warning', message: `re-sending the outbox failed: ${String(err)}` }),
+          );
       },
     });
     channel = opened;
@@ -312,12 +374,25 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
     async start() {
       if (client !== undefined) throw new Error('the agent was already started');
       identity = await loadOrCreateIdentity(options.dataDir);
-      const nodeClient = createNodeClient({ server: options.server, apiKey: options.apiKey, identity, ...(options.fetch ? { fetch: options.fetch } : {}) });
+      const nodeClient = createNodeClient({
+        server: options.server,
+        apiKey: options.apiKey,
+        identity,
+        ...(options.fetch ? { fetch: options.fetch } : {}),
+      });
       client = nodeClient;
       const registered = await register(nodeClient);
-      emit({ event: 'registered', node_id: registered.node_id, server: options.server, ...(options.country ? { country: options.country } : {}), models });
+      emit({
+        event: 'registered',
+        node_id: registered.node_id,
+        server: options.server,
+        ...(options.country ? { country: options.country } : {}),
+        models,
+      });
       // Beat often enough that a lease never lapses while the node is alive: 3 times per lease.
-      const beatMs = registered.lease_seconds ? Math.min(timing.heartbeatMs, (registered.lease_seconds * 1000) / 3) : timing.heartbeatMs;
+      const beatMs = registered.lease_seconds
+        ? Math.min(timing.heartbeatMs, (registered.lease_seconds * 1000) / 3)
+        : timing.heartbeatMs;
       heartbeatTimer = setInterval(() => void heartbeat.beat(), beatMs);
       streamHeartbeatTimer = setInterval(() => {
         if ([...tracked.values()].some((w) => w.phase === 'running' && w.item?.stream === true)) void heartbeat.beat();
@@ -325,8 +400,19 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       if (await tsmAvailable(options.tee?.root)) {
         const attest = () =>
           attestWithTsm(nodeClient, { ...options.tee, signal: stopController.signal }).then(
-            (a) => emit({ event: 'attested', attestation: a.attestation, verified: a.verified, failed: a.checks.filter((c) => !c.ok).map((c) => c.name), expires_at: a.expires_at }),
-            (err: unknown) => emit({ event: 'warning', message: `attestation failed: ${err instanceof Error ? err.message : String(err)}` }),
+            (a) =>
+              emit({
+                event: 'attested',
+                attestation: a.attestation,
+                verified: a.verified,
+                failed: a.checks.filter((c) => !c.ok).map((c) => c.name),
+                expires_at: a.expires_at,
+              }),
+            (err: unknown) =>
+              emit({
+                event: 'warning',
+                message: `attestation failed: ${err instanceof Error ? err.message : String(err)}`,
+              }),
           );
         await attest();
         attestTimer = setInterval(() => void attest(), options.tee?.reattestMs ?? 12 * 3_600_000);
@@ -340,7 +426,9 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
         client = loopClient;
         deps = workDeps;
       }
-      loop = pollLoop(loopClient, workDeps).catch((err: unknown) => emit({ event: 'warning', message: `the work loop stopped: ${String(err)}` }));
+      loop = pollLoop(loopClient, workDeps).catch((err: unknown) =>
+        emit({ event: 'warning', message: `the work loop stopped: ${String(err)}` }),
+      );
       return registered;
     },
     stop(stopOptions = {}) {

@@ -31,11 +31,17 @@ async function readAttribute(path: string, deadline: number): Promise<Buffer> {
 }
 
 export async function tsmAvailable(root = TSM_REPORT_ROOT): Promise<boolean> {
-  return stat(root).then((s) => s.isDirectory(), () => false);
+  return stat(root).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
 }
 
 /** One report for `reportData` (64 bytes); `root` is injectable for tests. */
-export async function collectTsmReport(reportData: Buffer, options: { root?: string; timeoutMs?: number } = {}): Promise<TsmReport> {
+export async function collectTsmReport(
+  reportData: Buffer,
+  options: { root?: string; timeoutMs?: number } = {},
+): Promise<TsmReport> {
   if (reportData.length !== 64) throw new Error('report_data must be 64 bytes');
   const entry = join(options.root ?? TSM_REPORT_ROOT, `svc-${randomBytes(6).toString('hex')}`);
   const deadline = Date.now() + (options.timeoutMs ?? 5_000);
@@ -47,7 +53,8 @@ export async function collectTsmReport(reportData: Buffer, options: { root?: str
     const provider = (await readAttribute(join(entry, 'provider'), deadline)).toString().trim();
     const auxblob = await readFile(join(entry, 'auxblob')).catch(() => null);
     // Another writer between our inblob and outblob would have bumped the generation.
-    if ((await readFile(join(entry, 'generation'))).toString().trim() !== generation) throw new Error('configfs-tsm entry was written concurrently; try again');
+    if ((await readFile(join(entry, 'generation'))).toString().trim() !== generation)
+      throw new Error('configfs-tsm entry was written concurrently; try again');
     return { provider, outblob, auxblob: auxblob && auxblob.length > 0 ? auxblob : null };
   } finally {
     await rmdir(entry).catch(() => undefined);
@@ -90,18 +97,36 @@ export interface AttestationOutcome {
  * (docs/attestation.md). SEV-SNP needs the VCEK: from the host's certificate table, else
  * `vcekFile`. TDX needs Intel's collateral (`tdxCollateralDir`, the layout of `svc attest verify`).
  */
-export async function attestWithTsm(client: NodeClient, options: { root?: string; vcekFile?: string; tdxCollateralDir?: string; signal?: AbortSignal } = {}): Promise<AttestationOutcome> {
+export async function attestWithTsm(
+  client: NodeClient,
+  options: { root?: string; vcekFile?: string; tdxCollateralDir?: string; signal?: AbortSignal } = {},
+): Promise<AttestationOutcome> {
   const call = options.signal ? { signal: options.signal } : {};
-  const c = (await client.signedRequest('POST', '/api/v1/node/attestation/challenge', undefined, call)) as { challenge: string; report_data: string };
+  const c = (await client.signedRequest('POST', '/api/v1/node/attestation/challenge', undefined, call)) as {
+    challenge: string;
+    report_data: string;
+  };
   const report = await collectTsmReport(Buffer.from(c.report_data, 'hex'), { root: options.root });
   let body: Record<string, unknown>;
   if (report.provider === 'sev_guest') {
-    const vcek = (report.auxblob && vcekFromAuxblob(report.auxblob)) ?? (options.vcekFile ? await readFile(options.vcekFile) : null);
-    if (!vcek) throw new Error('SEV-SNP: the host supplied no VCEK in the certificate table; give the VCEK file (from AMD KDS for this chip and TCB)');
-    body = { challenge: c.challenge, method: 2, sev_snp: { report: report.outblob.toString('base64'), vcek: vcek.toString('base64') } };
+    const vcek =
+      (report.auxblob && vcekFromAuxblob(report.auxblob)) ??
+      (options.vcekFile ? await readFile(options.vcekFile) : null);
+    if (!vcek)
+      throw new Error(
+        'SEV-SNP: the host supplied no VCEK in the certificate table; give the VCEK file (from AMD KDS for this chip and TCB)',
+      );
+    body = {
+      challenge: c.challenge,
+      method: 2,
+      sev_snp: { report: report.outblob.toString('base64'), vcek: vcek.toString('base64') },
+    };
   } else if (report.provider === 'tdx_guest') {
     const dir = options.tdxCollateralDir;
-    if (!dir) throw new Error("TDX: give the directory of Intel's collateral for this platform (TCB Info, QE Identity, TCB signing chain, CRLs)");
+    if (!dir)
+      throw new Error(
+        "TDX: give the directory of Intel's collateral for this platform (TCB Info, QE Identity, TCB signing chain, CRLs)",
+      );
     const read = (name: string) => readFile(join(dir, name));
     body = {
       challenge: c.challenge,

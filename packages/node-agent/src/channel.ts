@@ -1,4 +1,13 @@
-import { NODE_CHANNEL_MAX_MESSAGE_BYTES, NODE_HEADERS, ServerChannelMessageSchema, requestMessage, signHex, type NodeChannelMessage, type ServerChannelMessage, type Unsequenced } from '@svc/protocol';
+import {
+  NODE_CHANNEL_MAX_MESSAGE_BYTES,
+  NODE_HEADERS,
+  ServerChannelMessageSchema,
+  requestMessage,
+  signHex,
+  type NodeChannelMessage,
+  type ServerChannelMessage,
+  type Unsequenced,
+} from '@svc/protocol';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import WebSocket from 'ws';
 import { abortReason, backoffDelay, type BackoffPolicy } from './backoff.js';
@@ -137,9 +146,16 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
     if (closed || nodeId === undefined) return;
     const url = channelUrl(options.server, options.path);
     const timestamp = String(now());
-    const signature = signHex(requestMessage({ method: 'GET', pathWithQuery: url.pathname, timestamp, body: '' }), options.identity.privateKey);
+    const signature = signHex(
+      requestMessage({ method: 'GET', pathWithQuery: url.pathname, timestamp, body: '' }),
+      options.identity.privateKey,
+    );
     const ws = new WebSocket(url, {
-      headers: { [NODE_HEADERS.node]: nodeId, [NODE_HEADERS.timestamp]: timestamp, [NODE_HEADERS.signature]: signature },
+      headers: {
+        [NODE_HEADERS.node]: nodeId,
+        [NODE_HEADERS.timestamp]: timestamp,
+        [NODE_HEADERS.signature]: signature,
+      },
       maxPayload: NODE_CHANNEL_MAX_MESSAGE_BYTES,
       handshakeTimeout: 10_000,
     });
@@ -186,7 +202,8 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
 
   const send = (message: OutgoingMessage, kind: Pending['kind'], call: CallOptions = {}): Promise<unknown> => {
     const ws = socket;
-    if (!isOpen || ws === undefined) return Promise.reject(new ControlPlaneError(0, 'network_error', 'the node channel is not open'));
+    if (!isOpen || ws === undefined)
+      return Promise.reject(new ControlPlaneError(0, 'network_error', 'the node channel is not open'));
     if (call.signal?.aborted) return Promise.reject(abortReason(call.signal));
     const id = ++seq;
     return new Promise((resolve, reject) => {
@@ -202,7 +219,11 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
       call.signal?.addEventListener('abort', onAbort, { once: true });
       if (kind !== 'pull') {
         const ms = call.timeoutMs ?? 30_000;
-        timer = setTimeout(() => finish(() => reject(new ControlPlaneError(0, 'timeout', `no answer on the node channel within ${ms} ms`))), ms);
+        timer = setTimeout(
+          () =>
+            finish(() => reject(new ControlPlaneError(0, 'timeout', `no answer on the node channel within ${ms} ms`))),
+          ms,
+        );
       }
       ws.send(JSON.stringify({ ...message, seq: id }));
     });
@@ -263,11 +284,25 @@ export function channelClient(http: NodeClient, channel: NodeChannel): NodeClien
     register: (info, call) => http.register(info, call),
     signedRequest: (method, path, body, call) => http.signedRequest(method, path, body, call),
     pollWork: (query, call = {}) => (channel.open ? channel.pull(query.max, call.signal) : http.pollWork(query, call)),
-    heartbeat: async (body, call) => (channel.open ? parseHeartbeat(await channel.request({ type: 'heartbeat', body }, call)) : http.heartbeat(body, call)),
-    uploadResult: (workId, body, call) => (channel.open ? channel.request({ type: 'result', work_id: workId, result: body }, call) : http.uploadResult(workId, body, call)),
-    submitReceipt: (body, call = {}) => (channel.open && call.workId !== undefined ? channel.receipt({ type: 'receipt', work_id: call.workId, receipt: body }, call) : http.submitReceipt(body, call)),
-    failWork: (workId, body, call) => (channel.open ? channel.request({ type: 'fail', work_id: workId, message: body.message, retryable: body.retryable }, call) : http.failWork(workId, body, call)),
+    heartbeat: async (body, call) =>
+      channel.open
+        ? parseHeartbeat(await channel.request({ type: 'heartbeat', body }, call))
+        : http.heartbeat(body, call),
+    uploadResult: (workId, body, call) =>
+      channel.open
+        ? channel.request({ type: 'result', work_id: workId, result: body }, call)
+        : http.uploadResult(workId, body, call),
+    submitReceipt: (body, call = {}) =>
+      channel.open && call.workId !== undefined
+        ? channel.receipt({ type: 'receipt', work_id: call.workId, receipt: body }, call)
+        : http.submitReceipt(body, call),
+    failWork: (workId, body, call) =>
+      channel.open
+        ? channel.request({ type: 'fail', work_id: workId, message: body.message, retryable: body.retryable }, call)
+        : http.failWork(workId, body, call),
     postEvents: async (workId, events, call) =>
-      channel.open ? parseEventsResponse(await channel.request({ type: 'events', work_id: workId, events: [...events] }, call)) : http.postEvents(workId, events, call),
+      channel.open
+        ? parseEventsResponse(await channel.request({ type: 'events', work_id: workId, events: [...events] }, call))
+        : http.postEvents(workId, events, call),
   };
 }

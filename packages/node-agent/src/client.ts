@@ -67,7 +67,10 @@ export interface NodeClient {
   readonly server: string;
   readonly nodeId: string | undefined;
   register(info: RegisterInfo, options?: CallOptions): Promise<RegisterResponse>;
-  pollWork(query: { waitMs: number; max: number }, options?: CallOptions): Promise<{ items: WorkItem[]; rejected: unknown[] }>;
+  pollWork(
+    query: { waitMs: number; max: number },
+    options?: CallOptions,
+  ): Promise<{ items: WorkItem[]; rejected: unknown[] }>;
   heartbeat(body: HeartbeatRequest, options?: CallOptions): Promise<HeartbeatResponse>;
   uploadResult(workId: string, body: ResultUpload, options?: CallOptions): Promise<unknown>;
   submitReceipt(body: ReceiptUpload, options?: CallOptions): Promise<unknown>;
@@ -97,7 +100,13 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
   const now = options.now ?? Date.now;
   let nodeId = options.nodeId;
 
-  async function send(method: string, path: string, headers: Record<string, string>, body: string | undefined, call: CallOptions) {
+  async function send(
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body: string | undefined,
+    call: CallOptions,
+  ) {
     const timeoutMs = call.timeoutMs ?? options.timeoutMs ?? 30_000;
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = call.signal ? AbortSignal.any([call.signal, timeout]) : timeout;
@@ -120,15 +129,28 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
     try {
       return JSON.parse(text) as unknown;
     } catch {
-      throw new ControlPlaneError(res.status, 'invalid_response', `${method} ${path} answered ${res.status} with a body that is not JSON`);
+      throw new ControlPlaneError(
+        res.status,
+        'invalid_response',
+        `${method} ${path} answered ${res.status} with a body that is not JSON`,
+      );
     }
   }
 
-  async function signedSend(method: string, pathWithQuery: string, text: string | undefined, contentType: string, call: CallOptions) {
+  async function signedSend(
+    method: string,
+    pathWithQuery: string,
+    text: string | undefined,
+    contentType: string,
+    call: CallOptions,
+  ) {
     if (nodeId === undefined) throw new Error('the node is not registered yet');
     const path = `${prefix}${pathWithQuery}`;
     const timestamp = String(now());
-    const signature = signHex(requestMessage({ method, pathWithQuery: path, timestamp, body: text ?? '' }), options.identity.privateKey);
+    const signature = signHex(
+      requestMessage({ method, pathWithQuery: path, timestamp, body: text ?? '' }),
+      options.identity.privateKey,
+    );
     const headers: Record<string, string> = {
       [NODE_HEADERS.node]: nodeId,
       [NODE_HEADERS.timestamp]: timestamp,
@@ -139,7 +161,13 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
   }
 
   function signedRequest(method: string, pathWithQuery: string, body?: unknown, call: CallOptions = {}) {
-    return signedSend(method, pathWithQuery, body === undefined ? undefined : JSON.stringify(body), 'application/json', call);
+    return signedSend(
+      method,
+      pathWithQuery,
+      body === undefined ? undefined : JSON.stringify(body),
+      'application/json',
+      call,
+    );
   }
 
   const workPath = (workId: string, action: string) => `/api/v1/node/work/${encodeURIComponent(workId)}/${action}`;
@@ -154,9 +182,16 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
       const body: Record<string, unknown> = { ...withoutUndefined(info), pubkey };
       const signature = signHex(registerMessage(pubkey, body), options.identity.privateKey);
       const headers = { authorization: `Bearer ${options.apiKey}`, 'content-type': 'application/json' };
-      const answer = await send('POST', `${prefix}/api/v1/node/register`, headers, JSON.stringify({ ...body, signature }), call);
+      const answer = await send(
+        'POST',
+        `${prefix}/api/v1/node/register`,
+        headers,
+        JSON.stringify({ ...body, signature }),
+        call,
+      );
       const record = (typeof answer === 'object' && answer !== null ? answer : {}) as Record<string, unknown>;
-      if (typeof record.node_id !== 'string') throw new ControlPlaneError(502, 'invalid_response', 'register answered without a node_id');
+      if (typeof record.node_id !== 'string')
+        throw new ControlPlaneError(502, 'invalid_response', 'register answered without a node_id');
       nodeId = record.node_id;
       return record as unknown as RegisterResponse;
     },
@@ -172,7 +207,9 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
     failWork: (workId, body, call = {}) => signedRequest('POST', workPath(workId, 'fail'), body, call),
     async postEvents(workId, events, call = {}) {
       const text = events.map((e) => `${JSON.stringify(e)}\n`).join('');
-      return parseEventsResponse(await signedSend('POST', workPath(workId, 'events'), text, 'application/x-ndjson', call));
+      return parseEventsResponse(
+        await signedSend('POST', workPath(workId, 'events'), text, 'application/x-ndjson', call),
+      );
     },
     signedRequest,
   };

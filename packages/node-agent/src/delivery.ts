@@ -17,7 +17,8 @@ export interface DeliveryOptions extends RetryOptions {
 }
 
 /** How a retried call ended: done, refused for good (a 4xx), or still failing at the deadline. */
-export type RetryResult<T> = { ok: true; value: T } | { ok: false; error: ControlPlaneError; final: 'refused' | 'deadline' };
+export type RetryResult<T> =
+  { ok: true; value: T } | { ok: false; error: ControlPlaneError; final: 'refused' | 'deadline' };
 
 /**
  * Calls `fn` until it succeeds, retrying retryable {@link ControlPlaneError}s (no answer, 408,
@@ -62,7 +63,11 @@ export type Delivery =
  * const d = await deliverEntry(client, entry, { backoff: { baseMs: 500, capMs: 30_000 } });
  * if (d.outcome === 'delivered') await outbox.remove(entry.work_id);
  */
-export async function deliverEntry(client: NodeClient, entry: OutboxEntry, options: DeliveryOptions): Promise<Delivery> {
+export async function deliverEntry(
+  client: NodeClient,
+  entry: OutboxEntry,
+  options: DeliveryOptions,
+): Promise<Delivery> {
   const call = { workId: entry.work_id, ...(options.signal ? { signal: options.signal } : {}) };
   const steps: readonly (readonly ['result' | 'receipt', () => Promise<unknown>])[] = options.inline
     ? [['receipt', () => client.submitReceipt({ ...entry.receipt, result: resultBody(entry) }, call)]]

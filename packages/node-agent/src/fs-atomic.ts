@@ -11,7 +11,12 @@ import { basename, dirname, join } from 'node:path';
  * @example
  * await writeFileAtomic(join(dataDir, 'node.json'), JSON.stringify(record), 0o600);
  */
-export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600, options: { durable?: boolean } = {}): Promise<void> {
+export async function writeFileAtomic(
+  path: string,
+  data: string | Uint8Array,
+  mode = 0o600,
+  options: { durable?: boolean } = {},
+): Promise<void> {
   const durable = options.durable ?? true;
   const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
   const handle = await open(tmp, 'wx', mode);

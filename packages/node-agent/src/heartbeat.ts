@@ -21,7 +21,11 @@ export interface Heartbeat {
  * const heartbeat = createHeartbeat(() => ({ client, body: { load: 0, active_work: [] } }), abortWork, log);
  * setInterval(() => void heartbeat.beat(), 10_000);
  */
-export function createHeartbeat(snapshot: HeartbeatSnapshot, cancel: (workId: string) => void, emit: (event: AgentEvent) => void): Heartbeat {
+export function createHeartbeat(
+  snapshot: HeartbeatSnapshot,
+  cancel: (workId: string) => void,
+  emit: (event: AgentEvent) => void,
+): Heartbeat {
   let inFlight: Promise<void> | undefined;
   let again = false;
   async function run(): Promise<void> {

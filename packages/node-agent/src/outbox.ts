@@ -22,12 +22,22 @@ export interface OutboxEntry extends ResultUpload {
  * @example
  * const entry = sealResult({ item, run, identity, metadata: { engine: run.engine, duration_ms: 812 } });
  */
-export function sealResult(input: { item: WorkItem; run: RunOutput; identity: NodeIdentity; metadata: ReceiptMetadata }): OutboxEntry {
+export function sealResult(input: {
+  item: WorkItem;
+  run: RunOutput;
+  identity: NodeIdentity;
+  metadata: ReceiptMetadata;
+}): OutboxEntry {
   const { item, run, identity, metadata } = input;
   const result_hash = sha256Hex(run.bytes);
   const asText = run.bytes.toString('utf8');
   const utf8 = run.encoding === 'utf8' && Buffer.from(asText, 'utf8').equals(run.bytes);
-  const fields = { job_id: item.job_id, node_public_key_hex: identity.publicKeyHex, result_hash_hex: result_hash, metering_units: run.metering_units };
+  const fields = {
+    job_id: item.job_id,
+    node_public_key_hex: identity.publicKeyHex,
+    result_hash_hex: result_hash,
+    metering_units: run.metering_units,
+  };
   const signature = signSvc1(fields, identity.privateKey);
   return {
     work_id: item.work_id,
@@ -39,7 +49,14 @@ export function sealResult(input: { item: WorkItem; run: RunOutput; identity: No
     metering_units: run.metering_units,
     usage: run.usage,
     ...(run.exit_code === undefined ? {} : { exit_code: run.exit_code }),
-    receipt: { job_id: item.job_id, pubkey: identity.publicKeyHex, result_hash, signature, metering_units: run.metering_units, metadata },
+    receipt: {
+      job_id: item.job_id,
+      pubkey: identity.publicKeyHex,
+      result_hash,
+      signature,
+      metering_units: run.metering_units,
+      metadata,
+    },
   };
 }
 
@@ -95,7 +112,9 @@ export function createOutbox(dataDir: string): Outbox {
     dir,
     async put(entry, options = {}) {
       await mkdir(dir, { recursive: true, mode: 0o700 });
-      await writeFileAtomic(fileOf(entry.work_id), `${JSON.stringify(entry)}\n`, 0o600, { durable: options.durable ?? true });
+      await writeFileAtomic(fileOf(entry.work_id), `${JSON.stringify(entry)}\n`, 0o600, {
+        durable: options.durable ?? true,
+      });
     },
     async list() {
       let names: string[];

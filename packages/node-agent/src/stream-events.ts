@@ -53,11 +53,14 @@ export function createStreamSink(client: NodeClient, workId: string, options: St
   const stopped = () => failure !== undefined || cancelled || options.signal?.aborted === true;
 
   async function send(batch: StreamEventLine[]): Promise<void> {
-    const r = await withRetries(() => client.postEvents(workId, batch, options.signal ? { signal: options.signal } : {}), {
-      backoff: options.backoff ?? { baseMs: 50, capMs: 1_000 },
-      deadlineMs: options.deadlineMs ?? 10_000,
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
+    const r = await withRetries(
+      () => client.postEvents(workId, batch, options.signal ? { signal: options.signal } : {}),
+      {
+        backoff: options.backoff ?? { baseMs: 50, capMs: 1_000 },
+        deadlineMs: options.deadlineMs ?? 10_000,
+        ...(options.signal ? { signal: options.signal } : {}),
+      },
+    );
     if (!r.ok) {
       failure = new Error(`stream events were not delivered: ${r.error.message}`);
       options.onFailure?.(failure);

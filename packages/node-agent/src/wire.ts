@@ -101,7 +101,12 @@ export interface FailUpload {
 /** One NDJSON line of `POST /api/v1/node/work/{id}/events` (streamed chat). */
 export type StreamEventLine =
   | { type: 'delta'; content: string }
-  | { type: 'done'; usage: { prompt_tokens: number; completion_tokens: number }; finish_reason: string; result_hash?: string }
+  | {
+      type: 'done';
+      usage: { prompt_tokens: number; completion_tokens: number };
+      finish_reason: string;
+      result_hash?: string;
+    }
   | { type: 'error'; message: string; retryable: boolean };
 
 /** The answer to an events call: `cancel` means stop the work and upload nothing. */
@@ -132,7 +137,12 @@ export function parseWorkList(body: unknown): { items: WorkItem[]; rejected: unk
   const items: WorkItem[] = [];
   const rejected: unknown[] = [];
   for (const raw of list) {
-    if (!isRecord(raw) || typeof raw.work_id !== 'string' || !WORK_ID_PATTERN.test(raw.work_id) || typeof raw.job_id !== 'string') {
+    if (
+      !isRecord(raw) ||
+      typeof raw.work_id !== 'string' ||
+      !WORK_ID_PATTERN.test(raw.work_id) ||
+      typeof raw.job_id !== 'string'
+    ) {
       rejected.push(raw);
       continue;
     }
@@ -168,7 +178,10 @@ export function parseEventsResponse(body: unknown): EventsResponse {
  * parseHeartbeat({ cancel: ['wrk_1'] }).cancel; // ['wrk_1']
  */
 export function parseHeartbeat(body: unknown): HeartbeatResponse {
-  const cancel = isRecord(body) && Array.isArray(body.cancel) ? body.cancel.filter((id): id is string => typeof id === 'string') : [];
+  const cancel =
+    isRecord(body) && Array.isArray(body.cancel)
+      ? body.cancel.filter((id): id is string => typeof id === 'string')
+      : [];
   const lease = isRecord(body) && typeof body.lease_expires_at === 'string' ? body.lease_expires_at : undefined;
   return lease === undefined ? { cancel } : { cancel, lease_expires_at: lease };
 }

@@ -89,14 +89,22 @@ function itemFields(work: TrackedWork) {
  * @example
  * await reportFailure(deps, 'wrk_1', 'model tinyllama is not served by this node', false);
  */
-export async function reportFailure(deps: WorkDeps, workId: string, message: string, retryable: boolean): Promise<void> {
+export async function reportFailure(
+  deps: WorkDeps,
+  workId: string,
+  message: string,
+  retryable: boolean,
+): Promise<void> {
   const body = { message: (message.trim() || 'the work failed').slice(0, 1000), retryable };
   const deadlineMs = deps.isStopping() ? 10_000 : deps.deliveryDeadlineMs;
-  const r = await withRetries(() => deps.client.failWork(workId, body), { backoff: deps.backoff, deadlineMs }).catch((err: unknown) => ({
-    ok: false as const,
-    error: err instanceof Error ? err : new Error(String(err)),
-  }));
-  if (!r.ok) deps.emit({ event: 'warning', work_id: workId, message: `could not report the failure: ${r.error.message}` });
+  const r = await withRetries(() => deps.client.failWork(workId, body), { backoff: deps.backoff, deadlineMs }).catch(
+    (err: unknown) => ({
+      ok: false as const,
+      error: err instanceof Error ? err : new Error(String(err)),
+    }),
+  );
+  if (!r.ok)
+    deps.emit({ event: 'warning', work_id: workId, message: `could not report the failure: ${r.error.message}` });
 }
 
 /**
@@ -155,9 +163,18 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
       return;
     }
     const interrupted = controller.signal.aborted;
-    const { message, retryable } = interrupted ? { message: 'the node shut down before the work finished', retryable: true } : describeFailure(err);
+    const { message, retryable } = interrupted
+      ? { message: 'the node shut down before the work finished', retryable: true }
+      : describeFailure(err);
     await reportFailure(deps, work.work_id, message, retryable);
-    deps.emit({ event: 'work', ...itemFields(work), outcome: interrupted ? 'interrupted' : 'failed', duration_ms: elapsed(), retryable, message });
+    deps.emit({
+      event: 'work',
+      ...itemFields(work),
+      outcome: interrupted ? 'interrupted' : 'failed',
+      duration_ms: elapsed(),
+      retryable,
+      message,
+    });
     return;
   }
   work.phase = 'delivering';
@@ -174,13 +191,33 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
  * @example
  * await deliverWork(work, entry, deps);
  */
-export async function deliverWork(work: TrackedWork, entry: OutboxEntry, deps: WorkDeps, duration_ms?: number): Promise<void> {
-  const fields = { ...itemFields(work), metering_units: entry.metering_units, result_hash: entry.result_hash, ...(duration_ms === undefined ? {} : { duration_ms }) };
+export async function deliverWork(
+  work: TrackedWork,
+  entry: OutboxEntry,
+  deps: WorkDeps,
+  duration_ms?: number,
+): Promise<void> {
+  const fields = {
+    ...itemFields(work),
+    metering_units: entry.metering_units,
+    result_hash: entry.result_hash,
+    ...(duration_ms === undefined ? {} : { duration_ms }),
+  };
   const signal = work.controller.signal;
   const onRetry = (error: Error, delayMs: number) =>
-    deps.emit({ event: 'warning', work_id: work.work_id, message: `upload failed (${error.message}); retrying in ${delayMs} ms` });
+    deps.emit({
+      event: 'warning',
+      work_id: work.work_id,
+      message: `upload failed (${error.message}); retrying in ${delayMs} ms`,
+    });
   const inline = work.item !== undefined && isGatewayWork(work.item);
-  const delivery = await deliverEntry(deps.client, entry, { backoff: deps.backoff, deadlineMs: deps.deliveryDeadlineMs, signal, onRetry, inline }).catch((err: unknown) => {
+  const delivery = await deliverEntry(deps.client, entry, {
+    backoff: deps.backoff,
+    deadlineMs: deps.deliveryDeadlineMs,
+    signal,
+    onRetry,
+    inline,
+  }).catch((err: unknown) => {
     if (signal.aborted) return undefined;
     throw err;
   });
@@ -189,18 +226,36 @@ export async function deliverWork(work: TrackedWork, entry: OutboxEntry, deps: W
       await deps.outbox.remove(work.work_id);
       deps.emit({ event: 'work', ...fields, outcome: 'cancelled' });
     } else {
-      deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: 'the node stopped during the upload; it resumes at the next start' });
+      deps.emit({
+        event: 'work',
+        ...fields,
+        outcome: 'undelivered',
+        message: 'the node stopped during the upload; it resumes at the next start',
+      });
     }
     return;
   }
   if (delivery.outcome === 'delivered') {
     await deps.outbox.remove(work.work_id);
-    const conflicts = delivery.conflicts.length > 0 ? { message: `409 counted as already delivered: ${delivery.conflicts.join('; ')}` } : {};
+    const conflicts =
+      delivery.conflicts.length > 0
+        ? { message: `409 counted as already delivered: ${delivery.conflicts.join('; ')}` }
+        : {};
     deps.emit({ event: 'work', ...fields, outcome: 'completed', ...conflicts });
   } else if (delivery.outcome === 'refused') {
     await deps.outbox.reject(work.work_id);
-    deps.emit({ event: 'work', ...fields, outcome: 'refused', message: `${delivery.step}: ${delivery.error.status} ${delivery.error.message}` });
+    deps.emit({
+      event: 'work',
+      ...fields,
+      outcome: 'refused',
+      message: `${delivery.step}: ${delivery.error.status} ${delivery.error.message}`,
+    });
   } else {
-    deps.emit({ event: 'work', ...fields, outcome: 'undelivered', message: `${delivery.step}: ${delivery.error.message}; kept in the outbox until the channel reconnects or the next start` });
+    deps.emit({
+      event: 'work',
+      ...fields,
+      outcome: 'undelivered',
+      message: `${delivery.step}: ${delivery.error.message}; kept in the outbox until the channel reconnects or the next start`,
+    });
   }
 }

@@ -8,7 +8,6 @@ import { startFakeControlPlane, type FakeControlPlane, type FakeWork } from './f
 import { createFakeEngine } from './fake-engine.js';
 import { cleanupAgents, makeAgent } from './helpers.js';
 
-
 const llmJob = (n: number, inputs = ['hello there', 'second line here']): FakeWork => ({
   work_id: `wrk_${n}`,
   job_id: `job_${n}`,
@@ -34,7 +33,14 @@ describe('node agent against a fake control plane', () => {
     const registered = await t.agent.start();
     expect(await readNodeRecord(t.dataDir)).toEqual({ node_id: registered.node_id, server: cp.url });
     const node = cp.nodes.get(registered.node_id);
-    expect(node?.body).toMatchObject({ country: 'CA', region: 'ca-central', models: ['tinyllama'], max_concurrency: 2, name: 'rig-1', capabilities: ['cpu'] });
+    expect(node?.body).toMatchObject({
+      country: 'CA',
+      region: 'ca-central',
+      models: ['tinyllama'],
+      max_concurrency: 2,
+      name: 'rig-1',
+      capabilities: ['cpu'],
+    });
     expect(node?.body.cpu_cores).toBeGreaterThan(0);
     expect(node?.body.ram_bytes).toBeGreaterThan(0);
 
@@ -45,14 +51,40 @@ describe('node agent against a fake control plane', () => {
     expect(createHash('sha256').update(result.output).digest('hex')).toBe(result.body.result_hash);
     expect(JSON.parse(result.output.toString())).toEqual({
       results: [
-        { index: 0, content: 'echo:hello there', finish_reason: 'stop', usage: { prompt_tokens: 2, completion_tokens: 3 } },
-        { index: 1, content: 'echo:second line here', finish_reason: 'stop', usage: { prompt_tokens: 3, completion_tokens: 3 } },
+        {
+          index: 0,
+          content: 'echo:hello there',
+          finish_reason: 'stop',
+          usage: { prompt_tokens: 2, completion_tokens: 3 },
+        },
+        {
+          index: 1,
+          content: 'echo:second line here',
+          finish_reason: 'stop',
+          usage: { prompt_tokens: 3, completion_tokens: 3 },
+        },
       ],
     });
-    expect(result.body).toMatchObject({ encoding: 'utf8', content_type: 'application/json', metering_units: 11, usage: { prompt_tokens: 5, completion_tokens: 6 } });
+    expect(result.body).toMatchObject({
+      encoding: 'utf8',
+      content_type: 'application/json',
+      metering_units: 11,
+      usage: { prompt_tokens: 5, completion_tokens: 6 },
+    });
     const receipt = cp.receipts.get('wrk_1') ?? {};
-    expect(receipt).toMatchObject({ job_id: 'job_1', pubkey: t.agent.publicKeyHex, result_hash: result.body.result_hash, metering_units: 11 });
-    expect(receipt.metadata).toMatchObject({ model: 'tinyllama', engine: 'fake', country: 'CA', region: 'ca-central', duration_ms: expect.any(Number) });
+    expect(receipt).toMatchObject({
+      job_id: 'job_1',
+      pubkey: t.agent.publicKeyHex,
+      result_hash: result.body.result_hash,
+      metering_units: 11,
+    });
+    expect(receipt.metadata).toMatchObject({
+      model: 'tinyllama',
+      engine: 'fake',
+      country: 'CA',
+      region: 'ca-central',
+      duration_ms: expect.any(Number),
+    });
     const ok = svc1VerifiesIndependently({
       job_id: String(receipt.job_id),
       node_public_key: String(receipt.pubkey),
@@ -86,16 +118,27 @@ describe('node agent against a fake control plane', () => {
     cp.failNext('work', [503, 500, 401]);
     cp.enqueue(llmJob(3));
     await cp.waitFor(() => cp.receipts.has('wrk_3'));
-    expect(cp.calls('work').slice(0, 3).map((r) => r.status)).toEqual([503, 500, 401]);
+    expect(
+      cp
+        .calls('work')
+        .slice(0, 3)
+        .map((r) => r.status),
+    ).toEqual([503, 500, 401]);
     expect(cp.calls('register').length).toBe(2);
-    expect(t.events.filter((e) => e.event === 'warning' && e.message.startsWith('polling for work failed')).length).toBe(3);
+    expect(
+      t.events.filter((e) => e.event === 'warning' && e.message.startsWith('polling for work failed')).length,
+    ).toBe(3);
   });
 
   it('reports a failed job with /fail, keeping the engine’s retryable flag', async () => {
     const engine = createFakeEngine({ models: ['tinyllama'], error: new EngineError('upstream said no', false) });
     const t = await makeAgent(cp, { engines: new Map([['tinyllama', engine]]) });
     await t.agent.start();
-    cp.enqueue(llmJob(4), { ...llmJob(5), model: 'phi-4', payload: { inputs: ['x'] } }, { work_id: 'wrk_6', job_id: 'job_6', type: 'job', kind: 5, payload: { runner_args: ['true'] } });
+    cp.enqueue(
+      llmJob(4),
+      { ...llmJob(5), model: 'phi-4', payload: { inputs: ['x'] } },
+      { work_id: 'wrk_6', job_id: 'job_6', type: 'job', kind: 5, payload: { runner_args: ['true'] } },
+    );
     await cp.waitFor(() => cp.fails.size === 3);
     expect(cp.fails.get('wrk_4')).toEqual({ message: 'upstream said no', retryable: false });
     expect(cp.fails.get('wrk_5')).toEqual({ message: 'model phi-4 is not served by this node', retryable: false });
@@ -184,9 +227,29 @@ describe('the outbox', () => {
     cp.failNext('result', [503, 503, 503]);
     cp.enqueue(llmJob(40));
     await cp.waitFor(() => cp.calls('result').length >= 1);
-    const file = JSON.parse(await readFile(join(t.dataDir, 'outbox', 'wrk_40.json'), 'utf8')) as Record<string, unknown>;
-    expect(Object.keys(file).sort()).toEqual(['content_type', 'encoding', 'job_id', 'metering_units', 'output', 'receipt', 'result_hash', 'usage', 'work_id']);
-    expect(Object.keys(file.receipt as object).sort()).toEqual(['job_id', 'metadata', 'metering_units', 'pubkey', 'result_hash', 'signature']);
+    const file = JSON.parse(await readFile(join(t.dataDir, 'outbox', 'wrk_40.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
+    expect(Object.keys(file).sort()).toEqual([
+      'content_type',
+      'encoding',
+      'job_id',
+      'metering_units',
+      'output',
+      'receipt',
+      'result_hash',
+      'usage',
+      'work_id',
+    ]);
+    expect(Object.keys(file.receipt as object).sort()).toEqual([
+      'job_id',
+      'metadata',
+      'metering_units',
+      'pubkey',
+      'result_hash',
+      'signature',
+    ]);
     await cp.waitFor(() => cp.receipts.has('wrk_40'));
     expect(cp.results.get('wrk_40')?.body.output).toBe(file.output);
     expect(cp.receipts.get('wrk_40')?.signature).toBe((file.receipt as Record<string, unknown>).signature);

@@ -4,7 +4,15 @@ import { join } from 'node:path';
 import { createSnpTestChain, type SnpTestChain } from '@svc/protocol/attestation/testing';
 import { bearer, createAttestationVerifier, createKey, signUp, startTestServer } from '@svc/server/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attestWithTsm, collectTsmReport, createNodeAgent, createNodeClient, loadOrCreateIdentity, vcekFromAuxblob, type AgentEvent } from '../src/index.js';
+import {
+  attestWithTsm,
+  collectTsmReport,
+  createNodeAgent,
+  createNodeClient,
+  loadOrCreateIdentity,
+  vcekFromAuxblob,
+  type AgentEvent,
+} from '../src/index.js';
 
 const MEASUREMENT = Buffer.alloc(48, 0x24);
 const VCEK_GUID_BYTES = Buffer.from('8d75da6364e66445adc5f4b93be8accd', 'hex');
@@ -80,7 +88,9 @@ describe('the agent attests through configfs-tsm against the real server', () =>
       const outcome = await attestWithTsm(client, { root });
       expect(outcome.checks.filter((c) => !c.ok)).toEqual([]);
       expect(outcome).toMatchObject({ verified: true, attestation: 'amd-sev-snp:verified' });
-      const list = (await (await fetch(`${server.url}/api/v1/nodes`, { headers: bearer(operatorKey) })).json()) as { nodes: Array<{ attestation: string }> };
+      const list = (await (await fetch(`${server.url}/api/v1/nodes`, { headers: bearer(operatorKey) })).json()) as {
+        nodes: Array<{ attestation: string }>;
+      };
       expect(list.nodes.map((n) => n.attestation)).toEqual(['amd-sev-snp:verified']);
     } finally {
       stop();
@@ -109,10 +119,21 @@ describe('the agent attests through configfs-tsm against the real server', () =>
     await mkdir(root);
     const stop = fakeKernel(root, chain, true);
     const events: AgentEvent[] = [];
-    const agent = createNodeAgent({ server: server.url, apiKey: operatorKey, dataDir: join(dir, 'agent'), allowProcessRunner: true, country: 'CH', tee: { root }, onEvent: (e) => events.push(e) });
+    const agent = createNodeAgent({
+      server: server.url,
+      apiKey: operatorKey,
+      dataDir: join(dir, 'agent'),
+      allowProcessRunner: true,
+      country: 'CH',
+      tee: { root },
+      onEvent: (e) => events.push(e),
+    });
     try {
       await agent.start();
-      expect(events.find((e) => e.event === 'attested'), JSON.stringify(events)).toMatchObject({ event: 'attested', attestation: 'amd-sev-snp:verified', verified: true, failed: [] });
+      expect(
+        events.find((e) => e.event === 'attested'),
+        JSON.stringify(events),
+      ).toMatchObject({ event: 'attested', attestation: 'amd-sev-snp:verified', verified: true, failed: [] });
     } finally {
       await agent.stop({ graceMs: 0 });
       stop();

@@ -4,7 +4,9 @@ import { backoffDelay, ControlPlaneError, sleep, withRetries } from '../src/inde
 describe('backoff and retries', () => {
   it('draws full-jitter delays under an exponential ceiling capped at capMs', () => {
     const policy = { baseMs: 1_000, capMs: 30_000 };
-    expect([0, 1, 2, 5, 10, 60].map((attempt) => backoffDelay(attempt, { ...policy, random: () => 0.999999 }))).toEqual([999, 1_999, 3_999, 29_999, 29_999, 29_999]);
+    expect([0, 1, 2, 5, 10, 60].map((attempt) => backoffDelay(attempt, { ...policy, random: () => 0.999999 }))).toEqual(
+      [999, 1_999, 3_999, 29_999, 29_999, 29_999],
+    );
     expect(backoffDelay(4, { ...policy, random: () => 0 })).toBe(0);
     const draws = Array.from({ length: 200 }, () => backoffDelay(3, policy));
     expect(Math.min(...draws)).toBeGreaterThanOrEqual(0);
@@ -25,7 +27,9 @@ describe('backoff and retries', () => {
     expect(r).toEqual({ ok: true, value: 'ok' });
     expect(delays[1]).toBe(30);
 
-    const refused = await withRetries(async () => Promise.reject(new ControlPlaneError(404, 'not_found', 'gone')), { backoff: { baseMs: 1, capMs: 2 } });
+    const refused = await withRetries(async () => Promise.reject(new ControlPlaneError(404, 'not_found', 'gone')), {
+      backoff: { baseMs: 1, capMs: 2 },
+    });
     expect(refused).toMatchObject({ ok: false, final: 'refused', error: { status: 404 } });
 
     let attempts = 0;

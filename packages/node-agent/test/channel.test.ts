@@ -4,7 +4,15 @@ import { join } from 'node:path';
 import { NODE_CHANNEL_PATH, NODE_HEADERS, requestMessage, signHex } from '@svc/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { bearer, createKey, createTestStore, signUp, startTestServer, TEST_STORE_KIND, type TestBuyer } from '@svc/server/testing';
+import {
+  bearer,
+  createKey,
+  createTestStore,
+  signUp,
+  startTestServer,
+  TEST_STORE_KIND,
+  type TestBuyer,
+} from '@svc/server/testing';
 import { channelUrl } from '../src/channel.js';
 import { loadOrCreateIdentity } from '../src/identity.js';
 import { createFakeEngine } from './fake-engine.js';
@@ -13,7 +21,10 @@ import { cleanupAgents, makeAgent, type TestAgent } from './helpers.js';
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
 /** Opens a raw WebSocket to the channel with these headers: its first message, or the HTTP status that refused it. */
-function handshake(url: string, headers: Record<string, string>): Promise<{ status: number; first?: Record<string, unknown>; ws?: WebSocket }> {
+function handshake(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; first?: Record<string, unknown>; ws?: WebSocket }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(channelUrl(url, NODE_CHANNEL_PATH), { headers });
     ws.once('unexpected-response', (_req, res) => {
@@ -21,7 +32,9 @@ function handshake(url: string, headers: Record<string, string>): Promise<{ stat
       resolve({ status: res.statusCode ?? 0 });
       ws.terminate();
     });
-    ws.once('message', (data: WebSocket.RawData) => resolve({ status: 101, first: JSON.parse(data.toString()) as Record<string, unknown>, ws }));
+    ws.once('message', (data: WebSocket.RawData) =>
+      resolve({ status: 101, first: JSON.parse(data.toString()) as Record<string, unknown>, ws }),
+    );
     ws.once('error', (err) => {
       if (!/Unexpected server response/.test(err.message)) reject(err);
     });
@@ -29,7 +42,9 @@ function handshake(url: string, headers: Record<string, string>): Promise<{ stat
 }
 
 function nextMessage(ws: WebSocket): Promise<Record<string, unknown>> {
-  return new Promise((resolve) => ws.once('message', (data: WebSocket.RawData) => resolve(JSON.parse(data.toString()) as Record<string, unknown>)));
+  return new Promise((resolve) =>
+    ws.once('message', (data: WebSocket.RawData) => resolve(JSON.parse(data.toString()) as Record<string, unknown>)),
+  );
 }
 
 describe('the node channel against the real server', () => {
@@ -39,7 +54,9 @@ describe('the node channel against the real server', () => {
   let node: TestAgent;
   const httpCalls: string[] = [];
   const recordingFetch: typeof fetch = (input, init) => {
-    httpCalls.push(`${init?.method ?? 'GET'} ${new URL(input instanceof Request ? input.url : String(input)).pathname}`);
+    httpCalls.push(
+      `${init?.method ?? 'GET'} ${new URL(input instanceof Request ? input.url : String(input)).pathname}`,
+    );
     return fetch(input, init);
   };
 
@@ -47,7 +64,10 @@ describe('the node channel against the real server', () => {
     server = await startTestServer();
     buyer = await signUp(server.app);
     operatorKey = await createKey(server.app, buyer, ['operator']);
-    node = await makeAgent({ url: server.url, apiKey: operatorKey }, { engines: new Map([['tinyllama', createFakeEngine({ models: ['tinyllama' ] })]]), fetch: recordingFetch });
+    node = await makeAgent(
+      { url: server.url, apiKey: operatorKey },
+      { engines: new Map([['tinyllama', createFakeEngine({ models: ['tinyllama'] })]]), fetch: recordingFetch },
+    );
     await node.agent.start();
   });
   afterAll(async () => {
@@ -58,15 +78,38 @@ describe('the node channel against the real server', () => {
   it('refuses a handshake without the node headers, with a bad signature, or replayed; opens a signed one', async () => {
     const nodeId = node.agent.nodeId ?? '';
     const identity = await loadOrCreateIdentity(node.dataDir);
-    const signed = (timestamp: string) => signHex(requestMessage({ method: 'GET', pathWithQuery: NODE_CHANNEL_PATH, timestamp, body: '' }), identity.privateKey);
+    const signed = (timestamp: string) =>
+      signHex(
+        requestMessage({ method: 'GET', pathWithQuery: NODE_CHANNEL_PATH, timestamp, body: '' }),
+        identity.privateKey,
+      );
 
     expect((await handshake(server.url, {})).status).toBe(401);
     const now = String(Date.now());
     const other = await loadOrCreateIdentity(`${node.dataDir}-other`);
-    const forged = signHex(requestMessage({ method: 'GET', pathWithQuery: NODE_CHANNEL_PATH, timestamp: now, body: '' }), other.privateKey);
-    expect((await handshake(server.url, { [NODE_HEADERS.node]: nodeId, [NODE_HEADERS.timestamp]: now, [NODE_HEADERS.signature]: forged })).status).toBe(401);
+    const forged = signHex(
+      requestMessage({ method: 'GET', pathWithQuery: NODE_CHANNEL_PATH, timestamp: now, body: '' }),
+      other.privateKey,
+    );
+    expect(
+      (
+        await handshake(server.url, {
+          [NODE_HEADERS.node]: nodeId,
+          [NODE_HEADERS.timestamp]: now,
+          [NODE_HEADERS.signature]: forged,
+        })
+      ).status,
+    ).toBe(401);
     const stale = String(Date.now() - 120_000);
-    expect((await handshake(server.url, { [NODE_HEADERS.node]: nodeId, [NODE_HEADERS.timestamp]: stale, [NODE_HEADERS.signature]: signed(stale) })).status).toBe(401);
+    expect(
+      (
+        await handshake(server.url, {
+          [NODE_HEADERS.node]: nodeId,
+          [NODE_HEADERS.timestamp]: stale,
+          [NODE_HEADERS.signature]: signed(stale),
+        })
+      ).status,
+    ).toBe(401);
 
     const good = { [NODE_HEADERS.node]: nodeId, [NODE_HEADERS.timestamp]: now, [NODE_HEADERS.signature]: signed(now) };
     const opened = await handshake(server.url, good);
@@ -102,11 +145,18 @@ describe('the node channel against the real server', () => {
     const streamed = await fetch(`${server.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { ...bearer(buyer.apiKey), 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'tinyllama', stream: true, messages: [{ role: 'user', content: 'streamed over the channel' }] }),
+      body: JSON.stringify({
+        model: 'tinyllama',
+        stream: true,
+        messages: [{ role: 'user', content: 'streamed over the channel' }],
+      }),
     });
     const text = await streamed.text();
     expect(streamed.status).toBe(200);
-    const chunks = text.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)) as { choices: { delta: { content?: string } }[]; svc_receipt_id?: string });
+    const chunks = text
+      .split('\n\n')
+      .filter((l) => l.startsWith('data: {'))
+      .map((l) => JSON.parse(l.slice(6)) as { choices: { delta: { content?: string } }[]; svc_receipt_id?: string });
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('echo:streamed over the channel');
     expect(chunks.at(-1)?.svc_receipt_id).toMatch(/^rcpt_/);
     expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
@@ -126,26 +176,54 @@ describe('the node channel against the real server', () => {
       body: JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'once' }] }),
     });
     const { id } = (await chat.json()) as { id: string };
-    const { rows } = await server.ctx.db.query<{ work_id: string; job_id: string; node_public_key: string; result_hash: string; signature: string; metering_units: string }>(
+    const { rows } = await server.ctx.db.query<{
+      work_id: string;
+      job_id: string;
+      node_public_key: string;
+      result_hash: string;
+      signature: string;
+      metering_units: string;
+    }>(
       'SELECT work_id, job_id, node_public_key, result_hash, signature, metering_units FROM receipts WHERE job_id = $1',
       [id],
     );
     const stored = rows[0];
     if (!stored) throw new Error('no receipt stored');
-    const receipt = { job_id: stored.job_id, pubkey: stored.node_public_key, result_hash: stored.result_hash, signature: stored.signature, metering_units: Number(stored.metering_units) };
+    const receipt = {
+      job_id: stored.job_id,
+      pubkey: stored.node_public_key,
+      result_hash: stored.result_hash,
+      signature: stored.signature,
+      metering_units: Number(stored.metering_units),
+    };
 
     const identity = await loadOrCreateIdentity(node.dataDir);
     const timestamp = String(Date.now());
-    const signature = signHex(requestMessage({ method: 'GET', pathWithQuery: NODE_CHANNEL_PATH, timestamp, body: '' }), identity.privateKey);
-    const { ws } = await handshake(server.url, { [NODE_HEADERS.node]: node.agent.nodeId ?? '', [NODE_HEADERS.timestamp]: timestamp, [NODE_HEADERS.signature]: signature });
+    const signature = signHex(
+      requestMessage({ method: 'GET', pathWithQuery: NODE_CHANNEL_PATH, timestamp, body: '' }),
+      identity.privateKey,
+    );
+    const { ws } = await handshake(server.url, {
+      [NODE_HEADERS.node]: node.agent.nodeId ?? '',
+      [NODE_HEADERS.timestamp]: timestamp,
+      [NODE_HEADERS.signature]: signature,
+    });
     if (!ws) throw new Error('no socket');
     ws.send(JSON.stringify({ type: 'receipt', seq: 1, work_id: stored.work_id, receipt }));
     expect(await nextMessage(ws)).toMatchObject({ type: 'ack', re: 1, work_ids: [stored.work_id] });
     // Another node's work id with this receipt is not acknowledged: the work is not this node's.
     ws.send(JSON.stringify({ type: 'receipt', seq: 2, work_id: 'wrk_00000000000000000000000000', receipt }));
-    expect(await nextMessage(ws)).toMatchObject({ type: 'reply', re: 2, ok: false, error: { code: 409, error: 'conflict' } });
+    expect(await nextMessage(ws)).toMatchObject({
+      type: 'reply',
+      re: 2,
+      ok: false,
+      error: { code: 409, error: 'conflict' },
+    });
     ws.close();
-    const receipts = await server.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM receipts WHERE job_id = $1', [id]);
+    const receipts = await server.ctx.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM receipts WHERE job_id = $1',
+      [id],
+    );
     expect(receipts.rows[0]?.n).toBe(1);
   });
   it('after the channel drops, the agent reconnects and sends its outbox again; an applied receipt is acknowledged, not rejected', async () => {
@@ -155,7 +233,15 @@ describe('the node channel against the real server', () => {
       body: JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'resend me' }] }),
     });
     const { id } = (await chat.json()) as { id: string };
-    const { rows } = await server.ctx.db.query<{ work_id: string; job_id: string; node_public_key: string; result_hash: string; signature: string; metering_units: string; metadata: Record<string, unknown> }>(
+    const { rows } = await server.ctx.db.query<{
+      work_id: string;
+      job_id: string;
+      node_public_key: string;
+      result_hash: string;
+      signature: string;
+      metering_units: string;
+      metadata: Record<string, unknown>;
+    }>(
       'SELECT work_id, job_id, node_public_key, result_hash, signature, metering_units, metadata FROM receipts WHERE job_id = $1',
       [id],
     );
@@ -164,13 +250,30 @@ describe('the node channel against the real server', () => {
     const blob = await server.ctx.blobs.get(`results/${stored.work_id}`);
     if (!blob) throw new Error('no result stored');
     // The agent's own delivery is over (acknowledged, its outbox entry removed) before the test puts one back.
-    for (const deadline = Date.now() + 10_000; !node.workEvents().some((e) => e.work_id === stored.work_id) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 20));
+    for (
+      const deadline = Date.now() + 10_000;
+      !node.workEvents().some((e) => e.work_id === stored.work_id) && Date.now() < deadline;
+    )
+      await new Promise((r) => setTimeout(r, 20));
     expect(node.workEvents().find((e) => e.work_id === stored.work_id)?.outcome).toBe('completed');
     // As if the node had not seen the ack before the channel dropped: the entry is still in its outbox.
     const entry = {
-      work_id: stored.work_id, job_id: stored.job_id, output: blob.bytes.toString('utf8'), encoding: 'utf8', content_type: 'application/json', result_hash: stored.result_hash,
-      metering_units: Number(stored.metering_units), usage: {},
-      receipt: { job_id: stored.job_id, pubkey: stored.node_public_key, result_hash: stored.result_hash, signature: stored.signature, metering_units: Number(stored.metering_units), metadata: { engine: 'fake', duration_ms: 1 } },
+      work_id: stored.work_id,
+      job_id: stored.job_id,
+      output: blob.bytes.toString('utf8'),
+      encoding: 'utf8',
+      content_type: 'application/json',
+      result_hash: stored.result_hash,
+      metering_units: Number(stored.metering_units),
+      usage: {},
+      receipt: {
+        job_id: stored.job_id,
+        pubkey: stored.node_public_key,
+        result_hash: stored.result_hash,
+        signature: stored.signature,
+        metering_units: Number(stored.metering_units),
+        metadata: { engine: 'fake', duration_ms: 1 },
+      },
     };
     const file = join(node.dataDir, 'outbox', `${stored.work_id}.json`);
     await mkdir(join(node.dataDir, 'outbox'), { recursive: true });
@@ -178,16 +281,21 @@ describe('the node channel against the real server', () => {
     const opened = () => server.logs.lines.filter((l) => l.includes('node channel opened')).length;
     const before = opened();
     for (const socket of server.app.websocketServer.clients) socket.terminate();
-    for (const deadline = Date.now() + 20_000; existsSync(file) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
+    for (const deadline = Date.now() + 20_000; existsSync(file) && Date.now() < deadline;)
+      await new Promise((r) => setTimeout(r, 50));
     expect(existsSync(file)).toBe(false);
     expect(existsSync(join(node.dataDir, 'outbox', 'rejected', `${stored.work_id}.json`))).toBe(false);
     expect(opened()).toBeGreaterThan(before);
-    const receipts = await server.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM receipts WHERE job_id = $1', [id]);
+    const receipts = await server.ctx.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM receipts WHERE job_id = $1',
+      [id],
+    );
     expect(receipts.rows[0]?.n).toBe(1);
   });
 });
 
-if (TEST_STORE_KIND === 'pglite') console.log('[svc test] SKIPPED the two-instance channel test: PGlite is one process, one instance');
+if (TEST_STORE_KIND === 'pglite')
+  console.log('[svc test] SKIPPED the two-instance channel test: PGlite is one process, one instance');
 
 describe.skipIf(TEST_STORE_KIND === 'pglite')('the node channel across two instances on one PostgreSQL', () => {
   it('a node connected to instance A serves a request routed by instance B (plain and streamed)', async () => {
@@ -198,27 +306,43 @@ describe.skipIf(TEST_STORE_KIND === 'pglite')('the node channel across two insta
       const buyer = await signUp(b.app);
       const operatorKey = await createKey(a.app, buyer, ['operator']);
       const httpCalls: string[] = [];
-      const t = await makeAgent({ url: a.url, apiKey: operatorKey }, {
-        engines: new Map([['tinyllama', createFakeEngine({ models: ['tinyllama'] })]]),
-        fetch: (input, init) => {
-          httpCalls.push(new URL(input instanceof Request ? input.url : String(input)).pathname);
-          return fetch(input, init);
+      const t = await makeAgent(
+        { url: a.url, apiKey: operatorKey },
+        {
+          engines: new Map([['tinyllama', createFakeEngine({ models: ['tinyllama'] })]]),
+          fetch: (input, init) => {
+            httpCalls.push(new URL(input instanceof Request ? input.url : String(input)).pathname);
+            return fetch(input, init);
+          },
         },
-      });
+      );
       await t.agent.start();
       const ask = (stream: boolean) =>
         fetch(`${b.url}/v1/chat/completions`, {
           method: 'POST',
           headers: { ...bearer(buyer.apiKey), 'content-type': 'application/json' },
-          body: JSON.stringify({ model: 'tinyllama', stream, messages: [{ role: 'user', content: `via B ${stream}` }] }),
+          body: JSON.stringify({
+            model: 'tinyllama',
+            stream,
+            messages: [{ role: 'user', content: `via B ${stream}` }],
+          }),
         });
       const plain = await ask(false);
       expect(plain.status).toBe(200);
-      expect(((await plain.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe('echo:via B false');
+      expect(
+        ((await plain.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content,
+      ).toBe('echo:via B false');
       const streamed = await ask(true);
       const text = await streamed.text();
       expect(streamed.status).toBe(200);
-      const content = text.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => (JSON.parse(l.slice(6)) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? '').join('');
+      const content = text
+        .split('\n\n')
+        .filter((l) => l.startsWith('data: {'))
+        .map(
+          (l) =>
+            (JSON.parse(l.slice(6)) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? '',
+        )
+        .join('');
       expect(content).toBe('echo:via B true');
       expect(httpCalls.filter((p) => /\/node\/(work|receipt)/.test(p))).toEqual([]);
       await t.cleanup();

@@ -2,7 +2,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canonicalJson, generateEd25519, publicKeyHex, registerMessage, requestMessage, sha256Hex, verifyHex } from '@svc/protocol';
+import {
+  canonicalJson,
+  generateEd25519,
+  publicKeyHex,
+  registerMessage,
+  requestMessage,
+  sha256Hex,
+  verifyHex,
+} from '@svc/protocol';
 import { ControlPlaneError, createNodeClient, loadOrCreateIdentity, type NodeIdentity } from '../src/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from './fake-control-plane.js';
 
@@ -42,7 +50,12 @@ describe('node protocol client', () => {
     const client = createNodeClient({ server: cp.url, apiKey: 'svc_wrong', identity });
     const err = await client.register({}).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ControlPlaneError);
-    expect(err).toMatchObject({ status: 401, error: 'unauthorized', message: 'operator API key required', retryable: false });
+    expect(err).toMatchObject({
+      status: 401,
+      error: 'unauthorized',
+      message: 'operator API key required',
+      retryable: false,
+    });
   });
 
   it('signs GET with its query and POST with its exact body bytes', async () => {
@@ -50,7 +63,10 @@ describe('node protocol client', () => {
     const { node_id } = await client.register({});
     const before = cp.requests.length;
     expect(await client.pollWork({ waitMs: 0, max: 3 })).toEqual({ items: [], rejected: [] });
-    expect(await client.heartbeat({ load: 0.5, active_work: [], models: ['phi-4'] })).toEqual({ cancel: [], lease_expires_at: expect.any(String) });
+    expect(await client.heartbeat({ load: 0.5, active_work: [], models: ['phi-4'] })).toEqual({
+      cancel: [],
+      lease_expires_at: expect.any(String),
+    });
     const [get, post] = cp.requests.slice(before);
     expect(get?.status).toBe(200);
     expect(post?.status).toBe(200);
@@ -71,22 +87,57 @@ describe('node protocol client', () => {
     const good = createNodeClient({ server: cp.url, apiKey: cp.apiKey, identity });
     const { node_id } = await good.register({});
     const { privateKey } = generateEd25519();
-    const forger = createNodeClient({ server: cp.url, apiKey: cp.apiKey, identity: { privateKey, publicKeyHex: publicKeyHex(privateKey) }, nodeId: node_id });
-    await expect(forger.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({ status: 401, message: 'bad signature' });
-    const skewed = createNodeClient({ server: cp.url, apiKey: cp.apiKey, identity, nodeId: node_id, now: () => Date.now() - 61_000 });
-    await expect(skewed.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({ status: 401, message: 'clock skew' });
+    const forger = createNodeClient({
+      server: cp.url,
+      apiKey: cp.apiKey,
+      identity: { privateKey, publicKeyHex: publicKeyHex(privateKey) },
+      nodeId: node_id,
+    });
+    await expect(forger.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({
+      status: 401,
+      message: 'bad signature',
+    });
+    const skewed = createNodeClient({
+      server: cp.url,
+      apiKey: cp.apiKey,
+      identity,
+      nodeId: node_id,
+      now: () => Date.now() - 61_000,
+    });
+    await expect(skewed.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({
+      status: 401,
+      message: 'clock skew',
+    });
   });
 
   it('turns timeouts, unreachable servers and non-JSON errors into ControlPlaneErrors', async () => {
     const hanging: typeof fetch = (_url, init) =>
-      new Promise((_resolve, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal?.reason as Error)));
-    const slow = createNodeClient({ server: cp.url, apiKey: 'k', identity, nodeId: 'node_x', fetch: hanging, timeoutMs: 50 });
-    await expect(slow.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({ status: 0, error: 'timeout', retryable: true });
+      new Promise((_resolve, reject) =>
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason as Error)),
+      );
+    const slow = createNodeClient({
+      server: cp.url,
+      apiKey: 'k',
+      identity,
+      nodeId: 'node_x',
+      fetch: hanging,
+      timeoutMs: 50,
+    });
+    await expect(slow.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({
+      status: 0,
+      error: 'timeout',
+      retryable: true,
+    });
 
     const down = createNodeClient({ server: 'http://127.0.0.1:9', apiKey: 'k', identity, nodeId: 'node_x' });
-    await expect(down.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({ status: 0, error: 'network_error', retryable: true });
+    await expect(down.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({
+      status: 0,
+      error: 'network_error',
+      retryable: true,
+    });
 
-    const proxy: typeof fetch = async () => new Response('<html>bad gateway</html>', { status: 502, headers: { 'retry-after': '2' } });
+    const proxy: typeof fetch = async () =>
+      new Response('<html>bad gateway</html>', { status: 502, headers: { 'retry-after': '2' } });
     const behindProxy = createNodeClient({ server: cp.url, apiKey: 'k', identity, nodeId: 'node_x', fetch: proxy });
     await expect(behindProxy.heartbeat({ load: 0, active_work: [] })).rejects.toMatchObject({
       status: 502,
@@ -109,8 +160,21 @@ describe('node protocol client', () => {
       seen.push(String(url));
       return new Response('{"cancel":[]}', { status: 200 });
     };
-    const client = createNodeClient({ server: 'http://svc.example/prefix/', apiKey: 'k', identity, nodeId: 'node_x', fetch: recording });
-    await client.uploadResult('wrk_a:1', { output: '', encoding: 'utf8', content_type: 'text/plain', result_hash: sha256Hex(''), metering_units: 0, usage: {} });
+    const client = createNodeClient({
+      server: 'http://svc.example/prefix/',
+      apiKey: 'k',
+      identity,
+      nodeId: 'node_x',
+      fetch: recording,
+    });
+    await client.uploadResult('wrk_a:1', {
+      output: '',
+      encoding: 'utf8',
+      content_type: 'text/plain',
+      result_hash: sha256Hex(''),
+      metering_units: 0,
+      usage: {},
+    });
     expect(seen).toEqual(['http://svc.example/prefix/api/v1/node/work/wrk_a%3A1/result']);
     expect(() => createNodeClient({ server: 'ftp://x', apiKey: 'k', identity })).toThrow(/http/);
   });

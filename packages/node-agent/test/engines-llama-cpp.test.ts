@@ -40,7 +40,15 @@ describe.skipIf(!probe.available)('llama-cpp engine on generated tiny GGUF model
   it('streams chat token by token and counts usage with the model tokenizer', async () => {
     const deltas: string[] = [];
     const result = await engine.chat(
-      { model: 'tinyllama', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hello' }], max_tokens: 6, temperature: 0 },
+      {
+        model: 'tinyllama',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'hello' },
+        ],
+        max_tokens: 6,
+        temperature: 0,
+      },
       { onDelta: (text) => deltas.push(text) },
     );
     expect(deltas.length).toBeGreaterThanOrEqual(1);
@@ -54,7 +62,12 @@ describe.skipIf(!probe.available)('llama-cpp engine on generated tiny GGUF model
   });
 
   it('is deterministic at temperature 0, without streaming too', async () => {
-    const request = { model: 'tinyllama', messages: [{ role: 'user' as const, content: 'same prompt' }], max_tokens: 5, temperature: 0 };
+    const request = {
+      model: 'tinyllama',
+      messages: [{ role: 'user' as const, content: 'same prompt' }],
+      max_tokens: 5,
+      temperature: 0,
+    };
     const first = await engine.chat(request);
     const second = await engine.chat(request, { onDelta: () => undefined });
     expect(second.content).toBe(first.content);
@@ -69,14 +82,18 @@ describe.skipIf(!probe.available)('llama-cpp engine on generated tiny GGUF model
   });
 
   it('refuses transcription, images and models it does not load, as final errors', async () => {
-    await expect(engine.transcribe({ model: 'whisper-base', audio: Buffer.alloc(4), filename: 'a.wav' })).rejects.toMatchObject({
+    await expect(
+      engine.transcribe({ model: 'whisper-base', audio: Buffer.alloc(4), filename: 'a.wav' }),
+    ).rejects.toMatchObject({
       retryable: false,
       message: 'transcription is not supported by llama-cpp',
     });
-    await expect(engine.generateImage({ model: 'sdxl-turbo', prompt: 'x', n: 1, size: '64x64' })).rejects.toMatchObject({
-      retryable: false,
-      message: 'image generation is not supported by llama-cpp',
-    });
+    await expect(engine.generateImage({ model: 'sdxl-turbo', prompt: 'x', n: 1, size: '64x64' })).rejects.toMatchObject(
+      {
+        retryable: false,
+        message: 'image generation is not supported by llama-cpp',
+      },
+    );
     await expect(engine.embed({ model: 'tinyllama', input: ['x'] })).rejects.toMatchObject({ name: 'EngineError' });
   });
 
@@ -84,14 +101,20 @@ describe.skipIf(!probe.available)('llama-cpp engine on generated tiny GGUF model
     const narrow = await createTinyGguf({ path: join(dir, 'narrow.gguf'), kind: 'embedding', dims: 64 });
     await expect(
       createLlamaCppEngine({ models: new Map([['all-MiniLM-L6-v2', narrow.path]]), threads: 1, gpu: false }),
-    ).rejects.toMatchObject({ retryable: false, message: `${narrow.path} embeds in 64 dimensions; all-MiniLM-L6-v2 has 384` });
+    ).rejects.toMatchObject({
+      retryable: false,
+      message: `${narrow.path} embeds in 64 dimensions; all-MiniLM-L6-v2 has 384`,
+    });
   });
 
   it('stops on the caller abort with a final error', async () => {
     const controller = new AbortController();
     controller.abort();
     await expect(
-      engine.chat({ model: 'tinyllama', messages: [{ role: 'user', content: 'x' }], max_tokens: 50 }, { signal: controller.signal }),
+      engine.chat(
+        { model: 'tinyllama', messages: [{ role: 'user', content: 'x' }], max_tokens: 50 },
+        { signal: controller.signal },
+      ),
     ).rejects.toMatchObject({ retryable: false, message: 'request aborted by the caller' });
   });
 });

@@ -12,7 +12,11 @@ afterAll(async () => {
 
 const auth = { authorization: 'Bearer k' };
 const post = (path: string, body: unknown, headers: Record<string, string> = auth) =>
-  fetch(`${server.url}${path}`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
 
 describe('OpenAI test server', () => {
   it('listens on 127.0.0.1 under /v1 and lists models', async () => {
@@ -28,7 +32,12 @@ describe('OpenAI test server', () => {
     const res = await post('/chat/completions', {}, {});
     expect(res.status).toBe(401);
     expect(await res.json()).toEqual({
-      error: { message: 'Incorrect API key provided', type: 'invalid_request_error', param: null, code: 'invalid_api_key' },
+      error: {
+        message: 'Incorrect API key provided',
+        type: 'invalid_request_error',
+        param: null,
+        code: 'invalid_api_key',
+      },
     });
   });
 
@@ -46,7 +55,12 @@ describe('OpenAI test server', () => {
     expect(frames.at(-2)).toBe('data: [DONE]');
     const chunks = frames.slice(0, -2).map((f) => {
       expect(f.startsWith('data: ')).toBe(true);
-      return JSON.parse(f.slice(6)) as { object: string; id: string; choices: { delta: unknown; finish_reason: unknown }[]; usage: unknown };
+      return JSON.parse(f.slice(6)) as {
+        object: string;
+        id: string;
+        choices: { delta: unknown; finish_reason: unknown }[];
+        usage: unknown;
+      };
     });
     expect(new Set(chunks.map((c) => c.object))).toEqual(new Set(['chat.completion.chunk']));
     expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
@@ -60,7 +74,10 @@ describe('OpenAI test server', () => {
     ]);
     expect(chunks[4]?.choices[0]?.finish_reason).toBe('stop');
     expect(chunks.slice(0, 5).every((c) => c.usage === null)).toBe(true);
-    expect(chunks[5]).toMatchObject({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 } });
+    expect(chunks[5]).toMatchObject({
+      choices: [],
+      usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 },
+    });
   });
 
   it('transcribes multipart WAV uploads with their duration, in every response_format', async () => {
@@ -72,15 +89,25 @@ describe('OpenAI test server', () => {
       f.set('response_format', format);
       return f;
     };
-    const call = (format: string) => fetch(`${server.url}/audio/transcriptions`, { method: 'POST', headers: auth, body: form(format) });
+    const call = (format: string) =>
+      fetch(`${server.url}/audio/transcriptions`, { method: 'POST', headers: auth, body: form(format) });
     const text = `transcribed ${wav.length} bytes of audio`;
     expect(await (await call('json')).json()).toEqual({ text });
     expect(await (await call('text')).text()).toBe(`${text}\n`);
-    const verbose = (await (await call('verbose_json')).json()) as { duration: number; segments: { start: number; end: number; text: string }[] };
+    const verbose = (await (await call('verbose_json')).json()) as {
+      duration: number;
+      segments: { start: number; end: number; text: string }[];
+    };
     expect(verbose.duration).toBe(1.25);
     expect(verbose.segments[0]).toMatchObject({ start: 0, end: 1.25, text });
-    expect(server.requests.at(-1)?.form?.files).toEqual([{ field: 'file', filename: 'a.wav', type: 'audio/wav', size: wav.length }]);
-    const missing = await fetch(`${server.url}/audio/transcriptions`, { method: 'POST', headers: auth, body: new FormData() });
+    expect(server.requests.at(-1)?.form?.files).toEqual([
+      { field: 'file', filename: 'a.wav', type: 'audio/wav', size: wav.length },
+    ]);
+    const missing = await fetch(`${server.url}/audio/transcriptions`, {
+      method: 'POST',
+      headers: auth,
+      body: new FormData(),
+    });
     expect(missing.status).toBe(400);
   });
 

@@ -58,7 +58,10 @@ describe('openai-upstream status mapping', () => {
     server.setFailure({ status: 429, times: 2 });
     const e = engine();
     expect(await engineError(e.chat(HELLO))).toMatchObject({ retryable: true, status: 429 });
-    expect(await engineError(e.embed({ model: 'all-MiniLM-L6-v2', input: ['x'] }))).toMatchObject({ retryable: true, status: 429 });
+    expect(await engineError(e.embed({ model: 'all-MiniLM-L6-v2', input: ['x'] }))).toMatchObject({
+      retryable: true,
+      status: 429,
+    });
     expect((await e.chat(HELLO)).content).toBe('You said: hello there friend');
   });
 
@@ -72,7 +75,11 @@ describe('openai-upstream status mapping', () => {
     try {
       const wrong = createOpenAIUpstreamEngine({ baseUrl: keyed.url, apiKey: 'wrong', models: MODELS });
       const error = await engineError(wrong.chat(HELLO));
-      expect(error).toMatchObject({ retryable: true, status: 401, message: 'upstream returned 401: Incorrect API key provided' });
+      expect(error).toMatchObject({
+        retryable: true,
+        status: 401,
+        message: 'upstream returned 401: Incorrect API key provided',
+      });
     } finally {
       await keyed.close();
     }
@@ -91,15 +98,25 @@ describe('openai-upstream status mapping', () => {
     try {
       const e = createOpenAIUpstreamEngine({ baseUrl: narrow.url, models: MODELS });
       const error = await engineError(e.embed({ model: 'all-MiniLM-L6-v2', input: ['x'] }));
-      expect(error).toMatchObject({ retryable: false, message: 'upstream embedding has 100 dimensions; all-MiniLM-L6-v2 has 384' });
+      expect(error).toMatchObject({
+        retryable: false,
+        message: 'upstream embedding has 100 dimensions; all-MiniLM-L6-v2 has 384',
+      });
     } finally {
       await narrow.close();
     }
   });
 
   it('invalid JSON from the upstream is retryable', async () => {
-    const e = createOpenAIUpstreamEngine({ baseUrl: 'http://upstream.invalid/v1', models: MODELS, fetch: fetchReturning('<html>', 'text/html') });
-    expect(await engineError(e.chat(HELLO))).toMatchObject({ retryable: true, message: 'upstream returned invalid JSON: <html>' });
+    const e = createOpenAIUpstreamEngine({
+      baseUrl: 'http://upstream.invalid/v1',
+      models: MODELS,
+      fetch: fetchReturning('<html>', 'text/html'),
+    });
+    expect(await engineError(e.chat(HELLO))).toMatchObject({
+      retryable: true,
+      message: 'upstream returned invalid JSON: <html>',
+    });
   });
 });
 
@@ -155,9 +172,16 @@ describe('openai-upstream broken streams', () => {
 
   it('a stream that ends with neither [DONE] nor finish_reason counts as dropped', async () => {
     const body = 'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n';
-    const e = createOpenAIUpstreamEngine({ baseUrl: 'http://upstream.invalid/v1', models: MODELS, fetch: fetchReturning(body, 'text/event-stream') });
+    const e = createOpenAIUpstreamEngine({
+      baseUrl: 'http://upstream.invalid/v1',
+      models: MODELS,
+      fetch: fetchReturning(body, 'text/event-stream'),
+    });
     const error = await engineError(e.chat(HELLO, { onDelta: () => undefined }));
-    expect(error).toMatchObject({ retryable: true, message: 'upstream connection lost mid-stream: the stream ended before [DONE]' });
+    expect(error).toMatchObject({
+      retryable: true,
+      message: 'upstream connection lost mid-stream: the stream ended before [DONE]',
+    });
   });
 
   it('parses CRLF, comments, events split mid-character, and a stream without [DONE] but with finish_reason', async () => {
@@ -169,7 +193,8 @@ describe('openai-upstream broken streams', () => {
     const bytes = Buffer.from(text, 'utf8');
     const pieces: Uint8Array[] = [];
     for (let i = 0; i < bytes.length; i += 3) pieces.push(bytes.subarray(i, i + 3));
-    const fetchSplit: typeof fetch = async () => new Response(streamOf(pieces), { headers: { 'content-type': 'text/event-stream' } });
+    const fetchSplit: typeof fetch = async () =>
+      new Response(streamOf(pieces), { headers: { 'content-type': 'text/event-stream' } });
     const e = createOpenAIUpstreamEngine({ baseUrl: 'http://upstream.invalid/v1', models: MODELS, fetch: fetchSplit });
     const deltas: string[] = [];
     const result = await e.chat(HELLO, { onDelta: (t) => deltas.push(t) });
@@ -182,7 +207,11 @@ describe('openai-upstream broken streams', () => {
 
   it('an error event inside the stream becomes an EngineError', async () => {
     const body = 'data: {"error":{"message":"model crashed"}}\n\n';
-    const e = createOpenAIUpstreamEngine({ baseUrl: 'http://upstream.invalid/v1', models: MODELS, fetch: fetchReturning(body, 'text/event-stream') });
+    const e = createOpenAIUpstreamEngine({
+      baseUrl: 'http://upstream.invalid/v1',
+      models: MODELS,
+      fetch: fetchReturning(body, 'text/event-stream'),
+    });
     expect(await engineError(e.chat(HELLO, { onDelta: () => undefined }))).toMatchObject({
       retryable: true,
       message: 'upstream stream error: model crashed',

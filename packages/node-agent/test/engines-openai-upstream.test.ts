@@ -60,7 +60,11 @@ describe('openai-upstream chat', () => {
   });
 
   it('passes max_tokens and reports finish_reason length', async () => {
-    const result = await engine.chat({ model: 'tinyllama', messages: [{ role: 'user', content: 'one two three four' }], max_tokens: 3 });
+    const result = await engine.chat({
+      model: 'tinyllama',
+      messages: [{ role: 'user', content: 'one two three four' }],
+      max_tokens: 3,
+    });
     expect(result.content).toBe('You said: one');
     expect(result.finish_reason).toBe('length');
     expect(server.requests.at(-1)?.body).toMatchObject({ max_tokens: 3 });
@@ -141,7 +145,11 @@ describe('openai-upstream transcription', () => {
       expect(result.duration).toBe(2.5);
       expect(result.language).toBe('unknown');
       expect(result.segments).toEqual([{ start: 0, end: 2.5, text: result.text }]);
-      const mp3 = await plain.transcribe({ model: 'whisper-base', audio: Buffer.from('ID3 not a wav'), filename: 'a.mp3' });
+      const mp3 = await plain.transcribe({
+        model: 'whisper-base',
+        audio: Buffer.from('ID3 not a wav'),
+        filename: 'a.mp3',
+      });
       expect(mp3.duration).toBe(0);
       expect(textOnly.requests.at(-1)?.form?.files[0]?.type).toBe('audio/mpeg');
     } finally {

@@ -15,11 +15,13 @@ describe('token estimate', () => {
     expect(estimateTokens('abcde')).toBe(2);
     expect(estimateTokens('hello world')).toBe(3);
     expect(estimateTokens('日本語')).toBe(3); // 9 bytes
-    expect(estimateChatPromptTokens([
-      { role: 'system', content: 'abcd' },
-      { role: 'user', content: 'abcde' },
-      { role: 'assistant', content: '' },
-    ])).toBe(3);
+    expect(
+      estimateChatPromptTokens([
+        { role: 'system', content: 'abcd' },
+        { role: 'user', content: 'abcde' },
+        { role: 'assistant', content: '' },
+      ]),
+    ).toBe(3);
   });
 });
 
@@ -88,7 +90,7 @@ describe('test-server content', () => {
     expect(png.subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
     expect(sniffImageType(png)).toBe('image/png');
     const chunks: { type: string; data: Buffer }[] = [];
-    for (let at = 8; at < png.length; ) {
+    for (let at = 8; at < png.length;) {
       const length = png.readUInt32BE(at);
       const type = png.toString('latin1', at + 4, at + 8);
       const data = png.subarray(at + 8, at + 8 + length);
@@ -145,7 +147,10 @@ describe('GGUF writer', () => {
     expect([bytes.readUInt32LE(at), bytes.readUInt32LE(at + 4)]).toEqual([4, 7]); // u32 7
     at += 8;
     const offsets: bigint[] = [];
-    for (const [name, dims] of [['a', [3n]], ['b', [2n, 1n]]] as const) {
+    for (const [name, dims] of [
+      ['a', [3n]],
+      ['b', [2n, 1n]],
+    ] as const) {
       expect(str()).toBe(name);
       expect(bytes.readUInt32LE(at)).toBe(dims.length);
       at += 4;
@@ -165,8 +170,8 @@ describe('GGUF writer', () => {
   });
 
   it('refuses a tensor whose data does not fill its dims', () => {
-    expect(() => encodeGguf({ metadata: [], tensors: [{ name: 'x', dims: [2, 2], data: new Float32Array(3) }] })).toThrow(
-      'tensor x: dims 2x2 need 4 values, got 3',
-    );
+    expect(() =>
+      encodeGguf({ metadata: [], tensors: [{ name: 'x', dims: [2, 2], data: new Float32Array(3) }] }),
+    ).toThrow('tensor x: dims 2x2 need 4 values, got 3');
   });
 });

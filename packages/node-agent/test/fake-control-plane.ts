@@ -76,7 +76,14 @@ function routeOf(method: string, path: string): Route | undefined {
   return undefined;
 }
 
-const ERRORS: Record<number, string> = { 400: 'invalid_request', 401: 'unauthorized', 404: 'not_found', 409: 'conflict', 503: 'no_capacity', 500: 'internal' };
+const ERRORS: Record<number, string> = {
+  400: 'invalid_request',
+  401: 'unauthorized',
+  404: 'not_found',
+  409: 'conflict',
+  503: 'no_capacity',
+  500: 'internal',
+};
 
 /**
  * Starts the fake on 127.0.0.1 with a random port. `maxWaitMs` caps long polls so tests stay fast.
@@ -85,7 +92,9 @@ const ERRORS: Record<number, string> = { 400: 'invalid_request', 401: 'unauthori
  * const cp = await startFakeControlPlane();
  * cp.enqueue({ work_id: 'wrk_1', job_id: 'job_1', type: 'job', kind: 1, model: 'tinyllama', payload: { inputs: ['hi'] } });
  */
-export async function startFakeControlPlane(options: { apiKey?: string; maxWaitMs?: number } = {}): Promise<FakeControlPlane> {
+export async function startFakeControlPlane(
+  options: { apiKey?: string; maxWaitMs?: number } = {},
+): Promise<FakeControlPlane> {
   const apiKey = options.apiKey ?? `svc_op_${randomBytes(8).toString('hex')}`;
   const maxWaitMs = options.maxWaitMs ?? 200;
   const requests: RecordedRequest[] = [];
@@ -136,10 +145,12 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
     const nodeId = req.headers[NODE_HEADERS.node];
     const timestamp = req.headers[NODE_HEADERS.timestamp];
     const signature = req.headers[NODE_HEADERS.signature];
-    if (typeof nodeId !== 'string' || typeof timestamp !== 'string' || typeof signature !== 'string') return 'missing node headers';
+    if (typeof nodeId !== 'string' || typeof timestamp !== 'string' || typeof signature !== 'string')
+      return 'missing node headers';
     const node = nodes.get(nodeId);
     if (node === undefined) return 'unknown node';
-    if (!/^\d+$/.test(timestamp) || Math.abs(Date.now() - Number(timestamp)) > NODE_MAX_CLOCK_SKEW_MS) return 'clock skew';
+    if (!/^\d+$/.test(timestamp) || Math.abs(Date.now() - Number(timestamp)) > NODE_MAX_CLOCK_SKEW_MS)
+      return 'clock skew';
     if (seenSignatures.has(signature)) return 'replayed signature';
     const message = requestMessage({ method: req.method ?? '', pathWithQuery: req.url ?? '', timestamp, body });
     if (!verifyHex(message, signature, node.pubkey)) return 'bad signature';
@@ -152,7 +163,8 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
       record.status = status;
       res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
     };
-    const refuse = (status: number, message: string) => send(status, { code: status, error: ERRORS[status] ?? 'internal', message });
+    const refuse = (status: number, message: string) =>
+      send(status, { code: status, error: ERRORS[status] ?? 'internal', message });
     const route = routeOf(record.method, record.path);
     if (route === undefined) return refuse(404, `no route ${record.method} ${record.path}`);
     const fault = faults.get(route)?.shift();
@@ -163,7 +175,11 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
       if (req.headers['content-type'] !== 'application/x-ndjson') return refuse(400, 'events are application/x-ndjson');
       const workId = decodeURIComponent(record.path.split('/')[5] ?? '');
       if (leases.get(workId)?.pubkey !== node.pubkey) return refuse(404, 'work not leased to this node');
-      const lines = record.body.toString('utf8').split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+      const lines = record.body
+        .toString('utf8')
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       cp.events.set(workId, [...(cp.events.get(workId) ?? []), ...lines]);
       cp.eventBatches.set(workId, [...(cp.eventBatches.get(workId) ?? []), lines.length]);
       return send(200, { accepted: lines.length, cancel: cancelled.has(workId) });
@@ -173,8 +189,10 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
     if (route === 'register') {
       if (req.headers.authorization !== `Bearer ${apiKey}`) return refuse(401, 'operator API key required');
       const pubkey = json.pubkey;
-      if (typeof pubkey !== 'string' || typeof json.signature !== 'string') return refuse(400, 'pubkey and signature are required');
-      if (!verifyHex(registerMessage(pubkey, json), json.signature, pubkey)) return refuse(401, 'registration signature does not verify');
+      if (typeof pubkey !== 'string' || typeof json.signature !== 'string')
+        return refuse(400, 'pubkey and signature are required');
+      if (!verifyHex(registerMessage(pubkey, json), json.signature, pubkey))
+        return refuse(401, 'registration signature does not verify');
       const existing = [...nodes.values()].find((n) => n.pubkey === pubkey);
       const node_id = existing?.node_id ?? `node_${randomBytes(6).toString('hex')}`;
       nodes.set(node_id, { node_id, pubkey, body: json });
@@ -215,7 +233,10 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
     if (route === 'heartbeat') {
       cp.heartbeats.push(json as FakeControlPlane['heartbeats'][number]);
       const active = Array.isArray(json.active_work) ? json.active_work : [];
-      return send(200, { cancel: active.filter((id) => typeof id === 'string' && cancelled.has(id)), lease_expires_at: new Date().toISOString() });
+      return send(200, {
+        cancel: active.filter((id) => typeof id === 'string' && cancelled.has(id)),
+        lease_expires_at: new Date().toISOString(),
+      });
     }
     if (route === 'result' || route === 'fail') {
       const workId = decodeURIComponent(record.path.split('/')[5] ?? '');
@@ -228,7 +249,8 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
       const output = Buffer.from(String(json.output), encoding);
       if (sha256Hex(output) !== json.result_hash) return refuse(400, 'result_hash is not the SHA-256 of the output');
       const previous = cp.results.get(workId);
-      if (previous && previous.body.result_hash !== json.result_hash) return refuse(409, 'a different result was delivered');
+      if (previous && previous.body.result_hash !== json.result_hash)
+        return refuse(409, 'a different result was delivered');
       cp.results.set(workId, { raw: record.body, body: json, output });
       return send(200, { ok: true });
     }
@@ -244,10 +266,17 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
       cp.results.set(workId, { raw: record.body, body: inline, output });
     }
     const result = cp.results.get(workId);
-    if (result === undefined || result.body.result_hash !== json.result_hash) return refuse(400, 'result_hash differs from the delivered result');
+    if (result === undefined || result.body.result_hash !== json.result_hash)
+      return refuse(400, 'result_hash differs from the delivered result');
     if (cp.receipts.has(workId)) return refuse(409, 'a receipt was already stored for this work');
-    const fields = { job_id: String(json.job_id), node_public_key_hex: node.pubkey, result_hash_hex: String(json.result_hash), metering_units: Number(json.metering_units) };
-    if (json.pubkey !== node.pubkey || !verifySvc1(fields, String(json.signature))) return refuse(400, 'SVC1 signature does not verify');
+    const fields = {
+      job_id: String(json.job_id),
+      node_public_key_hex: node.pubkey,
+      result_hash_hex: String(json.result_hash),
+      metering_units: Number(json.metering_units),
+    };
+    if (json.pubkey !== node.pubkey || !verifySvc1(fields, String(json.signature)))
+      return refuse(400, 'SVC1 signature does not verify');
     cp.receipts.set(workId, json);
     return send(200, { id: `rcpt_${workId}`, ...json, signature_version: 'SVC1' });
   }
@@ -256,10 +285,17 @@ export async function startFakeControlPlane(options: { apiKey?: string; maxWaitM
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const record: RecordedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), status: 0 };
+      const record: RecordedRequest = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks),
+        status: 0,
+      };
       requests.push(record);
       handle(req, res, record).catch((err: unknown) => {
-        if (!res.headersSent) res.writeHead(500).end(JSON.stringify({ code: 500, error: 'internal', message: String(err) }));
+        if (!res.headersSent)
+          res.writeHead(500).end(JSON.stringify({ code: 500, error: 'internal', message: String(err) }));
       });
     });
   });

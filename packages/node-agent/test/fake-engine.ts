@@ -73,11 +73,21 @@ export function createFakeEngine(options: FakeEngineOptions): FakeEngine {
       }));
     },
     embed: (request, o) =>
-      call('embed', o?.signal, () => ({ embeddings: request.input.map((text, i) => [text.length, i]), prompt_tokens: request.input.length * 2 })),
+      call('embed', o?.signal, () => ({
+        embeddings: request.input.map((text, i) => [text.length, i]),
+        prompt_tokens: request.input.length * 2,
+      })),
     transcribe: (request, o) =>
-      call('transcribe', o?.signal, () => ({ text: `heard ${request.audio.length} bytes`, language: 'en', duration: 2.3, segments: [] })),
+      call('transcribe', o?.signal, () => ({
+        text: `heard ${request.audio.length} bytes`,
+        language: 'en',
+        duration: 2.3,
+        segments: [],
+      })),
     generateImage: (request: ImageRequest, o?: CallOptions) =>
-      call(`image:${request.prompt}`, o?.signal, () => ({ images: [{ bytes: Buffer.from('89504e470d0a1a0a', 'hex'), content_type: 'image/png' }] })),
+      call(`image:${request.prompt}`, o?.signal, () => ({
+        images: [{ bytes: Buffer.from('89504e470d0a1a0a', 'hex'), content_type: 'image/png' }],
+      })),
     close: async () => undefined,
   };
 }

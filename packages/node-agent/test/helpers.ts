@@ -1,7 +1,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createNodeAgent, type AgentEvent, type EngineSet, type NodeAgent, type NodeAgentOptions } from '../src/index.js';
+import {
+  createNodeAgent,
+  type AgentEvent,
+  type EngineSet,
+  type NodeAgent,
+  type NodeAgentOptions,
+} from '../src/index.js';
 
 /** Polls `predicate` every 10 ms until it holds; fails after `timeoutMs`. */
 export async function eventually(predicate: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
@@ -44,7 +50,10 @@ export async function cleanupAgents(): Promise<void> {
  * @example
  * const t = await makeAgent(cp, { engines: new Map([['tinyllama', engine]]) });
  */
-export async function makeAgent(cp: { url: string; apiKey: string }, options: Partial<NodeAgentOptions> & { engines?: EngineSet } = {}): Promise<TestAgent> {
+export async function makeAgent(
+  cp: { url: string; apiKey: string },
+  options: Partial<NodeAgentOptions> & { engines?: EngineSet } = {},
+): Promise<TestAgent> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'svc-node-agent-')));
   const events: AgentEvent[] = [];
   const agent = createNodeAgent({
@@ -62,5 +71,11 @@ export async function makeAgent(cp: { url: string; apiKey: string }, options: Pa
     await rm(dataDir, { recursive: true, force: true });
   };
   cleanups.push(cleanup);
-  return { agent, dataDir, events, workEvents: () => events.filter((e): e is Extract<AgentEvent, { event: 'work' }> => e.event === 'work'), cleanup };
+  return {
+    agent,
+    dataDir,
+    events,
+    workEvents: () => events.filter((e): e is Extract<AgentEvent, { event: 'work' }> => e.event === 'work'),
+    cleanup,
+  };
 }

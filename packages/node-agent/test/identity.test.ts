@@ -19,7 +19,10 @@ describe('node identity', () => {
   it('creates node-key.json with mode 0600 and reuses it across restarts', async () => {
     const dir = join(await tempDir(), 'data');
     const first = await loadOrCreateIdentity(dir);
-    const file = JSON.parse(await readFile(join(dir, 'node-key.json'), 'utf8')) as { seed_hex: string; public_key_hex: string };
+    const file = JSON.parse(await readFile(join(dir, 'node-key.json'), 'utf8')) as {
+      seed_hex: string;
+      public_key_hex: string;
+    };
     expect(file.public_key_hex).toBe(first.publicKeyHex);
     expect(publicKeyHex(privateKeyFromSeedHex(file.seed_hex))).toBe(first.publicKeyHex);
     expect((await stat(join(dir, 'node-key.json'))).mode & 0o777).toBe(0o600);
@@ -33,7 +36,10 @@ describe('node identity', () => {
     const dir = await tempDir();
     await writeFile(join(dir, 'node-key.json'), '{"seed_hex": "zz"}');
     await expect(loadOrCreateIdentity(dir)).rejects.toThrow(IdentityError);
-    await writeFile(join(dir, 'node-key.json'), JSON.stringify({ seed_hex: '00'.repeat(32), public_key_hex: '11'.repeat(32) }));
+    await writeFile(
+      join(dir, 'node-key.json'),
+      JSON.stringify({ seed_hex: '00'.repeat(32), public_key_hex: '11'.repeat(32) }),
+    );
     await expect(loadOrCreateIdentity(dir)).rejects.toThrow(/does not match/);
     await writeFile(join(dir, 'node-key.json'), 'not json');
     await expect(loadOrCreateIdentity(dir)).rejects.toThrow(/not valid JSON/);

@@ -94,13 +94,15 @@ function sendError(res: ServerResponse, error: HttpError): void {
 
 function jsonBody(ex: Exchange): Json {
   const body = ex.record.body;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'expected a JSON object body');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new HttpError(400, 'expected a JSON object body');
   return body as Json;
 }
 
 function requireString(body: Json, field: string): string {
   const value = body[field];
-  if (typeof value !== 'string' || value === '') throw new HttpError(400, `'${field}' is a required string`, 'invalid_value');
+  if (typeof value !== 'string' || value === '')
+    throw new HttpError(400, `'${field}' is a required string`, 'invalid_value');
   return value;
 }
 
@@ -128,7 +130,8 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
     const body = jsonBody(ex);
     const model = requireString(body, 'model');
     const messages = body.messages;
-    if (!Array.isArray(messages) || messages.length === 0) throw new HttpError(400, "'messages' must be a non-empty array");
+    if (!Array.isArray(messages) || messages.length === 0)
+      throw new HttpError(400, "'messages' must be a non-empty array");
     const contents = messages.map((m: unknown) => {
       const message = m as { role?: unknown; content?: unknown };
       if (typeof message?.role !== 'string' || typeof message.content !== 'string') {
@@ -208,7 +211,11 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
     const tokens = input.reduce((sum: number, text: string) => sum + countWords(text), 0);
     sendJson(ex.res, 200, {
       object: 'list',
-      data: input.map((text: string, index) => ({ object: 'embedding', index, embedding: hashedEmbedding(text, dims) })),
+      data: input.map((text: string, index) => ({
+        object: 'embedding',
+        index,
+        embedding: hashedEmbedding(text, dims),
+      })),
       model,
       ...(options.omitUsage ? {} : { usage: { prompt_tokens: tokens, total_tokens: tokens } }),
     });
@@ -251,8 +258,25 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
     } else if (format === 'json') {
       sendJson(ex.res, 200, { text });
     } else if (format === 'verbose_json') {
-      const segment = { id: 0, seek: 0, start: 0, end: duration, text, tokens: [], temperature: 0, avg_logprob: -0.1, compression_ratio: 1, no_speech_prob: 0 };
-      sendJson(ex.res, 200, { task: 'transcribe', language: fields.language ?? 'english', duration, text, segments: [segment] });
+      const segment = {
+        id: 0,
+        seek: 0,
+        start: 0,
+        end: duration,
+        text,
+        tokens: [],
+        temperature: 0,
+        avg_logprob: -0.1,
+        compression_ratio: 1,
+        no_speech_prob: 0,
+      };
+      sendJson(ex.res, 200, {
+        task: 'transcribe',
+        language: fields.language ?? 'english',
+        duration,
+        text,
+        segments: [segment],
+      });
     } else {
       throw new HttpError(400, `response_format ${format} is not supported by the test server`);
     }
@@ -286,7 +310,10 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
     }
     if (method === 'GET' && path === '/v1/models') {
       const ids = options.models ?? DEFAULT_MODELS;
-      return sendJson(ex.res, 200, { object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 1_735_689_600, owned_by: 'svc-test' })) });
+      return sendJson(ex.res, 200, {
+        object: 'list',
+        data: ids.map((id) => ({ id, object: 'model', created: 1_735_689_600, owned_by: 'svc-test' })),
+      });
     }
     const file = /^\/v1\/files\/([\w-]+)\.png$/.exec(path);
     if (method === 'GET' && file) {
@@ -312,7 +339,11 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
       chunks.push(chunk as Buffer);
     }
     const raw = Buffer.concat(chunks);
-    const record: OpenAITestRequest = { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0] ?? '/', headers: req.headers };
+    const record: OpenAITestRequest = {
+      method: req.method ?? 'GET',
+      path: (req.url ?? '/').split('?')[0] ?? '/',
+      headers: req.headers,
+    };
     requests.push(record);
     const ex: Exchange = { req, res, record, raw };
     try {
@@ -328,7 +359,8 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
         const current = failure;
         current.left--;
         if (current.left === 0) failure = undefined;
-        if ('status' in current) throw new HttpError(current.status, current.message ?? `injected failure ${current.status}`);
+        if ('status' in current)
+          throw new HttpError(current.status, current.message ?? `injected failure ${current.status}`);
         ex.dropAfter = current.dropAfterChunks;
       }
       await route(ex);

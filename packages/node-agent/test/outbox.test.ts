@@ -3,22 +3,49 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sha256Hex } from '@svc/protocol';
-import { createNodeClient, createOutbox, jsonOutput, loadOrCreateIdentity, resultBody, sealResult, type OutboxEntry } from '../src/index.js';
+import {
+  createNodeClient,
+  createOutbox,
+  jsonOutput,
+  loadOrCreateIdentity,
+  resultBody,
+  sealResult,
+  type OutboxEntry,
+} from '../src/index.js';
 import { startFakeControlPlane, type FakeControlPlane, type FakeWork } from './fake-control-plane.js';
 import { cleanupAgents, makeAgent } from './helpers.js';
 
-const item: FakeWork = { work_id: 'wrk_crash', job_id: 'job_crash', type: 'job', kind: 1, model: 'tinyllama', payload: { inputs: ['hi'] } };
+const item: FakeWork = {
+  work_id: 'wrk_crash',
+  job_id: 'job_crash',
+  type: 'job',
+  kind: 1,
+  model: 'tinyllama',
+  payload: { inputs: ['hi'] },
+};
 
 /** What a crashed agent leaves behind: a signed entry in the outbox of `dataDir`. */
 async function crashedAgentDir(): Promise<{ dataDir: string; entry: OutboxEntry; pubkey: string }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-node-crash-'));
   const identity = await loadOrCreateIdentity(dataDir);
-  const run = jsonOutput({ results: [{ index: 0, content: 'hello', finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1 } }] }, {
-    metering_units: 2,
-    usage: { prompt_tokens: 1, completion_tokens: 1 },
-    engine: 'fake',
+  const run = jsonOutput(
+    {
+      results: [
+        { index: 0, content: 'hello', finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1 } },
+      ],
+    },
+    {
+      metering_units: 2,
+      usage: { prompt_tokens: 1, completion_tokens: 1 },
+      engine: 'fake',
+    },
+  );
+  const entry = sealResult({
+    item: { ...item, stream: false },
+    run,
+    identity,
+    metadata: { model: 'tinyllama', engine: 'fake', duration_ms: 5 },
   });
-  const entry = sealResult({ item: { ...item, stream: false }, run, identity, metadata: { model: 'tinyllama', engine: 'fake', duration_ms: 5 } });
   await createOutbox(dataDir).put(entry);
   return { dataDir, entry, pubkey: identity.publicKeyHex };
 }
@@ -39,7 +66,11 @@ describe('outbox re-delivery after a crash', () => {
     const t = await makeAgent(cp, { dataDir });
     await t.agent.start();
     await cp.waitFor(() => t.workEvents().length === 1);
-    expect(t.workEvents()[0]).toMatchObject({ work_id: 'wrk_crash', outcome: 'completed', result_hash: entry.result_hash });
+    expect(t.workEvents()[0]).toMatchObject({
+      work_id: 'wrk_crash',
+      outcome: 'completed',
+      result_hash: entry.result_hash,
+    });
     const results = cp.calls('result');
     expect(results.map((r) => r.body.toString())).toEqual([JSON.stringify(resultBody(entry))]);
     expect(cp.calls('receipt').map((r) => r.body.toString())).toEqual([JSON.stringify(entry.receipt)]);
@@ -64,7 +95,10 @@ describe('outbox re-delivery after a crash', () => {
     const t = await makeAgent(cp, { dataDir });
     await t.agent.start();
     await cp.waitFor(() => t.workEvents().length === 1);
-    expect(t.workEvents()[0]).toMatchObject({ outcome: 'completed', message: '409 counted as already delivered: result: injected 409' });
+    expect(t.workEvents()[0]).toMatchObject({
+      outcome: 'completed',
+      message: '409 counted as already delivered: result: injected 409',
+    });
     expect(cp.calls('result').map((r) => r.status)).toEqual([200, 409]);
     expect(cp.receipts.get('wrk_crash')?.signature).toBe(entry.receipt.signature);
     expect(await readdir(join(dataDir, 'outbox'))).toEqual([]);
@@ -76,7 +110,11 @@ describe('outbox re-delivery after a crash', () => {
     const t = await makeAgent(cp, { dataDir });
     await t.agent.start();
     await cp.waitFor(() => t.workEvents().length === 1);
-    expect(t.workEvents()[0]).toMatchObject({ work_id: 'wrk_crash', outcome: 'refused', message: 'result: 404 work not leased to this node' });
+    expect(t.workEvents()[0]).toMatchObject({
+      work_id: 'wrk_crash',
+      outcome: 'refused',
+      message: 'result: 404 work not leased to this node',
+    });
     expect(t.events.some((e) => e.event === 'warning' && e.message.includes('wrk_garbage.json'))).toBe(true);
     expect((await readdir(join(dataDir, 'outbox', 'rejected'))).sort()).toEqual(['wrk_crash.json', 'wrk_garbage.json']);
     expect(cp.calls('receipt')).toEqual([]);
@@ -97,7 +135,10 @@ describe('outbox re-delivery after a crash', () => {
   it('rejects a tampered outbox file whose output no longer matches its hash', async () => {
     const { dataDir, entry } = await crashedAgentDir();
     await mkdir(join(dataDir, 'outbox'), { recursive: true });
-    await writeFile(join(dataDir, 'outbox', 'wrk_crash.json'), JSON.stringify({ ...entry, output: `${entry.output} ` }));
+    await writeFile(
+      join(dataDir, 'outbox', 'wrk_crash.json'),
+      JSON.stringify({ ...entry, output: `${entry.output} ` }),
+    );
     const { entries, invalid } = await createOutbox(dataDir).list();
     await rm(dataDir, { recursive: true, force: true });
     expect(entries).toEqual([]);

@@ -9,7 +9,14 @@ import { eventually } from './helpers.js';
 const node = process.execPath;
 
 function job(runnerArgs: string[], extra: Record<string, unknown> = {}, kind = 5): WorkItem {
-  return { work_id: 'wrk_p1', job_id: 'job_p1', type: 'job', kind, payload: { runner_args: runnerArgs, ...extra }, stream: false };
+  return {
+    work_id: 'wrk_p1',
+    job_id: 'job_p1',
+    type: 'job',
+    kind,
+    payload: { runner_args: runnerArgs, ...extra },
+    stream: false,
+  };
 }
 
 function isGone(pid: number): boolean {
@@ -35,9 +42,18 @@ describe('process runner (kinds 5 and 6)', () => {
   });
 
   it('captures stdout, stderr and the exit code, in a scratch dir with a minimal environment, without a shell', async () => {
-    const script = "process.stdout.write(JSON.stringify({ cwd: process.cwd(), env: process.env, arg: process.argv[1] })); process.stderr.write('warn')";
+    const script =
+      "process.stdout.write(JSON.stringify({ cwd: process.cwd(), env: process.env, arg: process.argv[1] })); process.stderr.write('warn')";
     const out = await runJob(job([node, '-e', script, '$(echo injected); rm -rf /']), ctx);
-    const result = JSON.parse(out.bytes.toString()) as { exit_code: number; signal: null; stdout: string; stderr: string; duration_ms: number; truncated: boolean; timed_out: boolean };
+    const result = JSON.parse(out.bytes.toString()) as {
+      exit_code: number;
+      signal: null;
+      stdout: string;
+      stderr: string;
+      duration_ms: number;
+      truncated: boolean;
+      timed_out: boolean;
+    };
     expect(result).toMatchObject({ exit_code: 0, signal: null, stderr: 'warn', truncated: false, timed_out: false });
     const seen = JSON.parse(result.stdout) as { cwd: string; env: Record<string, string>; arg: string };
     const scratch = join(dataDir, 'scratch', 'wrk_p1');
@@ -46,7 +62,12 @@ describe('process runner (kinds 5 and 6)', () => {
     expect(Object.keys(seen.env).sort()).toEqual(['HOME', 'LANG', 'PATH', 'TMPDIR']);
     expect(seen.env.HOME).toBe(scratch);
     expect(await readdir(join(dataDir, 'scratch'))).toEqual([]);
-    expect(out).toMatchObject({ engine: 'process', exit_code: 0, content_type: 'application/json', metering_units: Math.ceil(result.duration_ms / 1000) });
+    expect(out).toMatchObject({
+      engine: 'process',
+      exit_code: 0,
+      content_type: 'application/json',
+      metering_units: Math.ceil(result.duration_ms / 1000),
+    });
     expect(out.metering_units).toBeGreaterThanOrEqual(1);
   });
 
@@ -73,7 +94,12 @@ describe('process runner (kinds 5 and 6)', () => {
     const started = Date.now();
     const out = await runJob(job([node, '-e', script], { timeout_seconds: 1 }), ctx);
     const elapsed = Date.now() - started;
-    const result = JSON.parse(out.bytes.toString()) as { exit_code: number | null; signal: string; stdout: string; timed_out: boolean };
+    const result = JSON.parse(out.bytes.toString()) as {
+      exit_code: number | null;
+      signal: string;
+      stdout: string;
+      timed_out: boolean;
+    };
     expect(result).toMatchObject({ exit_code: null, signal: 'SIGKILL', timed_out: true });
     expect(elapsed).toBeLessThan(5_000);
     const grandchild = Number(result.stdout.trim());
@@ -101,11 +127,19 @@ describe('process runner (kinds 5 and 6)', () => {
   });
 
   it('refuses without --allow-process-runner, and refuses bad payloads, non-retryably', async () => {
-    const refused = await runJob(job([node, '-e', '1']), { ...ctx, allowProcessRunner: false }).catch((e: unknown) => e);
+    const refused = await runJob(job([node, '-e', '1']), { ...ctx, allowProcessRunner: false }).catch(
+      (e: unknown) => e,
+    );
     expect(refused).toBeInstanceOf(WorkError);
     expect(refused).toMatchObject({ message: PROCESS_RUNNER_DISABLED, retryable: false });
-    await expect(runJob(job([]), ctx)).rejects.toMatchObject({ retryable: false, message: expect.stringContaining('runner_args') });
+    await expect(runJob(job([]), ctx)).rejects.toMatchObject({
+      retryable: false,
+      message: expect.stringContaining('runner_args'),
+    });
     await expect(runJob(job([node], { timeout_seconds: -1 }), ctx)).rejects.toMatchObject({ retryable: false });
-    await expect(runJob(job(['/nonexistent/program']), ctx)).rejects.toMatchObject({ retryable: true, message: 'cannot start /nonexistent/program: ENOENT' });
+    await expect(runJob(job(['/nonexistent/program']), ctx)).rejects.toMatchObject({
+      retryable: true,
+      message: 'cannot start /nonexistent/program: ENOENT',
+    });
   });
 });

@@ -22,7 +22,17 @@ describe('tooling detection (kind 9 preflight)', () => {
     });
     const t = await detectTooling(dir);
     expect(t.package_managers).toEqual(['pnpm', 'poetry', 'cargo', 'go', 'make']);
-    expect(t.test_commands).toEqual(['pnpm test', 'pnpm run lint', 'pytest', 'cargo test', 'cargo clippy', 'go test ./...', 'go vet ./...', 'make check', 'make build']);
+    expect(t.test_commands).toEqual([
+      'pnpm test',
+      'pnpm run lint',
+      'pytest',
+      'cargo test',
+      'cargo clippy',
+      'go test ./...',
+      'go vet ./...',
+      'make check',
+      'make build',
+    ]);
     expect(t.files).toEqual(['package.json', 'pyproject.toml', 'Cargo.toml', 'go.mod', 'Makefile']);
     rmSync(dir, { recursive: true, force: true });
   });
@@ -31,7 +41,11 @@ describe('tooling detection (kind 9 preflight)', () => {
     const empty = checkout({});
     expect(await detectTooling(empty)).toEqual({ package_managers: [], test_commands: [], files: [] });
     const npm = checkout({ 'package.json': '{"scripts":{"test":"node t.js"}}', 'requirements.txt': 'x\n' });
-    expect(await detectTooling(npm)).toEqual({ package_managers: ['npm', 'pip'], test_commands: ['npm test'], files: ['package.json', 'requirements.txt'] });
+    expect(await detectTooling(npm)).toEqual({
+      package_managers: ['npm', 'pip'],
+      test_commands: ['npm test'],
+      files: ['package.json', 'requirements.txt'],
+    });
     rmSync(empty, { recursive: true, force: true });
     rmSync(npm, { recursive: true, force: true });
   });

@@ -41,7 +41,13 @@ describe('capture manifest paths', () => {
 
 describe('capture manifest', () => {
   it('normalises a valid manifest: version as a string, hashes lower-cased, a default content type', () => {
-    const out = parseCaptureManifest({ version: 2, files: [{ path: 'a.jpg', bytes: 3, sha256: 'AB'.repeat(32), content_type: 'image/jpeg' }, { path: 'b/c.bin', bytes: 0, sha256: H }] });
+    const out = parseCaptureManifest({
+      version: 2,
+      files: [
+        { path: 'a.jpg', bytes: 3, sha256: 'AB'.repeat(32), content_type: 'image/jpeg' },
+        { path: 'b/c.bin', bytes: 0, sha256: H },
+      ],
+    });
     expect(out).toEqual({
       manifest: {
         version: '2',
@@ -85,8 +91,14 @@ describe('capture manifest', () => {
   });
 
   it('refuses what is not a manifest', () => {
-    expect(parseCaptureManifest([])).toEqual({ problems: [{ path: '/', message: 'must be an object {version, files}' }] });
-    expect(parseCaptureManifest({ version: '1' })).toEqual({ problems: [{ path: '/files', message: 'must be an array of {path, bytes, sha256, content_type}' }] });
-    expect(parseCaptureManifest({ version: '', files: [] })).toEqual({ problems: [{ path: '/version', message: 'must be a string of 1 to 64 characters' }] });
+    expect(parseCaptureManifest([])).toEqual({
+      problems: [{ path: '/', message: 'must be an object {version, files}' }],
+    });
+    expect(parseCaptureManifest({ version: '1' })).toEqual({
+      problems: [{ path: '/files', message: 'must be an array of {path, bytes, sha256, content_type}' }],
+    });
+    expect(parseCaptureManifest({ version: '', files: [] })).toEqual({
+      problems: [{ path: '/version', message: 'must be a string of 1 to 64 characters' }],
+    });
   });
 });

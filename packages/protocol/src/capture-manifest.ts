@@ -68,26 +68,45 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  * @example
  * parseCaptureManifest({ version: '1', files: [{ path: 'a.jpg', bytes: 3, sha256: '...' }] })
  */
-export function parseCaptureManifest(input: unknown, at = ''): { manifest: CaptureManifest } | { problems: ManifestProblem[] } {
+export function parseCaptureManifest(
+  input: unknown,
+  at = '',
+): { manifest: CaptureManifest } | { problems: ManifestProblem[] } {
   const problems: ManifestProblem[] = [];
   if (!isObject(input)) return { problems: [{ path: at || '/', message: 'must be an object {version, files}' }] };
-  for (const key of Object.keys(input)) if (key !== 'version' && key !== 'files') problems.push({ path: `${at}/${key}`, message: 'is not a manifest field (version, files)' });
+  for (const key of Object.keys(input))
+    if (key !== 'version' && key !== 'files')
+      problems.push({ path: `${at}/${key}`, message: 'is not a manifest field (version, files)' });
   let version = '1';
   if (input.version !== undefined) {
-    if (typeof input.version === 'string' && input.version.length >= 1 && input.version.length <= 64) version = input.version;
-    else if (typeof input.version === 'number' && Number.isInteger(input.version) && input.version >= 0) version = String(input.version);
+    if (typeof input.version === 'string' && input.version.length >= 1 && input.version.length <= 64)
+      version = input.version;
+    else if (typeof input.version === 'number' && Number.isInteger(input.version) && input.version >= 0)
+      version = String(input.version);
     else problems.push({ path: `${at}/version`, message: 'must be a string of 1 to 64 characters' });
   }
-  if (!Array.isArray(input.files)) return { problems: [...problems, { path: `${at}/files`, message: 'must be an array of {path, bytes, sha256, content_type}' }] };
-  if (input.files.length > MAX_MANIFEST_FILES) return { problems: [...problems, { path: `${at}/files`, message: `must list at most ${MAX_MANIFEST_FILES} files` }] };
+  if (!Array.isArray(input.files))
+    return {
+      problems: [
+        ...problems,
+        { path: `${at}/files`, message: 'must be an array of {path, bytes, sha256, content_type}' },
+      ],
+    };
+  if (input.files.length > MAX_MANIFEST_FILES)
+    return {
+      problems: [...problems, { path: `${at}/files`, message: `must list at most ${MAX_MANIFEST_FILES} files` }],
+    };
   const rawFiles: unknown[] = input.files;
   const files: CaptureManifestFile[] = [];
   const seen = new Map<string, number>();
   let total = 0;
   rawFiles.forEach((raw, i) => {
     const here = `${at}/files/${i}`;
-    if (!isObject(raw)) return problems.push({ path: here, message: 'must be an object {path, bytes, sha256, content_type}' });
-    for (const key of Object.keys(raw)) if (!['path', 'bytes', 'sha256', 'content_type'].includes(key)) problems.push({ path: `${here}/${key}`, message: 'is not a file field (path, bytes, sha256, content_type)' });
+    if (!isObject(raw))
+      return problems.push({ path: here, message: 'must be an object {path, bytes, sha256, content_type}' });
+    for (const key of Object.keys(raw))
+      if (!['path', 'bytes', 'sha256', 'content_type'].includes(key))
+        problems.push({ path: `${here}/${key}`, message: 'is not a file field (path, bytes, sha256, content_type)' });
     const { path, bytes, sha256, content_type } = raw;
     let ok = true;
     if (typeof path !== 'string') {
@@ -108,17 +127,29 @@ export function parseCaptureManifest(input: unknown, at = ''): { manifest: Captu
       problems.push({ path: `${here}/sha256`, message: 'must be 64 hex characters (the SHA-256 of the file)' });
       ok = false;
     }
-    if (content_type !== undefined && (typeof content_type !== 'string' || !/^[\w.+-]+\/[\w.+-]+$/.test(content_type) || content_type.length > 255)) {
+    if (
+      content_type !== undefined &&
+      (typeof content_type !== 'string' || !/^[\w.+-]+\/[\w.+-]+$/.test(content_type) || content_type.length > 255)
+    ) {
       problems.push({ path: `${here}/content_type`, message: 'must be a media type such as image/jpeg' });
       ok = false;
     }
     if (!ok || typeof path !== 'string' || typeof bytes !== 'number' || typeof sha256 !== 'string') return;
     const folded = path.toLowerCase();
     const earlier = seen.get(folded);
-    if (earlier !== undefined) return problems.push({ path: `${here}/path`, message: `${JSON.stringify(path)} repeats files/${earlier} (paths must be unique, ignoring case)` });
+    if (earlier !== undefined)
+      return problems.push({
+        path: `${here}/path`,
+        message: `${JSON.stringify(path)} repeats files/${earlier} (paths must be unique, ignoring case)`,
+      });
     seen.set(folded, i);
     total += bytes;
-    files.push({ path, bytes, sha256: sha256.toLowerCase(), content_type: typeof content_type === 'string' ? content_type : DEFAULT_CONTENT_TYPE });
+    files.push({
+      path,
+      bytes,
+      sha256: sha256.toLowerCase(),
+      content_type: typeof content_type === 'string' ? content_type : DEFAULT_CONTENT_TYPE,
+    });
   });
   // A path that is also another path's folder could not be written out as files.
   const all = new Set(files.map((f) => f.path.toLowerCase()));
@@ -126,10 +157,15 @@ export function parseCaptureManifest(input: unknown, at = ''): { manifest: Captu
     const parts = f.path.toLowerCase().split('/');
     for (let n = 1; n < parts.length; n += 1) {
       const folder = parts.slice(0, n).join('/');
-      if (all.has(folder)) problems.push({ path: `${at}/files/${rawFiles.findIndex((r) => isObject(r) && r.path === f.path)}/path`, message: `${JSON.stringify(f.path)} lies inside "${folder}", which is also a file` });
+      if (all.has(folder))
+        problems.push({
+          path: `${at}/files/${rawFiles.findIndex((r) => isObject(r) && r.path === f.path)}/path`,
+          message: `${JSON.stringify(f.path)} lies inside "${folder}", which is also a file`,
+        });
     }
   });
-  if (!Number.isSafeInteger(total)) problems.push({ path: `${at}/files`, message: 'the files add up to more than 2^53-1 bytes' });
+  if (!Number.isSafeInteger(total))
+    problems.push({ path: `${at}/files`, message: 'the files add up to more than 2^53-1 bytes' });
   return problems.length > 0 ? { problems } : { manifest: { version, files } };
 }
 

@@ -56,14 +56,24 @@ export const MODELS: readonly CatalogueModel[] = Object.freeze([
   chat('phi-4', 16_384, 600, 1_200),
   chat('svc-llama-3.2-3b', 131_072, 200, 400),
   chat('tinyllama', 2_048, 50, 100),
-  entry('all-MiniLM-L6-v2', 'embeddings', { unit: '1k_tokens', micro_cad_per_unit: 20 }, {
-    context_length: 256,
-    dimensions: 384,
-  }),
-  entry('nomic-embed-text', 'embeddings', { unit: '1k_tokens', micro_cad_per_unit: 40 }, {
-    context_length: 8_192,
-    dimensions: 768,
-  }),
+  entry(
+    'all-MiniLM-L6-v2',
+    'embeddings',
+    { unit: '1k_tokens', micro_cad_per_unit: 20 },
+    {
+      context_length: 256,
+      dimensions: 384,
+    },
+  ),
+  entry(
+    'nomic-embed-text',
+    'embeddings',
+    { unit: '1k_tokens', micro_cad_per_unit: 40 },
+    {
+      context_length: 8_192,
+      dimensions: 768,
+    },
+  ),
   entry('whisper-base', 'transcription', { unit: 'audio_second', micro_cad_per_unit: 100 }),
   entry('sdxl-turbo', 'image', { unit: 'image', micro_cad_per_unit: 30_000 }),
 ]);

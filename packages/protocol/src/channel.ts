@@ -22,7 +22,9 @@ const Units = Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 });
 export const WorkItemSchema = Type.Object({
   work_id: Type.String(),
   job_id: Type.String(),
-  type: Type.String({ description: '`job`, or the gateway request type: `chat`, `embeddings`, `transcription`, `image`' }),
+  type: Type.String({
+    description: '`job`, or the gateway request type: `chat`, `embeddings`, `transcription`, `image`',
+  }),
   kind: Type.Integer(),
   model: Type.Union([Type.String(), Type.Null()]),
   payload: Type.Object({}, { additionalProperties: true }),
@@ -40,7 +42,11 @@ export const StreamEventSchema = Type.Union([
     finish_reason: Type.Optional(Type.String({ maxLength: 64 })),
     result_hash: Type.Optional(Type.String()),
   }),
-  Type.Object({ type: Type.Literal('error'), message: Type.String({ maxLength: 2000 }), retryable: Type.Optional(Type.Boolean()) }),
+  Type.Object({
+    type: Type.Literal('error'),
+    message: Type.String({ maxLength: 2000 }),
+    retryable: Type.Optional(Type.Boolean()),
+  }),
 ]);
 export type StreamEventWire = Static<typeof StreamEventSchema>;
 
@@ -88,7 +94,8 @@ export const HeartbeatBodySchema = Type.Object(
 );
 export type HeartbeatBodyWire = Static<typeof HeartbeatBodySchema>;
 
-const nodeMessage = <K extends string, T extends Record<string, TSchema>>(type: K, fields: T) => Type.Object({ type: Type.Literal(type), seq: Seq, ...fields }, { additionalProperties: false });
+const nodeMessage = <K extends string, T extends Record<string, TSchema>>(type: K, fields: T) =>
+  Type.Object({ type: Type.Literal(type), seq: Seq, ...fields }, { additionalProperties: false });
 
 /**
  * What a node sends. `pull` asks for up to `max` work items (the node's free slots): the server
@@ -102,7 +109,11 @@ export const NodeChannelMessageSchema = Type.Union([
   nodeMessage('events', { work_id: WorkId, events: Type.Array(StreamEventSchema, { maxItems: 4096 }) }),
   nodeMessage('result', { work_id: WorkId, result: ResultUploadSchema }),
   nodeMessage('receipt', { work_id: WorkId, receipt: ReceiptUploadSchema }),
-  nodeMessage('fail', { work_id: WorkId, message: Type.String({ minLength: 1, maxLength: 2000 }), retryable: Type.Optional(Type.Boolean()) }),
+  nodeMessage('fail', {
+    work_id: WorkId,
+    message: Type.String({ minLength: 1, maxLength: 2000 }),
+    retryable: Type.Optional(Type.Boolean()),
+  }),
 ]);
 export type NodeChannelMessage = Static<typeof NodeChannelMessageSchema>;
 

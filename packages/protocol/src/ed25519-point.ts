@@ -69,7 +69,8 @@ export function ed25519PublicKeyProblem(raw: Uint8Array): string | undefined {
   // [8]P is the identity exactly for the 8 torsion points.
   let point: [bigint, bigint, bigint] = [x, y, 1n];
   for (let order = 1; order <= 8; order *= 2) {
-    if (point[0] === 0n && point[1] === point[2]) return `is a small-order point (order ${order}): signatures under it can be forged`;
+    if (point[0] === 0n && point[1] === point[2])
+      return `is a small-order point (order ${order}): signatures under it can be forged`;
     point = double(point);
   }
   return undefined;

@@ -29,16 +29,26 @@ function pathOf(change: Record<string, unknown>): string | undefined {
 describe('eventHash', () => {
   it('is SHA-256(0x00 || JCS(event)) in hex', () => {
     const jcs = canonicalJson(event);
-    const expected = createHash('sha256').update(Buffer.from([0])).update(jcs, 'utf8').digest('hex');
+    const expected = createHash('sha256')
+      .update(Buffer.from([0]))
+      .update(jcs, 'utf8')
+      .digest('hex');
     expect(eventHash(event)).toBe(expected);
   });
 
   it('hashes only the eight covered fields, so an API event can be passed as is', () => {
     const apiEvent = { ...event, id: 'evt_2', event_hash: 'ignored' };
     expect(eventHash(apiEvent)).toBe(eventHash(event));
-    expect(Object.keys(eventHashInput(apiEvent)).sort()).toEqual(
-      ['created_at', 'event_type', 'metadata', 'parents', 'run_id', 'sequence', 'subject_id', 'summary'],
-    );
+    expect(Object.keys(eventHashInput(apiEvent)).sort()).toEqual([
+      'created_at',
+      'event_type',
+      'metadata',
+      'parents',
+      'run_id',
+      'sequence',
+      'subject_id',
+      'summary',
+    ]);
   });
 
   it('covers every field, including the edges', () => {

@@ -1,14 +1,7 @@
 import { createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ProtocolError } from './errors.js';
-import {
-  generateEd25519,
-  privateKeyFromSeedHex,
-  publicKeyFromHex,
-  publicKeyHex,
-  seedHex,
-  sha256Hex,
-} from './keys.js';
+import { generateEd25519, privateKeyFromSeedHex, publicKeyFromHex, publicKeyHex, seedHex, sha256Hex } from './keys.js';
 
 // RFC 8032, section 7.1, TEST 1: an independent check of the DER handling.
 const RFC8032_SECRET = '9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60';

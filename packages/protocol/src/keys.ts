@@ -1,10 +1,4 @@
-import {
-  createHash,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  type KeyObject,
-} from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { ed25519PublicKeyProblem } from './ed25519-point.js';
 import { ProtocolError } from './errors.js';
 import { hexToBytes } from './hex.js';

@@ -13,7 +13,9 @@ function referenceRoot(leaves: Buffer[]): Buffer {
   while (k << 1 < leaves.length) k <<= 1;
   const left = referenceRoot(leaves.slice(0, k));
   const right = referenceRoot(leaves.slice(k));
-  return createHash('sha256').update(Buffer.concat([Buffer.from([1]), left, right])).digest();
+  return createHash('sha256')
+    .update(Buffer.concat([Buffer.from([1]), left, right]))
+    .digest();
 }
 
 const hashArb = fc.uint8Array({ minLength: 32, maxLength: 32 }).map((b) => Buffer.from(b).toString('hex'));

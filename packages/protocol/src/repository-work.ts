@@ -77,7 +77,14 @@ export interface ExecuteResult {
   /** `git diff base_commit commit_sha`, cut at 1 MiB (`diff_truncated`). */
   diff: string;
   diff_truncated: boolean;
-  capsule: { exit_code: number | null; timed_out: boolean; duration_ms: number; output_sha256: string; output_tail: string; summary: string | null };
+  capsule: {
+    exit_code: number | null;
+    timed_out: boolean;
+    duration_ms: number;
+    output_sha256: string;
+    output_tail: string;
+    summary: string | null;
+  };
   checks: CheckRun[];
   /** `git bundle create - base_commit..work_branch`, base64; null without a commit. */
   bundle_base64: string | null;

@@ -41,7 +41,11 @@ describe('svc1Message', () => {
   it('encodes the extremes of metering_units and job_id', () => {
     const max = svc1Message({ ...fields, metering_units: Number.MAX_SAFE_INTEGER });
     expect(max.subarray(-8).toString('hex')).toBe('001fffffffffffff');
-    expect(svc1Message({ ...fields, metering_units: 0 }).subarray(-8).toString('hex')).toBe('0000000000000000');
+    expect(
+      svc1Message({ ...fields, metering_units: 0 })
+        .subarray(-8)
+        .toString('hex'),
+    ).toBe('0000000000000000');
     const long = svc1Message({ ...fields, job_id: 'a'.repeat(256) });
     expect(long.readUInt16BE(5)).toBe(256);
   });

@@ -2,8 +2,7 @@ import { privateKeyFromSeedHex, publicKeyHex } from './keys.js';
 
 // Fixed keys shared by the tests (not exported from index.ts): the seeds of docs/receipts.md
 // and docs/evidence.md.
-const seed = (first: number): string =>
-  Buffer.from(Array.from({ length: 32 }, (_, i) => first + i)).toString('hex');
+const seed = (first: number): string => Buffer.from(Array.from({ length: 32 }, (_, i) => first + i)).toString('hex');
 
 export const NODE_SEED_HEX = seed(0x00);
 export const PLATFORM_SEED_HEX = seed(0x20);

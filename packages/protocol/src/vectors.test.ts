@@ -199,12 +199,19 @@ describe('the browser-safe verifier primitives agree with the vectors', () => {
     expect(message && Buffer.from(message).toString('hex')).toBe(v.message_hex);
     expect(await verifyEd25519(v.node_public_key_hex, message ?? new Uint8Array(), v.signature_hex)).toBe(true);
     const m = json<MerkleVector>(evidenceDoc, 'merkle');
-    for (const [n, root] of Object.entries(m.roots)) expect(await merkleRootHex(m.leaves.slice(0, Number(n)))).toBe(root);
+    for (const [n, root] of Object.entries(m.roots))
+      expect(await merkleRootHex(m.leaves.slice(0, Number(n)))).toBe(root);
     expect(await merkleRootHex([])).toBe(MERKLE_EMPTY_ROOT);
     const c = json<CertificateVector>(evidenceDoc, 'certificate');
     const cert = certificateMessageBytes(c.run_id, c.event_count, c.root_hash_hex);
     expect(Buffer.from(cert).toString('hex')).toBe(c.message_hex);
     expect(await verifyEd25519(c.platform_public_key_hex, cert, c.signature_hex)).toBe(true);
-    expect(await verifyEd25519(c.platform_public_key_hex, cert, c.signature_hex.replace(/^./, (d) => (d === '0' ? '1' : '0')))).toBe(false);
+    expect(
+      await verifyEd25519(
+        c.platform_public_key_hex,
+        cert,
+        c.signature_hex.replace(/^./, (d) => (d === '0' ? '1' : '0')),
+      ),
+    ).toBe(false);
   });
 });

@@ -1,5 +1,12 @@
 import Fastify, {
-  LogController, type FastifyBaseLogger, type FastifyReply, type FastifyInstance, type RawReplyDefaultExpression, type RawRequestDefaultExpression, type RawServerDefault } from 'fastify';
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyReply,
+  type FastifyInstance,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ServiceContext } from './context.js';
 import { installAuth } from './modules/auth/hook.js';
@@ -14,7 +21,13 @@ import { createValidatorCompiler } from './platform/validation.js';
 import { registerRoutes } from './routes.js';
 
 /** The Fastify instance with TypeBox types, as every route module receives it. */
-export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
+export type App = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
 
 /**
  * Builds the HTTP application over a ready context. Does not listen; `app.inject()` works at once.

@@ -72,7 +72,14 @@ export const LOG_REDACT_PATHS = [
 
 export function createLogger(config: Pick<Config, 'logLevel'>, stream?: DestinationStream): Logger {
   // `req` replaces Fastify's serializer: request URLs are logged with token-like query values redacted.
-  return pino({ level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, serializers: { req: requestLogView } }, stream);
+  return pino(
+    {
+      level: config.logLevel,
+      redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' },
+      serializers: { req: requestLogView },
+    },
+    stream,
+  );
 }
 
 /**
@@ -83,7 +90,12 @@ export function createLogger(config: Pick<Config, 'logLevel'>, stream?: Destinat
  */
 export async function createContext(
   config: Config,
-  options: { logStream?: DestinationStream; attestation?: AttestationVerifier; backgroundIntervalMs?: number; egressResolve?: Resolve } = {},
+  options: {
+    logStream?: DestinationStream;
+    attestation?: AttestationVerifier;
+    backgroundIntervalMs?: number;
+    egressResolve?: Resolve;
+  } = {},
 ): Promise<ServiceContext> {
   const log = createLogger(config, options.logStream);
   const db = await openDb(config);
@@ -91,9 +103,14 @@ export async function createContext(
     const secrets = await loadPlatformSecrets(db, config);
     const vectorSearch = await prepareVectorSearch(db, config.knowledge.vectorSearch);
     if (vectorSearch.mode === 'exact') {
-      log.warn({ vector_search: 'exact', reason: vectorSearch.reason }, `knowledge-base search is exact, not indexed: ${vectorSearch.reason ?? 'pgvector is not available'} (fine for small knowledge bases; install pgvector for large ones)`);
+      log.warn(
+        { vector_search: 'exact', reason: vectorSearch.reason },
+        `knowledge-base search is exact, not indexed: ${vectorSearch.reason ?? 'pgvector is not available'} (fine for small knowledge bases; install pgvector for large ones)`,
+      );
     }
-    const rateLimiter = createRateLimiter(config, { onError: (err) => log.warn({ err }, 'rate limiter: Redis unreachable, counting in memory') });
+    const rateLimiter = createRateLimiter(config, {
+      onError: (err) => log.warn({ err }, 'rate limiter: Redis unreachable, counting in memory'),
+    });
     const bus = createDbBus(db);
     const jobSignal = await createJobSignal({ bus, db });
     const hub = await createGatewayHub({ bus, log });
@@ -127,7 +144,8 @@ export async function createContext(
     const stopPayouts = startPayoutSchedule(ctx);
     // `svc keys rotate` (another process) announces a new platform key; sign with it at once.
     const stopKeyWatch = await bus.subscribe('keys', (payload) => {
-      if (payload === 'platform') void secrets.reload().catch((err: unknown) => log.error({ err }, 'could not reload the platform key'));
+      if (payload === 'platform')
+        void secrets.reload().catch((err: unknown) => log.error({ err }, 'could not reload the platform key'));
     });
     ctx.stopBackground = async () => {
       await stopTasks();

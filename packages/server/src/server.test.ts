@@ -44,6 +44,11 @@ describe('graceful shutdown', () => {
     release();
     expect(await inFlight).toEqual({ finished: true });
     await closing;
-    expect(await server.ctx.db.query('SELECT 1').then(() => 'open', () => 'closed')).toBe('closed');
+    expect(
+      await server.ctx.db.query('SELECT 1').then(
+        () => 'open',
+        () => 'closed',
+      ),
+    ).toBe('closed');
   });
 });

@@ -38,7 +38,10 @@ export async function startServer(
   const url = `http://${host}:${port}`;
   // An ephemeral port (0) is known only now: links and presigned URLs must name the real one.
   if (config.port === 0 && config.publicUrl === `http://${host}:0`) config.publicUrl = url;
-  ctx.log.info({ url, store: ctx.db.kind, database: config.databaseUrl ? redactUrl(config.databaseUrl) : config.dataDir }, 'svc serve listening');
+  ctx.log.info(
+    { url, store: ctx.db.kind, database: config.databaseUrl ? redactUrl(config.databaseUrl) : config.dataDir },
+    'svc serve listening',
+  );
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {

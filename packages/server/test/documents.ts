@@ -21,7 +21,8 @@ export function createTextPdf(pages: string[][]): Buffer {
   objects[3] = '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>';
   pages.forEach((lines, i) => {
     const stream = `BT /F1 11 Tf 13 TL 50 760 Td ${lines.map((l) => `(${escapePdfText(l)}) Tj T*`).join(' ')} ET`;
-    objects[4 + i * 2] = `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents ${5 + i * 2} 0 R >>`;
+    objects[4 + i * 2] =
+      `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents ${5 + i * 2} 0 R >>`;
     objects[5 + i * 2] = `<< /Length ${Buffer.byteLength(stream, 'latin1')} >>\nstream\n${stream}\nendstream`;
   });
   let out = '%PDF-1.4\n';

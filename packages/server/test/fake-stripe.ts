@@ -37,10 +37,21 @@ export const FAKE_STRIPE_WEBHOOK_SECRET = 'whsec_test_fake_stripe_secret_0123456
  * @example
  * const { body, signature } = signStripeEvent({ id: 'evt_1', type: 'account.updated', data: { object: account } });
  */
-export function signStripeEvent(event: Record<string, unknown>, options: { secret?: string; timestamp?: number } = {}): { body: string; signature: string } {
-  const body = JSON.stringify({ object: 'event', api_version: '2025-01-01', created: Math.floor(Date.now() / 1000), livemode: false, ...event });
+export function signStripeEvent(
+  event: Record<string, unknown>,
+  options: { secret?: string; timestamp?: number } = {},
+): { body: string; signature: string } {
+  const body = JSON.stringify({
+    object: 'event',
+    api_version: '2025-01-01',
+    created: Math.floor(Date.now() / 1000),
+    livemode: false,
+    ...event,
+  });
   const t = options.timestamp ?? Math.floor(Date.now() / 1000);
-  const v1 = createHmac('sha256', options.secret ?? FAKE_STRIPE_WEBHOOK_SECRET).update(`${t}.${body}`).digest('hex');
+  const v1 = createHmac('sha256', options.secret ?? FAKE_STRIPE_WEBHOOK_SECRET)
+    .update(`${t}.${body}`)
+    .digest('hex');
   return { body, signature: `t=${t},v1=${v1}` };
 }
 
@@ -62,13 +73,38 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     counter += 1;
     switch (path) {
       case '/v1/accounts':
-        return { id: `acct_fake${counter}`, object: 'account', type: form.type, email: form.email, country: form.country, details_submitted: false, payouts_enabled: false };
+        return {
+          id: `acct_fake${counter}`,
+          object: 'account',
+          type: form.type,
+          email: form.email,
+          country: form.country,
+          details_submitted: false,
+          payouts_enabled: false,
+        };
       case '/v1/account_links':
-        return { object: 'account_link', url: `https://connect.stripe.test/setup/e/${form.account}/${counter}`, created: 1, expires_at: 2 };
+        return {
+          object: 'account_link',
+          url: `https://connect.stripe.test/setup/e/${form.account}/${counter}`,
+          created: 1,
+          expires_at: 2,
+        };
       case '/v1/checkout/sessions':
-        return { id: `cs_test_fake${counter}`, object: 'checkout.session', url: `https://checkout.stripe.test/c/pay/cs_test_fake${counter}`, client_reference_id: form.client_reference_id, payment_status: 'unpaid' };
+        return {
+          id: `cs_test_fake${counter}`,
+          object: 'checkout.session',
+          url: `https://checkout.stripe.test/c/pay/cs_test_fake${counter}`,
+          client_reference_id: form.client_reference_id,
+          payment_status: 'unpaid',
+        };
       case '/v1/transfers':
-        return { id: `tr_fake${counter}`, object: 'transfer', amount: Number(form.amount), currency: form.currency, destination: form.destination };
+        return {
+          id: `tr_fake${counter}`,
+          object: 'transfer',
+          amount: Number(form.amount),
+          currency: form.currency,
+          destination: form.destination,
+        };
       default:
         return {};
     }

@@ -2,7 +2,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { createNodeAgent, createOpenAIUpstreamEngine, type AgentEvent, type EngineSet, type NodeAgent } from '@svc/node-agent';
+import {
+  createNodeAgent,
+  createOpenAIUpstreamEngine,
+  type AgentEvent,
+  type EngineSet,
+  type NodeAgent,
+} from '@svc/node-agent';
 import { startOpenAITestServer, type OpenAITestServer, type OpenAITestServerOptions } from '@svc/node-agent/testing';
 import { createKey, signUp, startTestServer, type TestBuyer, type TestStore } from './harness.js';
 
@@ -25,11 +31,24 @@ export interface GatewayFixture {
   buyer: TestBuyer;
   operatorKey: string;
   /** A real node agent (in-process) on the real server, its engine an OpenAI test server (or `engines`). */
-  addNode(options?: { country?: string; region?: string; models?: string[]; gpuModel?: string; upstream?: OpenAITestServerOptions; engines?: EngineSet; concurrency?: number }): Promise<GatewayNode>;
+  addNode(options?: {
+    country?: string;
+    region?: string;
+    models?: string[];
+    gpuModel?: string;
+    upstream?: OpenAITestServerOptions;
+    engines?: EngineSet;
+    concurrency?: number;
+  }): Promise<GatewayNode>;
   /** The official OpenAI client against the gateway; no retries, so every error is seen. */
   openai(apiKey?: string): OpenAI;
   /** A JSON call to the API with the buyer's key. */
-  api(method: string, path: string, body?: unknown, apiKey?: string): Promise<{ status: number; headers: Headers; json: Record<string, unknown>; text: string }>;
+  api(
+    method: string,
+    path: string,
+    body?: unknown,
+    apiKey?: string,
+  ): Promise<{ status: number; headers: Headers; json: Record<string, unknown>; text: string }>;
   close(): Promise<void>;
 }
 
@@ -53,9 +72,17 @@ export const TEST_TIMING = {
  * await f.addNode({ country: 'CA' });
  * await f.openai().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] });
  */
-export async function startGatewayFixture(options: { env?: Record<string, string>; store?: TestStore } = {}): Promise<GatewayFixture> {
+export async function startGatewayFixture(
+  options: { env?: Record<string, string>; store?: TestStore } = {},
+): Promise<GatewayFixture> {
   const server = await startTestServer({
-    env: { SVC_RATE_LIMIT_BURST: '100000', SVC_ORG_RATE_LIMIT_BURST: '100000', SVC_ANON_RATE_LIMIT_BURST: '100000', SVC_LOG_LEVEL: 'warn', ...options.env },
+    env: {
+      SVC_RATE_LIMIT_BURST: '100000',
+      SVC_ORG_RATE_LIMIT_BURST: '100000',
+      SVC_ANON_RATE_LIMIT_BURST: '100000',
+      SVC_LOG_LEVEL: 'warn',
+      ...options.env,
+    },
     ...(options.store ? { store: options.store } : {}),
   });
   const buyer = await signUp(server.app);
@@ -72,7 +99,11 @@ export async function startGatewayFixture(options: { env?: Record<string, string
       const engines: EngineSet =
         o.engines ??
         (() => {
-          const engine = createOpenAIUpstreamEngine({ baseUrl: upstream?.url ?? '', models: new Map(models.map((m) => [m, m])), timeoutMs: 30_000 });
+          const engine = createOpenAIUpstreamEngine({
+            baseUrl: upstream?.url ?? '',
+            models: new Map(models.map((m) => [m, m])),
+            timeoutMs: 30_000,
+          });
           return new Map(models.map((m) => [m, engine]));
         })();
       const dataDir = await mkdtemp(join(tmpdir(), 'svc-gw-node-'));
@@ -108,11 +139,15 @@ export async function startGatewayFixture(options: { env?: Record<string, string
       nodes.push(node);
       return node;
     },
-    openai: (apiKey = buyer.apiKey) => new OpenAI({ apiKey, baseURL: `${server.url}/v1`, maxRetries: 0, timeout: 60_000 }),
+    openai: (apiKey = buyer.apiKey) =>
+      new OpenAI({ apiKey, baseURL: `${server.url}/v1`, maxRetries: 0, timeout: 60_000 }),
     async api(method, path, body, apiKey = buyer.apiKey) {
       const res = await fetch(`${server.url}${path}`, {
         method,
-        headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       const text = await res.text();
@@ -131,4 +166,3 @@ export async function startGatewayFixture(options: { env?: Record<string, string
   };
   return fixture;
 }
-

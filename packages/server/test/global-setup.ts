@@ -1,5 +1,12 @@
 import { rmSync } from 'node:fs';
-import { createPostgresTemplate, memoryStoreRoot, pgliteTemplate, PGLITE_TEMPLATE_ENV, POSTGRES_TEMPLATE_ENV, STORE_ROOT_ENV } from './store-template.js';
+import {
+  createPostgresTemplate,
+  memoryStoreRoot,
+  pgliteTemplate,
+  PGLITE_TEMPLATE_ENV,
+  POSTGRES_TEMPLATE_ENV,
+  STORE_ROOT_ENV,
+} from './store-template.js';
 
 /**
  * Vitest's global setup: builds the migrated template of the store this run uses, once, before

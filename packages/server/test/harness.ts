@@ -35,7 +35,13 @@ function testConfig(store: TestStore, env: Record<string, string>): Config {
   return loadConfig(
     { 'data-dir': store.dataDir, port: '0' },
     // Tests sign up many organizations from one address; the sign-up limit has its own test.
-    { SVC_LOG_LEVEL: 'info', SVC_ALLOW_PRIVATE_EGRESS: '1', SVC_SIGNUP_RATE_LIMIT_BURST: '1000000', ...env, ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}) },
+    {
+      SVC_LOG_LEVEL: 'info',
+      SVC_ALLOW_PRIVATE_EGRESS: '1',
+      SVC_SIGNUP_RATE_LIMIT_BURST: '1000000',
+      ...env,
+      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+    },
   );
 }
 
@@ -73,7 +79,10 @@ export async function startTestServer(
 ): Promise<RunningServer & { store: TestStore; logs: LogCapture; stop(): Promise<void> }> {
   const store = options.store ?? (await createTestStore());
   const logs = new LogCapture();
-  const server = await startServer(testConfig(store, options.env ?? {}), { logStream: logs, extraRoutes: options.extraRoutes });
+  const server = await startServer(testConfig(store, options.env ?? {}), {
+    logStream: logs,
+    extraRoutes: options.extraRoutes,
+  });
   return {
     ...server,
     store,
@@ -104,14 +113,28 @@ let buyerCounter = 0;
  * const alice = await signUp(t.app);
  * await t.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(alice.apiKey) });
  */
-export async function signUp(app: App, overrides: { email?: string; password?: string; name?: string } = {}): Promise<TestBuyer> {
+export async function signUp(
+  app: App,
+  overrides: { email?: string; password?: string; name?: string } = {},
+): Promise<TestBuyer> {
   buyerCounter += 1;
   const email = overrides.email ?? `buyer${buyerCounter}-${Date.now()}@example.test`;
   const password = overrides.password ?? 'correct horse battery staple';
-  const res = await app.inject({ method: 'POST', url: '/api/v1/auth/signup', payload: { email, password, name: overrides.name ?? `Buyer ${buyerCounter}` } });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/v1/auth/signup',
+    payload: { email, password, name: overrides.name ?? `Buyer ${buyerCounter}` },
+  });
   if (res.statusCode !== 201) throw new Error(`signup failed: ${res.statusCode} ${res.body}`);
   const body = res.json() as { api_key: string; token: string; buyer_id: string; organization: { id: string } };
-  return { apiKey: body.api_key, token: body.token, buyerId: body.buyer_id, orgId: body.organization.id, email, password };
+  return {
+    apiKey: body.api_key,
+    token: body.token,
+    buyerId: body.buyer_id,
+    orgId: body.organization.id,
+    email,
+    password,
+  };
 }
 
 /** `{authorization: 'Bearer <credential>'}` */
@@ -124,7 +147,12 @@ export function bearer(credential: string): { authorization: string } {
  * session (an owner's session may grant any scope; their `buyer` key could not grant `operator`).
  */
 export async function createKey(app: App, buyer: TestBuyer, scopes: string[], label = 'test'): Promise<string> {
-  const res = await app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(buyer.token), payload: { label, scopes } });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/v1/auth/api-keys',
+    headers: bearer(buyer.token),
+    payload: { label, scopes },
+  });
   if (res.statusCode !== 201) throw new Error(`key creation failed: ${res.statusCode} ${res.body}`);
   return (res.json() as { api_key: string }).api_key;
 }

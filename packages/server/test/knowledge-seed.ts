@@ -16,32 +16,72 @@ import { unitVector, type VectorSearch } from '../src/modules/knowledge/vector-s
 export async function seedKnowledgeBase(
   db: Db,
   search: Pick<VectorSearch, 'column'>,
-  o: { orgId: string; buyerId: string; chunks: number; text: (i: number) => string; kbId?: string; perDocument?: number; onProgress?: (done: number) => void },
+  o: {
+    orgId: string;
+    buyerId: string;
+    chunks: number;
+    text: (i: number) => string;
+    kbId?: string;
+    perDocument?: number;
+    onProgress?: (done: number) => void;
+  },
 ): Promise<{ kbId: string; documentIds: string[] }> {
   const model = 'all-MiniLM-L6-v2';
   const kbId =
     o.kbId ??
-    (await insertKnowledgeBase(db, { id: newId('kb'), org_id: o.orgId, name: 'seeded', description: null, embedding_model: model, chunk_size: 200, chunk_overlap: 40, created_by: o.buyerId })).id;
+    (
+      await insertKnowledgeBase(db, {
+        id: newId('kb'),
+        org_id: o.orgId,
+        name: 'seeded',
+        description: null,
+        embedding_model: model,
+        chunk_size: 200,
+        chunk_overlap: 40,
+        created_by: o.buyerId,
+      })
+    ).id;
   const perDocument = o.perDocument ?? 1000;
   const documentIds: string[] = [];
   for (let first = 0; first < o.chunks; first += perDocument) {
     const count = Math.min(perDocument, o.chunks - first);
     const doc = await insertDocument(db, {
-      id: newId('doc'), kb_id: kbId, org_id: o.orgId, name: `seeded-${first / perDocument}.txt`, content_type: 'text/plain', bytes: 0,
-      sha256: '0'.repeat(64), chunk_size: 200, chunk_overlap: 40, created_by: o.buyerId,
+      id: newId('doc'),
+      kb_id: kbId,
+      org_id: o.orgId,
+      name: `seeded-${first / perDocument}.txt`,
+      content_type: 'text/plain',
+      bytes: 0,
+      sha256: '0'.repeat(64),
+      chunk_size: 200,
+      chunk_overlap: 40,
+      created_by: o.buyerId,
     });
     documentIds.push(doc.id);
     const chunks = Array.from({ length: count }, (_, j) => {
       const text = o.text(first + j);
-      return { id: newId('chk'), ordinal: j, text, sha256: createHash('sha256').update(text).digest('hex'), tokens: 1, char_start: 0, char_end: text.length };
+      return {
+        id: newId('chk'),
+        ordinal: j,
+        text,
+        sha256: createHash('sha256').update(text).digest('hex'),
+        tokens: 1,
+        char_start: 0,
+        char_end: text.length,
+      };
     });
     await db.transaction(async (tx) => {
       await replaceChunks(tx, doc, model, chunks);
       for (let k = 0; k < chunks.length; k += 250) {
-        const batch = chunks.slice(k, k + 250).map((c) => ({ id: c.id, embedding: unitVector(hashedEmbedding(c.text, 384)) }));
+        const batch = chunks
+          .slice(k, k + 250)
+          .map((c) => ({ id: c.id, embedding: unitVector(hashedEmbedding(c.text, 384)) }));
         await storeEmbeddings(tx, search, doc.id, 'emb-seeded', batch);
       }
-      await tx.query("UPDATE kb_documents SET status = 'ready', phase = 'done', chunk_count = $2, completed_at = now() WHERE id = $1", [doc.id, count]);
+      await tx.query(
+        "UPDATE kb_documents SET status = 'ready', phase = 'done', chunk_count = $2, completed_at = now() WHERE id = $1",
+        [doc.id, count],
+      );
     });
     o.onProgress?.(first + count);
   }

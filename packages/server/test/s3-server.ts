@@ -21,13 +21,28 @@ export interface TestS3 {
 
 export async function startTestS3(bucket = 'svc-test'): Promise<TestS3> {
   const dir = await mkdtemp(join(tmpdir(), 'svc-s3-'));
-  const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir, configureBuckets: [{ name: bucket, configs: [] }] });
+  const server = new S3rver({
+    port: 0,
+    address: '127.0.0.1',
+    silent: true,
+    directory: dir,
+    configureBuckets: [{ name: bucket, configs: [] }],
+  });
   const address = (await server.run()) as AddressInfo;
   const endpoint = `http://127.0.0.1:${address.port}`;
   // s3rver accepts its fixed test credentials.
-  const env = { SVC_S3_ENDPOINT: endpoint, SVC_S3_BUCKET: bucket, AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER' };
+  const env = {
+    SVC_S3_ENDPOINT: endpoint,
+    SVC_S3_BUCKET: bucket,
+    AWS_REGION: 'us-east-1',
+    AWS_ACCESS_KEY_ID: 'S3RVER',
+    AWS_SECRET_ACCESS_KEY: 'S3RVER',
+  };
   return {
-    endpoint, bucket, env, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    endpoint,
+    bucket,
+    env,
+    credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
     async close() {
       await server.close();
       await rm(dir, { recursive: true, force: true });

@@ -36,7 +36,9 @@ describe('the migrated store template', () => {
   it('gives every test a store that is already migrated', async () => {
     const store = await createTestStore();
     // Opened without migrating (openDb would migrate): the schema must already be there.
-    const db = store.databaseUrl ? await createPostgresDb(store.databaseUrl) : await createPgliteDb(join(store.dataDir, 'pgdata'));
+    const db = store.databaseUrl
+      ? await createPostgresDb(store.databaseUrl)
+      : await createPgliteDb(join(store.dataDir, 'pgdata'));
     try {
       const { rows } = await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
       expect(rows.map((r) => r.version)).toEqual(loadMigrations().map((m) => m.version));
@@ -57,15 +59,19 @@ describe('the migrated store template', () => {
     }
   });
 
-  it.runIf(TEST_STORE_KIND === 'pglite')('builds the PGlite template once and reuses it while the migrations are unchanged', async () => {
-    const cache = tempDir();
-    const dir = await pgliteTemplate(cache);
-    expect(dir).toBe(join(cache, `pglite-${templateKey()}`));
-    const built = statSync(join(dir, 'PG_VERSION')).mtimeMs;
-    expect(await pgliteTemplate(cache)).toBe(dir);
-    expect(statSync(join(dir, 'PG_VERSION')).mtimeMs).toBe(built);
-    expect(readdirSync(cache)).toEqual([`pglite-${templateKey()}`]);
-    // Under `npm test` the suite's own template is the same build.
-    if (process.env[PGLITE_TEMPLATE_ENV]) expect(process.env[PGLITE_TEMPLATE_ENV]).toMatch(new RegExp(`pglite-${templateKey()}$`));
-  });
+  it.runIf(TEST_STORE_KIND === 'pglite')(
+    'builds the PGlite template once and reuses it while the migrations are unchanged',
+    async () => {
+      const cache = tempDir();
+      const dir = await pgliteTemplate(cache);
+      expect(dir).toBe(join(cache, `pglite-${templateKey()}`));
+      const built = statSync(join(dir, 'PG_VERSION')).mtimeMs;
+      expect(await pgliteTemplate(cache)).toBe(dir);
+      expect(statSync(join(dir, 'PG_VERSION')).mtimeMs).toBe(built);
+      expect(readdirSync(cache)).toEqual([`pglite-${templateKey()}`]);
+      // Under `npm test` the suite's own template is the same build.
+      if (process.env[PGLITE_TEMPLATE_ENV])
+        expect(process.env[PGLITE_TEMPLATE_ENV]).toMatch(new RegExp(`pglite-${templateKey()}$`));
+    },
+  );
 });

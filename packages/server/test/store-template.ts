@@ -29,7 +29,9 @@ const CACHE_DIR = fileURLToPath(new URL('../../../node_modules/.cache/svc-test-s
  * template is never used.
  */
 export function templateKey(migrationsDir?: string): string {
-  const hash = createHash('sha256').update(['@electric-sql/pglite', '@electric-sql/pglite-pgvector'].map(packageVersion).join('\n'));
+  const hash = createHash('sha256').update(
+    ['@electric-sql/pglite', '@electric-sql/pglite-pgvector'].map(packageVersion).join('\n'),
+  );
   for (const m of loadMigrations(migrationsDir)) hash.update(`\n${m.version}:${m.name}\n${m.sql}`);
   return hash.digest('hex').slice(0, 16);
 }

@@ -2,7 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { adminQuery, copyPgliteTemplate, PGLITE_TEMPLATE_ENV, POSTGRES_TEMPLATE_ENV, STORE_ROOT_ENV } from './store-template.js';
+import {
+  adminQuery,
+  copyPgliteTemplate,
+  PGLITE_TEMPLATE_ENV,
+  POSTGRES_TEMPLATE_ENV,
+  STORE_ROOT_ENV,
+} from './store-template.js';
 
 /** A fresh store for one test: a temp data dir, plus its own database when DATABASE_URL is set. */
 export interface TestStore {

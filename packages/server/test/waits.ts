@@ -1,7 +1,10 @@
 import type { ServiceContext } from '../src/context.js';
 
 /** Polls `predicate` every 20 ms until it holds (or fails after `timeoutMs`). */
-export async function eventually<T>(predicate: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000): Promise<T> {
+export async function eventually<T>(
+  predicate: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 10_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await predicate();

@@ -11,7 +11,13 @@ export interface Bar {
  * A bar chart drawn as SVG (no library, nothing loaded). Screen readers get the summary as the
  * image's name and the numbers as a table behind a disclosure.
  */
-export function BarChart(props: { title: string; summary: string; bars: Bar[]; format: (v: number) => string; height?: number }) {
+export function BarChart(props: {
+  title: string;
+  summary: string;
+  bars: Bar[];
+  format: (v: number) => string;
+  height?: number;
+}) {
   const id = useId();
   const width = 640;
   const height = props.height ?? 180;
@@ -38,7 +44,13 @@ export function BarChart(props: { title: string; summary: string; bars: Bar[]; f
         ))}
         {props.bars.map((b, i) => (
           <g key={b.label}>
-            <rect class="bar" x={pad.left + i * slot + (slot - barW) / 2} y={y(b.value)} width={barW} height={Math.max(0, pad.top + innerH - y(b.value))}>
+            <rect
+              class="bar"
+              x={pad.left + i * slot + (slot - barW) / 2}
+              y={y(b.value)}
+              width={barW}
+              height={Math.max(0, pad.top + innerH - y(b.value))}
+            >
               <title>{`${b.label}: ${props.format(b.value)}`}</title>
             </rect>
             {i % every === 0 && (

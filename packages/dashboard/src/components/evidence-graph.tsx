@@ -70,12 +70,24 @@ export function EvidenceGraphView(props: { graph: EvidenceGraph }) {
           data-testid="evidence-graph"
         >
           <defs>
-            <marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+            <marker
+              id="arrow"
+              viewBox="0 0 10 10"
+              refX="9"
+              refY="5"
+              markerWidth="7"
+              markerHeight="7"
+              orient="auto-start-reverse"
+            >
               <path d="M0,0 L10,5 L0,10 z" class="arrow-head" />
             </marker>
           </defs>
           {layout.edges.map((e) => (
-            <g key={`${e.edge.from_event_id}-${e.edge.to_event_id}-${e.edge.edge_type}`} class={`edge ${e.edge.edge_type === 'then' ? 'then' : 'other'}`} data-edge={e.edge.edge_type}>
+            <g
+              key={`${e.edge.from_event_id}-${e.edge.to_event_id}-${e.edge.edge_type}`}
+              class={`edge ${e.edge.edge_type === 'then' ? 'then' : 'other'}`}
+              data-edge={e.edge.edge_type}
+            >
               <path d={e.path} marker-end="url(#arrow)" />
               {e.edge.edge_type !== 'then' && (
                 <text x={e.labelX} y={e.labelY}>
@@ -118,7 +130,11 @@ export function EvidenceGraphView(props: { graph: EvidenceGraph }) {
           })}
         </svg>
       </div>
-      {chosen ? <EventDetails event={chosen} /> : <p class="muted small">Select an event (click, or Tab and Enter) to see its fields and hash.</p>}
+      {chosen ? (
+        <EventDetails event={chosen} />
+      ) : (
+        <p class="muted small">Select an event (click, or Tab and Enter) to see its fields and hash.</p>
+      )}
       <details>
         <summary>Events as a list</summary>
         <ol class="small" data-testid="event-list">

@@ -2,7 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { layoutGraph, NODE_H, NODE_W } from './graph-layout';
 
 const ev = (n: number, type = `e.${n}`) => ({ id: `evt_${n}`, sequence: n, event_type: type });
-const edge = (from: number, to: number, edge_type = 'then') => ({ from_event_id: `evt_${from}`, to_event_id: `evt_${to}`, edge_type });
+const edge = (from: number, to: number, edge_type = 'then') => ({
+  from_event_id: `evt_${from}`,
+  to_event_id: `evt_${to}`,
+  edge_type,
+});
 
 describe('evidence graph layout', () => {
   it('puts a chain one event per layer, top to bottom, joined by straight-down curves', () => {
@@ -15,7 +19,9 @@ describe('evidence graph layout', () => {
     const [a, b] = g.nodes;
     expect(b && a && b.y - a.y).toBeGreaterThan(NODE_H);
     expect(g.edges.every((e) => !e.bow && e.path.startsWith('M'))).toBe(true);
-    expect(g.edges[0]?.path).toBe(`M${(a?.x ?? 0) + NODE_W / 2},${(a?.y ?? 0) + NODE_H} C${(a?.x ?? 0) + NODE_W / 2},${((a?.y ?? 0) + NODE_H + (b?.y ?? 0)) / 2} ${(b?.x ?? 0) + NODE_W / 2},${((a?.y ?? 0) + NODE_H + (b?.y ?? 0)) / 2} ${(b?.x ?? 0) + NODE_W / 2},${b?.y ?? 0}`);
+    expect(g.edges[0]?.path).toBe(
+      `M${(a?.x ?? 0) + NODE_W / 2},${(a?.y ?? 0) + NODE_H} C${(a?.x ?? 0) + NODE_W / 2},${((a?.y ?? 0) + NODE_H + (b?.y ?? 0)) / 2} ${(b?.x ?? 0) + NODE_W / 2},${((a?.y ?? 0) + NODE_H + (b?.y ?? 0)) / 2} ${(b?.x ?? 0) + NODE_W / 2},${b?.y ?? 0}`,
+    );
   });
 
   it('places siblings side by side in one layer and widens the drawing for them', () => {

@@ -63,7 +63,12 @@ export function layoutGraph<E extends GraphEvent>(events: readonly E[], edges: r
   for (const [layer, members] of layers) {
     const rowW = members.length * NODE_W + (members.length - 1) * GAP_X;
     members.forEach((event, i) => {
-      nodes.push({ event, layer, x: PAD + (contentW - rowW) / 2 + i * (NODE_W + GAP_X), y: PAD + layer * (NODE_H + GAP_Y) });
+      nodes.push({
+        event,
+        layer,
+        x: PAD + (contentW - rowW) / 2 + i * (NODE_W + GAP_X),
+        y: PAD + layer * (NODE_H + GAP_Y),
+      });
     });
   }
   const at = new Map(nodes.map((n) => [n.event.id, n]));
@@ -79,7 +84,13 @@ export function layoutGraph<E extends GraphEvent>(events: readonly E[], edges: r
       const x2 = to.x + NODE_W / 2;
       const y2 = to.y;
       const mid = (y1 + y2) / 2;
-      placed.push({ edge, path: `M${x1},${y1} C${x1},${mid} ${x2},${mid} ${x2},${y2}`, labelX: (x1 + x2) / 2 + 6, labelY: mid + 4, bow: false });
+      placed.push({
+        edge,
+        path: `M${x1},${y1} C${x1},${mid} ${x2},${mid} ${x2},${y2}`,
+        labelX: (x1 + x2) / 2 + 6,
+        labelY: mid + 4,
+        bow: false,
+      });
     } else {
       // Skipping layers (or within one): a bow out to the right, wider for each such edge.
       bows += 1;
@@ -89,7 +100,13 @@ export function layoutGraph<E extends GraphEvent>(events: readonly E[], edges: r
       const y2 = to.y + NODE_H / 2;
       const out = Math.max(x1, x2) + 24 + 18 * bows;
       // A cubic whose two control points sit at `out` reaches 3/4 of the way there at its middle.
-      placed.push({ edge, path: `M${x1},${y1} C${out},${y1} ${out},${y2} ${x2},${y2}`, labelX: 0.25 * x1 + 0.75 * out + 4, labelY: (y1 + y2) / 2 + 4, bow: true });
+      placed.push({
+        edge,
+        path: `M${x1},${y1} C${out},${y1} ${out},${y2} ${x2},${y2}`,
+        labelX: 0.25 * x1 + 0.75 * out + 4,
+        labelY: (y1 + y2) / 2 + 4,
+        bow: true,
+      });
     }
   }
   const height = PAD * 2 + layers.size * NODE_H + Math.max(0, layers.size - 1) * GAP_Y;

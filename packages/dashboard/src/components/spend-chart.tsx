@@ -7,11 +7,18 @@ import { ErrorNotice, Loading } from './ui';
 
 /** Daily spend of the organization over the last `days` days (GET /api/v1/billing/spend). */
 export function SpendChart(props: { days: number }) {
-  const spend = useAsync((signal) => api<SpendSeries>('/api/v1/billing/spend', { query: { days: props.days }, signal }), [props.days]);
+  const spend = useAsync(
+    (signal) => api<SpendSeries>('/api/v1/billing/spend', { query: { days: props.days }, signal }),
+    [props.days],
+  );
   if (spend.error) return <ErrorNotice error={spend.error} prefix="Spend" />;
   if (!spend.data) return <Loading what="spend" />;
   const bars = spend.data.series.map((d) => ({ label: d.date.slice(5), value: d.spend_cents }));
-  const busiest = spend.data.series.reduce((a, b) => (b.spend_cents > a.spend_cents ? b : a), { date: '', spend_cents: 0, credit_cents: 0 });
+  const busiest = spend.data.series.reduce((a, b) => (b.spend_cents > a.spend_cents ? b : a), {
+    date: '',
+    spend_cents: 0,
+    credit_cents: 0,
+  });
   const summary = `${money(spend.data.total_spend_cents)} spent in the last ${props.days} days${busiest.spend_cents > 0 ? `; most on ${busiest.date} (${money(busiest.spend_cents)})` : ''}.`;
   return (
     <>

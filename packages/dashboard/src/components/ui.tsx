@@ -8,7 +8,12 @@ import { hasNavigated } from '../router';
  * next Tab starts from it), and the window title follows. Both happen in the commit that puts
  * the page in the document (a layout effect), so the page never shows with focus left behind.
  */
-export function Page(props: { title: string; intro?: ComponentChildren; actions?: ComponentChildren; children?: ComponentChildren }) {
+export function Page(props: {
+  title: string;
+  intro?: ComponentChildren;
+  actions?: ComponentChildren;
+  children?: ComponentChildren;
+}) {
   const heading = useRef<HTMLHeadingElement>(null);
   useLayoutEffect(() => {
     document.title = `${props.title} · SVC`;
@@ -30,7 +35,12 @@ export function Page(props: { title: string; intro?: ComponentChildren; actions?
   );
 }
 
-export function Section(props: { title: string; id?: string; children: ComponentChildren; actions?: ComponentChildren }) {
+export function Section(props: {
+  title: string;
+  id?: string;
+  children: ComponentChildren;
+  actions?: ComponentChildren;
+}) {
   const fallback = useId();
   const id = props.id ?? fallback;
   return (
@@ -76,7 +86,11 @@ export function Loading(props: { what: string }) {
 }
 
 /** A labelled form control: the label is always visible and tied to its input. */
-export function Field(props: { label: string; hint?: string; children: (id: string, describedBy: string | undefined) => ComponentChildren }) {
+export function Field(props: {
+  label: string;
+  hint?: string;
+  children: (id: string, describedBy: string | undefined) => ComponentChildren;
+}) {
   const id = useId();
   const hintId = props.hint ? `${id}-hint` : undefined;
   return (
@@ -92,10 +106,18 @@ export function Field(props: { label: string; hint?: string; children: (id: stri
   );
 }
 
-export function Button(props: ButtonHTMLAttributes<HTMLButtonElement> & { busy?: boolean; variant?: 'primary' | 'danger' | 'plain' }) {
+export function Button(
+  props: ButtonHTMLAttributes<HTMLButtonElement> & { busy?: boolean; variant?: 'primary' | 'danger' | 'plain' },
+) {
   const { busy, variant = 'plain', children, disabled, type, ...rest } = props;
   return (
-    <button type={type ?? 'button'} class={`btn ${variant}`} disabled={Boolean(disabled) || busy} aria-busy={busy ? 'true' : undefined} {...rest}>
+    <button
+      type={type ?? 'button'}
+      class={`btn ${variant}`}
+      disabled={Boolean(disabled) || busy}
+      aria-busy={busy ? 'true' : undefined}
+      {...rest}
+    >
       {children}
     </button>
   );
@@ -125,7 +147,14 @@ export function CopyButton(props: { text: string; label: string }) {
 }
 
 /** Previous / next over an offset-paged list, with the range shown. */
-export function Pager(props: { offset: number; limit: number; total: number; shown: number; onChange: (offset: number) => void; what: string }) {
+export function Pager(props: {
+  offset: number;
+  limit: number;
+  total: number;
+  shown: number;
+  onChange: (offset: number) => void;
+  what: string;
+}) {
   const { offset, limit, total, shown } = props;
   if (total === 0) return null;
   return (

@@ -24,14 +24,21 @@ function AuthFrame(props: { title: string; intro?: ComponentChildren; children: 
 export function LoginPage(props: { next: string }) {
   const signIn = useSignIn();
   const action = useFormAction(async (data) => {
-    const body = await api<AuthResponse>('/api/v1/auth/login', { body: { email: text(data, 'email'), password: String(data.get('password') ?? '') }, anonymous: true });
+    const body = await api<AuthResponse>('/api/v1/auth/login', {
+      body: { email: text(data, 'email'), password: String(data.get('password') ?? '') },
+      anonymous: true,
+    });
     signIn(sessionFromAuth(body), props.next === '/login' ? '/' : props.next);
   });
   return (
     <AuthFrame title="Log in" intro="Your marketplace, gateway, keys and receipts.">
       <form onSubmit={action.onSubmit}>
-        <Field label="Email">{(id) => <input id={id} name="email" type="email" autoComplete="username" required />}</Field>
-        <Field label="Password">{(id) => <input id={id} name="password" type="password" autoComplete="current-password" required />}</Field>
+        <Field label="Email">
+          {(id) => <input id={id} name="email" type="email" autoComplete="username" required />}
+        </Field>
+        <Field label="Password">
+          {(id) => <input id={id} name="password" type="password" autoComplete="current-password" required />}
+        </Field>
         <ErrorNotice error={action.error} prefix="Could not log in" />
         <Button type="submit" variant="primary" busy={action.busy}>
           Log in
@@ -57,7 +64,10 @@ export function SignupPage() {
   });
   if (created) {
     return (
-      <AuthFrame title="Your account is ready" intro={`${created.organization.name} has its free-tier credits. This is its first API key, with scope buyer.`}>
+      <AuthFrame
+        title="Your account is ready"
+        intro={`${created.organization.name} has its free-tier credits. This is its first API key, with scope buyer.`}
+      >
         {created.api_key && (
           <div class="secret" data-testid="first-key">
             <p>
@@ -76,10 +86,22 @@ export function SignupPage() {
   return (
     <AuthFrame title="Sign up" intro="An account comes with an organization, an API key and free credits.">
       <form onSubmit={action.onSubmit}>
-        <Field label="Name (optional)">{(id) => <input id={id} name="name" autoComplete="name" maxLength={200} />}</Field>
+        <Field label="Name (optional)">
+          {(id) => <input id={id} name="name" autoComplete="name" maxLength={200} />}
+        </Field>
         <Field label="Email">{(id) => <input id={id} name="email" type="email" autoComplete="email" required />}</Field>
         <Field label="Password" hint="At least 10 characters.">
-          {(id, hint) => <input id={id} name="password" type="password" autoComplete="new-password" minLength={10} required aria-describedby={hint} />}
+          {(id, hint) => (
+            <input
+              id={id}
+              name="password"
+              type="password"
+              autoComplete="new-password"
+              minLength={10}
+              required
+              aria-describedby={hint}
+            />
+          )}
         </Field>
         <ErrorNotice error={action.error} prefix="Could not sign up" />
         <Button type="submit" variant="primary" busy={action.busy}>
@@ -122,9 +144,20 @@ export function InvitePage(props: { token: string }) {
       intro="Join the organization that invited you. New here? Choose a password. Already have an account with the invited email? Enter its password."
     >
       <form onSubmit={action.onSubmit}>
-        <Field label="Name (optional)">{(id) => <input id={id} name="name" autoComplete="name" maxLength={200} />}</Field>
+        <Field label="Name (optional)">
+          {(id) => <input id={id} name="name" autoComplete="name" maxLength={200} />}
+        </Field>
         <Field label="Password" hint="At least 10 characters for a new account.">
-          {(id, hint) => <input id={id} name="password" type="password" autoComplete="new-password" required aria-describedby={hint} />}
+          {(id, hint) => (
+            <input
+              id={id}
+              name="password"
+              type="password"
+              autoComplete="new-password"
+              required
+              aria-describedby={hint}
+            />
+          )}
         </Field>
         <ErrorNotice error={action.error} prefix="Could not accept the invite" />
         <Button type="submit" variant="primary" busy={action.busy}>

@@ -40,7 +40,11 @@ export function BalanceStats() {
       <Stat label="Balance" value={money(b.balance_cents)} />
       <Stat label="Available" value={money(b.available_cents)} note="balance less holds" />
       <Stat label="Held by running jobs" value={money(b.held_cents)} />
-      <Stat label="Free-tier grant" value={money(b.free_tier_granted_cents)} note={b.free_tier_granted_cents > 0 ? 'granted at sign-up' : 'none'} />
+      <Stat
+        label="Free-tier grant"
+        value={money(b.free_tier_granted_cents)}
+        note={b.free_tier_granted_cents > 0 ? 'granted at sign-up' : 'none'}
+      />
     </dl>
   );
 }
@@ -56,7 +60,10 @@ function TopUp(props: { onLanded: () => void }) {
   });
   const [pending, setPending] = useState(true);
   const current = useAsync(
-    (signal) => (returned ? api<Topup>(`/api/v1/billing/topups/${encodeURIComponent(returned)}`, { signal }) : Promise.resolve(undefined)),
+    (signal) =>
+      returned
+        ? api<Topup>(`/api/v1/billing/topups/${encodeURIComponent(returned)}`, { signal })
+        : Promise.resolve(undefined),
     [returned],
     { pollMs: returned && pending ? 1_500 : undefined },
   );
@@ -83,8 +90,22 @@ function TopUp(props: { onLanded: () => void }) {
       )}
       <ErrorNotice error={current.error} prefix="Top-up" />
       <form class="inline-form" onSubmit={start.onSubmit}>
-        <Field label="Amount (CAD)" hint="You pay on the payment provider's checkout page; the credit is added once it confirms.">
-          {(id, hint) => <input id={id} name="amount" type="number" min="5" max="10000" step="0.01" required aria-describedby={hint} />}
+        <Field
+          label="Amount (CAD)"
+          hint="You pay on the payment provider's checkout page; the credit is added once it confirms."
+        >
+          {(id, hint) => (
+            <input
+              id={id}
+              name="amount"
+              type="number"
+              min="5"
+              max="10000"
+              step="0.01"
+              required
+              aria-describedby={hint}
+            />
+          )}
         </Field>
         <ErrorNotice error={start.error} prefix="Could not start the top-up" />
         <Button type="submit" variant="primary" busy={start.busy}>
@@ -99,13 +120,20 @@ export function BillingPage() {
   const [offset, setOffset] = useState(0);
   const [landed, setLanded] = useState(0);
   const ledger = useAsync(
-    (signal) => api<{ transactions: Transaction[]; total: number }>('/api/v1/billing/transactions', { query: { limit: PAGE, offset }, signal }),
+    (signal) =>
+      api<{ transactions: Transaction[]; total: number }>('/api/v1/billing/transactions', {
+        query: { limit: PAGE, offset },
+        signal,
+      }),
     [offset, landed],
   );
   const exporting = useAction(() => exportLedger(ledger.data?.total ?? 0));
   const rows = ledger.data?.transactions ?? [];
   return (
-    <Page title="Billing" intro="Prices are in Canadian dollars. A job holds its budget while it runs and is charged for what it used.">
+    <Page
+      title="Billing"
+      intro="Prices are in Canadian dollars. A job holds its budget while it runs and is charged for what it used."
+    >
       <Section title="Balance">
         <BalanceStats key={landed} />
       </Section>
@@ -133,7 +161,13 @@ export function BillingPage() {
             <DataTable
               caption="Ledger rows, newest first"
               testId="ledger"
-              columns={['When', 'Type', 'Description', { label: 'Amount', numeric: true }, { label: 'Balance after', numeric: true }]}
+              columns={[
+                'When',
+                'Type',
+                'Description',
+                { label: 'Amount', numeric: true },
+                { label: 'Balance after', numeric: true },
+              ]}
             >
               {rows.map((t) => (
                 <tr key={t.id}>
@@ -155,7 +189,14 @@ export function BillingPage() {
                 </tr>
               ))}
             </DataTable>
-            <Pager offset={offset} limit={PAGE} total={ledger.data.total} shown={rows.length} onChange={setOffset} what="Ledger" />
+            <Pager
+              offset={offset}
+              limit={PAGE}
+              total={ledger.data.total}
+              shown={rows.length}
+              onChange={setOffset}
+              what="Ledger"
+            />
           </>
         )}
       </Section>

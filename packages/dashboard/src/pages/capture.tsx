@@ -9,11 +9,38 @@ import { sessionToken } from '../session';
 
 /** Sites, epochs and capture sets (docs/capture-sets.md), with resumable uploads through tus. */
 
-interface Site { id: string; name: string; country: string | null; created_at: string }
-interface Epoch { id: string; site_id: string; label: string; created_at: string }
-interface CaptureSet { id: string; status: string; failure_reason: string | null; raw_bytes: number; total_files: number; created_at: string }
-interface CaptureFile { path: string; bytes: number; bytes_received: number; verification: string }
-interface CaptureSetResponse { capture_set: CaptureSet; epoch: Epoch; site: Site; files: CaptureFile[] }
+interface Site {
+  id: string;
+  name: string;
+  country: string | null;
+  created_at: string;
+}
+interface Epoch {
+  id: string;
+  site_id: string;
+  label: string;
+  created_at: string;
+}
+interface CaptureSet {
+  id: string;
+  status: string;
+  failure_reason: string | null;
+  raw_bytes: number;
+  total_files: number;
+  created_at: string;
+}
+interface CaptureFile {
+  path: string;
+  bytes: number;
+  bytes_received: number;
+  verification: string;
+}
+interface CaptureSetResponse {
+  capture_set: CaptureSet;
+  epoch: Epoch;
+  site: Site;
+  files: CaptureFile[];
+}
 
 const hex = (buf: ArrayBuffer) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, '0')).join('');
 
@@ -21,7 +48,9 @@ export function SitesPage() {
   const sites = useAsync((signal) => api<{ sites: Site[] }>('/api/v1/sites', { signal }), []);
   const create = useFormAction(async (data, form) => {
     const country = text(data, 'country').toUpperCase();
-    const site = await api<Site>('/api/v1/sites', { body: { name: text(data, 'name'), ...(country ? { country } : {}) } });
+    const site = await api<Site>('/api/v1/sites', {
+      body: { name: text(data, 'name'), ...(country ? { country } : {}) },
+    });
     form.reset();
     navigate(`/capture/sites/${site.id}`);
   });
@@ -30,9 +59,13 @@ export function SitesPage() {
       <Section title="New site">
         <form onSubmit={create.onSubmit}>
           <Field label="Site name">{(id) => <input id={id} name="name" required maxLength={200} />}</Field>
-          <Field label="Country (optional)" hint="Two letters, e.g. CA.">{(id, hint) => <input id={id} name="country" maxLength={2} aria-describedby={hint} />}</Field>
+          <Field label="Country (optional)" hint="Two letters, e.g. CA.">
+            {(id, hint) => <input id={id} name="country" maxLength={2} aria-describedby={hint} />}
+          </Field>
           <ErrorNotice error={create.error} prefix="Could not create the site" />
-          <Button type="submit" variant="primary" busy={create.busy}>Create site</Button>
+          <Button type="submit" variant="primary" busy={create.busy}>
+            Create site
+          </Button>
         </form>
       </Section>
       <Section title="Sites">
@@ -43,7 +76,9 @@ export function SitesPage() {
           <DataTable caption="Sites" columns={['Site', 'Country', 'Created']}>
             {sites.data.sites.map((s) => (
               <tr key={s.id}>
-                <td><Link href={`/capture/sites/${s.id}`}>{s.name}</Link></td>
+                <td>
+                  <Link href={`/capture/sites/${s.id}`}>{s.name}</Link>
+                </td>
                 <td>{s.country ?? '—'}</td>
                 <td>{when(s.created_at)}</td>
               </tr>
@@ -57,7 +92,10 @@ export function SitesPage() {
 
 export function SitePage(props: { id: string }) {
   const site = useAsync((signal) => api<Site>(`/api/v1/sites/${props.id}`, { signal }), [props.id]);
-  const epochs = useAsync((signal) => api<{ epochs: Epoch[] }>(`/api/v1/sites/${props.id}/epochs`, { signal }), [props.id]);
+  const epochs = useAsync(
+    (signal) => api<{ epochs: Epoch[] }>(`/api/v1/sites/${props.id}/epochs`, { signal }),
+    [props.id],
+  );
   const create = useFormAction(async (data, form) => {
     const epoch = await api<Epoch>(`/api/v1/sites/${props.id}/epochs`, { body: { label: text(data, 'label') } });
     form.reset();
@@ -68,9 +106,13 @@ export function SitePage(props: { id: string }) {
       <ErrorNotice error={site.error ?? epochs.error} />
       <Section title="New epoch">
         <form onSubmit={create.onSubmit}>
-          <Field label="Epoch label" hint="e.g. 2026-Q4.">{(id, hint) => <input id={id} name="label" required maxLength={200} aria-describedby={hint} />}</Field>
+          <Field label="Epoch label" hint="e.g. 2026-Q4.">
+            {(id, hint) => <input id={id} name="label" required maxLength={200} aria-describedby={hint} />}
+          </Field>
           <ErrorNotice error={create.error} prefix="Could not create the epoch" />
-          <Button type="submit" variant="primary" busy={create.busy}>Create epoch</Button>
+          <Button type="submit" variant="primary" busy={create.busy}>
+            Create epoch
+          </Button>
         </form>
       </Section>
       <Section title="Epochs">
@@ -79,7 +121,9 @@ export function SitePage(props: { id: string }) {
           <DataTable caption="Epochs of the site" columns={['Epoch', 'Created']}>
             {epochs.data.epochs.map((e) => (
               <tr key={e.id}>
-                <td><Link href={`/capture/epochs/${e.id}`}>{e.label}</Link></td>
+                <td>
+                  <Link href={`/capture/epochs/${e.id}`}>{e.label}</Link>
+                </td>
                 <td>{when(e.created_at)}</td>
               </tr>
             ))}
@@ -120,18 +164,35 @@ function NewCaptureSet(props: { epochId: string; onChange: () => void }) {
     const files = [...(input?.files ?? [])];
     if (files.length === 0) throw new Error('Choose at least one file.');
     // The manifest: each file's path, size and SHA-256, computed here before anything is sent.
-    const entries = await Promise.all(files.map(async (f) => ({ file: f, path: f.webkitRelativePath || f.name, sha256: hex(await crypto.subtle.digest('SHA-256', await f.arrayBuffer())) })));
+    const entries = await Promise.all(
+      files.map(async (f) => ({
+        file: f,
+        path: f.webkitRelativePath || f.name,
+        sha256: hex(await crypto.subtle.digest('SHA-256', await f.arrayBuffer())),
+      })),
+    );
     const created = await api<CaptureSetResponse>('/api/v1/capture-sets', {
       body: {
-        site_epoch_id: props.epochId, source_type: text(data, 'source_type') || undefined,
-        manifest: { version: '1', files: entries.map((e) => ({ path: e.path, bytes: e.file.size, sha256: e.sha256, content_type: e.file.type || 'application/octet-stream' })) },
+        site_epoch_id: props.epochId,
+        source_type: text(data, 'source_type') || undefined,
+        manifest: {
+          version: '1',
+          files: entries.map((e) => ({
+            path: e.path,
+            bytes: e.file.size,
+            sha256: e.sha256,
+            content_type: e.file.type || 'application/octet-stream',
+          })),
+        },
       },
     });
     props.onChange();
     const id = created.capture_set.id;
     setProgress(Object.fromEntries(entries.map((e) => [e.path, { sent: 0, total: e.file.size }])));
     for (const e of entries) {
-      await uploadFile(id, e.file, e.path, (sent) => setProgress((p) => ({ ...p, [e.path]: { sent, total: e.file.size } })));
+      await uploadFile(id, e.file, e.path, (sent) =>
+        setProgress((p) => ({ ...p, [e.path]: { sent, total: e.file.size } })),
+      );
     }
     const done = await api<CaptureSetResponse>(`/api/v1/capture-sets/${id}/complete`, { body: {} });
     props.onChange();
@@ -144,24 +205,39 @@ function NewCaptureSet(props: { epochId: string; onChange: () => void }) {
         <Field label="Files" hint="Each file's SHA-256 is computed here; uploads resume after a dropped connection.">
           {(id, hint) => <input id={id} name="files" type="file" multiple required aria-describedby={hint} />}
         </Field>
-        <Field label="Source type (optional)" hint="e.g. drone, lidar.">{(id, hint) => <input id={id} name="source_type" maxLength={200} aria-describedby={hint} />}</Field>
+        <Field label="Source type (optional)" hint="e.g. drone, lidar.">
+          {(id, hint) => <input id={id} name="source_type" maxLength={200} aria-describedby={hint} />}
+        </Field>
         <ErrorNotice error={create.error} prefix="Could not upload the capture set" />
-        <Button type="submit" variant="primary" busy={create.busy}>Create and upload</Button>
+        <Button type="submit" variant="primary" busy={create.busy}>
+          Create and upload
+        </Button>
       </form>
       {Object.entries(progress).map(([path, p]) => (
         <p key={path}>
           <label>
-            {path} <progress value={p.sent} max={p.total || 1} aria-label={`Upload of ${path}`} /> {p.total ? Math.floor((p.sent / p.total) * 100) : 100} %
+            {path} <progress value={p.sent} max={p.total || 1} aria-label={`Upload of ${path}`} />{' '}
+            {p.total ? Math.floor((p.sent / p.total) * 100) : 100} %
           </label>
         </p>
       ))}
-      {create.done && <p role="status" data-testid="capture-done">{create.done}</p>}
+      {create.done && (
+        <p role="status" data-testid="capture-done">
+          {create.done}
+        </p>
+      )}
     </Section>
   );
 }
 
 export function EpochPage(props: { id: string }) {
-  const sets = useAsync((signal) => api<{ capture_sets: CaptureSet[]; epoch: Epoch; site: Site }>(`/api/v1/epochs/${props.id}/capture-sets`, { signal }), [props.id]);
+  const sets = useAsync(
+    (signal) =>
+      api<{ capture_sets: CaptureSet[]; epoch: Epoch; site: Site }>(`/api/v1/epochs/${props.id}/capture-sets`, {
+        signal,
+      }),
+    [props.id],
+  );
   return (
     <Page title={sets.data ? `Epoch ${sets.data.epoch.label} of ${sets.data.site.name}` : 'Epoch'}>
       <ErrorNotice error={sets.error} />
@@ -169,11 +245,25 @@ export function EpochPage(props: { id: string }) {
       <Section title="Capture sets">
         {sets.data && sets.data.capture_sets.length === 0 && <Empty>No capture sets yet.</Empty>}
         {sets.data && sets.data.capture_sets.length > 0 && (
-          <DataTable caption="Capture sets of the epoch" columns={['Capture set', 'Status', { label: 'Files', numeric: true }, { label: 'Bytes', numeric: true }, 'Created']} testId="capture-sets">
+          <DataTable
+            caption="Capture sets of the epoch"
+            columns={[
+              'Capture set',
+              'Status',
+              { label: 'Files', numeric: true },
+              { label: 'Bytes', numeric: true },
+              'Created',
+            ]}
+            testId="capture-sets"
+          >
             {sets.data.capture_sets.map((c) => (
               <tr key={c.id} data-capture-set={c.id}>
-                <td><code>{c.id}</code></td>
-                <td><Status value={c.status} /> {c.failure_reason && <span class="small muted">{c.failure_reason}</span>}</td>
+                <td>
+                  <code>{c.id}</code>
+                </td>
+                <td>
+                  <Status value={c.status} /> {c.failure_reason && <span class="small muted">{c.failure_reason}</span>}
+                </td>
                 <td class="num">{c.total_files}</td>
                 <td class="num">{c.raw_bytes}</td>
                 <td>{when(c.created_at)}</td>

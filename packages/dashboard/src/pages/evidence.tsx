@@ -10,13 +10,20 @@ import type { EvidenceGraph, PlatformKey } from '../types';
 /** The platform's published signing keys, pinned for the certificate check. */
 async function platformKeys(): Promise<TrustedKey[]> {
   const body = await api<{ keys: PlatformKey[] }>('/api/v1/keys/platform', { anonymous: true });
-  return body.keys.map((k) => ({ public_key_hex: k.public_key_hex, key_id: k.key_id, valid_from: k.valid_from, valid_until: k.valid_until }));
+  return body.keys.map((k) => ({
+    public_key_hex: k.public_key_hex,
+    key_id: k.key_id,
+    valid_from: k.valid_from,
+    valid_until: k.valid_until,
+  }));
 }
 
 /** Runs the shared verifier (`@svc/protocol/verify`, WebCrypto) here, in the browser. */
 async function verifyHere(text: string): Promise<BundleVerification> {
   if (!globalThis.crypto?.subtle) {
-    throw new Error('This browser offers no WebCrypto here: in-browser verification needs a secure context (https, or localhost). Download the bundle and run svc verify instead.');
+    throw new Error(
+      'This browser offers no WebCrypto here: in-browser verification needs a secure context (https, or localhost). Download the bundle and run svc verify instead.',
+    );
   }
   return verifyBundle(text, { trustedKeys: await platformKeys() });
 }
@@ -24,7 +31,11 @@ async function verifyHere(text: string): Promise<BundleVerification> {
 function Checks(props: { result: BundleVerification; source: string }) {
   const failed = props.result.checks.filter((c) => !c.ok).length;
   return (
-    <div class={`verification ${props.result.ok ? 'good' : 'bad'}`} data-testid="verification" data-ok={String(props.result.ok)}>
+    <div
+      class={`verification ${props.result.ok ? 'good' : 'bad'}`}
+      data-testid="verification"
+      data-ok={String(props.result.ok)}
+    >
       <p role="status" class="verdict" data-testid="verdict">
         {props.result.ok
           ? `Verified in this browser: all ${props.result.checks.length} checks passed (${props.source}).`
@@ -33,7 +44,8 @@ function Checks(props: { result: BundleVerification; source: string }) {
       <ul class="checks">
         {props.result.checks.map((c, i) => (
           <li key={`${c.name}-${i}`} data-check={c.name} data-ok={String(c.ok)}>
-            <span class={`badge ${c.ok ? 'good' : 'bad'}`}>{c.ok ? 'pass' : 'fail'}</span> <code>{c.name}</code> <span class="small wrap">{c.reason}</span>
+            <span class={`badge ${c.ok ? 'good' : 'bad'}`}>{c.ok ? 'pass' : 'fail'}</span> <code>{c.name}</code>{' '}
+            <span class="small wrap">{c.reason}</span>
           </li>
         ))}
       </ul>
@@ -46,13 +58,30 @@ function Checks(props: { result: BundleVerification; source: string }) {
  * verified here by the same verifier `svc verify` uses, check by check. A bundle file from
  * anywhere can be verified too.
  */
-export function EvidenceSection(props: { jobId: string; status: string; /** Where the bundle comes from (a work order's carries its `work_order` section). */ bundlePath?: string }) {
-  const graph = useAsync((signal) => api<EvidenceGraph>(`/api/v1/jobs/${props.jobId}/evidence`, { signal }), [props.jobId, props.status]);
+export function EvidenceSection(props: {
+  jobId: string;
+  status: string;
+  /** Where the bundle comes from (a work order's carries its `work_order` section). */ bundlePath?: string;
+}) {
+  const graph = useAsync(
+    (signal) => api<EvidenceGraph>(`/api/v1/jobs/${props.jobId}/evidence`, { signal }),
+    [props.jobId, props.status],
+  );
   const [result, setResult] = useState<{ verification: BundleVerification; source: string } | undefined>(undefined);
-  const bundleText = async () => (await request(props.bundlePath ?? `/api/v1/jobs/${props.jobId}/evidence/bundle`)).text();
-  const download = useAction(async () => saveBlob(new Blob([await bundleText()], { type: 'application/json' }), `${props.jobId}-evidence-bundle.json`));
-  const verify = useAction(async () => setResult({ verification: await verifyHere(await bundleText()), source: 'the bundle the server gave for this job' }));
-  const verifyFile = useAction(async (file: File) => setResult({ verification: await verifyHere(await file.text()), source: `file ${file.name}` }));
+  const bundleText = async () =>
+    (await request(props.bundlePath ?? `/api/v1/jobs/${props.jobId}/evidence/bundle`)).text();
+  const download = useAction(async () =>
+    saveBlob(new Blob([await bundleText()], { type: 'application/json' }), `${props.jobId}-evidence-bundle.json`),
+  );
+  const verify = useAction(async () =>
+    setResult({
+      verification: await verifyHere(await bundleText()),
+      source: 'the bundle the server gave for this job',
+    }),
+  );
+  const verifyFile = useAction(async (file: File) =>
+    setResult({ verification: await verifyHere(await file.text()), source: `file ${file.name}` }),
+  );
   const g = graph.data;
   return (
     <Section title="Evidence">
@@ -102,8 +131,9 @@ export function EvidenceSection(props: { jobId: string; status: string; /** Wher
         </label>
       </div>
       <p class="muted small">
-        Verification recomputes the bundle hash, every event hash and the Merkle root, checks the platform's certificate against its published keys and each node's
-        SVC1 receipt signature, and that every receipt is bound to the graph. Offline: <code>svc verify BUNDLE.json</code>.
+        Verification recomputes the bundle hash, every event hash and the Merkle root, checks the platform's certificate
+        against its published keys and each node's SVC1 receipt signature, and that every receipt is bound to the graph.
+        Offline: <code>svc verify BUNDLE.json</code>.
       </p>
       <ErrorNotice error={download.error ?? verify.error ?? verifyFile.error} />
       {result && <Checks result={result.verification} source={result.source} />}

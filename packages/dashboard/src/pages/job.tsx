@@ -46,7 +46,8 @@ function Timeline(props: { audit: JobAudit }) {
 }
 
 function Receipts(props: { receipts: Receipt[] }) {
-  if (props.receipts.length === 0) return <Empty>No receipt yet: the node signs one when it delivers the result.</Empty>;
+  if (props.receipts.length === 0)
+    return <Empty>No receipt yet: the node signs one when it delivers the result.</Empty>;
   return (
     <ul class="receipts" data-testid="receipts">
       {props.receipts.map((r) => (
@@ -88,11 +89,19 @@ function Receipts(props: { receipts: Receipt[] }) {
 export function JobPage(props: { id: string }) {
   // Follow the job while it runs; stop asking once it has finished.
   const [live, setLive] = useState(true);
-  const job = useAsync((signal) => api<Job>(`/api/v1/marketplace/jobs/${props.id}`, { signal }), [props.id], { pollMs: live ? 2000 : undefined });
+  const job = useAsync((signal) => api<Job>(`/api/v1/marketplace/jobs/${props.id}`, { signal }), [props.id], {
+    pollMs: live ? 2000 : undefined,
+  });
   const finished = job.data ? TERMINAL.has(job.data.status) : false;
   useEffect(() => setLive(!finished), [finished]);
-  const audit = useAsync((signal) => api<JobAudit>(`/api/v1/marketplace/jobs/${props.id}/audit`, { signal }), [props.id, job.data?.status]);
-  const receipts = useAsync((signal) => api<{ receipts: Receipt[] }>(`/api/v1/jobs/${props.id}/receipts`, { signal }), [props.id, job.data?.status]);
+  const audit = useAsync(
+    (signal) => api<JobAudit>(`/api/v1/marketplace/jobs/${props.id}/audit`, { signal }),
+    [props.id, job.data?.status],
+  );
+  const receipts = useAsync(
+    (signal) => api<{ receipts: Receipt[] }>(`/api/v1/jobs/${props.id}/receipts`, { signal }),
+    [props.id, job.data?.status],
+  );
   const download = useAction(async () => {
     const res = await request(`/api/v1/marketplace/jobs/${props.id}/result`);
     const name = /filename="([^"]+)"/.exec(res.headers.get('content-disposition') ?? '')?.[1] ?? `${props.id}-result`;

@@ -6,7 +6,15 @@ import { useAsync } from '../hooks';
 import { Link, navigate, useLocation } from '../router';
 import type { Job } from '../types';
 
-export const JOB_STATUSES = ['submitted', 'pending', 'assigned', 'running', 'completed', 'failed', 'cancelled'] as const;
+export const JOB_STATUSES = [
+  'submitted',
+  'pending',
+  'assigned',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+] as const;
 const PAGE = 25;
 
 /** Jobs as a table; `compact` keeps the columns that fit beside another panel. */
@@ -15,7 +23,18 @@ export function JobTable(props: { jobs: Job[]; caption: string; compact?: boolea
     <DataTable
       caption={props.caption}
       testId="jobs"
-      columns={props.compact ? ['Job', 'Type', 'Status', { label: 'Charged', numeric: true }] : ['Job', 'Type', 'Status', { label: 'Budget', numeric: true }, { label: 'Charged', numeric: true }, 'Submitted']}
+      columns={
+        props.compact
+          ? ['Job', 'Type', 'Status', { label: 'Charged', numeric: true }]
+          : [
+              'Job',
+              'Type',
+              'Status',
+              { label: 'Budget', numeric: true },
+              { label: 'Charged', numeric: true },
+              'Submitted',
+            ]
+      }
     >
       {props.jobs.map((j) => (
         <tr key={j.id}>
@@ -45,7 +64,11 @@ export function JobsPage() {
   const status = location.query.get('status') ?? '';
   const [offset, setOffset] = useState(0);
   const jobs = useAsync(
-    (signal) => api<{ jobs: Job[]; total: number }>('/api/v1/marketplace/jobs', { query: { limit: PAGE, offset, status: status || undefined }, signal }),
+    (signal) =>
+      api<{ jobs: Job[]; total: number }>('/api/v1/marketplace/jobs', {
+        query: { limit: PAGE, offset, status: status || undefined },
+        signal,
+      }),
     [offset, status],
     { pollMs: 5000 },
   );
@@ -54,7 +77,10 @@ export function JobsPage() {
     navigate(value ? `/jobs?status=${value}` : '/jobs', { replace: true });
   };
   return (
-    <Page title="Jobs" intro="Marketplace jobs of your organization, newest first. Submit them with the API (POST /api/v1/marketplace/jobs).">
+    <Page
+      title="Jobs"
+      intro="Marketplace jobs of your organization, newest first. Submit them with the API (POST /api/v1/marketplace/jobs)."
+    >
       <Section title={status ? `Jobs: ${status}` : 'All jobs'}>
         <fieldset class="filters">
           <legend>Status</legend>
@@ -71,7 +97,14 @@ export function JobsPage() {
         {jobs.data && jobs.data.jobs.length > 0 && (
           <>
             <JobTable jobs={jobs.data.jobs} caption={status ? `${status} jobs` : 'Jobs'} />
-            <Pager offset={offset} limit={PAGE} total={jobs.data.total} shown={jobs.data.jobs.length} onChange={setOffset} what="Jobs" />
+            <Pager
+              offset={offset}
+              limit={PAGE}
+              total={jobs.data.total}
+              shown={jobs.data.jobs.length}
+              onChange={setOffset}
+              what="Jobs"
+            />
           </>
         )}
       </Section>

@@ -1,6 +1,18 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { Button, CopyButton, DataTable, Done, Empty, ErrorNotice, Field, Loading, Page, Section, Status } from '../components/ui';
+import {
+  Button,
+  CopyButton,
+  DataTable,
+  Done,
+  Empty,
+  ErrorNotice,
+  Field,
+  Loading,
+  Page,
+  Section,
+  Status,
+} from '../components/ui';
 import { ago, when } from '../format';
 import { text, useAsync, useFormAction } from '../hooks';
 import type { ApiKeyRecord } from '../types';
@@ -16,10 +28,14 @@ const SCOPES = [
 function CreateKey(props: { onCreated: () => void }) {
   const [created, setCreated] = useState<{ api_key: string; key: ApiKeyRecord } | undefined>(undefined);
   const action = useFormAction(async (data, form) => {
-    const extra = text(data, 'extra').split(/[\s,]+/).filter(Boolean);
+    const extra = text(data, 'extra')
+      .split(/[\s,]+/)
+      .filter(Boolean);
     const scopes = [...data.getAll('scope').map(String), ...extra];
     if (scopes.length === 0) throw new Error('Choose at least one scope.');
-    const body = await api<{ api_key: string; key: ApiKeyRecord }>('/api/v1/auth/api-keys', { body: { label: text(data, 'label'), scopes } });
+    const body = await api<{ api_key: string; key: ApiKeyRecord }>('/api/v1/auth/api-keys', {
+      body: { label: text(data, 'label'), scopes },
+    });
     setCreated(body);
     form.reset();
     props.onCreated();
@@ -34,7 +50,8 @@ function CreateKey(props: { onCreated: () => void }) {
           <legend>Scopes</legend>
           {SCOPES.map((s, i) => (
             <label class="check" key={s.value}>
-              <input type="checkbox" name="scope" value={s.value} defaultChecked={i === 0} /> <code>{s.value}</code> <span class="muted small">{s.help}</span>
+              <input type="checkbox" name="scope" value={s.value} defaultChecked={i === 0} /> <code>{s.value}</code>{' '}
+              <span class="muted small">{s.help}</span>
             </label>
           ))}
           <Field label="Other scopes (optional)" hint="Space separated, e.g. jobs:read billing:read.">
@@ -49,7 +66,8 @@ function CreateKey(props: { onCreated: () => void }) {
       {created && (
         <div class="secret" role="region" aria-label="New API key" data-testid="new-key">
           <p>
-            <strong>Copy the key “{created.key.label}” now: it is shown this once.</strong> Only its prefix is kept in clear.
+            <strong>Copy the key “{created.key.label}” now: it is shown this once.</strong> Only its prefix is kept in
+            clear.
           </p>
           <code class="key">{created.api_key}</code>
           <CopyButton text={created.api_key} label="Copy the new API key" />
@@ -67,7 +85,9 @@ function RevokeForm(props: { record: ApiKeyRecord; onDone: (message: string) => 
   });
   return (
     <form class="inline-form" onSubmit={action.onSubmit}>
-      <Field label={`Reason for revoking ${props.record.prefix}`}>{(id) => <input id={id} name="reason" required maxLength={500} autoFocus />}</Field>
+      <Field label={`Reason for revoking ${props.record.prefix}`}>
+        {(id) => <input id={id} name="reason" required maxLength={500} autoFocus />}
+      </Field>
       <ErrorNotice error={action.error} />
       <Button type="submit" variant="danger" busy={action.busy}>
         Revoke now
@@ -83,7 +103,10 @@ export function KeysPage() {
   const [message, setMessage] = useState<string | undefined>(undefined);
   const list = keys.data?.keys ?? [];
   return (
-    <Page title="API keys" intro="Keys call the API and the gateway for your organization. Revoked keys are refused at once, on every server.">
+    <Page
+      title="API keys"
+      intro="Keys call the API and the gateway for your organization. Revoked keys are refused at once, on every server."
+    >
       <CreateKey onCreated={keys.reload} />
       <Section title="Keys">
         <Done message={message} />
@@ -91,7 +114,10 @@ export function KeysPage() {
         {keys.loading && !keys.data && <Loading what="keys" />}
         {keys.data && list.length === 0 && <Empty>No keys yet.</Empty>}
         {list.length > 0 && (
-          <DataTable caption="API keys of the organization" columns={['Label', 'Prefix', 'Scopes', 'Created', 'Last used', 'State', { label: 'Actions', srOnly: true }]}>
+          <DataTable
+            caption="API keys of the organization"
+            columns={['Label', 'Prefix', 'Scopes', 'Created', 'Last used', 'State', { label: 'Actions', srOnly: true }]}
+          >
             {list.map((k) => (
               <tr key={k.key_id} data-key-prefix={k.prefix}>
                 <td>{k.label || <span class="muted">(no label)</span>}</td>
@@ -123,7 +149,11 @@ export function KeysPage() {
                         }}
                       />
                     ) : (
-                      <Button variant="danger" onClick={() => (setMessage(undefined), setRevoking(k.key_id))} aria-label={`Revoke ${k.prefix}`}>
+                      <Button
+                        variant="danger"
+                        onClick={() => (setMessage(undefined), setRevoking(k.key_id))}
+                        aria-label={`Revoke ${k.prefix}`}
+                      >
                         Revoke…
                       </Button>
                     ))}

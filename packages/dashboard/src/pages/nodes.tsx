@@ -24,7 +24,12 @@ function lastSeen(unixSeconds: number): string {
 }
 
 export function NodesPage() {
-  const nodes = useAsync((signal) => api<{ nodes: NodeSummary[]; total: number }>('/api/v1/nodes', { query: { scope: 'mine', limit: 200 }, signal }), [], { pollMs: 10_000 });
+  const nodes = useAsync(
+    (signal) =>
+      api<{ nodes: NodeSummary[]; total: number }>('/api/v1/nodes', { query: { scope: 'mine', limit: 200 }, signal }),
+    [],
+    { pollMs: 10_000 },
+  );
   const earnings = useAsync((signal) => api<NodeEarnings>('/api/v1/nodes/earnings', { signal }), []);
   const config = useAsync((signal) => api<ServiceConfig>('/api/v1/config', { signal }), []);
   const earned = new Map((earnings.data?.nodes ?? []).map((n) => [n.node_id, n]));
@@ -32,11 +37,18 @@ export function NodesPage() {
   const online = list.filter((n) => n.status === 'online').length;
   const serverUrl = config.data?.public_url ?? window.location.origin;
   return (
-    <Page title="Nodes" intro="Machines your organization runs for the marketplace and the gateway, and what they earned.">
+    <Page
+      title="Nodes"
+      intro="Machines your organization runs for the marketplace and the gateway, and what they earned."
+    >
       <Section title="Your nodes">
         <dl class="stats">
           <Stat label="Nodes" value={nodes.data ? String(nodes.data.total) : '…'} note={`${online} online`} />
-          <Stat label="Earned" value={earnings.data ? money(earnings.data.total_cents) : '…'} note="after the platform fee" />
+          <Stat
+            label="Earned"
+            value={earnings.data ? money(earnings.data.total_cents) : '…'}
+            note="after the platform fee"
+          />
         </dl>
         <ErrorNotice error={nodes.error ?? earnings.error} />
         {nodes.loading && !nodes.data && <Loading what="nodes" />}
@@ -45,7 +57,16 @@ export function NodesPage() {
           <DataTable
             caption="Nodes of the organization"
             testId="nodes"
-            columns={['Node', 'Status', 'Country', 'GPU', 'Models', { label: 'Load', numeric: true }, 'Last seen', { label: 'Earned', numeric: true }]}
+            columns={[
+              'Node',
+              'Status',
+              'Country',
+              'GPU',
+              'Models',
+              { label: 'Load', numeric: true },
+              'Last seen',
+              { label: 'Earned', numeric: true },
+            ]}
           >
             {list.map((n) => (
               <tr key={n.node_id} data-node={n.node_id}>
@@ -83,15 +104,18 @@ export function NodesPage() {
           <li>
             Create a key with the <code>operator</code> scope under <Link href="/keys">API keys</Link>.
           </li>
-          <li>On the machine, in a checkout of SVC after <code>npm install</code>, run:</li>
+          <li>
+            On the machine, in a checkout of SVC after <code>npm install</code>, run:
+          </li>
         </ol>
         <pre class="command" data-testid="start-command">
           <code>{startCommand(serverUrl)}</code>
         </pre>
         <CopyButton text={startCommand(serverUrl)} label="Copy the command that starts a node" />
         <p class="muted small">
-          Point <code>--upstream</code> at any OpenAI-compatible server (Ollama, vLLM, llama.cpp) and name each catalogue model it serves with <code>--model</code>;
-          add <code>--allow-process-runner</code> to take CPU and GPU compute jobs. The node's key stays in its <code>--data-dir</code>.
+          Point <code>--upstream</code> at any OpenAI-compatible server (Ollama, vLLM, llama.cpp) and name each
+          catalogue model it serves with <code>--model</code>; add <code>--allow-process-runner</code> to take CPU and
+          GPU compute jobs. The node's key stays in its <code>--data-dir</code>.
         </p>
       </Section>
     </Page>

@@ -7,7 +7,10 @@ import { text, useAction, useAsync, useFormAction } from '../hooks';
 import type { InviteResponse, Member, Role } from '../types';
 
 /** What the API lets a role do to a member (docs/authentication.md, Organizations). */
-export function allowedActions(me: { role: Role; buyerId: string }, target: Member): { roles: Role[]; canRemove: boolean } {
+export function allowedActions(
+  me: { role: Role; buyerId: string },
+  target: Member,
+): { roles: Role[]; canRemove: boolean } {
   if (me.role === 'member') return { roles: [], canRemove: false };
   const touchesOwner = target.role === 'owner';
   if (me.role === 'admin' && touchesOwner) return { roles: [], canRemove: false };
@@ -18,7 +21,9 @@ export function allowedActions(me: { role: Role; buyerId: string }, target: Memb
 function Invite(props: { onInvited: () => void }) {
   const [invite, setInvite] = useState<InviteResponse | undefined>(undefined);
   const action = useFormAction(async (data, form) => {
-    const body = await api<InviteResponse>('/api/v1/organizations/current/invites', { body: { email: text(data, 'email'), role: text(data, 'role') } });
+    const body = await api<InviteResponse>('/api/v1/organizations/current/invites', {
+      body: { email: text(data, 'email'), role: text(data, 'role') },
+    });
     setInvite(body);
     form.reset();
     props.onInvited();
@@ -43,7 +48,8 @@ function Invite(props: { onInvited: () => void }) {
       {invite && (
         <div class="secret" role="region" aria-label="Invite link" data-testid="invite">
           <p>
-            Send this link to <strong>{invite.email}</strong> ({invite.role}). It works once, until {when(invite.expires_at)}.
+            Send this link to <strong>{invite.email}</strong> ({invite.role}). It works once, until{' '}
+            {when(invite.expires_at)}.
           </p>
           <code class="key" data-testid="accept-url">
             {invite.accept_url}
@@ -55,7 +61,11 @@ function Invite(props: { onInvited: () => void }) {
   );
 }
 
-function MemberRow(props: { member: Member; me: { role: Role; buyerId: string }; onChanged: (message: string) => void }) {
+function MemberRow(props: {
+  member: Member;
+  me: { role: Role; buyerId: string };
+  onChanged: (message: string) => void;
+}) {
   const m = props.member;
   const allowed = allowedActions(props.me, m);
   const [role, setRole] = useState<Role>(m.role);
@@ -120,7 +130,14 @@ function MemberRow(props: { member: Member; me: { role: Role; buyerId: string };
 
 export function OrganizationPage() {
   const { session } = useSession();
-  const data = useAsync((signal) => api<{ organization: { id: string; name: string; created_at: string }; members: Member[] }>('/api/v1/organizations/current/members', { signal }), []);
+  const data = useAsync(
+    (signal) =>
+      api<{ organization: { id: string; name: string; created_at: string }; members: Member[] }>(
+        '/api/v1/organizations/current/members',
+        { signal },
+      ),
+    [],
+  );
   const [message, setMessage] = useState<string | undefined>(undefined);
   const me = { role: session.organization.role, buyerId: session.buyerId };
   const manager = me.role !== 'member';
@@ -140,7 +157,10 @@ export function OrganizationPage() {
         <ErrorNotice error={data.error} />
         {data.loading && !data.data && <Loading what="members" />}
         {data.data && (
-          <DataTable caption={`Members of ${data.data.organization.name}`} columns={['Name', 'Email', 'Role', 'Joined', { label: 'Actions', srOnly: true }]}>
+          <DataTable
+            caption={`Members of ${data.data.organization.name}`}
+            columns={['Name', 'Email', 'Role', 'Joined', { label: 'Actions', srOnly: true }]}
+          >
             {data.data.members.map((m) => (
               <MemberRow
                 key={`${m.buyer_id}-${m.role}`}

@@ -10,12 +10,25 @@ import { BalanceStats } from './billing';
 import { JobTable } from './jobs';
 
 function RecentRequests() {
-  const requests = useAsync((signal) => api<{ requests: GatewayRequest[] }>('/api/v1/gateway/requests', { query: { limit: 5 }, signal }), [], { pollMs: 15_000 });
+  const requests = useAsync(
+    (signal) => api<{ requests: GatewayRequest[] }>('/api/v1/gateway/requests', { query: { limit: 5 }, signal }),
+    [],
+    { pollMs: 15_000 },
+  );
   if (requests.error) return <ErrorNotice error={requests.error} />;
   if (!requests.data) return <Loading what="requests" />;
-  if (requests.data.requests.length === 0) return <Empty>No gateway requests yet: try the <Link href="/playground">playground</Link>.</Empty>;
+  if (requests.data.requests.length === 0)
+    return (
+      <Empty>
+        No gateway requests yet: try the <Link href="/playground">playground</Link>.
+      </Empty>
+    );
   return (
-    <DataTable caption="Recent gateway requests" testId="requests" columns={['Request', 'Model', 'Status', 'Country', { label: 'Charged', numeric: true }, 'When']}>
+    <DataTable
+      caption="Recent gateway requests"
+      testId="requests"
+      columns={['Request', 'Model', 'Status', 'Country', { label: 'Charged', numeric: true }, 'When']}
+    >
       {requests.data.requests.map((r) => (
         <tr key={r.id}>
           <td>
@@ -37,17 +50,35 @@ function RecentRequests() {
 }
 
 function NodeHealth() {
-  const health = useAsync((signal) => api<InferenceHealth>('/api/v1/inference/health', { signal }), [], { pollMs: 15_000 });
-  const mine = useAsync((signal) => api<{ nodes: NodeSummary[]; total: number }>('/api/v1/nodes', { query: { scope: 'mine', limit: 200 }, signal }), [], { pollMs: 15_000 });
+  const health = useAsync((signal) => api<InferenceHealth>('/api/v1/inference/health', { signal }), [], {
+    pollMs: 15_000,
+  });
+  const mine = useAsync(
+    (signal) =>
+      api<{ nodes: NodeSummary[]; total: number }>('/api/v1/nodes', { query: { scope: 'mine', limit: 200 }, signal }),
+    [],
+    { pollMs: 15_000 },
+  );
   const h = health.data;
   const online = mine.data?.nodes.filter((n) => n.status === 'online').length ?? 0;
   return (
     <>
       <ErrorNotice error={health.error ?? mine.error} />
       <dl class="stats" data-testid="node-health">
-        <Stat label="Chat models with capacity" value={h ? `${h.chat_models_with_capacity} of ${h.chat_models_in_catalog}` : '…'} />
-        <Stat label="Nodes online (5 min)" value={h ? String(h.online_nodes_heartbeat_5m) : '…'} note={h ? `${h.registered_nodes} registered on the network` : undefined} />
-        <Stat label="Your nodes online" value={mine.data ? `${online} of ${mine.data.total}` : '…'} note={<Link href="/nodes">details</Link>} />
+        <Stat
+          label="Chat models with capacity"
+          value={h ? `${h.chat_models_with_capacity} of ${h.chat_models_in_catalog}` : '…'}
+        />
+        <Stat
+          label="Nodes online (5 min)"
+          value={h ? String(h.online_nodes_heartbeat_5m) : '…'}
+          note={h ? `${h.registered_nodes} registered on the network` : undefined}
+        />
+        <Stat
+          label="Your nodes online"
+          value={mine.data ? `${online} of ${mine.data.total}` : '…'}
+          note={<Link href="/nodes">details</Link>}
+        />
       </dl>
     </>
   );
@@ -55,7 +86,11 @@ function NodeHealth() {
 
 export function OverviewPage() {
   const { session } = useSession();
-  const jobs = useAsync((signal) => api<{ jobs: Job[] }>('/api/v1/marketplace/jobs', { query: { limit: 5 }, signal }), [], { pollMs: 15_000 });
+  const jobs = useAsync(
+    (signal) => api<{ jobs: Job[] }>('/api/v1/marketplace/jobs', { query: { limit: 5 }, signal }),
+    [],
+    { pollMs: 15_000 },
+  );
   return (
     <Page title="Overview" intro={`${session.organization.name}, as ${session.name || session.email}.`}>
       <Section title="Balance" actions={<Link href="/billing">Billing</Link>}>

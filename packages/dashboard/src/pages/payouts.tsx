@@ -1,6 +1,18 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { Button, DataTable, Empty, ErrorNotice, Field, Loading, Page, Pager, Section, Stat, Status } from '../components/ui';
+import {
+  Button,
+  DataTable,
+  Empty,
+  ErrorNotice,
+  Field,
+  Loading,
+  Page,
+  Pager,
+  Section,
+  Stat,
+  Status,
+} from '../components/ui';
 import { money, when } from '../format';
 import { text, useAction, useAsync, useFormAction } from '../hooks';
 import type { PayoutAccountStatus, PayoutList } from '../types';
@@ -12,8 +24,8 @@ export function NoRealMoney(props: { provider: string; movesRealMoney: boolean }
   if (props.movesRealMoney) return null;
   return (
     <p class="notice" role="note" data-testid="no-real-money">
-      <strong>No real money moves:</strong> this server uses the <code>{props.provider}</code> payment provider, which stands in for a real one.
-      Payouts are recorded and marked paid by an administrator who pays by hand.
+      <strong>No real money moves:</strong> this server uses the <code>{props.provider}</code> payment provider, which
+      stands in for a real one. Payouts are recorded and marked paid by an administrator who pays by hand.
     </p>
   );
 }
@@ -21,11 +33,15 @@ export function NoRealMoney(props: { provider: string; movesRealMoney: boolean }
 function Onboarding(props: { status: PayoutAccountStatus; onChange: () => void }) {
   const { status } = props;
   const open = useAction(async () => {
-    const { url } = await api<{ url: string }>('/api/v1/node/connect/onboarding', { body: { account_id: status.account_id } });
+    const { url } = await api<{ url: string }>('/api/v1/node/connect/onboarding', {
+      body: { account_id: status.account_id },
+    });
     window.location.assign(url);
   });
   const create = useFormAction(async (data) => {
-    await api('/api/v1/node/connect', { body: { email: text(data, 'email'), country: text(data, 'country').toUpperCase() } });
+    await api('/api/v1/node/connect', {
+      body: { email: text(data, 'email'), country: text(data, 'country').toUpperCase() },
+    });
     props.onChange();
     return 'Payout account created. Continue with onboarding.';
   });
@@ -33,9 +49,13 @@ function Onboarding(props: { status: PayoutAccountStatus; onChange: () => void }
     return (
       <form onSubmit={create.onSubmit} data-testid="payout-setup">
         <p>Set up a payout account to be paid what your nodes earn.</p>
-        <Field label="Payout email">{(id) => <input id={id} name="email" type="email" required maxLength={254} />}</Field>
+        <Field label="Payout email">
+          {(id) => <input id={id} name="email" type="email" required maxLength={254} />}
+        </Field>
         <Field label="Country" hint="Two letters, e.g. CA.">
-          {(id, hint) => <input id={id} name="country" required pattern="[A-Za-z]{2}" maxLength={2} aria-describedby={hint} />}
+          {(id, hint) => (
+            <input id={id} name="country" required pattern="[A-Za-z]{2}" maxLength={2} aria-describedby={hint} />
+          )}
         </Field>
         <ErrorNotice error={create.error} prefix="Could not create the payout account" />
         <Button type="submit" variant="primary" busy={create.busy}>
@@ -48,7 +68,11 @@ function Onboarding(props: { status: PayoutAccountStatus; onChange: () => void }
     <div data-testid="payout-account">
       <dl class="stats">
         <Stat label="Payout account" value={<code>{status.account_id}</code>} note={status.provider} />
-        <Stat label="Onboarding" value={<Status value={status.onboarded ? 'onboarded' : 'pending'} />} note={status.onboarded ? 'payouts are sent to this account' : 'finish it to be paid'} />
+        <Stat
+          label="Onboarding"
+          value={<Status value={status.onboarded ? 'onboarded' : 'pending'} />}
+          note={status.onboarded ? 'payouts are sent to this account' : 'finish it to be paid'}
+        />
       </dl>
       {!status.onboarded && (
         <>
@@ -65,14 +89,24 @@ function Onboarding(props: { status: PayoutAccountStatus; onChange: () => void }
 export function PayoutsPage() {
   const [offset, setOffset] = useState(0);
   const status = useAsync((signal) => api<PayoutAccountStatus>('/api/v1/node/connect/status', { signal }), []);
-  const payouts = useAsync((signal) => api<PayoutList>('/api/v1/payouts', { query: { limit: PAGE, offset }, signal }), [offset]);
+  const payouts = useAsync(
+    (signal) => api<PayoutList>('/api/v1/payouts', { query: { limit: PAGE, offset }, signal }),
+    [offset],
+  );
   const list = payouts.data;
   return (
-    <Page title="Payouts" intro="What your nodes earn, less the platform fee, is paid out when it reaches the minimum. Work paid with free-tier credit earns nothing payable.">
+    <Page
+      title="Payouts"
+      intro="What your nodes earn, less the platform fee, is paid out when it reaches the minimum. Work paid with free-tier credit earns nothing payable."
+    >
       {status.data && <NoRealMoney provider={status.data.provider} movesRealMoney={status.data.moves_real_money} />}
       <Section title="Payout account">
         <ErrorNotice error={status.error} />
-        {status.data ? <Onboarding status={status.data} onChange={status.reload} /> : !status.error && <Loading what="the payout account" />}
+        {status.data ? (
+          <Onboarding status={status.data} onChange={status.reload} />
+        ) : (
+          !status.error && <Loading what="the payout account" />
+        )}
       </Section>
       <Section title="Payable">
         <ErrorNotice error={payouts.error} />
@@ -88,7 +122,11 @@ export function PayoutsPage() {
         {list && list.payouts.length === 0 && <Empty>No payouts yet.</Empty>}
         {list && list.payouts.length > 0 && (
           <>
-            <DataTable caption="Payouts, newest first" testId="payouts" columns={['When', 'Period', 'Status', { label: 'Amount', numeric: true }, 'Reference']}>
+            <DataTable
+              caption="Payouts, newest first"
+              testId="payouts"
+              columns={['When', 'Period', 'Status', { label: 'Amount', numeric: true }, 'Reference']}
+            >
               {list.payouts.map((p) => (
                 <tr key={p.id}>
                   <td>{when(p.created_at)}</td>
@@ -106,7 +144,14 @@ export function PayoutsPage() {
                 </tr>
               ))}
             </DataTable>
-            <Pager offset={offset} limit={PAGE} total={list.total} shown={list.payouts.length} onChange={setOffset} what="Payouts" />
+            <Pager
+              offset={offset}
+              limit={PAGE}
+              total={list.total}
+              shown={list.payouts.length}
+              onChange={setOffset}
+              what="Payouts"
+            />
           </>
         )}
       </Section>

@@ -19,7 +19,10 @@ interface Turn {
 }
 
 function ReceiptDetails(props: { completionId: string }) {
-  const receipt = useAsync((signal) => api<{ receipts: Receipt[] }>(`/api/v1/job/receipts/${props.completionId}`, { signal }), [props.completionId]);
+  const receipt = useAsync(
+    (signal) => api<{ receipts: Receipt[] }>(`/api/v1/job/receipts/${props.completionId}`, { signal }),
+    [props.completionId],
+  );
   const r = receipt.data?.receipts[0];
   if (receipt.error) return <ErrorNotice error={receipt.error} />;
   if (!r) return <p class="muted small">Loading the receipt…</p>;
@@ -61,7 +64,8 @@ function Answer(props: { turn: Turn }) {
         <div class="served" data-testid="served-by">
           {t.servedBy && (
             <span>
-              Served by <code>{t.servedBy.node_id}</code> in <strong data-testid="served-country">{t.servedBy.country || 'an undeclared country'}</strong>
+              Served by <code>{t.servedBy.node_id}</code> in{' '}
+              <strong data-testid="served-country">{t.servedBy.country || 'an undeclared country'}</strong>
               {t.servedBy.gpu_model && ` on ${t.servedBy.gpu_model}`}
             </span>
           )}
@@ -92,15 +96,21 @@ export function PlaygroundPage() {
   const [error, setError] = useState<Error | undefined>(undefined);
   const abort = useRef<AbortController | undefined>(undefined);
 
-  const update = (index: number, patch: Partial<Turn>) => setTurns((all) => all.map((t, i) => (i === index ? { ...t, ...patch, content: patch.content ?? t.content } : t)));
+  const update = (index: number, patch: Partial<Turn>) =>
+    setTurns((all) => all.map((t, i) => (i === index ? { ...t, ...patch, content: patch.content ?? t.content } : t)));
 
   const send = async (form: HTMLFormElement) => {
     const data = new FormData(form);
     const prompt = String(data.get('prompt') ?? '').trim();
     if (!prompt) return;
-    const country = String(data.get('country') ?? '').trim().toUpperCase();
+    const country = String(data.get('country') ?? '')
+      .trim()
+      .toUpperCase();
     const pin = String(data.get('pin') ?? 'strict');
-    const history = [...turns.filter((t) => !t.error).map((t) => ({ role: t.role, content: t.content })), { role: 'user' as const, content: prompt }];
+    const history = [
+      ...turns.filter((t) => !t.error).map((t) => ({ role: t.role, content: t.content })),
+      { role: 'user' as const, content: prompt },
+    ];
     const index = turns.length + 1;
     setTurns([...turns, { role: 'user', content: prompt }, { role: 'assistant', content: '', streaming: true }]);
     (form.elements.namedItem('prompt') as HTMLTextAreaElement).value = '';
@@ -145,7 +155,10 @@ export function PlaygroundPage() {
   };
 
   return (
-    <Page title="Playground" intro="Chat with the gateway. Each answer names the node and country that served it and the receipt it signed.">
+    <Page
+      title="Playground"
+      intro="Chat with the gateway. Each answer names the node and country that served it and the receipt it signed."
+    >
       <Section title="Conversation">
         <div class="chat" aria-live="polite" aria-relevant="additions text" data-testid="chat">
           {turns.length === 0 && <p class="muted">Ask something to start. Answers stream as the node writes them.</p>}
@@ -180,7 +193,17 @@ export function PlaygroundPage() {
               )}
             </Field>
             <Field label="Country (optional)" hint="ISO code, e.g. CA">
-              {(id, hint) => <input id={id} name="country" maxLength={2} pattern="[A-Za-z]{2}" size={4} aria-describedby={hint} autoComplete="off" />}
+              {(id, hint) => (
+                <input
+                  id={id}
+                  name="country"
+                  maxLength={2}
+                  pattern="[A-Za-z]{2}"
+                  size={4}
+                  aria-describedby={hint}
+                  autoComplete="off"
+                />
+              )}
             </Field>
             <fieldset class="pin">
               <legend>Pin</legend>

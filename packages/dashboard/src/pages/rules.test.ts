@@ -6,7 +6,13 @@ import { eventLabel } from './job';
 import { startCommand } from './nodes';
 import { allowedActions } from './organization';
 
-const member = (role: Member['role'], id = 'buy_x'): Member => ({ buyer_id: id, email: `${id}@x.test`, name: '', created_at: '', role });
+const member = (role: Member['role'], id = 'buy_x'): Member => ({
+  buyer_id: id,
+  email: `${id}@x.test`,
+  name: '',
+  created_at: '',
+  role,
+});
 
 describe('what the pages decide', () => {
   it('offers member actions exactly as the API allows each role', () => {

@@ -33,16 +33,36 @@ const PAGE = 25;
 
 export function WorkOrdersPage() {
   const [offset, setOffset] = useState(0);
-  const orders = useAsync((signal) => api<{ orders: WorkOrder[]; total: number }>('/api/v1/work/orders', { query: { limit: PAGE, offset }, signal }), [offset], { pollMs: 5000 });
+  const orders = useAsync(
+    (signal) =>
+      api<{ orders: WorkOrder[]; total: number }>('/api/v1/work/orders', { query: { limit: PAGE, offset }, signal }),
+    [offset],
+    { pollMs: 5000 },
+  );
   return (
-    <Page title="Work orders" intro="Repository changes made by capsules on nodes, certified against their policy. Create them with the API (POST /api/v1/work/orders; docs/work-orders.md).">
+    <Page
+      title="Work orders"
+      intro="Repository changes made by capsules on nodes, certified against their policy. Create them with the API (POST /api/v1/work/orders; docs/work-orders.md)."
+    >
       <Section title="All work orders">
         <ErrorNotice error={orders.error} />
         {orders.loading && !orders.data && <Loading what="work orders" />}
         {orders.data && orders.data.orders.length === 0 && <Empty>No work orders yet.</Empty>}
         {orders.data && orders.data.orders.length > 0 && (
           <>
-            <DataTable caption="Work orders" testId="work-orders" columns={['Order', 'Title', 'Status', 'Decision', { label: 'Paths', numeric: true }, 'Pull request', 'Created']}>
+            <DataTable
+              caption="Work orders"
+              testId="work-orders"
+              columns={[
+                'Order',
+                'Title',
+                'Status',
+                'Decision',
+                { label: 'Paths', numeric: true },
+                'Pull request',
+                'Created',
+              ]}
+            >
               {orders.data.orders.map((o) => (
                 <tr key={o.id}>
                   <td>
@@ -61,7 +81,14 @@ export function WorkOrdersPage() {
                 </tr>
               ))}
             </DataTable>
-            <Pager offset={offset} limit={PAGE} total={orders.data.total} shown={orders.data.orders.length} onChange={setOffset} what="Work orders" />
+            <Pager
+              offset={offset}
+              limit={PAGE}
+              total={orders.data.total}
+              shown={orders.data.orders.length}
+              onChange={setOffset}
+              what="Work orders"
+            />
           </>
         )}
       </Section>
@@ -70,8 +97,13 @@ export function WorkOrdersPage() {
 }
 
 export function WorkOrderPage(props: { id: string }) {
-  const order = useAsync((signal) => api<WorkOrder>(`/api/v1/work/orders/${props.id}`, { signal }), [props.id], { pollMs: 5000 });
-  const diff = useAsync((signal) => api<{ diff: string; diff_truncated: boolean }>(`/api/v1/work/orders/${props.id}/diff`, { signal }), [props.id, order.data?.status]);
+  const order = useAsync((signal) => api<WorkOrder>(`/api/v1/work/orders/${props.id}`, { signal }), [props.id], {
+    pollMs: 5000,
+  });
+  const diff = useAsync(
+    (signal) => api<{ diff: string; diff_truncated: boolean }>(`/api/v1/work/orders/${props.id}/diff`, { signal }),
+    [props.id, order.data?.status],
+  );
   const act = useAction(async (action: 'approve' | 'reject') => {
     await api(`/api/v1/work/orders/${props.id}/${action}`, { body: {} });
     order.reload();
@@ -86,7 +118,12 @@ export function WorkOrderPage(props: { id: string }) {
         <>
           <Section title="Decision">
             <p data-testid="work-order-status">
-              <Status value={o.status} /> {o.decision && <>certification <Status value={o.decision.certification} /></>}
+              <Status value={o.status} />{' '}
+              {o.decision && (
+                <>
+                  certification <Status value={o.decision.certification} />
+                </>
+              )}
             </p>
             {o.decision && (
               <ul>
@@ -97,7 +134,8 @@ export function WorkOrderPage(props: { id: string }) {
             )}
             {o.failure_reason && <p class="error">{o.failure_reason}</p>}
             <p class="muted small">
-              {o.repository_url}: {o.base_branch} → {o.work_branch}, preset {o.policy_preset}, trust tier {o.trust_tier}; rollback point <code>{o.rollback_point ? short(o.rollback_point, 12) : '—'}</code>
+              {o.repository_url}: {o.base_branch} → {o.work_branch}, preset {o.policy_preset}, trust tier {o.trust_tier}
+              ; rollback point <code>{o.rollback_point ? short(o.rollback_point, 12) : '—'}</code>
               {o.pr_url && (
                 <>
                   ; pull request <a href={o.pr_url}>{o.pr_url}</a>
@@ -107,7 +145,12 @@ export function WorkOrderPage(props: { id: string }) {
             </p>
             {['certified', 'needs_review'].includes(o.status) && (
               <p>
-                <Button busy={act.busy} onClick={() => void act.run('approve')}>Approve</Button> <Button variant="danger" busy={act.busy} onClick={() => void act.run('reject')}>Reject</Button>
+                <Button busy={act.busy} onClick={() => void act.run('approve')}>
+                  Approve
+                </Button>{' '}
+                <Button variant="danger" busy={act.busy} onClick={() => void act.run('reject')}>
+                  Reject
+                </Button>
               </p>
             )}
             <ErrorNotice error={act.error} />
@@ -117,7 +160,9 @@ export function WorkOrderPage(props: { id: string }) {
                 {o.approvals.map((a) => (
                   <tr key={a.at}>
                     <td>{a.decision}</td>
-                    <td>{a.by} ({a.role})</td>
+                    <td>
+                      {a.by} ({a.role})
+                    </td>
                     <td>{a.reason ?? '—'}</td>
                     <td>{when(a.at)}</td>
                   </tr>
@@ -129,7 +174,10 @@ export function WorkOrderPage(props: { id: string }) {
             {o.checks.length === 0 ? (
               <Empty>No checks ran.</Empty>
             ) : (
-              <DataTable caption="Checks the node ran" columns={['Command', { label: 'Exit', numeric: true }, 'Output SHA-256']}>
+              <DataTable
+                caption="Checks the node ran"
+                columns={['Command', { label: 'Exit', numeric: true }, 'Output SHA-256']}
+              >
                 {o.checks.map((c) => (
                   <tr key={c.command}>
                     <td>
@@ -146,7 +194,14 @@ export function WorkOrderPage(props: { id: string }) {
           </Section>
           <Section title={`Diff (${o.changed_paths.length} paths)`}>
             <ErrorNotice error={diff.error} />
-            {diff.data && (diff.data.diff ? <pre class="diff" data-testid="work-order-diff">{diff.data.diff}</pre> : <Empty>No change.</Empty>)}
+            {diff.data &&
+              (diff.data.diff ? (
+                <pre class="diff" data-testid="work-order-diff">
+                  {diff.data.diff}
+                </pre>
+              ) : (
+                <Empty>No change.</Empty>
+              ))}
             {diff.data?.diff_truncated && <p class="muted small">The diff was cut at 1 MiB.</p>}
           </Section>
           <EvidenceSection jobId={o.id} status={o.status} bundlePath={`/api/v1/work/orders/${o.id}/evidence/bundle`} />

@@ -152,7 +152,9 @@ export function encodeGguf(file: GgufFile): Buffer {
   for (const tensor of file.tensors) {
     const elements = tensor.dims.reduce((n, d) => n * d, 1);
     if (elements !== tensor.data.length) {
-      throw new Error(`tensor ${tensor.name}: dims ${tensor.dims.join('x')} need ${elements} values, got ${tensor.data.length}`);
+      throw new Error(
+        `tensor ${tensor.name}: dims ${tensor.dims.join('x')} need ${elements} values, got ${tensor.data.length}`,
+      );
     }
     offsets.push(offset);
     offset += Math.ceil((elements * 4) / ALIGNMENT) * ALIGNMENT;

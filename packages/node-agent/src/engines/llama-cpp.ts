@@ -78,7 +78,9 @@ async function loadNodeLlamaCpp(): Promise<NlcModule> {
   try {
     return (await import(PACKAGE)) as NlcModule;
   } catch (error) {
-    throw new Error(`node-llama-cpp is not installed (optional dependency of @svc/node-agent): ${(error as Error).message}`);
+    throw new Error(
+      `node-llama-cpp is not installed (optional dependency of @svc/node-agent): ${(error as Error).message}`,
+    );
   }
 }
 
@@ -92,7 +94,13 @@ async function loadNodeLlamaCpp(): Promise<NlcModule> {
 export async function probeLlamaCpp(): Promise<{ available: true } | { available: false; reason: string }> {
   try {
     const nlc = await loadNodeLlamaCpp();
-    const llama = await nlc.getLlama({ build: 'never', gpu: false, skipDownload: true, progressLogs: false, logLevel: 'error' });
+    const llama = await nlc.getLlama({
+      build: 'never',
+      gpu: false,
+      skipDownload: true,
+      progressLogs: false,
+      logLevel: 'error',
+    });
     await llama.dispose();
     return { available: true };
   } catch (error) {
@@ -157,7 +165,10 @@ export async function createLlamaCppEngine(options: LlamaCppEngineOptions): Prom
       const model = await llama.loadModel({ modelPath: path });
       const dimensions = findModel(id)?.dimensions;
       if (type === 'embeddings' && dimensions !== undefined && model.embeddingVectorSize !== dimensions) {
-        throw new EngineError(`${path} embeds in ${model.embeddingVectorSize} dimensions; ${id} has ${dimensions}`, false);
+        throw new EngineError(
+          `${path} embeds in ${model.embeddingVectorSize} dimensions; ${id} has ${dimensions}`,
+          false,
+        );
       }
       const contextSize = options.contextSize ?? Math.min(model.trainContextSize, 4096);
       loaded.set(id, { id, kind: type, model, contextSize, queue: createQueue() });
@@ -169,7 +180,8 @@ export async function createLlamaCppEngine(options: LlamaCppEngineOptions): Prom
 
   function modelFor(id: string, kind: LoadedModel['kind']): LoadedModel {
     const entry = loaded.get(id);
-    if (entry === undefined || entry.kind !== kind) throw new EngineError(`model ${id} is not served by this engine`, true);
+    if (entry === undefined || entry.kind !== kind)
+      throw new EngineError(`model ${id} is not served by this engine`, true);
     return entry;
   }
 
@@ -230,7 +242,10 @@ export async function createLlamaCppEngine(options: LlamaCppEngineOptions): Prom
           if (call.signal?.aborted) throw failure(call.signal.reason, call);
           const length = context.calculateInputLength(text);
           if (length > entry.contextSize) {
-            throw new EngineError(`input ${i} has ${length} tokens; ${request.model} takes at most ${entry.contextSize}`, false);
+            throw new EngineError(
+              `input ${i} has ${length} tokens; ${request.model} takes at most ${entry.contextSize}`,
+              false,
+            );
           }
           promptTokens += length;
           embeddings.push([...(await context.getEmbeddingFor(text)).vector]);

@@ -107,7 +107,11 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
     return name;
   }
 
-  async function streamChat(upstream: UpstreamResponse, request: ChatRequest, onDelta: (text: string) => void): Promise<ChatResult> {
+  async function streamChat(
+    upstream: UpstreamResponse,
+    request: ChatRequest,
+    onDelta: (text: string) => void,
+  ): Promise<ChatResult> {
     const { response } = upstream;
     if (response.body === null) throw malformed('chat stream');
     let content = '';
@@ -222,13 +226,17 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
       if (typeof json?.text !== 'string') throw malformed('transcription');
       const text = json.text;
       const duration =
-        typeof json.duration === 'number' && json.duration >= 0 ? json.duration : (wavDurationSeconds(request.audio) ?? 0);
+        typeof json.duration === 'number' && json.duration >= 0
+          ? json.duration
+          : (wavDurationSeconds(request.audio) ?? 0);
       const segments = Array.isArray(json.segments)
-        ? json.segments.map(asObject).flatMap((s) =>
-            typeof s?.start === 'number' && typeof s.end === 'number' && typeof s.text === 'string'
-              ? [{ start: s.start, end: s.end, text: s.text }]
-              : [],
-          )
+        ? json.segments
+            .map(asObject)
+            .flatMap((s) =>
+              typeof s?.start === 'number' && typeof s.end === 'number' && typeof s.text === 'string'
+                ? [{ start: s.start, end: s.end, text: s.text }]
+                : [],
+            )
         : text.trim() === ''
           ? []
           : [{ start: 0, end: duration, text }];

@@ -39,7 +39,10 @@ export async function runLlmInference(item: WorkItem, ctx: RunContext): Promise<
       ...(temperature === undefined ? {} : { temperature }),
     };
     const answer = await engine.chat(request, { signal: ctx.signal });
-    const usage = { prompt_tokens: meterCount(answer.usage.prompt_tokens), completion_tokens: meterCount(answer.usage.completion_tokens) };
+    const usage = {
+      prompt_tokens: meterCount(answer.usage.prompt_tokens),
+      completion_tokens: meterCount(answer.usage.completion_tokens),
+    };
     prompt += usage.prompt_tokens;
     completion += usage.completion_tokens;
     results.push({ index, content: answer.content, finish_reason: answer.finish_reason, usage });
@@ -61,7 +64,10 @@ export async function runEmbeddings(item: WorkItem, ctx: RunContext): Promise<Ru
   const inputs = stringList(item.payload.inputs, 'inputs');
   const answer = await engine.embed({ model: model ?? '', input: inputs }, { signal: ctx.signal });
   if (answer.embeddings.length !== inputs.length) {
-    throw new WorkError(`engine ${engine.name} returned ${answer.embeddings.length} embeddings for ${inputs.length} inputs`, true);
+    throw new WorkError(
+      `engine ${engine.name} returned ${answer.embeddings.length} embeddings for ${inputs.length} inputs`,
+      true,
+    );
   }
   const data = answer.embeddings.map((embedding, index) => ({ index, embedding }));
   const tokens = meterCount(answer.prompt_tokens);
@@ -79,10 +85,17 @@ export async function runTranscription(item: WorkItem, ctx: RunContext): Promise
   const model = workModel(item);
   const engine = engineFor(ctx.engines, model);
   const url = item.payload.payload_url;
-  const audio = await fetchPayload(url, { signal: ctx.signal, ...(ctx.fetch ? { fetch: ctx.fetch } : {}), ...(ctx.trustedOrigin ? { trustedOrigin: ctx.trustedOrigin } : {}) });
+  const audio = await fetchPayload(url, {
+    signal: ctx.signal,
+    ...(ctx.fetch ? { fetch: ctx.fetch } : {}),
+    ...(ctx.trustedOrigin ? { trustedOrigin: ctx.trustedOrigin } : {}),
+  });
   const filename = (typeof url === 'string' ? new URL(url).pathname.split('/').pop() : undefined) || 'audio';
   const language = typeof item.payload.language === 'string' ? item.payload.language : undefined;
-  const answer = await engine.transcribe({ model: model ?? '', audio, filename, ...(language ? { language } : {}) }, { signal: ctx.signal });
+  const answer = await engine.transcribe(
+    { model: model ?? '', audio, filename, ...(language ? { language } : {}) },
+    { signal: ctx.signal },
+  );
   const seconds = Number.isFinite(answer.duration) && answer.duration > 0 ? Math.ceil(answer.duration) : 0;
   const output = { text: answer.text, language: answer.language, duration: answer.duration, segments: answer.segments };
   return jsonOutput(output, { metering_units: seconds, usage: { audio_seconds: seconds }, engine: engine.name });
@@ -100,14 +113,21 @@ export async function runImageGeneration(item: WorkItem, ctx: RunContext): Promi
   const engine = engineFor(ctx.engines, model);
   const prompts = stringList(item.payload.prompts, 'prompts');
   const size = item.payload.size ?? '512x512';
-  if (typeof size !== 'string' || !/^\d{2,4}x\d{2,4}$/.test(size)) throw new WorkError('payload.size must be WxH, e.g. 512x512', false);
+  if (typeof size !== 'string' || !/^\d{2,4}x\d{2,4}$/.test(size))
+    throw new WorkError('payload.size must be WxH, e.g. 512x512', false);
   const results = [];
   let images = 0;
   for (const [index, prompt] of prompts.entries()) {
     if (ctx.signal.aborted) throw abortReason(ctx.signal);
     const answer = await engine.generateImage({ model: model ?? '', prompt, n: 1, size }, { signal: ctx.signal });
     images += answer.images.length;
-    results.push({ index, images: answer.images.map((image) => ({ content_type: image.content_type, b64_json: image.bytes.toString('base64') })) });
+    results.push({
+      index,
+      images: answer.images.map((image) => ({
+        content_type: image.content_type,
+        b64_json: image.bytes.toString('base64'),
+      })),
+    });
   }
   return jsonOutput({ results }, { metering_units: images, usage: { images }, engine: engine.name });
 }

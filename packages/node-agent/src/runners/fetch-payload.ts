@@ -7,10 +7,25 @@ export const PAYLOAD_FETCH_TIMEOUT_MS = 60_000;
 export const PAYLOAD_MAX_BYTES = 25 * 1024 * 1024;
 
 const PRIVATE = new BlockList();
-for (const [net, prefix] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.168.0.0', 16], ['224.0.0.0', 3]] as const) {
+for (const [net, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.168.0.0', 16],
+  ['224.0.0.0', 3],
+] as const) {
   PRIVATE.addSubnet(net, prefix, 'ipv4');
 }
-for (const [net, prefix] of [['::', 127], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) PRIVATE.addSubnet(net, prefix, 'ipv6');
+for (const [net, prefix] of [
+  ['::', 127],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const)
+  PRIVATE.addSubnet(net, prefix, 'ipv6');
 
 /** True for loopback, private, link-local, CGNAT, multicast and reserved addresses. */
 function isPrivateAddress(address: string): boolean {
@@ -45,14 +60,16 @@ export async function fetchPayload(rawUrl: unknown, options: FetchPayloadOptions
   } catch {
     throw new WorkError('payload.payload_url must be an absolute http(s) URL', false);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new WorkError('payload.payload_url must be http(s)', false);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new WorkError('payload.payload_url must be http(s)', false);
   if (url.origin !== options.trustedOrigin) await assertPublicHost(url.hostname.replace(/^\[|\]$/g, ''));
 
   const timeout = AbortSignal.timeout(timeoutMs);
   const combined = AbortSignal.any([signal, timeout]);
   try {
     const res = await (options.fetch ?? fetch)(url, { signal: combined, redirect: 'error' });
-    if (!res.ok) throw new WorkError(`payload_url answered HTTP ${res.status}`, res.status === 429 || res.status >= 500);
+    if (!res.ok)
+      throw new WorkError(`payload_url answered HTTP ${res.status}`, res.status === 429 || res.status >= 500);
     const declared = Number(res.headers.get('content-length') ?? Number.NaN);
     if (declared > maxBytes) throw new WorkError(`payload_url is larger than ${maxBytes} bytes`, false);
     const chunks: Buffer[] = [];

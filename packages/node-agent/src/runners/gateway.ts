@@ -1,6 +1,15 @@
 import { EngineError, type ChatMessage } from '../engines/interface.js';
 import type { WorkItem } from '../wire.js';
-import { engineFor, jsonOutput, meterCount, optionalNumber, workModel, WorkError, type RunContext, type RunOutput } from './types.js';
+import {
+  engineFor,
+  jsonOutput,
+  meterCount,
+  optionalNumber,
+  workModel,
+  WorkError,
+  type RunContext,
+  type RunOutput,
+} from './types.js';
 
 /** Refusal for `stream: true` work when the runner has nowhere to send events. */
 export const STREAMING_UNSUPPORTED = 'streaming work is not supported by this agent version';
@@ -11,9 +20,22 @@ function chatMessages(value: unknown): ChatMessage[] {
   const valid =
     Array.isArray(value) &&
     value.length > 0 &&
-    value.every((m: unknown) => typeof m === 'object' && m !== null && ROLES.has(String((m as Record<string, unknown>).role)) && typeof (m as Record<string, unknown>).content === 'string');
-  if (!valid) throw new WorkError('payload.messages must be a non-empty array of {role: system|user|assistant, content: string}', false);
-  return (value as Record<string, unknown>[]).map((m) => ({ role: m.role as ChatMessage['role'], content: String(m.content) }));
+    value.every(
+      (m: unknown) =>
+        typeof m === 'object' &&
+        m !== null &&
+        ROLES.has(String((m as Record<string, unknown>).role)) &&
+        typeof (m as Record<string, unknown>).content === 'string',
+    );
+  if (!valid)
+    throw new WorkError(
+      'payload.messages must be a non-empty array of {role: system|user|assistant, content: string}',
+      false,
+    );
+  return (value as Record<string, unknown>[]).map((m) => ({
+    role: m.role as ChatMessage['role'],
+    content: String(m.content),
+  }));
 }
 
 /**
@@ -54,10 +76,17 @@ export async function runGatewayChat(item: WorkItem, ctx: RunContext): Promise<R
   } else {
     answer = await engine.chat(request, { signal: ctx.signal });
   }
-  const usage = { prompt_tokens: meterCount(answer.usage.prompt_tokens), completion_tokens: meterCount(answer.usage.completion_tokens) };
+  const usage = {
+    prompt_tokens: meterCount(answer.usage.prompt_tokens),
+    completion_tokens: meterCount(answer.usage.completion_tokens),
+  };
   if (streamed && events !== undefined) await events.done({ usage, finish_reason: answer.finish_reason });
   const output = { content: answer.content, finish_reason: answer.finish_reason, usage };
-  return jsonOutput(output, { metering_units: usage.prompt_tokens + usage.completion_tokens, usage, engine: engine.name });
+  return jsonOutput(output, {
+    metering_units: usage.prompt_tokens + usage.completion_tokens,
+    usage,
+    engine: engine.name,
+  });
 }
 
 /**
@@ -78,10 +107,16 @@ export async function runGatewayEmbeddings(item: WorkItem, ctx: RunContext): Pro
   }
   const answer = await engine.embed({ model: model ?? '', input }, { signal: ctx.signal });
   if (answer.embeddings.length !== input.length) {
-    throw new WorkError(`engine ${engine.name} returned ${answer.embeddings.length} embeddings for ${input.length} inputs`, true);
+    throw new WorkError(
+      `engine ${engine.name} returned ${answer.embeddings.length} embeddings for ${input.length} inputs`,
+      true,
+    );
   }
   const tokens = meterCount(answer.prompt_tokens);
-  const output = { data: answer.embeddings.map((embedding, index) => ({ index, embedding })), usage: { prompt_tokens: tokens } };
+  const output = {
+    data: answer.embeddings.map((embedding, index) => ({ index, embedding })),
+    usage: { prompt_tokens: tokens },
+  };
   return jsonOutput(output, { metering_units: tokens, usage: { prompt_tokens: tokens }, engine: engine.name });
 }
 
@@ -101,12 +136,16 @@ export async function runGatewayTranscription(item: WorkItem, ctx: RunContext): 
   const model = workModel(item);
   const engine = engineFor(ctx.engines, model);
   const encoded = item.payload.audio_base64;
-  if (typeof encoded !== 'string' || encoded.length === 0 || encoded.length > MAX_AUDIO_BASE64) throw new WorkError('payload.audio_base64 must be the audio, base64, at most 25 MiB', false);
+  if (typeof encoded !== 'string' || encoded.length === 0 || encoded.length > MAX_AUDIO_BASE64)
+    throw new WorkError('payload.audio_base64 must be the audio, base64, at most 25 MiB', false);
   const audio = Buffer.from(encoded, 'base64');
   const named = typeof item.payload.filename === 'string' ? item.payload.filename : 'audio';
   const filename = /^[A-Za-z0-9._-]{1,100}$/.test(named) ? named : 'audio';
   const language = typeof item.payload.language === 'string' ? item.payload.language : undefined;
-  const answer = await engine.transcribe({ model: model ?? '', audio, filename, ...(language ? { language } : {}) }, { signal: ctx.signal });
+  const answer = await engine.transcribe(
+    { model: model ?? '', audio, filename, ...(language ? { language } : {}) },
+    { signal: ctx.signal },
+  );
   const seconds = Number.isFinite(answer.duration) && answer.duration > 0 ? Math.ceil(answer.duration) : 0;
   const output = { text: answer.text, language: answer.language, duration: answer.duration, segments: answer.segments };
   return jsonOutput(output, { metering_units: seconds, usage: { audio_seconds: seconds }, engine: engine.name });
@@ -124,12 +163,20 @@ export async function runGatewayImage(item: WorkItem, ctx: RunContext): Promise<
   const model = workModel(item);
   const engine = engineFor(ctx.engines, model);
   const prompt = item.payload.prompt;
-  if (typeof prompt !== 'string' || prompt === '') throw new WorkError('payload.prompt must be a non-empty string', false);
+  if (typeof prompt !== 'string' || prompt === '')
+    throw new WorkError('payload.prompt must be a non-empty string', false);
   const n = optionalNumber(item.payload.n, 'n') ?? 1;
   if (!Number.isInteger(n) || n < 1 || n > 10) throw new WorkError('payload.n must be an integer from 1 to 10', false);
   const size = item.payload.size ?? '1024x1024';
-  if (typeof size !== 'string' || !/^\d{2,4}x\d{2,4}$/.test(size)) throw new WorkError('payload.size must be WxH, e.g. 512x512', false);
+  if (typeof size !== 'string' || !/^\d{2,4}x\d{2,4}$/.test(size))
+    throw new WorkError('payload.size must be WxH, e.g. 512x512', false);
   const answer = await engine.generateImage({ model: model ?? '', prompt, n, size }, { signal: ctx.signal });
-  const images = answer.images.map((image) => ({ content_type: image.content_type, b64_json: image.bytes.toString('base64') }));
-  return jsonOutput({ images }, { metering_units: images.length, usage: { images: images.length }, engine: engine.name });
+  const images = answer.images.map((image) => ({
+    content_type: image.content_type,
+    b64_json: image.bytes.toString('base64'),
+  }));
+  return jsonOutput(
+    { images },
+    { metering_units: images.length, usage: { images: images.length }, engine: engine.name },
+  );
 }

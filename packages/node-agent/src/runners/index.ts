@@ -5,9 +5,20 @@ import { runProcessJob } from './process-runner.js';
 import { runRepositoryWork } from './repository-work.js';
 import { WorkError, type RunContext, type RunOutput } from './types.js';
 
-export { fetchPayload, PAYLOAD_FETCH_TIMEOUT_MS, PAYLOAD_MAX_BYTES, type FetchPayloadOptions } from './fetch-payload.js';
+export {
+  fetchPayload,
+  PAYLOAD_FETCH_TIMEOUT_MS,
+  PAYLOAD_MAX_BYTES,
+  type FetchPayloadOptions,
+} from './fetch-payload.js';
 export { runEmbeddings, runImageGeneration, runLlmInference, runTranscription } from './engine-jobs.js';
-export { runGatewayChat, runGatewayEmbeddings, runGatewayImage, runGatewayTranscription, STREAMING_UNSUPPORTED } from './gateway.js';
+export {
+  runGatewayChat,
+  runGatewayEmbeddings,
+  runGatewayImage,
+  runGatewayTranscription,
+  STREAMING_UNSUPPORTED,
+} from './gateway.js';
 export {
   PROCESS_DEFAULT_TIMEOUT_S,
   PROCESS_MAX_TIMEOUT_S,
@@ -20,7 +31,16 @@ export {
 } from './process-runner.js';
 export { CAPSULE_DISABLED, runRepositoryWork, type CapsuleConfig } from './repository-work.js';
 export { detectTooling, missingTooling } from './tooling.js';
-export { engineFor, jsonOutput, meterCount, WorkError, workModel, type EngineSet, type RunContext, type RunOutput } from './types.js';
+export {
+  engineFor,
+  jsonOutput,
+  meterCount,
+  WorkError,
+  workModel,
+  type EngineSet,
+  type RunContext,
+  type RunOutput,
+} from './types.js';
 
 type Runner = (item: WorkItem, ctx: RunContext) => Promise<RunOutput>;
 
@@ -56,10 +76,12 @@ const GATEWAY_RUNNERS = new Map<string, Runner>([
 export async function runJob(item: WorkItem, ctx: RunContext): Promise<RunOutput> {
   if (item.type === 'job') {
     const runner = item.kind === undefined ? undefined : JOB_RUNNERS.get(item.kind);
-    if (runner === undefined) throw new WorkError(`job kind ${String(item.kind)} is not supported by this agent version`, false);
+    if (runner === undefined)
+      throw new WorkError(`job kind ${String(item.kind)} is not supported by this agent version`, false);
     return runner(item, ctx);
   }
   const runner = GATEWAY_RUNNERS.get(item.type);
-  if (runner === undefined) throw new WorkError(`gateway work of type ${item.type} is not supported by this agent version`, false);
+  if (runner === undefined)
+    throw new WorkError(`gateway work of type ${item.type} is not supported by this agent version`, false);
   return runner(item, ctx);
 }

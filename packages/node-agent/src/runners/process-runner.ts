@@ -50,7 +50,13 @@ export function runProcess(options: RunProcessOptions): Promise<ProcessResult> {
   const limit = options.outputLimit ?? PROCESS_OUTPUT_LIMIT;
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(options.program, options.args, { cwd: options.cwd, env: options.env, shell: false, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(options.program, options.args, {
+      cwd: options.cwd,
+      env: options.env,
+      shell: false,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const stdout = capture(child.stdout, limit);
     const stderr = capture(child.stderr, limit);
     let timedOut = false;
@@ -126,13 +132,16 @@ function capture(stream: NodeJS.ReadableStream, limit: number): () => { text: st
   });
   return () => {
     const text = Buffer.concat(chunks).toString('utf8');
-    return dropped > 0 ? { text: `${text}\n[svc: output truncated at ${limit} bytes, ${dropped} bytes dropped]`, truncated: true } : { text, truncated: false };
+    return dropped > 0
+      ? { text: `${text}\n[svc: output truncated at ${limit} bytes, ${dropped} bytes dropped]`, truncated: true }
+      : { text, truncated: false };
   };
 }
 
 function timeoutSeconds(value: unknown): number {
   if (value === undefined || value === null) return PROCESS_DEFAULT_TIMEOUT_S;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new WorkError('payload.timeout_seconds must be a positive number', false);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0)
+    throw new WorkError('payload.timeout_seconds must be a positive number', false);
   return Math.min(value, PROCESS_MAX_TIMEOUT_S);
 }
 
@@ -156,7 +165,12 @@ export async function runProcessJob(item: WorkItem, ctx: RunContext): Promise<Ru
   const scratch = join(ctx.dataDir, 'scratch', item.work_id);
   await rm(scratch, { recursive: true, force: true });
   await mkdir(scratch, { recursive: true, mode: 0o700 });
-  const env = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: scratch, TMPDIR: scratch, LANG: process.env.LANG ?? 'C.UTF-8' };
+  const env = {
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: scratch,
+    TMPDIR: scratch,
+    LANG: process.env.LANG ?? 'C.UTF-8',
+  };
   let result: ProcessResult;
   try {
     result = await runProcess({ program, args, cwd: scratch, env, timeoutMs, signal: ctx.signal });
@@ -165,5 +179,10 @@ export async function runProcessJob(item: WorkItem, ctx: RunContext): Promise<Ru
   }
   const seconds = Math.ceil(result.duration_ms / 1000);
   const exitCode = result.exit_code === null ? {} : { exit_code: result.exit_code };
-  return jsonOutput(result, { metering_units: seconds, usage: { wall_ms: result.duration_ms }, engine: 'process', ...exitCode });
+  return jsonOutput(result, {
+    metering_units: seconds,
+    usage: { wall_ms: result.duration_ms },
+    engine: 'process',
+    ...exitCode,
+  });
 }

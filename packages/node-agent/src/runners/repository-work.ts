@@ -11,7 +11,8 @@ import { jsonOutput, WorkError, type RunContext, type RunOutput } from './types.
 
 const run = promisify(execFile);
 
-export const CAPSULE_DISABLED = 'this node runs no repository work (kind 9): its operator did not start it with --capsule';
+export const CAPSULE_DISABLED =
+  'this node runs no repository work (kind 9): its operator did not start it with --capsule';
 /** A base bundle larger than this is refused. */
 export const BUNDLE_MAX_BYTES = 200 * 1024 * 1024;
 const DIFF_LIMIT = 1024 * 1024;
@@ -29,7 +30,13 @@ export interface CapsuleConfig {
 }
 
 function gitEnv(home: string): Record<string, string> {
-  return { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, LANG: 'C.UTF-8', GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0' };
+  return {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: home,
+    LANG: 'C.UTF-8',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_TERMINAL_PROMPT: '0',
+  };
 }
 
 async function git(cwd: string, home: string, args: string[], maxBuffer = 64 * 1024 * 1024): Promise<string> {
@@ -47,26 +54,42 @@ const tail = (text: string) => text.slice(-TAIL);
 
 function payloadOf(raw: Record<string, unknown>): RepositoryWorkPayload {
   const p = raw as Partial<RepositoryWorkPayload>;
-  if (p.mode !== 'preflight' && p.mode !== 'execute') throw new WorkError("payload.mode must be 'preflight' or 'execute'", false);
+  if (p.mode !== 'preflight' && p.mode !== 'execute')
+    throw new WorkError("payload.mode must be 'preflight' or 'execute'", false);
   if (typeof p.bundle_url !== 'string') throw new WorkError('payload.bundle_url must be a URL', false);
-  if (typeof p.base_branch !== 'string' || !BRANCH.test(p.base_branch)) throw new WorkError('payload.base_branch must be a branch name', false);
-  if (typeof p.base_commit !== 'string' || !SHA.test(p.base_commit)) throw new WorkError('payload.base_commit must be a commit id', false);
-  if (p.mode === 'execute' && (typeof p.order !== 'object' || p.order === null || typeof p.order.work_branch !== 'string' || !BRANCH.test(p.order.work_branch))) {
+  if (typeof p.base_branch !== 'string' || !BRANCH.test(p.base_branch))
+    throw new WorkError('payload.base_branch must be a branch name', false);
+  if (typeof p.base_commit !== 'string' || !SHA.test(p.base_commit))
+    throw new WorkError('payload.base_commit must be a commit id', false);
+  if (
+    p.mode === 'execute' &&
+    (typeof p.order !== 'object' ||
+      p.order === null ||
+      typeof p.order.work_branch !== 'string' ||
+      !BRANCH.test(p.order.work_branch))
+  ) {
     throw new WorkError('payload.order must name a work_branch', false);
   }
-  const timeout = typeof p.timeout_seconds === 'number' && p.timeout_seconds > 0 ? Math.min(p.timeout_seconds, 3600) : 900;
+  const timeout =
+    typeof p.timeout_seconds === 'number' && p.timeout_seconds > 0 ? Math.min(p.timeout_seconds, 3600) : 900;
   return { ...(p as RepositoryWorkPayload), timeout_seconds: timeout };
 }
 
 /** Clones the base branch from the control plane's bundle into `<scratch>/repo`. */
 async function checkout(p: RepositoryWorkPayload, ctx: RunContext, scratch: string): Promise<string> {
-  const bundle = await fetchPayload(p.bundle_url, { signal: ctx.signal, fetch: ctx.fetch, trustedOrigin: ctx.trustedOrigin, maxBytes: BUNDLE_MAX_BYTES });
+  const bundle = await fetchPayload(p.bundle_url, {
+    signal: ctx.signal,
+    fetch: ctx.fetch,
+    trustedOrigin: ctx.trustedOrigin,
+    maxBytes: BUNDLE_MAX_BYTES,
+  });
   const bundlePath = join(scratch, 'base.bundle');
   await writeFile(bundlePath, bundle);
   const repo = join(scratch, 'repo');
   await git(scratch, scratch, ['clone', '--quiet', '--branch', p.base_branch, bundlePath, repo]);
   const head = (await git(repo, scratch, ['rev-parse', 'HEAD'])).trim();
-  if (head !== p.base_commit) throw new WorkError(`the bundle's ${p.base_branch} is ${head}, the order names ${p.base_commit}`, false);
+  if (head !== p.base_commit)
+    throw new WorkError(`the bundle's ${p.base_branch} is ${head}, the order names ${p.base_commit}`, false);
   return repo;
 }
 
@@ -79,20 +102,48 @@ async function capsuleAnswer(path: string): Promise<{ summary: string | null; ch
     return { summary: null, checks: [] };
   }
   const o = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { summary?: unknown; checks?: unknown };
-  const checks = Array.isArray(o.checks) ? o.checks.filter((c): c is string[] => Array.isArray(c) && c.length > 0 && c.every((a) => typeof a === 'string' && !a.includes('\0'))) : [];
-  return { summary: typeof o.summary === 'string' ? o.summary.slice(0, 2000) : null, checks: checks.slice(0, MAX_CHECKS) };
+  const checks = Array.isArray(o.checks)
+    ? o.checks.filter(
+        (c): c is string[] =>
+          Array.isArray(c) && c.length > 0 && c.every((a) => typeof a === 'string' && !a.includes('\0')),
+      )
+    : [];
+  return {
+    summary: typeof o.summary === 'string' ? o.summary.slice(0, 2000) : null,
+    checks: checks.slice(0, MAX_CHECKS),
+  };
 }
 
 function processEnv(scratch: string, extra: Record<string, string> = {}): Record<string, string> {
-  return { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: scratch, TMPDIR: scratch, LANG: process.env.LANG ?? 'C.UTF-8', ...extra };
+  return {
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: scratch,
+    TMPDIR: scratch,
+    LANG: process.env.LANG ?? 'C.UTF-8',
+    ...extra,
+  };
 }
 
 function checkRun(argv: string[], r: ProcessResult): CheckRun {
   const output = r.stdout + r.stderr;
-  return { command: argv.join(' '), argv, exit_code: r.exit_code, timed_out: r.timed_out, duration_ms: r.duration_ms, output_sha256: sha256(output), output_tail: tail(output) };
+  return {
+    command: argv.join(' '),
+    argv,
+    exit_code: r.exit_code,
+    timed_out: r.timed_out,
+    duration_ms: r.duration_ms,
+    output_sha256: sha256(output),
+    output_tail: tail(output),
+  };
 }
 
-async function execute(p: RepositoryWorkPayload, ctx: RunContext, capsule: CapsuleConfig, scratch: string, repo: string): Promise<ExecuteResult> {
+async function execute(
+  p: RepositoryWorkPayload,
+  ctx: RunContext,
+  capsule: CapsuleConfig,
+  scratch: string,
+  repo: string,
+): Promise<ExecuteResult> {
   const order = p.order as CapsuleOrder;
   const deadline = Date.now() + p.timeout_seconds * 1000;
   const left = () => Math.max(1000, deadline - Date.now());
@@ -101,7 +152,11 @@ async function execute(p: RepositoryWorkPayload, ctx: RunContext, capsule: Capsu
   const answerPath = join(scratch, 'capsule-result.json');
   await writeFile(orderPath, JSON.stringify({ ...order, tooling: await detectTooling(repo) }, null, 2));
   const cap = await runProcess({
-    program: capsule.program, args: capsule.args, cwd: repo, timeoutMs: left(), signal: ctx.signal,
+    program: capsule.program,
+    args: capsule.args,
+    cwd: repo,
+    timeoutMs: left(),
+    signal: ctx.signal,
     env: processEnv(scratch, { ...capsule.env, SVC_WORK_ORDER: orderPath, SVC_CAPSULE_RESULT: answerPath }),
   });
   const answer = await capsuleAnswer(answerPath);
@@ -111,21 +166,50 @@ async function execute(p: RepositoryWorkPayload, ctx: RunContext, capsule: Capsu
   let commit: string | null = null;
   if (staged !== '') {
     const message = `${order.title ?? order.goal}`.slice(0, 200) + `\n\nSVC work order ${order.work_order_id}`;
-    await git(repo, scratch, ['-c', 'user.name=SVC capsule', '-c', 'user.email=capsule@svc.invalid', 'commit', '--quiet', '--no-verify', '-m', message]);
+    await git(repo, scratch, [
+      '-c',
+      'user.name=SVC capsule',
+      '-c',
+      'user.email=capsule@svc.invalid',
+      'commit',
+      '--quiet',
+      '--no-verify',
+      '-m',
+      message,
+    ]);
     commit = (await git(repo, scratch, ['rev-parse', 'HEAD'])).trim();
   }
   const checks: CheckRun[] = [];
   if (cap.exit_code === 0 && !cap.timed_out) {
     for (const argv of answer.checks) {
       const [program = '', ...args] = argv;
-      const r = await runProcess({ program, args, cwd: repo, env: processEnv(scratch), timeoutMs: left(), signal: ctx.signal }).catch(
-        (err: unknown): ProcessResult => ({ exit_code: null, signal: null, stdout: '', stderr: err instanceof Error ? err.message : String(err), duration_ms: 0, truncated: false, timed_out: false }),
-      );
+      const r = await runProcess({
+        program,
+        args,
+        cwd: repo,
+        env: processEnv(scratch),
+        timeoutMs: left(),
+        signal: ctx.signal,
+      }).catch((err: unknown): ProcessResult => ({
+        exit_code: null,
+        signal: null,
+        stdout: '',
+        stderr: err instanceof Error ? err.message : String(err),
+        duration_ms: 0,
+        truncated: false,
+        timed_out: false,
+      }));
       checks.push(checkRun(argv, r));
     }
   }
-  const diff = commit === null ? '' : await git(repo, scratch, ['diff', '--no-color', '--no-ext-diff', p.base_commit, commit]);
-  const changed = commit === null ? [] : (await git(repo, scratch, ['diff', '--name-only', '--no-renames', p.base_commit, commit])).split('\n').filter(Boolean);
+  const diff =
+    commit === null ? '' : await git(repo, scratch, ['diff', '--no-color', '--no-ext-diff', p.base_commit, commit]);
+  const changed =
+    commit === null
+      ? []
+      : (await git(repo, scratch, ['diff', '--name-only', '--no-renames', p.base_commit, commit]))
+          .split('\n')
+          .filter(Boolean);
   let bundle: string | null = null;
   if (commit !== null) {
     const bundlePath = join(scratch, 'work.bundle');
@@ -134,10 +218,24 @@ async function execute(p: RepositoryWorkPayload, ctx: RunContext, capsule: Capsu
   }
   const capOutput = cap.stdout + cap.stderr;
   return {
-    mode: 'execute', base_branch: p.base_branch, base_commit: p.base_commit, work_branch: order.work_branch, commit_sha: commit, changed_paths: changed,
-    diff: diff.slice(0, DIFF_LIMIT), diff_truncated: diff.length > DIFF_LIMIT,
-    capsule: { exit_code: cap.exit_code, timed_out: cap.timed_out, duration_ms: cap.duration_ms, output_sha256: sha256(capOutput), output_tail: tail(capOutput), summary: answer.summary },
-    checks, bundle_base64: bundle,
+    mode: 'execute',
+    base_branch: p.base_branch,
+    base_commit: p.base_commit,
+    work_branch: order.work_branch,
+    commit_sha: commit,
+    changed_paths: changed,
+    diff: diff.slice(0, DIFF_LIMIT),
+    diff_truncated: diff.length > DIFF_LIMIT,
+    capsule: {
+      exit_code: cap.exit_code,
+      timed_out: cap.timed_out,
+      duration_ms: cap.duration_ms,
+      output_sha256: sha256(capOutput),
+      output_tail: tail(capOutput),
+      summary: answer.summary,
+    },
+    checks,
+    bundle_base64: bundle,
   };
 }
 
@@ -153,7 +251,10 @@ async function execute(p: RepositoryWorkPayload, ctx: RunContext, capsule: Capsu
  * @example
  * const out = await runRepositoryWork(item, { ...ctx, capsule: { program: './capsule.mjs', args: [] } });
  */
-export async function runRepositoryWork(item: { work_id: string; payload: Record<string, unknown> }, ctx: RunContext): Promise<RunOutput> {
+export async function runRepositoryWork(
+  item: { work_id: string; payload: Record<string, unknown> },
+  ctx: RunContext,
+): Promise<RunOutput> {
   const capsule = ctx.capsule;
   if (capsule === undefined) throw new WorkError(CAPSULE_DISABLED, false);
   const p = payloadOf(item.payload);
@@ -166,11 +267,24 @@ export async function runRepositoryWork(item: { work_id: string; payload: Record
       const tooling = await detectTooling(repo);
       const requested = p.tooling ?? [];
       const missing = missingTooling(tooling, requested);
-      const result: PreflightResult = { mode: 'preflight', base_branch: p.base_branch, base_commit: p.base_commit, tooling, requested, missing, status: missing.length === 0 ? 'ready' : 'blocked' };
+      const result: PreflightResult = {
+        mode: 'preflight',
+        base_branch: p.base_branch,
+        base_commit: p.base_commit,
+        tooling,
+        requested,
+        missing,
+        status: missing.length === 0 ? 'ready' : 'blocked',
+      };
       return jsonOutput(result, { metering_units: 1, usage: { runs: 1 }, engine: 'repository' });
     }
     const result = await execute(p, ctx, capsule, scratch, repo);
-    return jsonOutput(result, { metering_units: 1, usage: { runs: 1, checks: result.checks.length }, engine: 'capsule', ...(result.capsule.exit_code === null ? {} : { exit_code: result.capsule.exit_code }) });
+    return jsonOutput(result, {
+      metering_units: 1,
+      usage: { runs: 1, checks: result.checks.length },
+      engine: 'capsule',
+      ...(result.capsule.exit_code === null ? {} : { exit_code: result.capsule.exit_code }),
+    });
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }

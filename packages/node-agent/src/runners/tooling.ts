@@ -40,7 +40,8 @@ export async function detectTooling(dir: string): Promise<DetectedTooling> {
     files.push('package.json');
     const runner = (await exists(dir, 'pnpm-lock.yaml')) ? 'pnpm' : (await exists(dir, 'yarn.lock')) ? 'yarn' : 'npm';
     managers.push(runner);
-    for (const script of scriptsOf(pkg)) commands.push(script === 'test' ? `${runner} test` : `${runner} run ${script}`);
+    for (const script of scriptsOf(pkg))
+      commands.push(script === 'test' ? `${runner} test` : `${runner} run ${script}`);
   }
   const pyproject = await text(dir, 'pyproject.toml');
   if (pyproject !== undefined) {
@@ -66,7 +67,8 @@ export async function detectTooling(dir: string): Promise<DetectedTooling> {
   if (makefile !== undefined) {
     files.push('Makefile');
     managers.push('make');
-    for (const m of makefile.matchAll(/^([A-Za-z0-9][A-Za-z0-9_.-]*):(?!=)/gm)) if (m[1] !== undefined) commands.push(`make ${m[1]}`);
+    for (const m of makefile.matchAll(/^([A-Za-z0-9][A-Za-z0-9_.-]*):(?!=)/gm))
+      if (m[1] !== undefined) commands.push(`make ${m[1]}`);
   }
   return { package_managers: [...new Set(managers)], test_commands: [...new Set(commands)], files };
 }
@@ -79,5 +81,9 @@ export async function detectTooling(dir: string): Promise<DetectedTooling> {
  * missingTooling({ package_managers: ['npm'], test_commands: ['npm test'], files: [] }, ['npm', 'lint']); // ['lint']
  */
 export function missingTooling(detected: DetectedTooling, requested: readonly string[]): string[] {
-  return requested.filter((want) => !detected.package_managers.includes(want) && !detected.test_commands.some((c) => c === want || c.split(/\s+/).includes(want) || c.includes(want)));
+  return requested.filter(
+    (want) =>
+      !detected.package_managers.includes(want) &&
+      !detected.test_commands.some((c) => c === want || c.split(/\s+/).includes(want) || c.includes(want)),
+  );
 }

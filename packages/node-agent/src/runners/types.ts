@@ -58,8 +58,16 @@ export class WorkError extends Error {
  * @example
  * jsonOutput({ results: [] }, { metering_units: 0, usage: {}, engine: 'fake' });
  */
-export function jsonOutput(value: unknown, meter: Pick<RunOutput, 'metering_units' | 'usage' | 'engine' | 'exit_code'>): RunOutput {
-  return { bytes: Buffer.from(JSON.stringify(value), 'utf8'), encoding: 'utf8', content_type: 'application/json', ...meter };
+export function jsonOutput(
+  value: unknown,
+  meter: Pick<RunOutput, 'metering_units' | 'usage' | 'engine' | 'exit_code'>,
+): RunOutput {
+  return {
+    bytes: Buffer.from(JSON.stringify(value), 'utf8'),
+    encoding: 'utf8',
+    content_type: 'application/json',
+    ...meter,
+  };
 }
 
 /**
@@ -96,7 +104,8 @@ export function stringList(value: unknown, field: string): string[] {
  */
 export function optionalNumber(value: unknown, field: string): number | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isFinite(value)) throw new WorkError(`payload.${field} must be a number`, false);
+  if (typeof value !== 'number' || !Number.isFinite(value))
+    throw new WorkError(`payload.${field} must be a number`, false);
   return value;
 }
 

@@ -69,29 +69,41 @@ function cached<V, T extends V>(cache: Map<string, V>, key: string, make: () => 
 }
 
 function digest(data: Uint8Array | ArrayBuffer): string {
-  return createHash('sha256').update(data instanceof ArrayBuffer ? Buffer.from(data) : data).digest('hex');
+  return createHash('sha256')
+    .update(data instanceof ArrayBuffer ? Buffer.from(data) : data)
+    .digest('hex');
 }
 
 function assertStrictSigned(der: Uint8Array, what: string): void {
   const outer = readTlv(der);
-  if (outer.tag !== 0x30 || outer.end !== der.length) throw new Error(`the ${what} is not one DER SEQUENCE spanning the input`);
+  if (outer.tag !== 0x30 || outer.end !== der.length)
+    throw new Error(`the ${what} is not one DER SEQUENCE spanning the input`);
   assertWellFormed(outer.value);
   const [tbs, algorithm, signature, ...extra] = children(outer.value);
-  if (!signature || signature.tag !== 0x03 || signature.value[0] !== 0 || extra.length > 0) throw new Error(`the ${what}'s signature is not one whole-byte BIT STRING`);
-  const innerAlgorithm = tbs && children(tbs.value).find((c, i, all) => c.tag === 0x30 && i > 0 && all[i - 1]?.tag === 0x02);
-  if (!algorithm || !innerAlgorithm || Buffer.compare(Buffer.from(algorithm.value), Buffer.from(innerAlgorithm.value)) !== 0) {
+  if (!signature || signature.tag !== 0x03 || signature.value[0] !== 0 || extra.length > 0)
+    throw new Error(`the ${what}'s signature is not one whole-byte BIT STRING`);
+  const innerAlgorithm =
+    tbs && children(tbs.value).find((c, i, all) => c.tag === 0x30 && i > 0 && all[i - 1]?.tag === 0x02);
+  if (
+    !algorithm ||
+    !innerAlgorithm ||
+    Buffer.compare(Buffer.from(algorithm.value), Buffer.from(innerAlgorithm.value)) !== 0
+  ) {
     throw new Error(`the ${what}'s signature algorithm differs from its TBS's`);
   }
   const [oid] = children(algorithm.value);
-  if (oid?.tag === 0x06 && decodeOid(oid.value).startsWith('1.2.840.10045.4.')) assertEcdsaSignature(signature.value.subarray(1), what);
+  if (oid?.tag === 0x06 && decodeOid(oid.value).startsWith('1.2.840.10045.4.'))
+    assertEcdsaSignature(signature.value.subarray(1), what);
 }
 
 /** An ECDSA-Sig-Value in strict DER: two minimal positive INTEGERs (verifiers forgive padding). */
 function assertEcdsaSignature(sig: Uint8Array, what: string): void {
   const seq = readTlv(sig);
   const parts = seq.tag === 0x30 && seq.end === sig.length ? children(seq.value) : [];
-  const minimal = (v: Uint8Array) => v.length > 0 && (v[0] as number) < 0x80 && !(v[0] === 0 && (v.length === 1 || (v[1] as number) < 0x80));
-  if (parts.length !== 2 || !parts.every((p) => p.tag === 0x02 && minimal(p.value))) throw new Error(`the ${what}'s ECDSA signature is not strict DER`);
+  const minimal = (v: Uint8Array) =>
+    v.length > 0 && (v[0] as number) < 0x80 && !(v[0] === 0 && (v.length === 1 || (v[1] as number) < 0x80));
+  if (parts.length !== 2 || !parts.every((p) => p.tag === 0x02 && minimal(p.value)))
+    throw new Error(`the ${what}'s ECDSA signature is not strict DER`);
 }
 
 /** Parses one certificate given as DER bytes or PEM text. */
@@ -107,7 +119,9 @@ export function parseCertificate(input: Uint8Array | string): x509.X509Certifica
 
 /** Every certificate of a PEM bundle, in order. */
 export function parsePemChain(pem: string): x509.X509Certificate[] {
-  const blocks = [...pem.matchAll(/-----BEGIN CERTIFICATE-----([^-]*)-----END CERTIFICATE-----/g)].map((m) => (m[1] ?? '').replace(/\s+/g, ''));
+  const blocks = [...pem.matchAll(/-----BEGIN CERTIFICATE-----([^-]*)-----END CERTIFICATE-----/g)].map((m) =>
+    (m[1] ?? '').replace(/\s+/g, ''),
+  );
   if (blocks.length === 0) throw new Error('no PEM certificate');
   return blocks.map((body) => {
     const der = Buffer.from(body, 'base64');
@@ -123,7 +137,10 @@ export function fingerprint(cert: x509.X509Certificate): string {
 }
 
 /** True when `child`'s signature verifies under `issuer`'s key (signature only: dates are their own check). */
-export async function signedBy(child: x509.X509Certificate | x509.X509Crl, issuer: x509.X509Certificate): Promise<boolean> {
+export async function signedBy(
+  child: x509.X509Certificate | x509.X509Crl,
+  issuer: x509.X509Certificate,
+): Promise<boolean> {
   const key = `${digest(child.rawData)}:${digest(issuer.rawData)}`;
   const hit = signatureCache.get(key);
   if (hit !== undefined) return hit;

@@ -30,7 +30,7 @@ export function readTlv(buf: Uint8Array, offset = 0): Tlv {
 /** The elements of a constructed value (SEQUENCE, SET). */
 export function children(value: Uint8Array): Tlv[] {
   const out: Tlv[] = [];
-  for (let off = 0; off < value.length; ) {
+  for (let off = 0; off < value.length;) {
     const t = readTlv(value, off);
     out.push(t);
     off = t.end;
@@ -54,7 +54,8 @@ export function decodeOid(value: Uint8Array): string {
 
 /** A non-negative DER INTEGER that fits a JavaScript number. */
 export function decodeUint(tlv: Tlv): number {
-  if (tlv.tag !== 0x02 || tlv.value.length === 0 || tlv.value.length > 6) throw new Error('DER: expected a small INTEGER');
+  if (tlv.tag !== 0x02 || tlv.value.length === 0 || tlv.value.length > 6)
+    throw new Error('DER: expected a small INTEGER');
   if ((tlv.value[0] as number) & 0x80) throw new Error('DER: negative INTEGER');
   let n = 0;
   for (const b of tlv.value) n = n * 256 + b;

@@ -44,14 +44,18 @@ describe('SEV-SNP verifier on the go-sev-guest vector (Milan)', () => {
       vmpl: 0,
       measurement: 'b07af9620f3b839b47996422ddec6058338951d984e312115131ea82705eaf5b6bdf8a9ece31a5a608eb0cf2e4872b01',
       report_data: `0102030405${'00'.repeat(59)}`,
-      chip_id: '3ac3fe21e13fb0990eb28a802e3fb6a29483a6b0753590c951bdd3b8e53786184ca39e359669a2b76a1936776b564ea464cdce40c05f63c9b610c5068b006b5d',
+      chip_id:
+        '3ac3fe21e13fb0990eb28a802e3fb6a29483a6b0753590c951bdd3b8e53786184ca39e359669a2b76a1936776b564ea464cdce40c05f63c9b610c5068b006b5d',
       reported_tcb: { bootloader: 2, tee: 0, snp: 5, microcode: 68, raw: '0200000000000544' },
     });
   });
 
   it('uses the embedded Milan chain when none is given, and the Genoa chain fails at the VCEK', async () => {
     expect(failed(await verifySevSnp({ report, vcek, now: NOW }))).toEqual(['policy-no-debug']);
-    expect(failed(await verifySevSnp({ report, vcek, chain: genoa, now: NOW }))).toEqual(['vcek-signed-by-ask', 'policy-no-debug']);
+    expect(failed(await verifySevSnp({ report, vcek, chain: genoa, now: NOW }))).toEqual([
+      'vcek-signed-by-ask',
+      'policy-no-debug',
+    ]);
   });
 
   it('judges certificate validity against the injected clock', async () => {
@@ -64,28 +68,36 @@ describe('SEV-SNP verifier on the go-sev-guest vector (Milan)', () => {
     for (let i = 0; i < report.length; i++) {
       const names = failed(await verifySevSnp({ report: flip(report, i), vcek, chain: milan, now: NOW }));
       const expected = i < 0x2a0 + 144 ? 'report-signature' : 'report-structure';
-      if (!names.includes(expected)) throw new Error(`byte 0x${i.toString(16)}: failed ${names.join(',') || 'nothing'}, expected ${expected}`);
+      if (!names.includes(expected))
+        throw new Error(`byte 0x${i.toString(16)}: failed ${names.join(',') || 'nothing'}, expected ${expected}`);
     }
   }, 120_000);
 
   it('fails, naming the check, on any edited byte of the VCEK', async () => {
     for (let i = 0; i < vcek.length; i++) {
       const names = failed(await verifySevSnp({ report, vcek: flip(vcek, i), chain: milan, now: NOW }));
-      if (!names.some((n) => ['vcek-parse', 'vcek-signed-by-ask'].includes(n))) throw new Error(`VCEK byte ${i}: failed only ${names.join(',')}`);
+      if (!names.some((n) => ['vcek-parse', 'vcek-signed-by-ask'].includes(n)))
+        throw new Error(`VCEK byte ${i}: failed only ${names.join(',')}`);
     }
   }, 120_000);
 
   it('fails, naming the check, on any edited byte of the ASK and of the ARK', async () => {
     const [ask, ark] = x509.PemConverter.decode(milan).map((d) => Buffer.from(d));
     if (!ask || !ark) throw new Error('vector chain');
-    const pem = (a: Uint8Array, b: Uint8Array) => x509.PemConverter.encode([a, b].map((d) => new Uint8Array(d).buffer), 'CERTIFICATE');
+    const pem = (a: Uint8Array, b: Uint8Array) =>
+      x509.PemConverter.encode(
+        [a, b].map((d) => new Uint8Array(d).buffer),
+        'CERTIFICATE',
+      );
     for (let i = 0; i < ask.length; i++) {
       const names = failed(await verifySevSnp({ report, vcek, chain: pem(flip(ask, i), ark), now: NOW }));
-      if (!names.some((n) => ['chain-parse', 'ask-signed-by-ark', 'vcek-signed-by-ask'].includes(n))) throw new Error(`ASK byte ${i}: failed only ${names.join(',')}`);
+      if (!names.some((n) => ['chain-parse', 'ask-signed-by-ark', 'vcek-signed-by-ask'].includes(n)))
+        throw new Error(`ASK byte ${i}: failed only ${names.join(',')}`);
     }
     for (let i = 0; i < ark.length; i++) {
       const names = failed(await verifySevSnp({ report, vcek, chain: pem(ask, flip(ark, i)), now: NOW }));
-      if (!names.some((n) => ['chain-parse', 'ark-pinned'].includes(n))) throw new Error(`ARK byte ${i}: failed only ${names.join(',')}`);
+      if (!names.some((n) => ['chain-parse', 'ark-pinned'].includes(n)))
+        throw new Error(`ARK byte ${i}: failed only ${names.join(',')}`);
     }
   }, 240_000);
 });
@@ -98,19 +110,46 @@ describe('SEV-SNP verifier on a synthetic report under a test root', () => {
 
   it('passes every check when the test root is injected, and fails ark-pinned when it is not', async () => {
     const signed = chain.signReport({ reportData: Buffer.alloc(64, 7) });
-    const v = await verifySevSnp({ report: signed, vcek: chain.vcekDer, chain: chain.chainPem, now: NOW, extraRoots: [chain.pin] });
+    const v = await verifySevSnp({
+      report: signed,
+      vcek: chain.vcekDer,
+      chain: chain.chainPem,
+      now: NOW,
+      extraRoots: [chain.pin],
+    });
     expect(failed(v)).toEqual([]);
     expect(v.ok).toBe(true);
     expect(v.report?.report_data).toBe('07'.repeat(64));
-    expect(failed(await verifySevSnp({ report: signed, vcek: chain.vcekDer, chain: chain.chainPem, now: NOW }))).toEqual(['ark-pinned']);
+    expect(
+      failed(await verifySevSnp({ report: signed, vcek: chain.vcekDer, chain: chain.chainPem, now: NOW })),
+    ).toEqual(['ark-pinned']);
   });
 
-  it('fails vcek-tcb when the reported TCB is not the VCEK\'s, and policy-no-debug on a debug policy', async () => {
-    const older = chain.signReport({ reportData: Buffer.alloc(64), tcb: { bootloader: 3, tee: 0, snp: 7, microcode: 115 } });
-    const v = await verifySevSnp({ report: older, vcek: chain.vcekDer, chain: chain.chainPem, now: NOW, extraRoots: [chain.pin] });
+  it("fails vcek-tcb when the reported TCB is not the VCEK's, and policy-no-debug on a debug policy", async () => {
+    const older = chain.signReport({
+      reportData: Buffer.alloc(64),
+      tcb: { bootloader: 3, tee: 0, snp: 7, microcode: 115 },
+    });
+    const v = await verifySevSnp({
+      report: older,
+      vcek: chain.vcekDer,
+      chain: chain.chainPem,
+      now: NOW,
+      extraRoots: [chain.pin],
+    });
     expect(failed(v)).toEqual(['vcek-tcb']);
     expect(v.checks.find((c) => c.name === 'vcek-tcb')?.detail).toBe('snp VCEK 8 != report 7');
     const debug = chain.signReport({ reportData: Buffer.alloc(64), policy: 0xb0000n });
-    expect(failed(await verifySevSnp({ report: debug, vcek: chain.vcekDer, chain: chain.chainPem, now: NOW, extraRoots: [chain.pin] }))).toEqual(['policy-no-debug']);
+    expect(
+      failed(
+        await verifySevSnp({
+          report: debug,
+          vcek: chain.vcekDer,
+          chain: chain.chainPem,
+          now: NOW,
+          extraRoots: [chain.pin],
+        }),
+      ),
+    ).toEqual(['policy-no-debug']);
   });
 });

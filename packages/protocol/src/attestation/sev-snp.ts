@@ -1,7 +1,18 @@
 import { createPublicKey, verify as verifySignature } from 'node:crypto';
 import type * as x509 from '@peculiar/x509';
 import { AMD_ARK_PINS, AMD_CERT_CHAINS, type PinnedRoot } from './amd-roots.js';
-import { CheckList, commonName, errorText, fingerprint, parseCertificate, parsePemChain, signedBy, toHex, validAt, type AttestationCheck } from './checks.js';
+import {
+  CheckList,
+  commonName,
+  errorText,
+  fingerprint,
+  parseCertificate,
+  parsePemChain,
+  signedBy,
+  toHex,
+  validAt,
+  type AttestationCheck,
+} from './checks.js';
 import { decodeUint, readTlv } from './der.js';
 
 /**
@@ -73,7 +84,13 @@ export interface SevSnpInput {
 }
 
 function tcbAt(b: Buffer, off: number): SnpTcb {
-  return { bootloader: b[off] as number, tee: b[off + 1] as number, snp: b[off + 6] as number, microcode: b[off + 7] as number, raw: b.subarray(off, off + 8).toString('hex') };
+  return {
+    bootloader: b[off] as number,
+    tee: b[off + 1] as number,
+    snp: b[off + 6] as number,
+    microcode: b[off + 7] as number,
+    raw: b.subarray(off, off + 8).toString('hex'),
+  };
 }
 
 /** Reads every field of a report; throws on a size the ABI does not define. */
@@ -126,7 +143,8 @@ function reservedRanges(version: number): Array<[number, number]> {
 
 function checkStructure(b: Buffer, report: SnpReport): string | null {
   if (![2, 3, 5].includes(report.version)) return `version ${report.version} is not 2, 3 or 5`;
-  if (report.signature_algo !== 1) return `signature algorithm ${report.signature_algo} is not 1 (ECDSA P-384 with SHA-384)`;
+  if (report.signature_algo !== 1)
+    return `signature algorithm ${report.signature_algo} is not 1 (ECDSA P-384 with SHA-384)`;
   if (report.signing_key !== 0) return `signing key ${report.signing_key} is not 0 (VCEK)`;
   if ((BigInt(`0x${report.policy}`) & (1n << 17n)) === 0n) return 'policy bit 17 (reserved, must be one) is zero';
   for (const [from, to] of reservedRanges(report.version)) {
@@ -193,7 +211,12 @@ export function formatSnpTcb(t: SnpTcb): string {
 export async function verifySevSnp(input: SevSnpInput): Promise<SevSnpVerification> {
   const list = new CheckList();
   const now = input.now ?? new Date();
-  const done = (report: SnpReport | null, product: string | null): SevSnpVerification => ({ ok: list.ok, checks: list.checks, report, product });
+  const done = (report: SnpReport | null, product: string | null): SevSnpVerification => ({
+    ok: list.ok,
+    checks: list.checks,
+    report,
+    product,
+  });
   const b = Buffer.from(input.report.buffer, input.report.byteOffset, input.report.byteLength);
 
   let report: SnpReport;
@@ -204,7 +227,11 @@ export async function verifySevSnp(input: SevSnpInput): Promise<SevSnpVerificati
     return done(null, null);
   }
   const bad = checkStructure(b, report);
-  list.add('report-structure', bad === null, bad ?? `version ${report.version}, ${b.length} bytes, ECDSA P-384, reserved bytes zero`);
+  list.add(
+    'report-structure',
+    bad === null,
+    bad ?? `version ${report.version}, ${b.length} bytes, ECDSA P-384, reserved bytes zero`,
+  );
 
   let vcek: x509.X509Certificate;
   try {
@@ -219,7 +246,9 @@ export async function verifySevSnp(input: SevSnpInput): Promise<SevSnpVerificati
   let ark: x509.X509Certificate | undefined;
   try {
     const product = /^SEV-(\w+)$/.exec(commonName(vcek.issuer))?.[1];
-    const pem = input.chain ?? (product ? (AMD_CERT_CHAINS[product] ?? input.extraRoots?.find((r) => r.product === product)?.chain) : undefined);
+    const pem =
+      input.chain ??
+      (product ? (AMD_CERT_CHAINS[product] ?? input.extraRoots?.find((r) => r.product === product)?.chain) : undefined);
     if (!pem) throw new Error(`no chain given and no embedded chain for issuer ${commonName(vcek.issuer)}`);
     [ask, ark] = parsePemChain(pem);
     if (!ask || !ark) throw new Error('the chain must hold the ASK then the ARK');
@@ -232,12 +261,32 @@ export async function verifySevSnp(input: SevSnpInput): Promise<SevSnpVerificati
   const pins = [...AMD_ARK_PINS, ...(input.extraRoots ?? [])];
   const arkPrint = fingerprint(ark);
   const pin = pins.find((p) => p.fingerprint === arkPrint);
-  list.add('ark-pinned', pin !== undefined, pin ? `ARK-${pin.product} sha256:${arkPrint}` : `ARK sha256:${arkPrint} is not a pinned AMD root`);
-  list.add('ark-self-signed', await signedBy(ark, ark), `${(ark.signatureAlgorithm as { name?: string }).name ?? 'signature'} over ${commonName(ark.subject)}`);
-  list.add('ask-signed-by-ark', ask.issuer === ark.subject && (await signedBy(ask, ark)), `${commonName(ask.subject)} <- ${commonName(ark.subject)}`);
-  list.add('vcek-signed-by-ask', vcek.issuer === ask.subject && (await signedBy(vcek, ask)), `${commonName(vcek.subject)} <- ${commonName(ask.subject)}`);
+  list.add(
+    'ark-pinned',
+    pin !== undefined,
+    pin ? `ARK-${pin.product} sha256:${arkPrint}` : `ARK sha256:${arkPrint} is not a pinned AMD root`,
+  );
+  list.add(
+    'ark-self-signed',
+    await signedBy(ark, ark),
+    `${(ark.signatureAlgorithm as { name?: string }).name ?? 'signature'} over ${commonName(ark.subject)}`,
+  );
+  list.add(
+    'ask-signed-by-ark',
+    ask.issuer === ark.subject && (await signedBy(ask, ark)),
+    `${commonName(ask.subject)} <- ${commonName(ark.subject)}`,
+  );
+  list.add(
+    'vcek-signed-by-ask',
+    vcek.issuer === ask.subject && (await signedBy(vcek, ask)),
+    `${commonName(vcek.subject)} <- ${commonName(ask.subject)}`,
+  );
   const expired = [vcek, ask, ark].filter((c) => !validAt(c, now)).map((c) => commonName(c.subject));
-  list.add('chain-validity', expired.length === 0, expired.length ? `not valid at ${now.toISOString()}: ${expired.join(', ')}` : `all valid at ${now.toISOString()}`);
+  list.add(
+    'chain-validity',
+    expired.length === 0,
+    expired.length ? `not valid at ${now.toISOString()}: ${expired.join(', ')}` : `all valid at ${now.toISOString()}`,
+  );
 
   const sig = p1363Signature(b);
   let sigOk = false;
@@ -246,7 +295,9 @@ export async function verifySevSnp(input: SevSnpInput): Promise<SevSnpVerificati
     try {
       const key = createPublicKey({ key: Buffer.from(vcek.publicKey.rawData), format: 'der', type: 'spki' });
       sigOk = verifySignature('sha384', b.subarray(0, SIGNED_SIZE), { key, dsaEncoding: 'ieee-p1363' }, sig);
-      sigDetail = sigOk ? 'ECDSA P-384 SHA-384 by the VCEK over bytes 0x000-0x29f' : 'the signature does not verify under the VCEK';
+      sigDetail = sigOk
+        ? 'ECDSA P-384 SHA-384 by the VCEK over bytes 0x000-0x29f'
+        : 'the signature does not verify under the VCEK';
     } catch (err) {
       sigDetail = `the VCEK's key is unusable: ${errorText(err)}`;
     }
@@ -268,8 +319,20 @@ export async function verifySevSnp(input: SevSnpInput): Promise<SevSnpVerificati
   list.add(
     'vcek-chip-id',
     !report.mask_chip_id && hwid === report.chip_id,
-    report.mask_chip_id ? 'the report masks its chip id' : hwid === null ? 'the VCEK has no 64-byte hwID extension' : hwid === report.chip_id ? `chip ${report.chip_id.slice(0, 16)}...` : "the report's chip id is not the VCEK's hwID",
+    report.mask_chip_id
+      ? 'the report masks its chip id'
+      : hwid === null
+        ? 'the VCEK has no 64-byte hwID extension'
+        : hwid === report.chip_id
+          ? `chip ${report.chip_id.slice(0, 16)}...`
+          : "the report's chip id is not the VCEK's hwID",
   );
-  list.add('policy-no-debug', !report.debug, report.debug ? `policy 0x${report.policy} allows debugging (bit 19): the host can read the guest` : `policy 0x${report.policy}, debug disabled`);
+  list.add(
+    'policy-no-debug',
+    !report.debug,
+    report.debug
+      ? `policy 0x${report.policy} allows debugging (bit 19): the host can read the guest`
+      : `policy 0x${report.policy}, debug disabled`,
+  );
   return done(report, pin?.product ?? null);
 }

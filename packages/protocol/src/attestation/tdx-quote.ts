@@ -68,7 +68,8 @@ class Reader {
   ) {}
 
   take(n: number, what: string): Buffer {
-    if (this.off + n > this.b.length) throw new Error(`${what}: needs ${n} bytes at offset ${this.off}, the quote has ${this.b.length - this.off}`);
+    if (this.off + n > this.b.length)
+      throw new Error(`${what}: needs ${n} bytes at offset ${this.off}, the quote has ${this.b.length - this.off}`);
     const out = this.b.subarray(this.off, this.off + n);
     this.off += n;
     return out;
@@ -149,7 +150,8 @@ export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
   if (certType !== 6) throw new Error(`certification data type ${certType} is not 6 (QE report)`);
   const certSize = sigData.u32('certification data size');
   const cert = new Reader(sigData.take(certSize, 'QE report certification data'));
-  if (sigData.off !== sigLen) throw new Error(`${sigLen - sigData.off} bytes of signature data follow the certification data`);
+  if (sigData.off !== sigLen)
+    throw new Error(`${sigLen - sigData.off} bytes of signature data follow the certification data`);
   const qeRaw = cert.take(QE_REPORT_SIZE, 'QE report');
   const qeSig = cert.take(64, 'QE report signature');
   const authLen = cert.u16('QE auth data size');
@@ -161,7 +163,8 @@ export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
   if (cert.off !== certSize) throw new Error(`${certSize - cert.off} bytes follow the PCK chain`);
   // Some quoting libraries count a terminating NUL in the PEM's size; nothing else may follow it.
   const text = pem.toString('latin1').replace(/\0$/, '');
-  if (!/^(-----BEGIN CERTIFICATE-----\n[A-Za-z0-9+/=\n]+-----END CERTIFICATE-----\n?)+$/.test(text)) throw new Error('the PCK chain is not a PEM certificate list');
+  if (!/^(-----BEGIN CERTIFICATE-----\n[A-Za-z0-9+/=\n]+-----END CERTIFICATE-----\n?)+$/.test(text))
+    throw new Error('the PCK chain is not a PEM certificate list');
   return {
     version,
     attestation_key_type: attestationKeyType,

@@ -43,7 +43,12 @@ export function pckExtensions(cert: x509.X509Certificate): PckExtensions {
       }
     }
   }
-  if (!out.fmspc || !out.pce_id || out.pce_svn === undefined || out.components.filter((c) => c !== undefined).length !== 16) {
+  if (
+    !out.fmspc ||
+    !out.pce_id ||
+    out.pce_svn === undefined ||
+    out.components.filter((c) => c !== undefined).length !== 16
+  ) {
     throw new Error('the SGX extensions lack the FMSPC, PCE id, PCE SVN or a TCB component');
   }
   return out as PckExtensions;
@@ -59,7 +64,8 @@ export interface SignedCollateral<T> {
 
 export function splitSigned<T>(text: string, key: 'tcbInfo' | 'enclaveIdentity'): SignedCollateral<T> {
   const m = new RegExp(`^\\{"${key}":(\\{.*\\}),"signature":"([0-9a-f]{128})"\\}\\n?$`, 's').exec(text);
-  if (!m || m[1] === undefined || m[2] === undefined) throw new Error(`not a ${key} response ({"${key}":{...},"signature":"<128 hex>"})`);
+  if (!m || m[1] === undefined || m[2] === undefined)
+    throw new Error(`not a ${key} response ({"${key}":{...},"signature":"<128 hex>"})`);
   return { body: Buffer.from(m[1], 'utf8'), value: JSON.parse(m[1]) as T, signature: Buffer.from(m[2], 'hex') };
 }
 
@@ -105,10 +111,21 @@ export interface QeIdentity {
 }
 
 /** Worst first is the order statuses combine in: the result is the worst of platform, module and QE. */
-export const TCB_STATUS_ORDER = ['UpToDate', 'SWHardeningNeeded', 'ConfigurationNeeded', 'ConfigurationAndSWHardeningNeeded', 'OutOfDate', 'OutOfDateConfigurationNeeded', 'Revoked'];
+export const TCB_STATUS_ORDER = [
+  'UpToDate',
+  'SWHardeningNeeded',
+  'ConfigurationNeeded',
+  'ConfigurationAndSWHardeningNeeded',
+  'OutOfDate',
+  'OutOfDateConfigurationNeeded',
+  'Revoked',
+];
 
 export function worstStatus(statuses: string[]): string {
-  return statuses.reduce((a, b) => (TCB_STATUS_ORDER.indexOf(b) > TCB_STATUS_ORDER.indexOf(a) || !TCB_STATUS_ORDER.includes(b) ? b : a), 'UpToDate');
+  return statuses.reduce(
+    (a, b) => (TCB_STATUS_ORDER.indexOf(b) > TCB_STATUS_ORDER.indexOf(a) || !TCB_STATUS_ORDER.includes(b) ? b : a),
+    'UpToDate',
+  );
 }
 
 function maskedEqual(value: string, mask: string, expected: string): boolean {
@@ -133,15 +150,23 @@ export function platformLevel(info: TcbInfo, pck: PckExtensions, body: TdReport)
     const sgx = level.tcb.sgxtcbcomponents.every((c, i) => (pck.components[i] ?? -1) >= c.svn);
     const tdx = level.tcb.tdxtcbcomponents.every((c, i) => i < from || (teeSvn[i] ?? -1) >= c.svn);
     if (sgx && pck.pce_svn >= level.tcb.pcesvn && tdx) {
-      return { status: level.tcbStatus, advisories: level.advisoryIDs ?? [], detail: `platform ${level.tcbStatus} (level of ${level.tcbDate})` };
+      return {
+        status: level.tcbStatus,
+        advisories: level.advisoryIDs ?? [],
+        detail: `platform ${level.tcbStatus} (level of ${level.tcbDate})`,
+      };
     }
   }
   const top = info.tcbLevels[0];
   const below = top
     ? [
-        ...top.tcb.sgxtcbcomponents.flatMap((c, i) => ((pck.components[i] ?? -1) < c.svn ? [`SGX component ${i} ${pck.components[i]} < ${c.svn}`] : [])),
+        ...top.tcb.sgxtcbcomponents.flatMap((c, i) =>
+          (pck.components[i] ?? -1) < c.svn ? [`SGX component ${i} ${pck.components[i]} < ${c.svn}`] : [],
+        ),
         ...(pck.pce_svn < top.tcb.pcesvn ? [`PCE SVN ${pck.pce_svn} < ${top.tcb.pcesvn}`] : []),
-        ...top.tcb.tdxtcbcomponents.flatMap((c, i) => (i >= from && (teeSvn[i] ?? -1) < c.svn ? [`TDX component ${i} ${teeSvn[i]} < ${c.svn}`] : [])),
+        ...top.tcb.tdxtcbcomponents.flatMap((c, i) =>
+          i >= from && (teeSvn[i] ?? -1) < c.svn ? [`TDX component ${i} ${teeSvn[i]} < ${c.svn}`] : [],
+        ),
       ]
     : [];
   return `the platform meets no TCB level of the TCB Info (against the newest: ${below.join(', ') || 'none listed'}; Intel's QVL calls this TCB not supported)`;
@@ -154,15 +179,18 @@ export function moduleLevel(info: TcbInfo, body: TdReport): LevelMatch | string 
   if (major === 0) {
     const m = info.tdxModule;
     if (!m) return 'the TCB Info has no tdxModule';
-    if (body.mr_signer_seam !== m.mrsigner.toLowerCase()) return 'the TDX module signer (MRSIGNERSEAM) is not the TCB Info\'s';
-    if (!maskedEqual(body.seam_attributes, m.attributesMask, m.attributes)) return 'the SEAM attributes do not match the TCB Info';
+    if (body.mr_signer_seam !== m.mrsigner.toLowerCase())
+      return "the TDX module signer (MRSIGNERSEAM) is not the TCB Info's";
+    if (!maskedEqual(body.seam_attributes, m.attributesMask, m.attributes))
+      return 'the SEAM attributes do not match the TCB Info';
     return { status: 'UpToDate', advisories: [], detail: 'module version 0 matches tdxModule' };
   }
   const id = `TDX_${major.toString(16).padStart(2, '0').toUpperCase()}`;
   const identity = info.tdxModuleIdentities?.find((i) => i.id === id);
   if (!identity) return `the TCB Info has no TDX module identity ${id}`;
   if (body.mr_signer_seam !== identity.mrsigner.toLowerCase()) return `the TDX module signer is not ${id}'s`;
-  if (!maskedEqual(body.seam_attributes, identity.attributesMask, identity.attributes)) return `the SEAM attributes do not match ${id}`;
+  if (!maskedEqual(body.seam_attributes, identity.attributesMask, identity.attributes))
+    return `the SEAM attributes do not match ${id}`;
   const level = identity.tcbLevels.find((l) => (teeSvn[0] as number) >= l.tcb.isvsvn);
   if (!level) return `the TDX module SVN ${teeSvn[0]} meets no level of ${id}`;
   return { status: level.tcbStatus, advisories: level.advisoryIDs ?? [], detail: `module ${id} ${level.tcbStatus}` };
@@ -172,11 +200,17 @@ export function qeLevel(identity: QeIdentity, qe: QeReport): LevelMatch | string
   const misc = Buffer.alloc(4);
   misc.writeUInt32LE(qe.misc_select >>> 0);
   const miscHex = Buffer.from(misc).reverse().toString('hex');
-  if (!maskedEqual(miscHex, identity.miscselectMask, identity.miscselect)) return 'the QE MISCSELECT does not match the QE Identity';
-  if (!maskedEqual(qe.attributes, identity.attributesMask, identity.attributes)) return 'the QE attributes do not match the QE Identity';
-  if (qe.mr_signer !== identity.mrsigner.toLowerCase()) return 'the QE signer (MRSIGNER) is not the QE Identity\'s';
+  if (!maskedEqual(miscHex, identity.miscselectMask, identity.miscselect))
+    return 'the QE MISCSELECT does not match the QE Identity';
+  if (!maskedEqual(qe.attributes, identity.attributesMask, identity.attributes))
+    return 'the QE attributes do not match the QE Identity';
+  if (qe.mr_signer !== identity.mrsigner.toLowerCase()) return "the QE signer (MRSIGNER) is not the QE Identity's";
   if (qe.isv_prod_id !== identity.isvprodid) return `the QE product id ${qe.isv_prod_id} is not ${identity.isvprodid}`;
   const level = identity.tcbLevels.find((l) => qe.isv_svn >= l.tcb.isvsvn);
   if (!level) return `the QE SVN ${qe.isv_svn} meets no level of the QE Identity`;
-  return { status: level.tcbStatus, advisories: level.advisoryIDs ?? [], detail: `QE SVN ${qe.isv_svn} ${level.tcbStatus}` };
+  return {
+    status: level.tcbStatus,
+    advisories: level.advisoryIDs ?? [],
+    detail: `QE SVN ${qe.isv_svn} ${level.tcbStatus}`,
+  };
 }

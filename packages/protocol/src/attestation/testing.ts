@@ -16,7 +16,12 @@ export interface SnpTestChain {
   pin: PinnedRoot;
   chipId: Buffer;
   /** A version 2 report with these fields, signed by the VCEK. */
-  signReport(fields: { reportData: Buffer; measurement?: Buffer; policy?: bigint; tcb?: { bootloader: number; tee: number; snp: number; microcode: number } }): Buffer;
+  signReport(fields: {
+    reportData: Buffer;
+    measurement?: Buffer;
+    policy?: bigint;
+    tcb?: { bootloader: number; tee: number; snp: number; microcode: number };
+  }): Buffer;
 }
 
 type KeyPair = webcrypto.CryptoKeyPair;
@@ -30,7 +35,12 @@ function derUint(n: number): ArrayBuffer {
   return new Uint8Array(bytes).buffer;
 }
 
-async function ca(name: string, keys: KeyPair, issuer: { name: string; keys: KeyPair }, serial: string): Promise<x509.X509Certificate> {
+async function ca(
+  name: string,
+  keys: KeyPair,
+  issuer: { name: string; keys: KeyPair },
+  serial: string,
+): Promise<x509.X509Certificate> {
   return x509.X509CertificateGenerator.create(
     {
       serialNumber: serial,
@@ -51,7 +61,10 @@ export async function createSnpTestChain(product = 'Test'): Promise<SnpTestChain
   const rsa = { ...PSS, modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]) };
   const arkKeys = (await subtle.generateKey(rsa, true, ['sign', 'verify'])) as KeyPair;
   const askKeys = (await subtle.generateKey(rsa, true, ['sign', 'verify'])) as KeyPair;
-  const vcekKeys = (await subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-384' }, true, ['sign', 'verify'])) as KeyPair;
+  const vcekKeys = (await subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-384' }, true, [
+    'sign',
+    'verify',
+  ])) as KeyPair;
   const ark = await ca(`ARK-${product}`, arkKeys, { name: `ARK-${product}`, keys: arkKeys }, '01');
   const ask = await ca(`SEV-${product}`, askKeys, { name: `ARK-${product}`, keys: arkKeys }, '02');
   const chipId = Buffer.alloc(64, 0x5a);
@@ -94,7 +107,9 @@ export async function createSnpTestChain(product = 'Test'): Promise<SnpTestChain
       chipId.copy(b, 0x1a0);
       const sig = sign('sha384', b.subarray(0, 0x2a0), { key: signingKey, dsaEncoding: 'ieee-p1363' });
       Buffer.from(sig.subarray(0, 48)).reverse().copy(b, 0x2a0);
-      Buffer.from(sig.subarray(48)).reverse().copy(b, 0x2a0 + 72);
+      Buffer.from(sig.subarray(48))
+        .reverse()
+        .copy(b, 0x2a0 + 72);
       return b;
     },
   };

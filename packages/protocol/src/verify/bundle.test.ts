@@ -16,25 +16,61 @@ const nodeHex = publicKeyHex(node.privateKey);
 function makeBundle(): Record<string, unknown> {
   const runId = 'run_test';
   const jobId = 'job_test';
-  const receiptFields = { job_id: jobId, node_public_key_hex: nodeHex, result_hash_hex: sha256Hex('result'), metering_units: 7 };
+  const receiptFields = {
+    job_id: jobId,
+    node_public_key_hex: nodeHex,
+    result_hash_hex: sha256Hex('result'),
+    metering_units: 7,
+  };
   const receipt = {
-    id: 'rcpt_1', job_id: jobId, node_id: 'node_1', node_public_key: nodeHex, result_hash: receiptFields.result_hash_hex,
-    metering_units: 7, signature: signSvc1(receiptFields, node.privateKey), signature_version: 'SVC1', metadata: { country: 'CA' }, created_at: '2026-11-21T18:00:02.000Z',
+    id: 'rcpt_1',
+    job_id: jobId,
+    node_id: 'node_1',
+    node_public_key: nodeHex,
+    result_hash: receiptFields.result_hash_hex,
+    metering_units: 7,
+    signature: signSvc1(receiptFields, node.privateKey),
+    signature_version: 'SVC1',
+    metadata: { country: 'CA' },
+    created_at: '2026-11-21T18:00:02.000Z',
   };
   const specs = [
     { type: 'job.submitted', meta: { budget_cents: 100 } },
     { type: 'receipt.submitted', meta: { receipt_id: 'rcpt_1' } },
-    { type: 'receipt.verified', meta: { receipt_id: 'rcpt_1', job_id: jobId, node_public_key: nodeHex, result_hash: receipt.result_hash, metering_units: 7, signature: receipt.signature } },
+    {
+      type: 'receipt.verified',
+      meta: {
+        receipt_id: 'rcpt_1',
+        job_id: jobId,
+        node_public_key: nodeHex,
+        result_hash: receipt.result_hash,
+        metering_units: 7,
+        signature: receipt.signature,
+      },
+    },
     { type: 'job.completed', meta: {} },
   ];
-  const edges = specs.slice(1).map((_, i) => ({ run_id: runId, from_event_id: `evt_${i + 1}`, to_event_id: `evt_${i + 2}`, edge_type: 'then' }));
+  const edges = specs
+    .slice(1)
+    .map((_, i) => ({ run_id: runId, from_event_id: `evt_${i + 1}`, to_event_id: `evt_${i + 2}`, edge_type: 'then' }));
   edges.push({ run_id: runId, from_event_id: 'evt_2', to_event_id: 'evt_3', edge_type: 'caused_by' });
   const events = specs.map((s, i) => ({
-    id: `evt_${i + 1}`, run_id: runId, sequence: i + 1, event_type: s.type, subject_id: jobId, summary: s.type, metadata: s.meta, created_at: `2026-11-21T18:00:0${i}.000Z`, event_hash: '',
+    id: `evt_${i + 1}`,
+    run_id: runId,
+    sequence: i + 1,
+    event_type: s.type,
+    subject_id: jobId,
+    summary: s.type,
+    metadata: s.meta,
+    created_at: `2026-11-21T18:00:0${i}.000Z`,
+    event_hash: '',
   }));
   for (const e of events) e.event_hash = eventHash({ ...e, parents: parentsOf(e.id, events, edges) });
   const root = merkleRoot(events.map((e) => e.event_hash));
-  const signature = signCertificate({ run_id: runId, event_count: events.length, root_hash_hex: root }, platform.privateKey);
+  const signature = signCertificate(
+    { run_id: runId, event_count: events.length, root_hash_hex: root },
+    platform.privateKey,
+  );
   const signedAt = '2026-11-21T18:00:05.000Z';
   const bundle: Record<string, unknown> = {
     type: 'svc.evidence_bundle.v1',
@@ -42,12 +78,34 @@ function makeBundle(): Record<string, unknown> {
     job: { id: jobId, status: 'completed' },
     policy_snapshot: { jurisdiction: null },
     receipts: [receipt],
-    verifier: { platform_keys: [{ key_id: 'pk_1', public_key_hex: platformHex, valid_from: '2026-01-01T00:00:00.000Z', valid_until: null }] },
+    verifier: {
+      platform_keys: [
+        { key_id: 'pk_1', public_key_hex: platformHex, valid_from: '2026-01-01T00:00:00.000Z', valid_until: null },
+      ],
+    },
     evidence: {
-      run: { id: runId, job_id: jobId, status: 'signed', root_hash: root, root_signature_hex: signature, signer_public_key_hex: platformHex, signed_at: signedAt },
+      run: {
+        id: runId,
+        job_id: jobId,
+        status: 'signed',
+        root_hash: root,
+        root_signature_hex: signature,
+        signer_public_key_hex: platformHex,
+        signed_at: signedAt,
+      },
       events,
       edges,
-      certificate: { algorithm: 'ed25519-sha256', version: 'SVC2-draft', root_hash: root, signature_hex: signature, signer_public_key_hex: platformHex, signed: true, verified: true, signed_at: signedAt, note: '' },
+      certificate: {
+        algorithm: 'ed25519-sha256',
+        version: 'SVC2-draft',
+        root_hash: root,
+        signature_hex: signature,
+        signer_public_key_hex: platformHex,
+        signed: true,
+        verified: true,
+        signed_at: signedAt,
+        note: '',
+      },
     },
   };
   bundle.bundle_hash = bundleHash(bundle);
@@ -69,8 +127,21 @@ describe('verifyBundle', () => {
     expect(failed(v)).toEqual([]);
     expect(v.ok).toBe(true);
     expect(v.checks.map((c) => c.name)).toEqual([
-      'parse', 'bundle_type', 'bundle_hash', 'graph_structure', 'job_binding', 'event_hash[1]', 'event_hash[2]', 'event_hash[3]', 'event_hash[4]',
-      'merkle_root', 'certificate_signature', 'signer_key', 'receipt_signature[rcpt_1]', 'receipt_binding[rcpt_1]', 'receipts_complete',
+      'parse',
+      'bundle_type',
+      'bundle_hash',
+      'graph_structure',
+      'job_binding',
+      'event_hash[1]',
+      'event_hash[2]',
+      'event_hash[3]',
+      'event_hash[4]',
+      'merkle_root',
+      'certificate_signature',
+      'signer_key',
+      'receipt_signature[rcpt_1]',
+      'receipt_binding[rcpt_1]',
+      'receipts_complete',
     ]);
   });
 
@@ -79,17 +150,34 @@ describe('verifyBundle', () => {
     expect((await verifyBundle(text, { trustedKeys: [platformHex] })).ok).toBe(true);
     const other = await verifyBundle(text, { trustedKeys: [nodeHex] });
     expect(failed(other)).toEqual(['signer_key']);
-    const retired = await verifyBundle(text, { trustedKeys: [{ public_key_hex: platformHex, valid_until: '2026-11-21T17:00:00.000Z' }] });
+    const retired = await verifyBundle(text, {
+      trustedKeys: [{ public_key_hex: platformHex, valid_until: '2026-11-21T17:00:00.000Z' }],
+    });
     expect(retired.checks.find((c) => c.name === 'signer_key')?.reason).toMatch(/after the key was retired/);
   });
 
   it.each<[string, (string | number)[], unknown, string[]]>([
     ['an event summary', ['evidence', 'events', 0, 'summary'], 'x', ['bundle_hash', 'event_hash[1]', 'merkle_root']],
-    ['event metadata', ['evidence', 'events', 0, 'metadata', 'budget_cents'], 101, ['bundle_hash', 'event_hash[1]', 'merkle_root']],
+    [
+      'event metadata',
+      ['evidence', 'events', 0, 'metadata', 'budget_cents'],
+      101,
+      ['bundle_hash', 'event_hash[1]', 'merkle_root'],
+    ],
     ['an edge type', ['evidence', 'edges', 3, 'edge_type'], 'then', ['bundle_hash', 'event_hash[3]', 'merkle_root']],
-    ['a receipt field', ['receipts', 0, 'metering_units'], 8, ['bundle_hash', 'receipt_signature[rcpt_1]', 'receipt_binding[rcpt_1]']],
+    [
+      'a receipt field',
+      ['receipts', 0, 'metering_units'],
+      8,
+      ['bundle_hash', 'receipt_signature[rcpt_1]', 'receipt_binding[rcpt_1]'],
+    ],
     ['the root', ['evidence', 'run', 'root_hash'], '0'.repeat(64), ['bundle_hash', 'merkle_root']],
-    ['the certificate signature', ['evidence', 'certificate', 'signature_hex'], '0'.repeat(128), ['bundle_hash', 'certificate_signature']],
+    [
+      'the certificate signature',
+      ['evidence', 'certificate', 'signature_hex'],
+      '0'.repeat(128),
+      ['bundle_hash', 'certificate_signature'],
+    ],
     ['the bundle hash', ['bundle_hash'], '0'.repeat(64), ['bundle_hash']],
   ])('altering %s fails exactly the checks that cover it', async (_, path, value, expected) => {
     const bundle = makeBundle();
@@ -103,20 +191,29 @@ describe('verifyBundle', () => {
     const bundle = makeBundle();
     setAt(bundle, ['receipts', 0, 'node_public_key'], identity);
     setAt(bundle, ['receipts', 0, 'signature'], forged);
-    for (const part of ['run', 'certificate']) setAt(bundle, ['evidence', part, part === 'run' ? 'root_signature_hex' : 'signature_hex'], forged);
+    for (const part of ['run', 'certificate'])
+      setAt(bundle, ['evidence', part, part === 'run' ? 'root_signature_hex' : 'signature_hex'], forged);
     for (const part of ['run', 'certificate']) setAt(bundle, ['evidence', part, 'signer_public_key_hex'], identity);
     setAt(bundle, ['verifier', 'platform_keys', 0, 'public_key_hex'], identity);
     bundle.bundle_hash = bundleHash(bundle);
     const v = await verifyBundle(JSON.stringify(bundle));
     expect(v.ok).toBe(false);
-    expect(v.checks.find((c) => c.name === 'receipt_signature[rcpt_1]')).toMatchObject({ ok: false, reason: 'the node public key is a small-order point (order 1): signatures under it can be forged' });
-    expect(v.checks.find((c) => c.name === 'certificate_signature')).toMatchObject({ ok: false, reason: 'the signer public key is a small-order point (order 1): signatures under it can be forged' });
+    expect(v.checks.find((c) => c.name === 'receipt_signature[rcpt_1]')).toMatchObject({
+      ok: false,
+      reason: 'the node public key is a small-order point (order 1): signatures under it can be forged',
+    });
+    expect(v.checks.find((c) => c.name === 'certificate_signature')).toMatchObject({
+      ok: false,
+      reason: 'the signer public key is a small-order point (order 1): signatures under it can be forged',
+    });
   });
 
   it('refuses duplicate keys, unknown types, oversized input and garbage', async () => {
     const text = JSON.stringify(makeBundle());
     expect(failed(await verifyBundle(text.replace('{"type":', '{"type":"x","type":')))).toEqual(['parse']);
-    expect(failed(await verifyBundle(text.replace('svc.evidence_bundle.v1', 'svc.evidence_bundle.v9')))).toEqual(['bundle_type']);
+    expect(failed(await verifyBundle(text.replace('svc.evidence_bundle.v1', 'svc.evidence_bundle.v9')))).toEqual([
+      'bundle_type',
+    ]);
     expect(failed(await verifyBundle(text, { maxBytes: 100 }))).toEqual(['parse']);
     expect((await verifyBundle('[]')).ok).toBe(false);
   });

@@ -12,7 +12,9 @@ export function utf8(text: string): Uint8Array {
 }
 
 export function isHex(value: unknown, byteLength?: number): value is string {
-  return typeof value === 'string' && LOWER_HEX.test(value) && (byteLength === undefined || value.length === byteLength * 2);
+  return (
+    typeof value === 'string' && LOWER_HEX.test(value) && (byteLength === undefined || value.length === byteLength * 2)
+  );
 }
 
 export function fromHex(hex: string): Uint8Array {
@@ -58,8 +60,19 @@ export async function verifyEd25519(publicKeyHex: string, message: Uint8Array, s
   // WebCrypto accepts small-order and non-canonical keys, under which signatures can be forged.
   if (ed25519PublicKeyHexProblem(publicKeyHex) !== undefined) return false;
   try {
-    const key = await globalThis.crypto.subtle.importKey('raw', buffer(fromHex(publicKeyHex)), { name: 'Ed25519' }, false, ['verify']);
-    return await globalThis.crypto.subtle.verify({ name: 'Ed25519' }, key, buffer(fromHex(signatureHex)), buffer(message));
+    const key = await globalThis.crypto.subtle.importKey(
+      'raw',
+      buffer(fromHex(publicKeyHex)),
+      { name: 'Ed25519' },
+      false,
+      ['verify'],
+    );
+    return await globalThis.crypto.subtle.verify(
+      { name: 'Ed25519' },
+      key,
+      buffer(fromHex(signatureHex)),
+      buffer(message),
+    );
   } catch {
     return false;
   }
@@ -79,11 +92,17 @@ export async function merkleRootHex(leaves: readonly string[]): Promise<string> 
 }
 
 /** The SVC1 message bytes (docs/receipts.md); undefined when a field cannot be encoded. */
-export function svc1MessageBytes(fields: { job_id: unknown; node_public_key_hex: unknown; result_hash_hex: unknown; metering_units: unknown }): Uint8Array | undefined {
+export function svc1MessageBytes(fields: {
+  job_id: unknown;
+  node_public_key_hex: unknown;
+  result_hash_hex: unknown;
+  metering_units: unknown;
+}): Uint8Array | undefined {
   const { job_id, node_public_key_hex, result_hash_hex, metering_units } = fields;
   if (typeof job_id !== 'string' || !/^[A-Za-z0-9._:-]{1,256}$/.test(job_id)) return undefined;
   if (!isHex(node_public_key_hex, 32) || !isHex(result_hash_hex, 32)) return undefined;
-  if (typeof metering_units !== 'number' || !Number.isSafeInteger(metering_units) || metering_units < 0) return undefined;
+  if (typeof metering_units !== 'number' || !Number.isSafeInteger(metering_units) || metering_units < 0)
+    return undefined;
   const head = new Uint8Array(7);
   head.set(utf8('SVC1\u0000'));
   new DataView(head.buffer).setUint16(5, job_id.length);

@@ -1,4 +1,11 @@
-import { formatSnpTcb, verifySevSnp, verifyTdx, type AttestationCheck, type PinnedRoot, type TdxCollateral } from '@svc/protocol/attestation';
+import {
+  formatSnpTcb,
+  verifySevSnp,
+  verifyTdx,
+  type AttestationCheck,
+  type PinnedRoot,
+  type TdxCollateral,
+} from '@svc/protocol/attestation';
 import type { TeeConfig } from './config.js';
 
 /**
@@ -36,7 +43,12 @@ export interface AttestationVerifier {
   verifyEvidence(input: EvidenceInput): Promise<EvidenceVerdict>;
 }
 
-export const ATTESTATION_METHODS: Record<number, string> = { 0: 'none', 1: 'intel-tdx', 2: 'amd-sev-snp', 3: 'nvidia-cc' };
+export const ATTESTATION_METHODS: Record<number, string> = {
+  0: 'none',
+  1: 'intel-tdx',
+  2: 'amd-sev-snp',
+  3: 'nvidia-cc',
+};
 
 export interface VerifierOptions {
   /** Extra AMD ARKs to trust: tests only (a root they generate); never set by `svc serve`. */
@@ -54,7 +66,10 @@ export interface VerifierOptions {
  */
 export function createAttestationVerifier(policy: TeeConfig, options: VerifierOptions = {}): AttestationVerifier {
   return {
-    name: options.extraSnpRoots?.length || options.extraTdxRootFingerprints?.length ? 'vendor-roots+test-roots' : 'vendor-roots',
+    name:
+      options.extraSnpRoots?.length || options.extraTdxRootFingerprints?.length
+        ? 'vendor-roots+test-roots'
+        : 'vendor-roots',
     verify: async () => false,
     async verifyEvidence(input) {
       let checks: AttestationCheck[];
@@ -70,26 +85,59 @@ export function createAttestationVerifier(policy: TeeConfig, options: VerifierOp
         tcbStatus = v.report ? formatSnpTcb(v.report.reported_tcb) : null;
         // AMD certifies the TCB in the VCEK (checked above); a per-deployment SNP minimum is not configurable yet.
         const certified = v.checks.find((c) => c.name === 'vcek-tcb')?.ok === true;
-        tcbAccepted = { name: 'tcb-policy', ok: certified, detail: certified ? `SEV-SNP TCB ${tcbStatus} certified by the VCEK` : 'the reported TCB is not the VCEK\'s' };
+        tcbAccepted = {
+          name: 'tcb-policy',
+          ok: certified,
+          detail: certified ? `SEV-SNP TCB ${tcbStatus} certified by the VCEK` : "the reported TCB is not the VCEK's",
+        };
       } else if (input.method === 1 && input.tdx) {
-        const v = await verifyTdx({ ...input.tdx, now: input.now, extraRootFingerprints: options.extraTdxRootFingerprints });
+        const v = await verifyTdx({
+          ...input.tdx,
+          now: input.now,
+          extraRootFingerprints: options.extraTdxRootFingerprints,
+        });
         checks = v.checks;
         measurement = v.quote?.body.mr_td ?? null;
         reportData = v.quote?.body.report_data ?? null;
         tcbStatus = v.tcb_status;
         const ok = tcbStatus !== null && policy.acceptedTcb.includes(tcbStatus);
-        tcbAccepted = { name: 'tcb-policy', ok, detail: `TCB status ${tcbStatus ?? 'not evaluated'} ${ok ? 'is' : 'is not'} accepted (SVC_TEE_ACCEPTED_TCB=${policy.acceptedTcb.join(',')})` };
+        tcbAccepted = {
+          name: 'tcb-policy',
+          ok,
+          detail: `TCB status ${tcbStatus ?? 'not evaluated'} ${ok ? 'is' : 'is not'} accepted (SVC_TEE_ACCEPTED_TCB=${policy.acceptedTcb.join(',')})`,
+        };
       } else {
-        const what = input.method === 3 ? 'NVIDIA CC evidence has no verifier yet' : `method ${input.method} needs its evidence (${input.method === 2 ? 'sev_snp' : 'tdx'})`;
-        return { verified: false, checks: [{ name: 'evidence', ok: false, detail: what }], measurement: null, tcb_status: null };
+        const what =
+          input.method === 3
+            ? 'NVIDIA CC evidence has no verifier yet'
+            : `method ${input.method} needs its evidence (${input.method === 2 ? 'sev_snp' : 'tdx'})`;
+        return {
+          verified: false,
+          checks: [{ name: 'evidence', ok: false, detail: what }],
+          measurement: null,
+          tcb_status: null,
+        };
       }
       const allowed = measurement !== null && policy.measurements.includes(measurement);
       const expected = input.expectedReportData.toString('hex');
       const all = [
         ...checks,
         tcbAccepted,
-        { name: 'measurement-allowed', ok: allowed, detail: allowed ? `${measurement} is in SVC_TEE_MEASUREMENTS` : `${measurement ?? 'no measurement'} is not in SVC_TEE_MEASUREMENTS (${policy.measurements.length} allowed)` },
-        { name: 'binding', ok: reportData === expected, detail: reportData === expected ? 'report_data = SHA-512(challenge || node public key)' : 'report_data is not SHA-512(challenge || node public key): the evidence was not made for this challenge and node' },
+        {
+          name: 'measurement-allowed',
+          ok: allowed,
+          detail: allowed
+            ? `${measurement} is in SVC_TEE_MEASUREMENTS`
+            : `${measurement ?? 'no measurement'} is not in SVC_TEE_MEASUREMENTS (${policy.measurements.length} allowed)`,
+        },
+        {
+          name: 'binding',
+          ok: reportData === expected,
+          detail:
+            reportData === expected
+              ? 'report_data = SHA-512(challenge || node public key)'
+              : 'report_data is not SHA-512(challenge || node public key): the evidence was not made for this challenge and node',
+        },
       ];
       return { verified: all.every((c) => c.ok), checks: all, measurement, tcb_status: tcbStatus };
     },

@@ -25,7 +25,17 @@ describe('blobs in the object store', () => {
 
   it.each([
     ['a directory', () => createLocalObjectStore(join(dir, 'objects'))],
-    ['S3 (s3rver)', () => createS3ObjectStore({ bucket: s3.bucket, endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: s3.credentials })],
+    [
+      'S3 (s3rver)',
+      () =>
+        createS3ObjectStore({
+          bucket: s3.bucket,
+          endpoint: s3.endpoint,
+          region: 'us-east-1',
+          forcePathStyle: true,
+          credentials: s3.credentials,
+        }),
+    ],
   ])('keeps bytes, content type and hash on %s', async (_name, open) => {
     const blobs = createObjectBlobStore(open());
     const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 1, 2, 3]);
@@ -42,17 +52,31 @@ describe('blobs in the object store', () => {
     const rows: [string, string, Buffer][] = [
       ['results/wrk_old1', 'application/json', Buffer.from('{"text":"old result"}')],
       ['files/old.png', 'image/png', Buffer.from([1, 2, 3, 4])],
-      ...Array.from({ length: 60 }, (_, i): [string, string, Buffer] => [`results/wrk_bulk${i}`, 'application/json', Buffer.from(`{"n":${i}}`)]),
+      ...Array.from({ length: 60 }, (_, i): [string, string, Buffer] => [
+        `results/wrk_bulk${i}`,
+        'application/json',
+        Buffer.from(`{"n":${i}}`),
+      ]),
     ];
     // What an earlier version left in the table.
-    for (const [key, type, bytes] of rows) await first.ctx.db.query('INSERT INTO blobs (key, content_type, bytes, sha256) VALUES ($1, $2, $3, $4)', [key, type, bytes, sha(bytes)]);
+    for (const [key, type, bytes] of rows)
+      await first.ctx.db.query('INSERT INTO blobs (key, content_type, bytes, sha256) VALUES ($1, $2, $3, $4)', [
+        key,
+        type,
+        bytes,
+        sha(bytes),
+      ]);
     await first.close();
 
     const second = await createTestApp({ store });
     try {
       const left = await second.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM blobs');
       expect(left.rows[0]?.n).toBe(0);
-      expect(await second.ctx.blobs.get('results/wrk_old1')).toEqual({ bytes: rows[0]?.[2], contentType: 'application/json', sha256: sha(rows[0]?.[2] ?? Buffer.alloc(0)) });
+      expect(await second.ctx.blobs.get('results/wrk_old1')).toEqual({
+        bytes: rows[0]?.[2],
+        contentType: 'application/json',
+        sha256: sha(rows[0]?.[2] ?? Buffer.alloc(0)),
+      });
       expect((await second.ctx.blobs.get('files/old.png'))?.contentType).toBe('image/png');
       expect((await second.ctx.blobs.get('results/wrk_bulk59'))?.bytes.toString()).toBe('{"n":59}');
       expect(await moveDbBlobsToObjects(second.ctx.db, second.ctx.objects)).toBe(0);

@@ -39,7 +39,11 @@ export function createObjectBlobStore(objects: ObjectStore): BlobStore {
       const chunks: Buffer[] = [];
       for await (const chunk of stream) chunks.push(chunk as Buffer);
       const bytes = Buffer.concat(chunks);
-      return { bytes, contentType: stat.contentType ?? 'application/octet-stream', sha256: createHash('sha256').update(bytes).digest('hex') };
+      return {
+        bytes,
+        contentType: stat.contentType ?? 'application/octet-stream',
+        sha256: createHash('sha256').update(bytes).digest('hex'),
+      };
     },
     delete: (key) => objects.delete(PREFIX + key),
     within: () => store,
@@ -57,7 +61,9 @@ export function createObjectBlobStore(objects: ObjectStore): BlobStore {
 export async function moveDbBlobsToObjects(db: Queryable, objects: ObjectStore, log?: Logger): Promise<number> {
   let moved = 0;
   for (;;) {
-    const { rows } = await db.query<{ key: string; content_type: string; bytes: Uint8Array }>('SELECT key, content_type, bytes FROM blobs ORDER BY key LIMIT 50');
+    const { rows } = await db.query<{ key: string; content_type: string; bytes: Uint8Array }>(
+      'SELECT key, content_type, bytes FROM blobs ORDER BY key LIMIT 50',
+    );
     if (rows.length === 0) break;
     for (const row of rows) await objects.put(PREFIX + row.key, Buffer.from(row.bytes), row.content_type);
     await db.query('DELETE FROM blobs WHERE key = ANY($1::text[])', [rows.map((r) => r.key)]);

@@ -4,7 +4,11 @@ import { openDb, type Db } from './db/index.js';
 import { createDbBus, type Bus } from './bus.js';
 
 /** Resolves once `n` payloads arrived (or fails after 5 s). */
-function collect(bus: Bus, topic: 'jobs' | 'work', n: number): { got: string[]; done: Promise<void>; stop: Promise<() => Promise<void>> } {
+function collect(
+  bus: Bus,
+  topic: 'jobs' | 'work',
+  n: number,
+): { got: string[]; done: Promise<void>; stop: Promise<() => Promise<void>> } {
   const got: string[] = [];
   let resolve: () => void = () => undefined;
   const done = new Promise<void>((r, reject) => {
@@ -47,7 +51,9 @@ describe('the bus between instances (and within one)', () => {
 
   it('stops delivering to a subscriber that unsubscribed; a failing subscriber does not stop the others', async () => {
     const gone = collect(bus, 'work', 1);
-    await (await gone.stop)();
+    await (
+      await gone.stop
+    )();
     const failing = bus.subscribe('work', () => {
       throw new Error('listener bug');
     });
@@ -58,7 +64,11 @@ describe('the bus between instances (and within one)', () => {
     await kept.done;
     expect(kept.got).toEqual(['wrk_1', 'wrk_2']);
     expect(gone.got).toEqual([]);
-    await (await failing)();
-    await (await kept.stop)();
+    await (
+      await failing
+    )();
+    await (
+      await kept.stop
+    )();
   });
 });

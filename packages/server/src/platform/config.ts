@@ -137,9 +137,11 @@ export type ConfigFlags = Partial<Record<'port' | 'host' | 'data-dir' | 'public-
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 function parseIntIn(name: string, raw: string, min: number, max: number): number {
-  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
+  if (!/^\d+$/.test(raw.trim()))
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
   const value = Number(raw.trim());
-  if (value < min || value > max) throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
+  if (value < min || value > max)
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
   return value;
 }
 
@@ -163,30 +165,51 @@ function parseDuration(name: string, raw: string): number {
   if (v === 'off' || v === '0') return 0;
   const match = /^(\d{1,9})(ms|s|m|h|d)?$/.exec(v);
   if (!match) throw new ConfigError(`${name} must be a duration like 24h, 30m, 90s, 1d or off, got '${raw}'`);
-  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(match[2] ?? 'ms') as 'ms' | 's' | 'm' | 'h' | 'd'];
+  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
+    (match[2] ?? 'ms') as 'ms' | 's' | 'm' | 'h' | 'd'
+  ];
   const value = Number(match[1]) * unit;
-  if (value < 1_000 || value > 366 * 86_400_000) throw new ConfigError(`${name} must be between 1s and 366d, got '${raw}'`);
+  if (value < 1_000 || value > 366 * 86_400_000)
+    throw new ConfigError(`${name} must be between 1s and 366d, got '${raw}'`);
   return value;
 }
 
 function parsePayments(env: NodeJS.ProcessEnv): PaymentsConfig {
   const secretKey = env.SVC_STRIPE_SECRET_KEY || undefined;
-  const provider = parseChoice('SVC_PAYMENT_PROVIDER', env.SVC_PAYMENT_PROVIDER, ['stripe', 'local'] as const, secretKey ? 'stripe' : 'local');
+  const provider = parseChoice(
+    'SVC_PAYMENT_PROVIDER',
+    env.SVC_PAYMENT_PROVIDER,
+    ['stripe', 'local'] as const,
+    secretKey ? 'stripe' : 'local',
+  );
   let stripe: PaymentsConfig['stripe'];
   if (provider === 'stripe') {
     if (!secretKey) throw new ConfigError('SVC_PAYMENT_PROVIDER=stripe needs SVC_STRIPE_SECRET_KEY');
     const webhookSecret = env.SVC_STRIPE_WEBHOOK_SECRET || '';
-    if (!webhookSecret.startsWith('whsec_')) throw new ConfigError('SVC_STRIPE_WEBHOOK_SECRET must be set to the endpoint\'s signing secret (whsec_...) when Stripe is the provider');
-    const apiBase = env.SVC_STRIPE_API_BASE ? parseUrl('SVC_STRIPE_API_BASE', env.SVC_STRIPE_API_BASE, ['http:', 'https:']) : undefined;
+    if (!webhookSecret.startsWith('whsec_'))
+      throw new ConfigError(
+        "SVC_STRIPE_WEBHOOK_SECRET must be set to the endpoint's signing secret (whsec_...) when Stripe is the provider",
+      );
+    const apiBase = env.SVC_STRIPE_API_BASE
+      ? parseUrl('SVC_STRIPE_API_BASE', env.SVC_STRIPE_API_BASE, ['http:', 'https:'])
+      : undefined;
     stripe = { secretKey, webhookSecret, apiBase };
   }
-  const topupMinCents = env.SVC_TOPUP_MIN_CENTS ? parseIntIn('SVC_TOPUP_MIN_CENTS', env.SVC_TOPUP_MIN_CENTS, 1, 100_000_000) : 500;
-  const topupMaxCents = env.SVC_TOPUP_MAX_CENTS ? parseIntIn('SVC_TOPUP_MAX_CENTS', env.SVC_TOPUP_MAX_CENTS, topupMinCents, 100_000_000) : Math.max(1_000_000, topupMinCents);
+  const topupMinCents = env.SVC_TOPUP_MIN_CENTS
+    ? parseIntIn('SVC_TOPUP_MIN_CENTS', env.SVC_TOPUP_MIN_CENTS, 1, 100_000_000)
+    : 500;
+  const topupMaxCents = env.SVC_TOPUP_MAX_CENTS
+    ? parseIntIn('SVC_TOPUP_MAX_CENTS', env.SVC_TOPUP_MAX_CENTS, topupMinCents, 100_000_000)
+    : Math.max(1_000_000, topupMinCents);
   return {
     provider,
     stripe,
-    payoutIntervalMs: env.SVC_PAYOUT_INTERVAL ? parseDuration('SVC_PAYOUT_INTERVAL', env.SVC_PAYOUT_INTERVAL) : 86_400_000,
-    payoutMinimumCents: env.SVC_PAYOUT_MINIMUM_CENTS ? parseIntIn('SVC_PAYOUT_MINIMUM_CENTS', env.SVC_PAYOUT_MINIMUM_CENTS, 1, 100_000_000) : 1_000,
+    payoutIntervalMs: env.SVC_PAYOUT_INTERVAL
+      ? parseDuration('SVC_PAYOUT_INTERVAL', env.SVC_PAYOUT_INTERVAL)
+      : 86_400_000,
+    payoutMinimumCents: env.SVC_PAYOUT_MINIMUM_CENTS
+      ? parseIntIn('SVC_PAYOUT_MINIMUM_CENTS', env.SVC_PAYOUT_MINIMUM_CENTS, 1, 100_000_000)
+      : 1_000,
     topupMinCents,
     topupMaxCents,
   };
@@ -228,7 +251,8 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     const raw = env[name];
     if (raw === undefined || raw === '') return fallback;
     const value = Number(raw);
-    if (!Number.isFinite(value) || value <= 0 || value > 1_000_000) throw new ConfigError(`${name} must be a positive number up to 1000000, got '${raw}'`);
+    if (!Number.isFinite(value) || value <= 0 || value > 1_000_000)
+      throw new ConfigError(`${name} must be a positive number up to 1000000, got '${raw}'`);
     return value;
   };
   const pick = (flag: keyof ConfigFlags, envName: string): [string, string] | undefined => {
@@ -241,12 +265,19 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
   const portRaw = pick('port', 'SVC_PORT');
   const port = portRaw ? parseIntIn(portRaw[0], portRaw[1], 0, 65535) : 8080;
   const host = pick('host', 'SVC_HOST')?.[1] ?? '127.0.0.1';
-  if (!/^[A-Za-z0-9.:[\]-]+$/.test(host)) throw new ConfigError(`SVC_HOST must be a host name or address, got '${host}'`);
+  if (!/^[A-Za-z0-9.:[\]-]+$/.test(host))
+    throw new ConfigError(`SVC_HOST must be a host name or address, got '${host}'`);
   const dataDir = resolve(pick('data-dir', 'SVC_DATA_DIR')?.[1] ?? './.svc');
-  const databaseUrl = env.DATABASE_URL ? parseUrl('DATABASE_URL', env.DATABASE_URL, ['postgres:', 'postgresql:']) : undefined;
+  const databaseUrl = env.DATABASE_URL
+    ? parseUrl('DATABASE_URL', env.DATABASE_URL, ['postgres:', 'postgresql:'])
+    : undefined;
   const redisUrl = env.SVC_REDIS_URL ? parseUrl('SVC_REDIS_URL', env.SVC_REDIS_URL, ['redis:', 'rediss:']) : undefined;
   const publicRaw = pick('public-url', 'SVC_PUBLIC_URL');
-  const publicUrl = (publicRaw ? parseUrl(publicRaw[0], publicRaw[1], ['http:', 'https:']) : `http://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
+  const publicUrl = (
+    publicRaw
+      ? parseUrl(publicRaw[0], publicRaw[1], ['http:', 'https:'])
+      : `http://${host.includes(':') ? `[${host}]` : host}:${port}`
+  ).replace(/\/+$/, '');
   const levelRaw = pick('log-level', 'SVC_LOG_LEVEL')?.[1] ?? 'info';
   const logLevel = LOG_LEVELS.find((l) => l === levelRaw);
   if (!logLevel) throw new ConfigError(`SVC_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${levelRaw}'`);
@@ -255,23 +286,45 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     throw new ConfigError('SVC_SIGNING_KEY must be an Ed25519 seed of 64 lowercase hex characters');
   }
   const keyPepper = env.SVC_KEY_PEPPER || undefined;
-  if (keyPepper !== undefined && keyPepper.length < 32) throw new ConfigError('SVC_KEY_PEPPER must be at least 32 characters');
+  if (keyPepper !== undefined && keyPepper.length < 32)
+    throw new ConfigError('SVC_KEY_PEPPER must be at least 32 characters');
   const metricsToken = env.SVC_METRICS_TOKEN || undefined;
-  if (metricsToken !== undefined && metricsToken.length < 16) throw new ConfigError('SVC_METRICS_TOKEN must be at least 16 characters');
-  const mcpAllowedOrigins = (env.SVC_MCP_ALLOWED_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean).map((o) => {
-    const origin = parseUrl('SVC_MCP_ALLOWED_ORIGINS', o, ['http:', 'https:']);
-    if (new URL(origin).origin !== origin.replace(/\/+$/, '')) throw new ConfigError(`SVC_MCP_ALLOWED_ORIGINS entries must be origins (scheme://host[:port]), got '${o}'`);
-    return new URL(origin).origin;
-  });
+  if (metricsToken !== undefined && metricsToken.length < 16)
+    throw new ConfigError('SVC_METRICS_TOKEN must be at least 16 characters');
+  const mcpAllowedOrigins = (env.SVC_MCP_ALLOWED_ORIGINS ?? '')
+    .split(',')
+    .map((o) => o.trim())
+    .filter(Boolean)
+    .map((o) => {
+      const origin = parseUrl('SVC_MCP_ALLOWED_ORIGINS', o, ['http:', 'https:']);
+      if (new URL(origin).origin !== origin.replace(/\/+$/, ''))
+        throw new ConfigError(`SVC_MCP_ALLOWED_ORIGINS entries must be origins (scheme://host[:port]), got '${o}'`);
+      return new URL(origin).origin;
+    });
   const s3Bucket = env.SVC_S3_BUCKET || undefined;
-  if (s3Bucket !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(s3Bucket)) throw new ConfigError(`SVC_S3_BUCKET must be an S3 bucket name, got '${s3Bucket}'`);
-  const s3Endpoint = env.SVC_S3_ENDPOINT ? parseUrl('SVC_S3_ENDPOINT', env.SVC_S3_ENDPOINT, ['http:', 'https:']) : undefined;
-  if (s3Endpoint && !s3Bucket) throw new ConfigError('SVC_S3_ENDPOINT is set but SVC_S3_BUCKET is not: name the bucket to store objects in');
-  const s3Credentials = env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
-    ? { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) }
+  if (s3Bucket !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(s3Bucket))
+    throw new ConfigError(`SVC_S3_BUCKET must be an S3 bucket name, got '${s3Bucket}'`);
+  const s3Endpoint = env.SVC_S3_ENDPOINT
+    ? parseUrl('SVC_S3_ENDPOINT', env.SVC_S3_ENDPOINT, ['http:', 'https:'])
     : undefined;
+  if (s3Endpoint && !s3Bucket)
+    throw new ConfigError('SVC_S3_ENDPOINT is set but SVC_S3_BUCKET is not: name the bucket to store objects in');
+  const s3Credentials =
+    env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
+      ? {
+          accessKeyId: env.AWS_ACCESS_KEY_ID,
+          secretAccessKey: env.AWS_SECRET_ACCESS_KEY,
+          ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
+        }
+      : undefined;
   const s3: S3Config | undefined = s3Bucket
-    ? { bucket: s3Bucket, endpoint: s3Endpoint, region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1', forcePathStyle: s3Endpoint !== undefined, ...(s3Credentials ? { credentials: s3Credentials } : {}) }
+    ? {
+        bucket: s3Bucket,
+        endpoint: s3Endpoint,
+        region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1',
+        forcePathStyle: s3Endpoint !== undefined,
+        ...(s3Credentials ? { credentials: s3Credentials } : {}),
+      }
     : undefined;
   return {
     s3,
@@ -284,48 +337,96 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     publicUrl,
     metricsToken,
     logLevel,
-    allowPrivateEgress: flags['allow-private-egress'] === true || parseBool('SVC_ALLOW_PRIVATE_EGRESS', env.SVC_ALLOW_PRIVATE_EGRESS ?? ''),
+    allowPrivateEgress:
+      flags['allow-private-egress'] === true ||
+      parseBool('SVC_ALLOW_PRIVATE_EGRESS', env.SVC_ALLOW_PRIVATE_EGRESS ?? ''),
     signingKeySeedHex,
     keyPepper,
-    bodyLimitBytes: env.SVC_BODY_LIMIT_BYTES ? parseIntIn('SVC_BODY_LIMIT_BYTES', env.SVC_BODY_LIMIT_BYTES, 1024, 64 * 1024 * 1024) : 1024 * 1024,
-    shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_MS ? parseIntIn('SVC_SHUTDOWN_GRACE_MS', env.SVC_SHUTDOWN_GRACE_MS, 0, 600_000) : 10_000,
+    bodyLimitBytes: env.SVC_BODY_LIMIT_BYTES
+      ? parseIntIn('SVC_BODY_LIMIT_BYTES', env.SVC_BODY_LIMIT_BYTES, 1024, 64 * 1024 * 1024)
+      : 1024 * 1024,
+    shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_MS
+      ? parseIntIn('SVC_SHUTDOWN_GRACE_MS', env.SVC_SHUTDOWN_GRACE_MS, 0, 600_000)
+      : 10_000,
     devMode: parseBool('SVC_DEV_MODE', env.SVC_DEV_MODE ?? ''),
-    sessionTtlSeconds: env.SVC_SESSION_TTL_SECONDS ? parseIntIn('SVC_SESSION_TTL_SECONDS', env.SVC_SESSION_TTL_SECONDS, 60, 90 * 86_400) : 86_400,
+    sessionTtlSeconds: env.SVC_SESSION_TTL_SECONDS
+      ? parseIntIn('SVC_SESSION_TTL_SECONDS', env.SVC_SESSION_TTL_SECONDS, 60, 90 * 86_400)
+      : 86_400,
     maxPriceMultiple: num('SVC_MAX_PRICE_MULTIPLE', 10),
-    freeTierCents: env.SVC_FREE_TIER_CENTS ? parseIntIn('SVC_FREE_TIER_CENTS', env.SVC_FREE_TIER_CENTS, 0, 100_000_000) : 500,
+    freeTierCents: env.SVC_FREE_TIER_CENTS
+      ? parseIntIn('SVC_FREE_TIER_CENTS', env.SVC_FREE_TIER_CENTS, 0, 100_000_000)
+      : 500,
     minPasswordLength: 10,
-    gatewayTimeoutMs: env.SVC_GATEWAY_TIMEOUT_MS ? parseIntIn('SVC_GATEWAY_TIMEOUT_MS', env.SVC_GATEWAY_TIMEOUT_MS, 1_000, 3_600_000) : 120_000,
-    fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400) : 3_600,
+    gatewayTimeoutMs: env.SVC_GATEWAY_TIMEOUT_MS
+      ? parseIntIn('SVC_GATEWAY_TIMEOUT_MS', env.SVC_GATEWAY_TIMEOUT_MS, 1_000, 3_600_000)
+      : 120_000,
+    fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS
+      ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400)
+      : 3_600,
     dashboardDir: resolve(env.SVC_DASHBOARD_DIR || DEFAULT_DASHBOARD_DIR),
     workOrders: {
       githubApiUrl: (env.SVC_GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, ''),
-      githubHosts: (env.SVC_GITHUB_HOSTS || 'github.com').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
+      githubHosts: (env.SVC_GITHUB_HOSTS || 'github.com')
+        .split(',')
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
     },
     knowledge: {
       vectorSearch: parseChoice('SVC_KB_VECTOR_SEARCH', env.SVC_KB_VECTOR_SEARCH, ['auto', 'exact'] as const, 'auto'),
-      maxDocumentBytes: env.SVC_KB_MAX_DOCUMENT_BYTES ? parseIntIn('SVC_KB_MAX_DOCUMENT_BYTES', env.SVC_KB_MAX_DOCUMENT_BYTES, 1024, 256 * 1024 * 1024) : 20 * 1024 * 1024,
+      maxDocumentBytes: env.SVC_KB_MAX_DOCUMENT_BYTES
+        ? parseIntIn('SVC_KB_MAX_DOCUMENT_BYTES', env.SVC_KB_MAX_DOCUMENT_BYTES, 1024, 256 * 1024 * 1024)
+        : 20 * 1024 * 1024,
       embedBatch: env.SVC_KB_EMBED_BATCH ? parseIntIn('SVC_KB_EMBED_BATCH', env.SVC_KB_EMBED_BATCH, 1, 2048) : 64,
-      embedConcurrency: env.SVC_KB_EMBED_CONCURRENCY ? parseIntIn('SVC_KB_EMBED_CONCURRENCY', env.SVC_KB_EMBED_CONCURRENCY, 1, 64) : 4,
-      leaseSeconds: env.SVC_KB_LEASE_SECONDS ? parseIntIn('SVC_KB_LEASE_SECONDS', env.SVC_KB_LEASE_SECONDS, 1, 3600) : 60,
+      embedConcurrency: env.SVC_KB_EMBED_CONCURRENCY
+        ? parseIntIn('SVC_KB_EMBED_CONCURRENCY', env.SVC_KB_EMBED_CONCURRENCY, 1, 64)
+        : 4,
+      leaseSeconds: env.SVC_KB_LEASE_SECONDS
+        ? parseIntIn('SVC_KB_LEASE_SECONDS', env.SVC_KB_LEASE_SECONDS, 1, 3600)
+        : 60,
       retryBaseMs: env.SVC_KB_RETRY_MS ? parseIntIn('SVC_KB_RETRY_MS', env.SVC_KB_RETRY_MS, 0, 600_000) : 1_000,
       parse: {
         maxNesting: env.SVC_KB_MAX_NESTING ? parseIntIn('SVC_KB_MAX_NESTING', env.SVC_KB_MAX_NESTING, 1, 10_000) : 100,
-        maxTextChars: env.SVC_KB_MAX_TEXT_CHARS ? parseIntIn('SVC_KB_MAX_TEXT_CHARS', env.SVC_KB_MAX_TEXT_CHARS, 1, 1_000_000_000) : 20_000_000,
-        maxChunks: env.SVC_KB_MAX_CHUNKS ? parseIntIn('SVC_KB_MAX_CHUNKS', env.SVC_KB_MAX_CHUNKS, 1, 10_000_000) : 50_000,
-        heapMb: env.SVC_KB_PARSE_HEAP_MB ? parseIntIn('SVC_KB_PARSE_HEAP_MB', env.SVC_KB_PARSE_HEAP_MB, 16, 65_536) : 512,
-        timeoutMs: env.SVC_KB_PARSE_TIMEOUT_MS ? parseIntIn('SVC_KB_PARSE_TIMEOUT_MS', env.SVC_KB_PARSE_TIMEOUT_MS, 100, 3_600_000) : 120_000,
-        isolation: parseChoice('SVC_KB_PARSE_ISOLATION', env.SVC_KB_PARSE_ISOLATION, ['worker', 'inline'] as const, 'worker'),
+        maxTextChars: env.SVC_KB_MAX_TEXT_CHARS
+          ? parseIntIn('SVC_KB_MAX_TEXT_CHARS', env.SVC_KB_MAX_TEXT_CHARS, 1, 1_000_000_000)
+          : 20_000_000,
+        maxChunks: env.SVC_KB_MAX_CHUNKS
+          ? parseIntIn('SVC_KB_MAX_CHUNKS', env.SVC_KB_MAX_CHUNKS, 1, 10_000_000)
+          : 50_000,
+        heapMb: env.SVC_KB_PARSE_HEAP_MB
+          ? parseIntIn('SVC_KB_PARSE_HEAP_MB', env.SVC_KB_PARSE_HEAP_MB, 16, 65_536)
+          : 512,
+        timeoutMs: env.SVC_KB_PARSE_TIMEOUT_MS
+          ? parseIntIn('SVC_KB_PARSE_TIMEOUT_MS', env.SVC_KB_PARSE_TIMEOUT_MS, 100, 3_600_000)
+          : 120_000,
+        isolation: parseChoice(
+          'SVC_KB_PARSE_ISOLATION',
+          env.SVC_KB_PARSE_ISOLATION,
+          ['worker', 'inline'] as const,
+          'worker',
+        ),
       },
     },
     payments: parsePayments(env),
     leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
     tee: {
-      acceptedTcb: (env.SVC_TEE_ACCEPTED_TCB || 'UpToDate,SWHardeningNeeded').split(',').map((s) => s.trim()).filter(Boolean),
-      measurements: (env.SVC_TEE_MEASUREMENTS ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean).map((m) => {
-        if (!/^[0-9a-f]{96}$/.test(m)) throw new ConfigError(`SVC_TEE_MEASUREMENTS must list 96-hex-character measurements (SEV-SNP MEASUREMENT or TDX MRTD), got '${m}'`);
-        return m;
-      }),
-      reattestHours: env.SVC_TEE_REATTEST_HOURS ? parseIntIn('SVC_TEE_REATTEST_HOURS', env.SVC_TEE_REATTEST_HOURS, 1, 24 * 365) : 24,
+      acceptedTcb: (env.SVC_TEE_ACCEPTED_TCB || 'UpToDate,SWHardeningNeeded')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+      measurements: (env.SVC_TEE_MEASUREMENTS ?? '')
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean)
+        .map((m) => {
+          if (!/^[0-9a-f]{96}$/.test(m))
+            throw new ConfigError(
+              `SVC_TEE_MEASUREMENTS must list 96-hex-character measurements (SEV-SNP MEASUREMENT or TDX MRTD), got '${m}'`,
+            );
+          return m;
+        }),
+      reattestHours: env.SVC_TEE_REATTEST_HOURS
+        ? parseIntIn('SVC_TEE_REATTEST_HOURS', env.SVC_TEE_REATTEST_HOURS, 1, 24 * 365)
+        : 24,
     },
     rateLimits: {
       key: { ratePerSec: num('SVC_RATE_LIMIT_RPS', 50), burst: num('SVC_RATE_LIMIT_BURST', 100) },
@@ -334,7 +435,10 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
       // 10 attempts, then one more every 90 s, per email and per client address.
       login: { ratePerSec: 1 / 90, burst: num('SVC_LOGIN_ATTEMPTS_BURST', 10) },
       // 5 sign-ups, then 5 more per hour, per client address: the free tier is not a faucet.
-      signup: { ratePerSec: num('SVC_SIGNUP_RATE_LIMIT_PER_HOUR', 5) / 3600, burst: num('SVC_SIGNUP_RATE_LIMIT_BURST', 5) },
+      signup: {
+        ratePerSec: num('SVC_SIGNUP_RATE_LIMIT_PER_HOUR', 5) / 3600,
+        burst: num('SVC_SIGNUP_RATE_LIMIT_BURST', 5),
+      },
     },
   };
 }

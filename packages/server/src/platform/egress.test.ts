@@ -116,10 +116,17 @@ describe('checkOutboundUrl (the early check)', () => {
   });
 
   it('judges every address a name resolves to', async () => {
-    const resolve: Resolve = async () => [{ address: '8.8.8.8', family: 4 }, { address: '::ffff:10.0.0.1', family: 6 }];
-    await expect(checkOutboundUrl('https://mixed.example/x', { allowPrivate: false, path: '/delivery_webhook_url', resolve })).rejects.toThrow(/private \(10\.0\.0\.1 inside an IPv4-mapped/);
+    const resolve: Resolve = async () => [
+      { address: '8.8.8.8', family: 4 },
+      { address: '::ffff:10.0.0.1', family: 6 },
+    ];
+    await expect(
+      checkOutboundUrl('https://mixed.example/x', { allowPrivate: false, path: '/delivery_webhook_url', resolve }),
+    ).rejects.toThrow(/private \(10\.0\.0\.1 inside an IPv4-mapped/);
     const publicOnly: Resolve = async () => [{ address: '8.8.8.8', family: 4 }];
-    await expect(checkOutboundUrl('https://public.example/x', { allowPrivate: false, path: '/payload_url', resolve: publicOnly })).resolves.toBeInstanceOf(URL);
+    await expect(
+      checkOutboundUrl('https://public.example/x', { allowPrivate: false, path: '/payload_url', resolve: publicOnly }),
+    ).resolves.toBeInstanceOf(URL);
   });
 });
 
@@ -157,13 +164,16 @@ describe('the guarded dispatcher (connect time)', () => {
 
   it('DNS rebinding: a name public at check time and loopback at connect time is refused at connect', async () => {
     let calls = 0;
-    const rebinding: Resolve = async () => (calls++ === 0 ? [{ address: '93.184.216.34', family: 4 }] : [{ address: '127.0.0.1', family: 4 }]);
+    const rebinding: Resolve = async () =>
+      calls++ === 0 ? [{ address: '93.184.216.34', family: 4 }] : [{ address: '127.0.0.1', family: 4 }];
     const egress = createEgress({ allowPrivate: false, resolve: rebinding });
     try {
       const before = hits;
       const url = `http://rebind.example:${port}/metrics`;
       await expect(egress.checkUrl(url, '/payload_url')).resolves.toBeInstanceOf(URL);
-      await expect(egress.fetch(url)).rejects.toThrow('refused to connect to rebind.example (127.0.0.1): loopback addresses are not reachable from the platform');
+      await expect(egress.fetch(url)).rejects.toThrow(
+        'refused to connect to rebind.example (127.0.0.1): loopback addresses are not reachable from the platform',
+      );
       expect(calls).toBe(2);
       expect(hits).toBe(before);
     } finally {
@@ -172,7 +182,13 @@ describe('the guarded dispatcher (connect time)', () => {
   });
 
   it('refuses a name when any one of its addresses is private, even if another is public', async () => {
-    const egress = createEgress({ allowPrivate: false, resolve: async () => [{ address: '8.8.8.8', family: 4 }, { address: '::ffff:127.0.0.1', family: 6 }] });
+    const egress = createEgress({
+      allowPrivate: false,
+      resolve: async () => [
+        { address: '8.8.8.8', family: 4 },
+        { address: '::ffff:127.0.0.1', family: 6 },
+      ],
+    });
     try {
       const before = hits;
       await expect(egress.fetch(`http://two.example:${port}/`)).rejects.toBeInstanceOf(EgressRefusedError);

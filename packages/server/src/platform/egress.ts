@@ -62,10 +62,12 @@ export function embeddedIPv4(ip: V6): { form: string; v4: V4[] } | undefined {
   if (inRange(ip, '::/96')) return { form: 'IPv4-compatible', v4: [v4Of(p[6] ?? 0, p[7] ?? 0)] };
   if (inRange(ip, '64:ff9b::/96')) return { form: 'NAT64', v4: [v4Of(p[6] ?? 0, p[7] ?? 0)] };
   // RFC 6052 with a /48 prefix: bits 48-63, then (after the zero "u" octet) bits 72-87.
-  if (inRange(ip, '64:ff9b:1::/48')) return { form: 'NAT64 local-use', v4: [v4Of(p[3] ?? 0, (((p[4] ?? 0) & 0xff) << 8) | ((p[5] ?? 0) >> 8))] };
+  if (inRange(ip, '64:ff9b:1::/48'))
+    return { form: 'NAT64 local-use', v4: [v4Of(p[3] ?? 0, (((p[4] ?? 0) & 0xff) << 8) | ((p[5] ?? 0) >> 8))] };
   if (inRange(ip, '2002::/16')) return { form: '6to4', v4: [v4Of(p[1] ?? 0, p[2] ?? 0)] };
   // Teredo: the server's IPv4 in bits 32-63, the client's in the last 32 bits, inverted.
-  if (inRange(ip, '2001::/32')) return { form: 'Teredo', v4: [v4Of(p[2] ?? 0, p[3] ?? 0), v4Of((p[6] ?? 0) ^ 0xffff, (p[7] ?? 0) ^ 0xffff)] };
+  if (inRange(ip, '2001::/32'))
+    return { form: 'Teredo', v4: [v4Of(p[2] ?? 0, p[3] ?? 0), v4Of((p[6] ?? 0) ^ 0xffff, (p[7] ?? 0) ^ 0xffff)] };
   return undefined;
 }
 
@@ -96,10 +98,13 @@ function judgeV6(ip: V6): string | undefined {
  * `::ffff:127.0.0.1`, which would name the wrong form.
  */
 function hexTail(address: string): string {
-  return address.replace(/:(\d+)\.(\d+)\.(\d+)\.(\d+)(%.*)?$/, (_m, a: string, b: string, c: string, d: string, zone: string | undefined) => {
-    const hex = (hi: string, lo: string) => ((Number(hi) << 8) | Number(lo)).toString(16);
-    return `:${hex(a, b)}:${hex(c, d)}${zone ?? ''}`;
-  });
+  return address.replace(
+    /:(\d+)\.(\d+)\.(\d+)\.(\d+)(%.*)?$/,
+    (_m, a: string, b: string, c: string, d: string, zone: string | undefined) => {
+      const hex = (hi: string, lo: string) => ((Number(hi) << 8) | Number(lo)).toString(16);
+      return `:${hex(a, b)}:${hex(c, d)}${zone ?? ''}`;
+    },
+  );
 }
 
 /**
@@ -133,8 +138,13 @@ export function isPrivateAddress(ip: string): boolean {
 export class EgressRefusedError extends Error {
   override name = 'EgressRefusedError';
   readonly code = 'EGRESS_REFUSED';
-  constructor(readonly host: string, readonly verdict: Extract<AddressVerdict, { allowed: false }>) {
-    super(`refused to connect to ${host === verdict.address ? host : `${host} (${verdict.address})`}: ${verdict.reason} addresses are not reachable from the platform`);
+  constructor(
+    readonly host: string,
+    readonly verdict: Extract<AddressVerdict, { allowed: false }>,
+  ) {
+    super(
+      `refused to connect to ${host === verdict.address ? host : `${host} (${verdict.address})`}: ${verdict.reason} addresses are not reachable from the platform`,
+    );
   }
 }
 
@@ -178,10 +188,18 @@ export function createEgress(options: { allowPrivate: boolean; resolve?: Resolve
       (all) => {
         const family = lookupOptions.family === 4 || lookupOptions.family === 6 ? lookupOptions.family : 0;
         const addresses = all.filter((a) => family === 0 || a.family === family);
-        if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} does not resolve`), { code: 'ENOTFOUND' }), '', 0);
-        const refused = refusal(hostname, all.map((a) => a.address));
+        if (addresses.length === 0)
+          return callback(Object.assign(new Error(`${hostname} does not resolve`), { code: 'ENOTFOUND' }), '', 0);
+        const refused = refusal(
+          hostname,
+          all.map((a) => a.address),
+        );
         if (refused) return callback(refused, '', 0);
-        if (lookupOptions.all) return (callback as unknown as (err: null, a: { address: string; family: number }[]) => void)(null, addresses);
+        if (lookupOptions.all)
+          return (callback as unknown as (err: null, a: { address: string; family: number }[]) => void)(
+            null,
+            addresses,
+          );
         const first = addresses[0] ?? { address: '', family: 0 };
         callback(null, first.address, first.family);
       },
@@ -214,7 +232,8 @@ export function createEgress(options: { allowPrivate: boolean; resolve?: Resolve
           if (cause instanceof EgressRefusedError) throw cause;
           cause = cause.cause;
         }
-        if (err instanceof Error && err.cause instanceof Error && err.message === 'fetch failed') throw new Error(`fetch failed: ${err.cause.message}`, { cause: err.cause });
+        if (err instanceof Error && err.cause instanceof Error && err.message === 'fetch failed')
+          throw new Error(`fetch failed: ${err.cause.message}`, { cause: err.cause });
         throw err;
       }
     },
@@ -228,7 +247,10 @@ export function createEgress(options: { allowPrivate: boolean; resolve?: Resolve
  * a clear 400 early; the connect-time check of {@link createEgress} is the guard. Throws
  * invalid_request naming `path`.
  */
-export async function checkOutboundUrl(raw: string, options: { allowPrivate: boolean; path: string; resolve?: Resolve }): Promise<URL> {
+export async function checkOutboundUrl(
+  raw: string,
+  options: { allowPrivate: boolean; path: string; resolve?: Resolve },
+): Promise<URL> {
   const { path } = options;
   const fail = (why: string) => new ApiError('invalid_request', `${path.slice(1)} ${why}`, [{ path, message: why }]);
   let url: URL;
@@ -250,7 +272,8 @@ export async function checkOutboundUrl(raw: string, options: { allowPrivate: boo
   if (addresses.length === 0) throw fail(`host ${host} does not resolve`);
   for (const address of addresses) {
     const verdict = classifyAddress(address);
-    if (!verdict.allowed) throw fail(`must point to a public address: ${new EgressRefusedError(host, verdict).message}`);
+    if (!verdict.allowed)
+      throw fail(`must point to a public address: ${new EgressRefusedError(host, verdict).message}`);
   }
   return url;
 }

@@ -13,7 +13,11 @@ describe('the one error shape', () => {
             config: { auth: { public: true } },
             schema: {
               hide: true,
-              body: Type.Object({ name: Type.String({ minLength: 1 }), count: Type.Integer({ minimum: 0 }), kind: Type.Optional(Type.Union([Type.Literal('a'), Type.Literal('b')])) }),
+              body: Type.Object({
+                name: Type.String({ minLength: 1 }),
+                count: Type.Integer({ minimum: 0 }),
+                kind: Type.Optional(Type.Union([Type.Literal('a'), Type.Literal('b')])),
+              }),
             },
           },
           async (request) => request.body,
@@ -33,7 +37,12 @@ describe('the one error shape', () => {
   });
 
   it('answers malformed JSON with 400 invalid_request', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/__probe/echo', headers: { 'content-type': 'application/json' }, payload: '{"name": "x",' });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/__probe/echo',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"name": "x",',
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toMatchObject({ code: 400, error: 'invalid_request' });
     expect(res.json().message).toMatch(/malformed JSON/);
@@ -41,19 +50,33 @@ describe('the one error shape', () => {
 
   it('answers an oversized body with 413 payload_too_large', async () => {
     const big = JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10), count: 1 });
-    const res = await t.app.inject({ method: 'POST', url: '/__probe/echo', headers: { 'content-type': 'application/json' }, payload: big });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/__probe/echo',
+      headers: { 'content-type': 'application/json' },
+      payload: big,
+    });
     expect(res.statusCode).toBe(413);
     expect(res.json()).toEqual({ code: 413, error: 'payload_too_large', message: 'request body is too large' });
   });
 
   it('answers a wrong content type with 415 unsupported_media_type', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/__probe/echo', headers: { 'content-type': 'text/csv' }, payload: 'a,b' });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/__probe/echo',
+      headers: { 'content-type': 'text/csv' },
+      payload: 'a,b',
+    });
     expect(res.statusCode).toBe(415);
     expect(res.json()).toMatchObject({ code: 415, error: 'unsupported_media_type' });
   });
 
   it('answers validation failures with 400 and one detail per field, without coercing types', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/__probe/echo', payload: { name: '', count: '3', kind: 'c' } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/__probe/echo',
+      payload: { name: '', count: '3', kind: 'c' },
+    });
     expect(res.statusCode).toBe(400);
     const body = res.json();
     expect(body.error).toBe('invalid_request');
@@ -78,9 +101,17 @@ describe('the one error shape', () => {
   });
 
   it('returns X-Request-Id on every response, echoing a safe one the caller sent', async () => {
-    const mine = await t.app.inject({ method: 'GET', url: '/api/v1/health', headers: { 'x-request-id': 'trace-abc.123' } });
+    const mine = await t.app.inject({
+      method: 'GET',
+      url: '/api/v1/health',
+      headers: { 'x-request-id': 'trace-abc.123' },
+    });
     expect(mine.headers['x-request-id']).toBe('trace-abc.123');
-    const unsafe = await t.app.inject({ method: 'GET', url: '/nope', headers: { 'x-request-id': 'bad id\nwith newline' } });
+    const unsafe = await t.app.inject({
+      method: 'GET',
+      url: '/nope',
+      headers: { 'x-request-id': 'bad id\nwith newline' },
+    });
     expect(unsafe.headers['x-request-id']).toMatch(/^req_[0-9a-f]{32}$/);
     expect(t.logs.text()).toContain('"request_id":"trace-abc.123"');
   });

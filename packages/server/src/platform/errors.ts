@@ -90,7 +90,10 @@ export function openAiErrorType(status: number): OpenAiErrorType {
  * `messages[0].content`; the root (`/` or empty) names no field.
  */
 export function paramOfPath(path: string): string | null {
-  const parts = path.split('/').slice(1).filter((p) => p !== '');
+  const parts = path
+    .split('/')
+    .slice(1)
+    .filter((p) => p !== '');
   if (!parts.length) return null;
   return parts.map((p, i) => (/^\d+$/.test(p) ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
 }
@@ -105,7 +108,14 @@ export function paramOfPath(path: string): string | null {
  */
 export function toOpenAiBody(err: ApiError): OpenAiErrorBody {
   const first = err.details?.[0];
-  return { error: { message: err.message, type: openAiErrorType(err.status), param: first ? paramOfPath(first.path) : null, code: err.code } };
+  return {
+    error: {
+      message: err.message,
+      type: openAiErrorType(err.status),
+      param: first ? paramOfPath(first.path) : null,
+      code: err.code,
+    },
+  };
 }
 
 /** Maps an HTTP status we did not raise ourselves (Fastify, a plugin) to its stable string. */

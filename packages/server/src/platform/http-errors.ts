@@ -2,7 +2,12 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ApiError, codeForStatus, toOpenAiBody } from './errors.js';
 import { validationDetails } from './validation.js';
 
-const HTTP_PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
+const HTTP_PART_NAMES: Record<string, string> = {
+  body: 'body',
+  querystring: 'query',
+  params: 'path',
+  headers: 'header',
+};
 
 /** Turns whatever was thrown into the one error shape; unknown errors become `internal`. */
 export function toApiError(err: unknown): ApiError {
@@ -22,7 +27,10 @@ export function toApiError(err: unknown): ApiError {
       return new ApiError('unsupported_media_type', `unsupported content type; send application/json`);
     }
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new ApiError('payload_too_large', 'request body is too large');
-    const message = e instanceof SyntaxError || e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' ? `malformed JSON body: ${e.message ?? ''}` : (e.message ?? 'bad request');
+    const message =
+      e instanceof SyntaxError || e.code === 'FST_ERR_CTP_INVALID_JSON_BODY'
+        ? `malformed JSON body: ${e.message ?? ''}`
+        : (e.message ?? 'bad request');
     return new ApiError(codeForStatus(status), message);
   }
   return new ApiError('internal', 'internal server error');

@@ -23,7 +23,9 @@ describe('GET /metrics', () => {
     expect(res.headers['content-type']).toContain('text/plain');
     expect(res.body).toMatch(/svc_http_requests_total\{method="GET",route="\/api\/v1\/health",status="200"\} 2/);
     expect(res.body).toMatch(/svc_http_requests_total\{method="GET",route="unmatched",status="404"\} 1/);
-    expect(res.body).toContain('svc_http_request_duration_seconds_bucket{le="0.005",method="GET",route="/api/v1/health",status="200"}');
+    expect(res.body).toContain(
+      'svc_http_request_duration_seconds_bucket{le="0.005",method="GET",route="/api/v1/health",status="200"}',
+    );
     expect(res.body).toContain('svc_process_resident_memory_bytes');
   });
 
@@ -34,9 +36,19 @@ describe('GET /metrics', () => {
   });
 
   it('lets a remote caller in with the configured bearer token, and only with it', async () => {
-    const denied = await withToken.app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.9', headers: { authorization: 'Bearer wrong-token-0123456789' } });
+    const denied = await withToken.app.inject({
+      method: 'GET',
+      url: '/metrics',
+      remoteAddress: '203.0.113.9',
+      headers: { authorization: 'Bearer wrong-token-0123456789' },
+    });
     expect(denied.statusCode).toBe(401);
-    const allowed = await withToken.app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.9', headers: { authorization: `Bearer ${token}` } });
+    const allowed = await withToken.app.inject({
+      method: 'GET',
+      url: '/metrics',
+      remoteAddress: '203.0.113.9',
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(allowed.statusCode).toBe(200);
     expect(allowed.body).toContain('svc_http_requests_total');
   });

@@ -24,7 +24,11 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 export function installMetrics(app: FastifyInstance, ctx: ServiceContext): void {
   const { httpRequests, httpDuration, registry } = ctx.metrics;
   app.addHook('onResponse', async (request, reply) => {
-    const labels = { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) };
+    const labels = {
+      method: request.method,
+      route: request.routeOptions.url ?? 'unmatched',
+      status: String(reply.statusCode),
+    };
     httpRequests.inc(labels);
     httpDuration.observe(labels, reply.elapsedTime / 1000);
   });
@@ -34,7 +38,8 @@ export function installMetrics(app: FastifyInstance, ctx: ServiceContext): void 
       config: { auth: { public: true }, rateLimit: false },
       schema: {
         summary: 'Prometheus metrics',
-        description: 'Loopback callers only, unless SVC_METRICS_TOKEN is set and sent as `Authorization: Bearer <token>`.',
+        description:
+          'Loopback callers only, unless SVC_METRICS_TOKEN is set and sent as `Authorization: Bearer <token>`.',
         tags: ['service'],
         produces: ['text/plain'],
         response: { 200: Type.String({ description: 'Prometheus text exposition format 0.0.4' }) },
@@ -42,11 +47,16 @@ export function installMetrics(app: FastifyInstance, ctx: ServiceContext): void 
     },
     async (request, reply) => {
       const token = ctx.config.metricsToken;
-      const allowed = isLoopback(request.socket.remoteAddress) || (token !== undefined && tokenMatches(request.headers.authorization, token));
+      const allowed =
+        isLoopback(request.socket.remoteAddress) ||
+        (token !== undefined && tokenMatches(request.headers.authorization, token));
       if (!allowed) {
         throw token
           ? new ApiError('unauthorized', 'metrics need the bearer token configured as SVC_METRICS_TOKEN')
-          : new ApiError('forbidden', 'metrics are served to loopback callers only; set SVC_METRICS_TOKEN to allow others');
+          : new ApiError(
+              'forbidden',
+              'metrics are served to loopback callers only; set SVC_METRICS_TOKEN to allow others',
+            );
       }
       return reply.type(registry.contentType).send(await registry.metrics());
     },

@@ -20,7 +20,8 @@ function stringProblem(s: string): string | undefined {
   return undefined;
 }
 
-const pointer = (path: readonly (string | number)[]) => `/${path.map((p) => String(p).replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`.replace(/^\/$/, '/');
+const pointer = (path: readonly (string | number)[]) =>
+  `/${path.map((p) => String(p).replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`.replace(/^\/$/, '/');
 
 /**
  * The first problem of a parsed JSON value: a string (value or key) holding NUL or a lone
@@ -38,7 +39,11 @@ export function unsafeJson(value: unknown, maxDepth = MAX_JSON_DEPTH): ErrorDeta
       const problem = stringProblem(v);
       if (problem) return { path: pointer(path), message: problem };
     } else if (typeof v === 'object' && v !== null) {
-      if (path.length >= maxDepth) return { path: pointer(path), message: `is nested too deep (more than ${maxDepth} levels of arrays and objects)` };
+      if (path.length >= maxDepth)
+        return {
+          path: pointer(path),
+          message: `is nested too deep (more than ${maxDepth} levels of arrays and objects)`,
+        };
       if (Array.isArray(v)) {
         for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], path: [...path, i] });
       } else {
@@ -71,7 +76,11 @@ export function urlHasNul(url: string): boolean {
 export function installInputGuard(app: FastifyInstance): void {
   app.addHook('onRequest', async (request) => {
     if (urlHasNul(request.url)) {
-      throw new ApiError('invalid_request', 'invalid request: the path and query string must not contain NUL characters (%00)', [{ path: '/', message: 'must not contain NUL characters (U+0000)' }]);
+      throw new ApiError(
+        'invalid_request',
+        'invalid request: the path and query string must not contain NUL characters (%00)',
+        [{ path: '/', message: 'must not contain NUL characters (U+0000)' }],
+      );
     }
   });
 }

@@ -6,8 +6,14 @@ import { redactQuery } from './log-redact.js';
 describe('redactQuery', () => {
   it.each([
     ['/v1/files/a.png?expires=1795000000&signature=ab12cd', '/v1/files/a.png?expires=1795000000&signature=[redacted]'],
-    ['/put?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F2026&X-Amz-Signature=f00d&X-Amz-Security-Token=tok', '/put?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]&X-Amz-Security-Token=[redacted]'],
-    ['/cb?code=abc&state=x&access_token=t&api_key=k&sig=s', '/cb?code=[redacted]&state=x&access_token=[redacted]&api_key=[redacted]&sig=[redacted]'],
+    [
+      '/put?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F2026&X-Amz-Signature=f00d&X-Amz-Security-Token=tok',
+      '/put?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]&X-Amz-Security-Token=[redacted]',
+    ],
+    [
+      '/cb?code=abc&state=x&access_token=t&api_key=k&sig=s',
+      '/cb?code=[redacted]&state=x&access_token=[redacted]&api_key=[redacted]&sig=[redacted]',
+    ],
     ['/api/v1/marketplace/jobs?limit=10&offset=0', '/api/v1/marketplace/jobs?limit=10&offset=0'],
     ['/no-query', '/no-query'],
     ['/odd?%zz=1&sig%6eature=x', '/odd?%zz=1&sig%6eature=[redacted]'],
@@ -40,19 +46,41 @@ describe('logs and caching of secrets', () => {
   it('signup, login, key creation, invites and invite acceptance answer Cache-Control: no-store', async () => {
     const email = `nostore-${Date.now()}@example.test`;
     const password = 'correct horse battery staple';
-    const signup = await t.app.inject({ method: 'POST', url: '/api/v1/auth/signup', payload: { email, password, name: 'No Store' } });
+    const signup = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/signup',
+      payload: { email, password, name: 'No Store' },
+    });
     expect([signup.statusCode, signup.headers['cache-control']]).toEqual([201, 'no-store']);
     const login = await t.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email, password } });
     expect([login.statusCode, login.headers['cache-control']]).toEqual([200, 'no-store']);
     const token = login.json().token as string;
-    const key = await t.app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(token), payload: { label: 'k', scopes: ['buyer'] } });
+    const key = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/api-keys',
+      headers: bearer(token),
+      payload: { label: 'k', scopes: ['buyer'] },
+    });
     expect([key.statusCode, key.headers['cache-control']]).toEqual([201, 'no-store']);
-    const invite = await t.app.inject({ method: 'POST', url: '/api/v1/organizations/current/invites', headers: bearer(token), payload: { email: `invitee-${Date.now()}@example.test`, role: 'member' } });
+    const invite = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/organizations/current/invites',
+      headers: bearer(token),
+      payload: { email: `invitee-${Date.now()}@example.test`, role: 'member' },
+    });
     expect([invite.statusCode, invite.headers['cache-control']]).toEqual([201, 'no-store']);
-    const accept = await t.app.inject({ method: 'POST', url: '/api/v1/organizations/invites/accept', payload: { token: invite.json().invite_token, password, name: 'Invitee' } });
+    const accept = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/organizations/invites/accept',
+      payload: { token: invite.json().invite_token, password, name: 'Invitee' },
+    });
     expect([accept.statusCode, accept.headers['cache-control']]).toEqual([200, 'no-store']);
     // A failed login says no-store too (the flag is per route, not per outcome).
-    const bad = await t.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email, password: 'wrong password entirely' } });
+    const bad = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/login',
+      payload: { email, password: 'wrong password entirely' },
+    });
     expect([bad.statusCode, bad.headers['cache-control']]).toEqual([401, 'no-store']);
     // Responses without secrets are left to the default.
     const buyer = await signUp(t.app);

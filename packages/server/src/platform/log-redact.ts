@@ -15,21 +15,36 @@ const SECRET_PARAM = /sig|token|secret|passw|key|auth|credential|session|code/i;
 export function redactQuery(url: string): string {
   const q = url.indexOf('?');
   if (q < 0) return url;
-  const query = url.slice(q + 1).split('&').map((pair) => {
-    const eq = pair.indexOf('=');
-    const rawName = eq < 0 ? pair : pair.slice(0, eq);
-    let name = rawName;
-    try {
-      name = decodeURIComponent(rawName.replace(/\+/g, ' '));
-    } catch {
-      // A malformed escape: judge the raw name.
-    }
-    return eq >= 0 && SECRET_PARAM.test(name) ? `${rawName}=[redacted]` : pair;
-  });
+  const query = url
+    .slice(q + 1)
+    .split('&')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      const rawName = eq < 0 ? pair : pair.slice(0, eq);
+      let name = rawName;
+      try {
+        name = decodeURIComponent(rawName.replace(/\+/g, ' '));
+      } catch {
+        // A malformed escape: judge the raw name.
+      }
+      return eq >= 0 && SECRET_PARAM.test(name) ? `${rawName}=[redacted]` : pair;
+    });
   return `${url.slice(0, q)}?${query.join('&')}`;
 }
 
 /** The request as logged (Fastify's fields), its URL redacted. */
-export function requestLogView(req: { method?: string; url?: string; host?: string; ip?: string; socket?: { remotePort?: number } }): Record<string, unknown> {
-  return { method: req.method, url: typeof req.url === 'string' ? redactQuery(req.url) : req.url, host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort };
+export function requestLogView(req: {
+  method?: string;
+  url?: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number };
+}): Record<string, unknown> {
+  return {
+    method: req.method,
+    url: typeof req.url === 'string' ? redactQuery(req.url) : req.url,
+    host: req.host,
+    remoteAddress: req.ip,
+    remotePort: req.socket?.remotePort,
+  };
 }

@@ -22,7 +22,9 @@ describe('the OpenAPI document', () => {
   });
 
   it('documents every registered route', async () => {
-    const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, unknown>> };
+    const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+      paths: Record<string, Record<string, unknown>>;
+    };
     const registered = t.app.routeTable;
     const missing = registered
       .filter((r) => !UNDOCUMENTED.some((re) => re.test(r.url)) && r.method !== 'HEAD')
@@ -36,7 +38,10 @@ describe('the OpenAPI document', () => {
     const health = doc.paths['/api/v1/health'].get;
     expect(health.security).toEqual([]);
     expect(health.responses['4XX'].content['application/json'].schema.$ref).toBe('#/components/schemas/ErrorResponse');
-    expect(doc.components.schemas.ErrorResponse.properties.error.anyOf ?? doc.components.schemas.ErrorResponse.properties.error.enum).toBeTruthy();
+    expect(
+      doc.components.schemas.ErrorResponse.properties.error.anyOf ??
+        doc.components.schemas.ErrorResponse.properties.error.enum,
+    ).toBeTruthy();
   });
 
   it('renders at /docs', async () => {

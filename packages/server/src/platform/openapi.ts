@@ -11,11 +11,17 @@ import { SERVICE_VERSION } from './version.js';
 export const ErrorResponse = Type.Object(
   {
     code: Type.Integer({ description: 'HTTP status code' }),
-    error: Type.Union(Object.keys(ERROR_CODES).map((code) => Type.Literal(code)), { description: 'stable error string' }),
+    error: Type.Union(
+      Object.keys(ERROR_CODES).map((code) => Type.Literal(code)),
+      { description: 'stable error string' },
+    ),
     message: Type.String({ description: 'human-readable explanation' }),
     details: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
   },
-  { $id: 'ErrorResponse', description: 'Every 4xx/5xx response under /api/v1/, /mcp and the rest has this shape (DESIGN.md section 5).' },
+  {
+    $id: 'ErrorResponse',
+    description: 'Every 4xx/5xx response under /api/v1/, /mcp and the rest has this shape (DESIGN.md section 5).',
+  },
 );
 
 /** OpenAI's error envelope: every 4xx/5xx response under `/v1/` (DESIGN.md section 5, docs/errors.md). */
@@ -23,12 +29,20 @@ export const OpenAIErrorResponse = Type.Object(
   {
     error: Type.Object({
       message: Type.String({ description: 'human-readable explanation' }),
-      type: Type.String({ description: 'OpenAI\'s type for the status: invalid_request_error, authentication_error, permission_error, insufficient_quota, rate_limit_error, api_error' }),
-      param: Type.Union([Type.String(), Type.Null()], { description: 'the offending field (`messages[0].content`), or null' }),
-      code: Type.Union(Object.keys(ERROR_CODES).map((code) => Type.Literal(code)), { description: 'stable error string' }),
+      type: Type.String({
+        description:
+          "OpenAI's type for the status: invalid_request_error, authentication_error, permission_error, insufficient_quota, rate_limit_error, api_error",
+      }),
+      param: Type.Union([Type.String(), Type.Null()], {
+        description: 'the offending field (`messages[0].content`), or null',
+      }),
+      code: Type.Union(
+        Object.keys(ERROR_CODES).map((code) => Type.Literal(code)),
+        { description: 'stable error string' },
+      ),
     }),
   },
-  { $id: 'OpenAIErrorResponse', description: 'Every 4xx/5xx response under /v1/ has this shape (OpenAI\'s envelope).' },
+  { $id: 'OpenAIErrorResponse', description: "Every 4xx/5xx response under /v1/ has this shape (OpenAI's envelope)." },
 );
 
 /**
@@ -40,7 +54,11 @@ export async function installOpenApi(app: FastifyInstance, ctx: ServiceContext):
   app.addSchema(OpenAIErrorResponse);
   app.addHook('onRoute', (route) => {
     assertRouteDeclaresAuth(route);
-    const schema = (route.schema ??= {}) as { response?: Record<string, unknown>; security?: unknown[]; hide?: boolean };
+    const schema = (route.schema ??= {}) as {
+      response?: Record<string, unknown>;
+      security?: unknown[];
+      hide?: boolean;
+    };
     if (schema.hide) return;
     const error = isOpenAiRoute(route.url) ? 'OpenAIErrorResponse#' : 'ErrorResponse#';
     schema.response = { '4xx': { $ref: error }, '5xx': { $ref: error }, ...schema.response };
@@ -52,7 +70,8 @@ export async function installOpenApi(app: FastifyInstance, ctx: ServiceContext):
       info: {
         title: 'SVC API',
         version: SERVICE_VERSION,
-        description: 'Distributed compute marketplace and inference gateway. Every result carries an Ed25519-signed receipt.',
+        description:
+          'Distributed compute marketplace and inference gateway. Every result carries an Ed25519-signed receipt.',
       },
       servers: [{ url: ctx.config.publicUrl }],
       components: {
@@ -63,11 +82,20 @@ export async function installOpenApi(app: FastifyInstance, ctx: ServiceContext):
       },
       security: [{ bearer: [] }, { apiKey: [] }],
     },
-    refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+    refResolver: {
+      buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+    },
   });
   app.get(
     '/openapi.json',
-    { config: { auth: { public: true } }, schema: { summary: 'This OpenAPI 3.0.3 document', tags: ['service'], response: { 200: Type.Object({}, { additionalProperties: true }) } } },
+    {
+      config: { auth: { public: true } },
+      schema: {
+        summary: 'This OpenAPI 3.0.3 document',
+        tags: ['service'],
+        response: { 200: Type.Object({}, { additionalProperties: true }) },
+      },
+    },
     async () => app.swagger(),
   );
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: true } });

@@ -79,7 +79,10 @@ async function ensureActiveKey(db: Db, configuredSeed: string | undefined): Prom
  * database so that every instance sharing it signs and hashes alike; `SVC_SIGNING_KEY` and
  * `SVC_KEY_PEPPER` override them.
  */
-export async function loadPlatformSecrets(db: Db, config: Pick<Config, 'signingKeySeedHex' | 'keyPepper'>): Promise<PlatformSecrets> {
+export async function loadPlatformSecrets(
+  db: Db,
+  config: Pick<Config, 'signingKeySeedHex' | 'keyPepper'>,
+): Promise<PlatformSecrets> {
   const pepper = await ensureSecretSetting(db, 'api_key_pepper', config.keyPepper);
   const sessionSecret = await ensureSecretSetting(db, 'session_secret', undefined);
   const row = await ensureActiveKey(db, config.signingKeySeedHex);
@@ -122,7 +125,9 @@ function activeOf(row: KeyRow): PlatformSecrets['active'] {
 export async function rotatePlatformKey(db: Db): Promise<{ retired: PlatformKey | undefined; active: PlatformKey }> {
   return db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [5_318_009]);
-    const { rows } = await tx.query<KeyRow>('UPDATE platform_keys SET valid_until = now() WHERE valid_until IS NULL RETURNING *');
+    const { rows } = await tx.query<KeyRow>(
+      'UPDATE platform_keys SET valid_until = now() WHERE valid_until IS NULL RETURNING *',
+    );
     const key = generateEd25519().privateKey;
     const publicHex = publicKeyHex(key);
     const inserted = await tx.query<KeyRow>(
@@ -131,7 +136,12 @@ export async function rotatePlatformKey(db: Db): Promise<{ retired: PlatformKey 
     );
     const row = inserted.rows[0];
     if (!row) throw new Error('platform key insert returned nothing');
-    const strip = (r: KeyRow): PlatformKey => ({ key_id: r.key_id, public_key_hex: r.public_key_hex, valid_from: r.valid_from, valid_until: r.valid_until });
+    const strip = (r: KeyRow): PlatformKey => ({
+      key_id: r.key_id,
+      public_key_hex: r.public_key_hex,
+      valid_from: r.valid_from,
+      valid_until: r.valid_until,
+    });
     return { retired: rows[0] ? strip(rows[0]) : undefined, active: strip(row) };
   });
 }

@@ -26,7 +26,9 @@ describe('token box (AES-256-GCM at rest, key id stored, rotation)', () => {
     const parts = sealed.split('.');
     const ct = Buffer.from(parts[4] ?? '', 'base64url');
     ct[0] = (ct[0] ?? 0) ^ 1;
-    expect(() => box.open([...parts.slice(0, 4), ct.toString('base64url')].join('.'), 'work_repository:wrepo_1')).toThrow();
+    expect(() =>
+      box.open([...parts.slice(0, 4), ct.toString('base64url')].join('.'), 'work_repository:wrepo_1'),
+    ).toThrow();
   });
 
   it('after a rotation seals with the new key and still opens what the old one sealed', async () => {

@@ -33,7 +33,10 @@ function keyIdOf(master: string): string {
 async function addKey(db: Queryable): Promise<string> {
   const master = randomBytes(32).toString('hex');
   const id = keyIdOf(master);
-  await db.query('INSERT INTO platform_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [`${PREFIX}${id}`, master]);
+  await db.query('INSERT INTO platform_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
+    `${PREFIX}${id}`,
+    master,
+  ]);
   return id;
 }
 
@@ -50,13 +53,22 @@ export async function loadTokenBox(db: Queryable): Promise<TokenBox> {
   const first = await db.query<{ value: string }>('SELECT value FROM platform_settings WHERE name = $1', [CURRENT]);
   if (!first.rows[0]) {
     const id = await addKey(db);
-    await db.query('INSERT INTO platform_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [CURRENT, id]);
+    await db.query('INSERT INTO platform_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
+      CURRENT,
+      id,
+    ]);
   }
-  const { rows } = await db.query<{ name: string; value: string }>("SELECT name, value FROM platform_settings WHERE name = $1 OR name LIKE 'token\\_key:%'", [CURRENT]);
+  const { rows } = await db.query<{ name: string; value: string }>(
+    "SELECT name, value FROM platform_settings WHERE name = $1 OR name LIKE 'token\\_key:%'",
+    [CURRENT],
+  );
   const current = rows.find((r) => r.name === CURRENT)?.value;
-  const keys = new Map(rows.filter((r) => r.name.startsWith(PREFIX)).map((r) => [r.name.slice(PREFIX.length), deriveKey(r.value)]));
+  const keys = new Map(
+    rows.filter((r) => r.name.startsWith(PREFIX)).map((r) => [r.name.slice(PREFIX.length), deriveKey(r.value)]),
+  );
   const currentKey = current === undefined ? undefined : keys.get(current);
-  if (current === undefined || currentKey === undefined) throw new Error('the current token key is missing from platform_settings');
+  if (current === undefined || currentKey === undefined)
+    throw new Error('the current token key is missing from platform_settings');
   const aad = (keyId: string, purpose: string) => Buffer.from(`v1\n${keyId}\n${purpose}`, 'utf8');
   return {
     currentKeyId: current,
@@ -90,6 +102,9 @@ export async function loadTokenBox(db: Queryable): Promise<TokenBox> {
  */
 export async function rotateTokenKey(db: Queryable): Promise<string> {
   const id = await addKey(db);
-  await db.query('INSERT INTO platform_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value', [CURRENT, id]);
+  await db.query(
+    'INSERT INTO platform_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value',
+    [CURRENT, id],
+  );
   return id;
 }

@@ -31,7 +31,8 @@ export function boundNumbers(schema: unknown, max: number): unknown {
   const copy: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(schema)) {
     if (key === '$id') continue; // a copy per route: the same $id twice would clash in ajv
-    copy[key] = key === 'const' || key === 'default' || key === 'enum' || key === 'examples' ? value : boundNumbers(value, max);
+    copy[key] =
+      key === 'const' || key === 'default' || key === 'enum' || key === 'examples' ? value : boundNumbers(value, max);
   }
   const types = [copy.type].flat();
   if (types.includes('integer') || types.includes('number')) {
@@ -50,7 +51,9 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const strict = createAjv(false);
   const coercing = createAjv('array');
   return ({ schema, httpPart }) =>
-    httpPart === 'body' ? strict.compile(boundNumbers(schema, DEFAULT_BODY_MAX) as object) : coercing.compile(boundNumbers(schema, DEFAULT_PARAMETER_MAX) as object);
+    httpPart === 'body'
+      ? strict.compile(boundNumbers(schema, DEFAULT_BODY_MAX) as object)
+      : coercing.compile(boundNumbers(schema, DEFAULT_PARAMETER_MAX) as object);
 }
 
 /**
@@ -61,7 +64,8 @@ export function validationDetails(errors: Partial<ErrorObject>[]): ErrorDetail[]
   const constsByPath = new Map<string, unknown[]>();
   for (const e of errors) {
     const params = (e.params ?? {}) as Record<string, unknown>;
-    if (e.keyword === 'const') constsByPath.set(e.instancePath ?? '', [...(constsByPath.get(e.instancePath ?? '') ?? []), params.allowedValue]);
+    if (e.keyword === 'const')
+      constsByPath.set(e.instancePath ?? '', [...(constsByPath.get(e.instancePath ?? '') ?? []), params.allowedValue]);
   }
   const seen = new Set<string>();
   const details = errors.map((e) => {
@@ -70,9 +74,11 @@ export function validationDetails(errors: Partial<ErrorObject>[]): ErrorDetail[]
     const extra = typeof params.additionalProperty === 'string' ? `/${params.additionalProperty}` : '';
     let message = e.message ?? 'is invalid';
     if (extra) message = 'is not a known field';
-    if (Array.isArray(params.allowedValues)) message = `must be one of ${params.allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+    if (Array.isArray(params.allowedValues))
+      message = `must be one of ${params.allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     const consts = constsByPath.get(e.instancePath ?? '');
-    if (consts && (e.keyword === 'const' || e.keyword === 'anyOf')) message = `must be one of ${consts.map((v) => JSON.stringify(v)).join(', ')}`;
+    if (consts && (e.keyword === 'const' || e.keyword === 'anyOf'))
+      message = `must be one of ${consts.map((v) => JSON.stringify(v)).join(', ')}`;
     return { path: `${e.instancePath ?? ''}${missing}${extra}` || '/', message };
   });
   return details.filter((d) => {

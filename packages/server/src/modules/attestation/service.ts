@@ -13,7 +13,10 @@ export const CHALLENGE_TTL_MS = 10 * 60_000;
 
 /** SHA-512(challenge || node public key), both raw bytes: what a node's evidence must carry as report_data. */
 export function bindingReportData(challengeHex: string, nodePubkeyHex: string): Buffer {
-  return createHash('sha512').update(Buffer.from(challengeHex, 'hex')).update(Buffer.from(nodePubkeyHex, 'hex')).digest();
+  return createHash('sha512')
+    .update(Buffer.from(challengeHex, 'hex'))
+    .update(Buffer.from(nodePubkeyHex, 'hex'))
+    .digest();
 }
 
 /** `POST /api/v1/node/attestation/challenge`: a single-use challenge for this node, 10 minutes. */
@@ -21,10 +24,15 @@ export async function issueChallenge(ctx: ServiceContext, node: NodeRow) {
   const challenge = randomBytes(32).toString('hex');
   const expiresAt = new Date(Date.now() + CHALLENGE_TTL_MS);
   await insertChallenge(ctx.db, { challenge, nodeId: node.id, expiresAt });
-  return { challenge, expires_at: expiresAt.toISOString(), report_data: bindingReportData(challenge, node.pubkey).toString('hex') };
+  return {
+    challenge,
+    expires_at: expiresAt.toISOString(),
+    report_data: bindingReportData(challenge, node.pubkey).toString('hex'),
+  };
 }
 
-const bad = (path: string, message: string) => new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
+const bad = (path: string, message: string) =>
+  new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
 
 /**
  * `POST /api/v1/node/attestation`: verifies the node's evidence against its challenge. Verified
@@ -34,11 +42,16 @@ const bad = (path: string, message: string) => new ApiError('invalid_request', `
 export async function submitEvidence(ctx: ServiceContext, node: NodeRow, body: Static<typeof EvidenceRequest>) {
   if (body.method === 2 && !body.sev_snp) throw bad('/sev_snp', 'is required for method 2 (AMD SEV-SNP)');
   if (body.method === 1 && !body.tdx) throw bad('/tdx', 'is required for method 1 (Intel TDX)');
-  if (!(await consumeChallenge(ctx.db, body.challenge, node.id))) throw bad('/challenge', 'is unknown, already used, expired or another node\'s: ask for a new one');
+  if (!(await consumeChallenge(ctx.db, body.challenge, node.id)))
+    throw bad('/challenge', "is unknown, already used, expired or another node's: ask for a new one");
   const now = new Date();
   const verdict = await ctx.attestation.verifyEvidence({
     method: body.method,
-    sevSnp: body.sev_snp && { report: Buffer.from(body.sev_snp.report, 'base64'), vcek: Buffer.from(body.sev_snp.vcek, 'base64'), chain: body.sev_snp.chain },
+    sevSnp: body.sev_snp && {
+      report: Buffer.from(body.sev_snp.report, 'base64'),
+      vcek: Buffer.from(body.sev_snp.vcek, 'base64'),
+      chain: body.sev_snp.chain,
+    },
     tdx: body.tdx && {
       quote: Buffer.from(body.tdx.quote, 'base64'),
       collateral: {
@@ -54,11 +67,28 @@ export async function submitEvidence(ctx: ServiceContext, node: NodeRow, body: S
   });
   const expiresAt = verdict.verified ? new Date(now.getTime() + ctx.config.tee.reattestHours * 3_600_000) : null;
   await ctx.db.transaction(async (tx) => {
-    await saveAttestation(tx, { node_id: node.id, method: body.method, verified: verdict.verified, measurement: verdict.measurement, tcb_status: verdict.tcb_status, checks: verdict.checks, verified_at: verdict.verified ? now : null, expires_at: expiresAt });
+    await saveAttestation(tx, {
+      node_id: node.id,
+      method: body.method,
+      verified: verdict.verified,
+      measurement: verdict.measurement,
+      tcb_status: verdict.tcb_status,
+      checks: verdict.checks,
+      verified_at: verdict.verified ? now : null,
+      expires_at: expiresAt,
+    });
     await setNodeAttestation(tx, node.id, { method: body.method, verified: verdict.verified, expiresAt });
   });
   const method = ATTESTATION_METHODS[body.method] ?? 'unknown';
-  ctx.log.info({ node_id: node.id, method, verified: verdict.verified, failed: verdict.checks.filter((c) => !c.ok).map((c) => c.name) }, 'node attestation');
+  ctx.log.info(
+    {
+      node_id: node.id,
+      method,
+      verified: verdict.verified,
+      failed: verdict.checks.filter((c) => !c.ok).map((c) => c.name),
+    },
+    'node attestation',
+  );
   await ctx.bus.publish('nodes', node.id);
   return {
     node_id: node.id,
@@ -77,7 +107,12 @@ export async function submitEvidence(ctx: ServiceContext, node: NodeRow, body: S
 export async function attestationSummary(db: Queryable, nodeId: string): Promise<AttestationSummary | null> {
   const a = await findAttestation(db, nodeId);
   if (!a?.verified || !a.verified_at || !a.expires_at || a.expires_at.getTime() <= Date.now()) return null;
-  return { method: ATTESTATION_METHODS[a.method] ?? 'unknown', measurement: a.measurement, tcb_status: a.tcb_status, verified_at: a.verified_at.toISOString() };
+  return {
+    method: ATTESTATION_METHODS[a.method] ?? 'unknown',
+    measurement: a.measurement,
+    tcb_status: a.tcb_status,
+    verified_at: a.verified_at.toISOString(),
+  };
 }
 
 /** Background: lapsed verifications leave the pool (the pool's queries also check the time). */

@@ -1,8 +1,15 @@
 import type { Queryable } from '../../platform/db/index.js';
 
 /** Owner of `attestation_challenges` and `node_attestations` (migration 0040). */
-export async function insertChallenge(db: Queryable, c: { challenge: string; nodeId: string; expiresAt: Date }): Promise<void> {
-  await db.query('INSERT INTO attestation_challenges (challenge, node_id, expires_at) VALUES ($1, $2, $3)', [c.challenge, c.nodeId, c.expiresAt]);
+export async function insertChallenge(
+  db: Queryable,
+  c: { challenge: string; nodeId: string; expiresAt: Date },
+): Promise<void> {
+  await db.query('INSERT INTO attestation_challenges (challenge, node_id, expires_at) VALUES ($1, $2, $3)', [
+    c.challenge,
+    c.nodeId,
+    c.expiresAt,
+  ]);
 }
 
 /** Marks the challenge used, once: true only for this node's unused, unexpired challenge. */
@@ -36,7 +43,16 @@ export async function saveAttestation(db: Queryable, a: Omit<AttestationRow, 'at
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (node_id) DO UPDATE SET method = EXCLUDED.method, verified = EXCLUDED.verified, measurement = EXCLUDED.measurement,
        tcb_status = EXCLUDED.tcb_status, checks = EXCLUDED.checks, verified_at = EXCLUDED.verified_at, expires_at = EXCLUDED.expires_at, attested_at = now()`,
-    [a.node_id, a.method, a.verified, a.measurement, a.tcb_status, JSON.stringify(a.checks), a.verified_at, a.expires_at],
+    [
+      a.node_id,
+      a.method,
+      a.verified,
+      a.measurement,
+      a.tcb_status,
+      JSON.stringify(a.checks),
+      a.verified_at,
+      a.expires_at,
+    ],
   );
 }
 

@@ -130,21 +130,37 @@ describe('access control over every route', () => {
   let t: TestApp;
   const keys: Record<string, string> = {};
   beforeAll(async () => {
-    t = await createTestApp({ env: { SVC_RATE_LIMIT_BURST: '100000', SVC_ORG_RATE_LIMIT_BURST: '100000', SVC_ANON_RATE_LIMIT_BURST: '100000' } });
+    t = await createTestApp({
+      env: { SVC_RATE_LIMIT_BURST: '100000', SVC_ORG_RATE_LIMIT_BURST: '100000', SVC_ANON_RATE_LIMIT_BURST: '100000' },
+    });
     const owner = await signUp(t.app);
     for (const scope of SCOPES) keys[scope] = await createKey(t.app, owner, [scope], scope);
   });
   afterAll(() => t.close());
 
   const routes = () => t.app.routeTable.filter((r) => !r.hidden && r.method !== 'HEAD');
-  const urlOf = (pattern: string) => pattern.replace(/:key_id/, 'abc123').replace(/:work_id/, 'wrk_00000000000000000000000000').replace(/:id/, 'job_00000000000000000000000000').replace(/:buyer_id/, 'buy_00000000000000000000000000').replace(/:[a-z_]+/g, 'x');
+  const urlOf = (pattern: string) =>
+    pattern
+      .replace(/:key_id/, 'abc123')
+      .replace(/:work_id/, 'wrk_00000000000000000000000000')
+      .replace(/:id/, 'job_00000000000000000000000000')
+      .replace(/:buyer_id/, 'buy_00000000000000000000000000')
+      .replace(/:[a-z_]+/g, 'x');
 
   it('has a decision in the table for every registered route, and no stale entries', () => {
     const registered = routes().map((r) => `${r.method} ${r.url}`);
     expect(registered.filter((r) => !(r in EXPECTED))).toEqual([]);
     expect(Object.keys(EXPECTED).filter((r) => !registered.includes(r))).toEqual([]);
     for (const r of routes()) {
-      const declared = r.auth && ('public' in r.auth ? 'public' : 'node' in r.auth ? 'node' : 'authenticated' in r.auth ? 'authenticated' : r.auth.permission);
+      const declared =
+        r.auth &&
+        ('public' in r.auth
+          ? 'public'
+          : 'node' in r.auth
+            ? 'node'
+            : 'authenticated' in r.auth
+              ? 'authenticated'
+              : r.auth.permission);
       expect(`${r.method} ${r.url} -> ${declared}`).toBe(`${r.method} ${r.url} -> ${EXPECTED[`${r.method} ${r.url}`]}`);
     }
   });
@@ -162,12 +178,23 @@ describe('access control over every route', () => {
   it('answers 401 without a credential and with a wrong one on every protected route, and lets public routes through', async () => {
     for (const r of routes()) {
       const expected = EXPECTED[`${r.method} ${r.url}`];
-      const none = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), payload: r.method === 'GET' ? undefined : {} });
-      const wrong = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), headers: bearer(`svc_live_${'a'.repeat(20)}_${'0'.repeat(64)}`), payload: r.method === 'GET' ? undefined : {} });
+      const none = await t.app.inject({
+        method: r.method as 'GET',
+        url: urlOf(r.url),
+        payload: r.method === 'GET' ? undefined : {},
+      });
+      const wrong = await t.app.inject({
+        method: r.method as 'GET',
+        url: urlOf(r.url),
+        headers: bearer(`svc_live_${'a'.repeat(20)}_${'0'.repeat(64)}`),
+        payload: r.method === 'GET' ? undefined : {},
+      });
       if (expected === 'public') {
         expect([none.statusCode, `${r.method} ${r.url}`]).not.toEqual([401, `${r.method} ${r.url}`]);
       } else {
-        expect(`${r.method} ${r.url}: ${none.statusCode} ${errorCode(none)}`).toBe(`${r.method} ${r.url}: 401 unauthorized`);
+        expect(`${r.method} ${r.url}: ${none.statusCode} ${errorCode(none)}`).toBe(
+          `${r.method} ${r.url}: 401 unauthorized`,
+        );
         expect(`${r.method} ${r.url}: ${wrong.statusCode}`).toBe(`${r.method} ${r.url}: 401`);
       }
     }
@@ -179,16 +206,28 @@ describe('access control over every route', () => {
       if (expected === 'public' || expected === undefined) continue;
       if (expected === 'node') {
         // Node routes take node signatures only: an API key of any scope is not enough.
-        const res = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), headers: bearer(keys.operator ?? ''), payload: r.method === 'GET' ? undefined : {} });
+        const res = await t.app.inject({
+          method: r.method as 'GET',
+          url: urlOf(r.url),
+          headers: bearer(keys.operator ?? ''),
+          payload: r.method === 'GET' ? undefined : {},
+        });
         expect(`${r.method} ${r.url}: ${res.statusCode}`).toBe(`${r.method} ${r.url}: 401`);
         continue;
       }
       for (const scope of SCOPES) {
         const key = keys[scope] ?? '';
-        const res = await t.app.inject({ method: r.method as 'GET', url: urlOf(r.url), headers: bearer(key), payload: r.method === 'GET' ? undefined : {} });
+        const res = await t.app.inject({
+          method: r.method as 'GET',
+          url: urlOf(r.url),
+          headers: bearer(key),
+          payload: r.method === 'GET' ? undefined : {},
+        });
         const label = `${scope} -> ${r.method} ${r.url}`;
         if (expected === 'authenticated' || scopesGrant([scope], expected)) {
-          expect(`${label}: ${[401, 403].includes(res.statusCode) ? `refused ${res.body}` : 'allowed'}`).toBe(`${label}: allowed`);
+          expect(`${label}: ${[401, 403].includes(res.statusCode) ? `refused ${res.body}` : 'allowed'}`).toBe(
+            `${label}: allowed`,
+          );
         } else {
           expect(`${label}: ${res.statusCode} ${errorCode(res)}`).toBe(`${label}: 403 insufficient_scope`);
         }

@@ -4,7 +4,9 @@ import { randomToken } from '../../platform/ids.js';
 const SCRYPT = { N: 16_384, r: 8, p: 1, keylen: 32, maxmem: 64 * 1024 * 1024 };
 
 function scryptAsync(password: string, salt: Buffer, keylen: number, options: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolve, reject) => scrypt(password, salt, keylen, options, (err, key) => (err ? reject(err) : resolve(key))));
+  return new Promise((resolve, reject) =>
+    scrypt(password, salt, keylen, options, (err, key) => (err ? reject(err) : resolve(key))),
+  );
 }
 
 /**
@@ -34,7 +36,8 @@ export async function verifyPassword(password: string, stored: string): Promise<
 }
 
 /** A hash of a password nobody has, so that a login for an unknown email costs the same time. */
-export const DUMMY_PASSWORD_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=';
+export const DUMMY_PASSWORD_HASH =
+  'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=';
 
 export const API_KEY_HASH_ALG = 'hmac-sha256-v1';
 const KEY_PATTERN = /^svc_live_([a-z0-9]{20})_([0-9a-f]{64})$/;

@@ -51,7 +51,11 @@ function setRateHeaders(reply: FastifyReply, decision: RateDecision): void {
 }
 
 /** Takes one token from each bucket; reports the one with fewest left, and throws 429 when any is empty. */
-export async function enforceRateLimits(ctx: ServiceContext, reply: FastifyReply, buckets: [string, RateRule][]): Promise<void> {
+export async function enforceRateLimits(
+  ctx: ServiceContext,
+  reply: FastifyReply,
+  buckets: [string, RateRule][],
+): Promise<void> {
   const decisions = await Promise.all(buckets.map(([key, rule]) => ctx.rateLimiter.take(key, rule)));
   const denied = decisions.find((d) => !d.allowed);
   const shown = denied ?? decisions.reduce((a, b) => (b.remaining < a.remaining ? b : a));
@@ -83,13 +87,27 @@ export function installAuth(app: FastifyInstance, ctx: ServiceContext): void {
     if ('node' in auth) return; // verified once the body is read (preValidation below)
     const credential = credentialOf(request);
     if (!credential) {
-      throw new ApiError('unauthorized', 'missing API key: send Authorization: Bearer <key> or X-API-Key: <key>', undefined, WWW_AUTHENTICATE);
+      throw new ApiError(
+        'unauthorized',
+        'missing API key: send Authorization: Bearer <key> or X-API-Key: <key>',
+        undefined,
+        WWW_AUTHENTICATE,
+      );
     }
     const principal = credential.value ? await authenticate(ctx, credential) : undefined;
-    if (!principal) throw new ApiError('unauthorized', 'invalid, expired or revoked API key or session token', undefined, WWW_AUTHENTICATE);
+    if (!principal)
+      throw new ApiError(
+        'unauthorized',
+        'invalid, expired or revoked API key or session token',
+        undefined,
+        WWW_AUTHENTICATE,
+      );
     request.principal = principal;
     if ('permission' in auth && !scopesGrant(principal.scopes, auth.permission)) {
-      throw new ApiError('insufficient_scope', `this credential's scopes (${principal.scopes.join(', ')}) do not grant ${auth.permission}`);
+      throw new ApiError(
+        'insufficient_scope',
+        `this credential's scopes (${principal.scopes.join(', ')}) do not grant ${auth.permission}`,
+      );
     }
     if (config.rateLimit === false || isInnerCall(request, mark)) return;
     const caller = principal.keyId ? `key:${principal.keyId}` : `ses:${principal.sessionId ?? principal.buyerId}`;

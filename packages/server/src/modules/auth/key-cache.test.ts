@@ -5,7 +5,16 @@ import type { Bus } from '../../platform/bus.js';
 import { createKeyCache } from './key-cache.js';
 import type { KeyAuthRow } from './store.js';
 
-const row = (id: string, extra: Partial<KeyAuthRow> = {}): KeyAuthRow => ({ id, org_id: 'org_1', buyer_id: 'buy_1', hash: 'h', scopes: ['buyer'], revoked_at: null, role: 'owner', ...extra });
+const row = (id: string, extra: Partial<KeyAuthRow> = {}): KeyAuthRow => ({
+  id,
+  org_id: 'org_1',
+  buyer_id: 'buy_1',
+  hash: 'h',
+  scopes: ['buyer'],
+  revoked_at: null,
+  role: 'owner',
+  ...extra,
+});
 
 /** A store of key rows that counts reads, and lets a test hold a read until it says so. Tests only. */
 function fakeStore(rows: Map<string, KeyAuthRow>) {
@@ -53,7 +62,10 @@ const log = { warn: () => undefined };
 
 describe('the key cache', () => {
   it('reads a key once, then answers from memory; a revocation here or on another instance forgets it', async () => {
-    const rows = new Map([['key_a', row('key_a')], ['key_b', row('key_b', { buyer_id: 'buy_2' })]]);
+    const rows = new Map([
+      ['key_a', row('key_a')],
+      ['key_b', row('key_b', { buyer_id: 'buy_2' })],
+    ]);
     const store = fakeStore(rows);
     const bus = sharedBus();
     const here = await createKeyCache({ db: store.db, bus, log });
@@ -111,7 +123,12 @@ describe('keys checked in memory, through the app', () => {
     expect((await me()).statusCode).toBe(200);
     expect((await me()).statusCode).toBe(200);
     const keyId = key.split('_')[2];
-    const revoke = await t.app.inject({ method: 'POST', url: `/api/v1/auth/api-keys/${keyId}/revoke`, headers: bearer(owner.token), payload: { reason: 'test' } });
+    const revoke = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/auth/api-keys/${keyId}/revoke`,
+      headers: bearer(owner.token),
+      payload: { reason: 'test' },
+    });
     expect(revoke.statusCode).toBe(200);
     expect((await me()).statusCode).toBe(401);
   }, 120_000);

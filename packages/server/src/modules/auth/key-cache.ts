@@ -46,7 +46,10 @@ interface Entry {
  * const keys = await createKeyCache({ db, bus, log });
  * const row = await keys.lookup('key_01...');
  */
-export async function createKeyCache(ctx: { db: Queryable; bus: Bus; log: Pick<Logger, 'warn'> }, options: { maxAgeMs?: number } = {}): Promise<KeyCache> {
+export async function createKeyCache(
+  ctx: { db: Queryable; bus: Bus; log: Pick<Logger, 'warn'> },
+  options: { maxAgeMs?: number } = {},
+): Promise<KeyCache> {
   const maxAgeMs = options.maxAgeMs ?? KEY_CACHE_MAX_AGE_MS;
   const entries = new Map<string, Entry>();
   let invalidations = 0;
@@ -56,7 +59,8 @@ export async function createKeyCache(ctx: { db: Queryable; bus: Bus; log: Pick<L
   };
   const forgetMember = (orgId: string, buyerId: string) => {
     invalidations++;
-    for (const [id, entry] of entries) if (entry.row.org_id === orgId && entry.row.buyer_id === buyerId) entries.delete(id);
+    for (const [id, entry] of entries)
+      if (entry.row.org_id === orgId && entry.row.buyer_id === buyerId) entries.delete(id);
   };
   // Our own messages coming back: the invalidation has gone out to every instance's listener.
   const echoes = new Map<string, () => void>();

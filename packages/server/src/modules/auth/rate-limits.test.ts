@@ -5,7 +5,14 @@ describe('rate limits', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await createTestApp({
-      env: { SVC_RATE_LIMIT_RPS: '0.01', SVC_RATE_LIMIT_BURST: '3', SVC_ORG_RATE_LIMIT_RPS: '0.01', SVC_ORG_RATE_LIMIT_BURST: '5', SVC_ANON_RATE_LIMIT_RPS: '0.01', SVC_ANON_RATE_LIMIT_BURST: '2' },
+      env: {
+        SVC_RATE_LIMIT_RPS: '0.01',
+        SVC_RATE_LIMIT_BURST: '3',
+        SVC_ORG_RATE_LIMIT_RPS: '0.01',
+        SVC_ORG_RATE_LIMIT_BURST: '5',
+        SVC_ANON_RATE_LIMIT_RPS: '0.01',
+        SVC_ANON_RATE_LIMIT_BURST: '2',
+      },
     });
   });
   afterAll(() => t.close());
@@ -36,7 +43,8 @@ describe('rate limits', () => {
     const a = await createKey(t.app, buyer, ['buyer']);
     const b = await createKey(t.app, buyer, ['buyer']);
     const statuses: number[] = [];
-    for (const key of [a, a, a, b, b, b]) statuses.push((await t.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(key) })).statusCode);
+    for (const key of [a, a, a, b, b, b])
+      statuses.push((await t.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(key) })).statusCode);
     // createKey itself spent 2 of the org's 5 tokens (through the first key).
     expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
     expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
@@ -44,9 +52,15 @@ describe('rate limits', () => {
 
   it('limits anonymous callers per address, but never health checks', async () => {
     const statuses: number[] = [];
-    for (let i = 0; i < 3; i++) statuses.push((await t.app.inject({ method: 'GET', url: '/api/v1/downloads', remoteAddress: '192.0.2.7' })).statusCode);
+    for (let i = 0; i < 3; i++)
+      statuses.push(
+        (await t.app.inject({ method: 'GET', url: '/api/v1/downloads', remoteAddress: '192.0.2.7' })).statusCode,
+      );
     expect(statuses).toEqual([200, 200, 429]);
-    for (let i = 0; i < 5; i++) expect((await t.app.inject({ method: 'GET', url: '/api/v1/health', remoteAddress: '192.0.2.7' })).statusCode).toBe(200);
+    for (let i = 0; i < 5; i++)
+      expect(
+        (await t.app.inject({ method: 'GET', url: '/api/v1/health', remoteAddress: '192.0.2.7' })).statusCode,
+      ).toBe(200);
   });
 });
 
@@ -62,10 +76,13 @@ describe.skipIf(!redisUrl)('rate limits shared through Redis', () => {
       // Opening an embedded store blocks the event loop for seconds, which can time out the first
       // Redis connection (the limiter then counts in memory until it reconnects): let both
       // instances connect before the measured burst.
-      for (const t of [one, two]) await t.app.inject({ method: 'GET', url: '/api/v1/downloads', remoteAddress: '198.18.0.1' });
+      for (const t of [one, two])
+        await t.app.inject({ method: 'GET', url: '/api/v1/downloads', remoteAddress: '198.18.0.1' });
       await new Promise((r) => setTimeout(r, 1500));
       const address = `192.0.2.${Math.floor(Math.random() * 250) + 1}`;
-      const calls = Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? one : two).app.inject({ method: 'GET', url: '/api/v1/downloads', remoteAddress: address }));
+      const calls = Array.from({ length: 12 }, (_, i) =>
+        (i % 2 === 0 ? one : two).app.inject({ method: 'GET', url: '/api/v1/downloads', remoteAddress: address }),
+      );
       const statuses = (await Promise.all(calls)).map((r) => r.statusCode);
       expect(statuses.filter((s) => s === 200)).toHaveLength(4);
       expect(statuses.filter((s) => s === 429)).toHaveLength(8);

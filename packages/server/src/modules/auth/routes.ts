@@ -14,7 +14,13 @@ export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
     '/api/v1/auth/signup',
     {
       config: { auth: { public: true }, noStore: true },
-      schema: { summary: 'Create a buyer account, its organization, a first API key and a session (rate limited per client address)', tags, body: AuthRequest, response: { 201: AuthResponse } },
+      schema: {
+        summary:
+          'Create a buyer account, its organization, a first API key and a session (rate limited per client address)',
+        tags,
+        body: AuthRequest,
+        response: { 201: AuthResponse },
+      },
     },
     async (request, reply) => {
       // Each sign-up grants the free tier: limited per client address (docs/billing.md, "Where free-tier credit can go").
@@ -26,7 +32,12 @@ export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
     '/api/v1/auth/login',
     {
       config: { auth: { public: true }, noStore: true },
-      schema: { summary: 'Start a session (rate limited per email and per client address)', tags, body: AuthRequest, response: { 200: AuthResponse } },
+      schema: {
+        summary: 'Start a session (rate limited per email and per client address)',
+        tags,
+        body: AuthRequest,
+        response: { 200: AuthResponse },
+      },
     },
     async (request, reply) => {
       const rule = ctx.config.rateLimits.login;
@@ -39,12 +50,18 @@ export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
   );
   app.post(
     '/api/v1/auth/logout',
-    { config: { auth: { permission: 'account:read' } }, schema: { summary: 'End the current session', tags, response: { 200: MessageResponse } } },
+    {
+      config: { auth: { permission: 'account:read' } },
+      schema: { summary: 'End the current session', tags, response: { 200: MessageResponse } },
+    },
     async (request) => logout(ctx, principalOf(request)),
   );
   app.get(
     '/api/v1/auth/me',
-    { config: { auth: { permission: 'account:read' } }, schema: { summary: 'The current user and organization', tags, response: { 200: MeResponse } } },
+    {
+      config: { auth: { permission: 'account:read' } },
+      schema: { summary: 'The current user and organization', tags, response: { 200: MeResponse } },
+    },
     async (request) => me(ctx, principalOf(request)),
   );
 }

@@ -1,11 +1,18 @@
 import { Type } from '@sinclair/typebox';
 
 /** A string enum that validates as `enum` (one clear error) and documents as one. */
-export function StringEnum<const T extends readonly string[]>(values: T, options: { description?: string; default?: T[number] } = {}) {
+export function StringEnum<const T extends readonly string[]>(
+  values: T,
+  options: { description?: string; default?: T[number] } = {},
+) {
   return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
 }
 
-export const Email = Type.String({ format: 'email', maxLength: 254, description: 'email address; stored trimmed and lower-cased' });
+export const Email = Type.String({
+  format: 'email',
+  maxLength: 254,
+  description: 'email address; stored trimmed and lower-cased',
+});
 export const Password = Type.String({ minLength: 1, maxLength: 256, description: 'at least 10 characters' });
 export const RoleSchema = StringEnum(['owner', 'admin', 'member'] as const);
 

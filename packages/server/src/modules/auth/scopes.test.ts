@@ -1,9 +1,26 @@
 import { describe, expect, it } from 'vitest';
-import { PERMISSIONS, RESOURCES, SESSION_SCOPES, invalidScopes, permissionsOf, scopesGrant, scopesNotImplied, scopesNotMintable } from './scopes.js';
+import {
+  PERMISSIONS,
+  RESOURCES,
+  SESSION_SCOPES,
+  invalidScopes,
+  permissionsOf,
+  scopesGrant,
+  scopesNotImplied,
+  scopesNotMintable,
+} from './scopes.js';
 
 describe('scopes', () => {
   it('grants buyers inference, jobs, billing, keys and organization, but not node registration', () => {
-    for (const p of ['inference:write', 'jobs:write', 'jobs:read', 'billing:read', 'keys:write', 'organization:write', 'evidence:read'] as const) {
+    for (const p of [
+      'inference:write',
+      'jobs:write',
+      'jobs:read',
+      'billing:read',
+      'keys:write',
+      'organization:write',
+      'evidence:read',
+    ] as const) {
       expect(scopesGrant(['buyer'], p)).toBe(true);
     }
     expect(scopesGrant(['buyer'], 'nodes:write')).toBe(false);
@@ -43,7 +60,14 @@ describe('scopes', () => {
 
 /** Every scope the grammar allows: the named ones of DESIGN.md section 6, their halves, and resource[:read|write]. */
 const ALL_SCOPES = [
-  'buyer', 'buyer:read', 'buyer:write', 'read-only', 'write-only', 'operator', 'operator:read', 'operator:write',
+  'buyer',
+  'buyer:read',
+  'buyer:write',
+  'read-only',
+  'write-only',
+  'operator',
+  'operator:read',
+  'operator:write',
   ...RESOURCES.flatMap((r) => [r, `${r}:read`, `${r}:write`]),
 ];
 
@@ -69,9 +93,15 @@ describe('key minting: a key mints only scopes its own imply', () => {
     for (const creator of ALL_SCOPES) {
       for (const requested of ALL_SCOPES) {
         const covered = PERMISSIONS.every((p) => !scopesGrant([requested], p) || scopesGrant([creator], p));
-        expect({ creator, requested, allowed: scopesNotImplied([creator], [requested]).length === 0 }).toEqual({ creator, requested, allowed: covered });
+        expect({ creator, requested, allowed: scopesNotImplied([creator], [requested]).length === 0 }).toEqual({
+          creator,
+          requested,
+          allowed: covered,
+        });
         // a key minting through the route: the same answer
-        expect(scopesNotMintable({ kind: 'key', role: 'owner', scopes: [creator] }, [requested]).length === 0).toBe(covered);
+        expect(scopesNotMintable({ kind: 'key', role: 'owner', scopes: [creator] }, [requested]).length === 0).toBe(
+          covered,
+        );
       }
       expect(scopesNotImplied([creator], [creator])).toEqual([]);
     }
@@ -81,18 +111,29 @@ describe('key minting: a key mints only scopes its own imply', () => {
     for (const creator of ['keys', 'keys:write', 'buyer:write']) {
       expect(scopesNotImplied([creator], ['buyer', 'operator', 'keys:write'])).toEqual(['buyer', 'operator']);
     }
-    expect(scopesNotImplied(['buyer'], ['operator', 'nodes:write', 'payouts'])).toEqual(['operator', 'nodes:write', 'payouts']);
+    expect(scopesNotImplied(['buyer'], ['operator', 'nodes:write', 'payouts'])).toEqual([
+      'operator',
+      'nodes:write',
+      'payouts',
+    ]);
     expect(scopesNotImplied(['buyer'], ['buyer:read', 'jobs', 'keys', 'read-only'])).toEqual([]);
     expect(scopesNotImplied(['jobs:read', 'jobs:write'], ['jobs'])).toEqual([]);
     expect(scopesNotImplied(['jobs:read'], ['jobs'])).toEqual(['jobs']);
   });
 
   it("owners' and admins' sessions mint any scope; a member's session only what buyer and operator imply", () => {
-    const session = (role: 'owner' | 'admin' | 'member') => ({ kind: 'session' as const, role, scopes: SESSION_SCOPES });
+    const session = (role: 'owner' | 'admin' | 'member') => ({
+      kind: 'session' as const,
+      role,
+      scopes: SESSION_SCOPES,
+    });
     expect(scopesNotMintable(session('owner'), ALL_SCOPES)).toEqual([]);
     expect(scopesNotMintable(session('admin'), ALL_SCOPES)).toEqual([]);
     expect(scopesNotMintable(session('member'), ['buyer', 'operator', 'read-only', 'jobs'])).toEqual([]);
-    expect(scopesNotMintable(session('member'), ['memories:write', 'account:write'])).toEqual(['memories:write', 'account:write']);
+    expect(scopesNotMintable(session('member'), ['memories:write', 'account:write'])).toEqual([
+      'memories:write',
+      'account:write',
+    ]);
     // a key is held to its scopes whatever its creator's role
     expect(scopesNotMintable({ kind: 'key', role: 'owner', scopes: ['buyer'] }, ['operator'])).toEqual(['operator']);
   });

@@ -54,7 +54,15 @@ const BUYER: Permission[] = [
 
 const WRITE_ONLY: Permission[] = ['inference:write', 'documents:write', 'models:read', 'config:read'];
 
-const OPERATOR: Permission[] = ['nodes:read', 'nodes:write', 'payouts:read', 'payouts:write', 'account:read', 'config:read', 'models:read'];
+const OPERATOR: Permission[] = [
+  'nodes:read',
+  'nodes:write',
+  'payouts:read',
+  'payouts:write',
+  'account:read',
+  'config:read',
+  'models:read',
+];
 
 /** The named scopes a key may carry, besides `resource[:read|write]`. */
 export const SCOPE_BUNDLES: Record<string, Permission[]> = {

@@ -5,7 +5,14 @@ import { newId } from '../../platform/ids.js';
 import type { Principal, Role } from '../../platform/principal.js';
 import { openAccount, postCredit } from '../billing/store.js';
 import { createKey } from '../keys/service.js';
-import { DUMMY_PASSWORD_HASH, hashPassword, parseApiKey, hashApiKey, sameDigest, verifyPassword } from './credentials.js';
+import {
+  DUMMY_PASSWORD_HASH,
+  hashPassword,
+  parseApiKey,
+  hashApiKey,
+  sameDigest,
+  verifyPassword,
+} from './credentials.js';
 import { SESSION_SCOPES } from './scopes.js';
 import { signSessionToken, verifySessionToken } from './sessions.js';
 import * as store from './store.js';
@@ -28,7 +35,12 @@ function organizationContext(org: store.OrgRow, role: Role) {
 }
 
 /** Starts a session for the buyer in the organization and returns its signed token. */
-export async function startSession(ctx: ServiceContext, db: Queryable, buyerId: string, orgId: string): Promise<string> {
+export async function startSession(
+  ctx: ServiceContext,
+  db: Queryable,
+  buyerId: string,
+  orgId: string,
+): Promise<string> {
   const sessionId = newId('ses');
   const expiresAt = new Date(Date.now() + ctx.config.sessionTtlSeconds * 1000);
   await store.insertSession(db, { id: sessionId, buyerId, orgId, expiresAt });
@@ -39,24 +51,44 @@ export async function startSession(ctx: ServiceContext, db: Queryable, buyerId: 
  * Creates a buyer account with its personal organization (role owner), the free-tier grant, a
  * first `buyer` key and a session, all in one transaction. A taken email is 409.
  */
-export async function signup(ctx: ServiceContext, input: { email: string; password: string; name?: string | undefined }) {
+export async function signup(
+  ctx: ServiceContext,
+  input: { email: string; password: string; name?: string | undefined },
+) {
   const email = normalizeEmail(input.email);
   checkPassword(ctx, input.password);
   const name = input.name?.trim() ?? '';
   const passwordHash = await hashPassword(input.password);
   return ctx.db.transaction(async (tx) => {
-    if (await store.findBuyerByEmail(tx, email)) throw new ApiError('conflict', 'an account with this email already exists');
-    const org = await store.insertOrganization(tx, { id: newId('org'), name: name ? `${name}'s organization` : `${email}'s organization` });
+    if (await store.findBuyerByEmail(tx, email))
+      throw new ApiError('conflict', 'an account with this email already exists');
+    const org = await store.insertOrganization(tx, {
+      id: newId('org'),
+      name: name ? `${name}'s organization` : `${email}'s organization`,
+    });
     const buyer = await store.insertBuyer(tx, { id: newId('buy'), email, name, passwordHash, defaultOrgId: org.id });
     if (!buyer) throw new ApiError('conflict', 'an account with this email already exists');
     await store.insertMembership(tx, { orgId: org.id, buyerId: buyer.id, role: 'owner' });
     await openAccount(tx, org.id);
     if (ctx.config.freeTierCents > 0) {
-      await postCredit(tx, { orgId: org.id, cents: ctx.config.freeTierCents, freeMicro: ctx.config.freeTierCents * 10_000, txType: 'free_tier', description: 'Free tier: one-time grant for a new organization' });
+      await postCredit(tx, {
+        orgId: org.id,
+        cents: ctx.config.freeTierCents,
+        freeMicro: ctx.config.freeTierCents * 10_000,
+        txType: 'free_tier',
+        description: 'Free tier: one-time grant for a new organization',
+      });
     }
     const key = await createKey(ctx, tx, { orgId: org.id, buyerId: buyer.id, label: 'default', scopes: ['buyer'] });
     const token = await startSession(ctx, tx, buyer.id, org.id);
-    return { api_key: key.api_key, buyer_id: buyer.id, email, name, token, organization: organizationContext(org, 'owner') };
+    return {
+      api_key: key.api_key,
+      buyer_id: buyer.id,
+      email,
+      name,
+      token,
+      organization: organizationContext(org, 'owner'),
+    };
   });
 }
 
@@ -70,12 +102,21 @@ export async function login(ctx: ServiceContext, input: { email: string; passwor
   const org = await store.findOrganization(ctx.db, buyer.default_org_id);
   if (!role || !org) throw new ApiError('unauthorized', 'this account belongs to no organization');
   const token = await startSession(ctx, ctx.db, buyer.id, org.id);
-  return { buyer_id: buyer.id, email: buyer.email, name: buyer.name, token, organization: organizationContext(org, role) };
+  return {
+    buyer_id: buyer.id,
+    email: buyer.email,
+    name: buyer.name,
+    token,
+    organization: organizationContext(org, role),
+  };
 }
 
 export async function logout(ctx: ServiceContext, principal: Principal) {
   if (principal.kind !== 'session' || !principal.sessionId) {
-    throw new ApiError('invalid_request', 'logout ends a session token; to disable an API key, revoke it at POST /api/v1/auth/api-keys/{key_id}/revoke');
+    throw new ApiError(
+      'invalid_request',
+      'logout ends a session token; to disable an API key, revoke it at POST /api/v1/auth/api-keys/{key_id}/revoke',
+    );
   }
   await store.revokeSession(ctx.db, principal.sessionId);
   return { message: 'logged out' };
@@ -85,7 +126,12 @@ export async function me(ctx: ServiceContext, principal: Principal) {
   const buyer = await store.findBuyer(ctx.db, principal.buyerId);
   const org = await store.findOrganization(ctx.db, principal.orgId);
   if (!buyer || !org) throw new ApiError('unauthorized', 'account no longer exists');
-  return { buyer_id: buyer.id, email: buyer.email, name: buyer.name, organization: organizationContext(org, principal.role) };
+  return {
+    buyer_id: buyer.id,
+    email: buyer.email,
+    name: buyer.name,
+    organization: organizationContext(org, principal.role),
+  };
 }
 
 /**
@@ -108,13 +154,17 @@ function shouldTouch(keyId: string): boolean {
  * exact in this process, invalidated on other instances over the bus, re-read after 1 s at most);
  * sessions are read from the store every time. Undefined when invalid.
  */
-export async function authenticate(ctx: ServiceContext, credential: { value: string; via: 'bearer' | 'x-api-key' }): Promise<Principal | undefined> {
+export async function authenticate(
+  ctx: ServiceContext,
+  credential: { value: string; via: 'bearer' | 'x-api-key' },
+): Promise<Principal | undefined> {
   const keyId = parseApiKey(credential.value);
   if (keyId) {
     const row = await ctx.keyCache.lookup(keyId);
     if (!row || row.revoked_at || !row.role) return undefined;
     if (!sameDigest(hashApiKey(credential.value, ctx.secrets.pepper), row.hash)) return undefined;
-    if (shouldTouch(keyId)) store.touchKey(ctx.db, keyId).catch((err: unknown) => ctx.log.warn({ err }, 'could not record key use'));
+    if (shouldTouch(keyId))
+      store.touchKey(ctx.db, keyId).catch((err: unknown) => ctx.log.warn({ err }, 'could not record key use'));
     return { kind: 'key', orgId: row.org_id, buyerId: row.buyer_id, role: row.role, scopes: row.scopes, keyId };
   }
   if (credential.via !== 'bearer') return undefined;
@@ -122,5 +172,12 @@ export async function authenticate(ctx: ServiceContext, credential: { value: str
   if (!claims) return undefined;
   const session = await store.findLiveSession(ctx.db, claims.sessionId);
   if (!session || session.buyer_id !== claims.buyerId || session.org_id !== claims.orgId) return undefined;
-  return { kind: 'session', orgId: session.org_id, buyerId: session.buyer_id, role: session.role, scopes: SESSION_SCOPES, sessionId: claims.sessionId };
+  return {
+    kind: 'session',
+    orgId: session.org_id,
+    buyerId: session.buyer_id,
+    role: session.role,
+    scopes: SESSION_SCOPES,
+    sessionId: claims.sessionId,
+  };
 }

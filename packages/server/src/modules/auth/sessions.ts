@@ -30,7 +30,8 @@ export async function signSessionToken(secret: Uint8Array, claims: SessionClaims
 export async function verifySessionToken(secret: Uint8Array, token: string): Promise<SessionClaims | undefined> {
   try {
     const { payload } = await jwtVerify(token, secret, { issuer: ISSUER, algorithms: ['HS256'] });
-    if (typeof payload.jti !== 'string' || typeof payload.sub !== 'string' || typeof payload.org !== 'string') return undefined;
+    if (typeof payload.jti !== 'string' || typeof payload.sub !== 'string' || typeof payload.org !== 'string')
+      return undefined;
     return { sessionId: payload.jti, buyerId: payload.sub, orgId: payload.org };
   } catch {
     return undefined;

@@ -17,7 +17,10 @@ export interface OrgRow {
 }
 
 export async function insertOrganization(db: Queryable, org: { id: string; name: string }): Promise<OrgRow> {
-  const { rows } = await db.query<OrgRow>('INSERT INTO organizations (id, name) VALUES ($1, $2) RETURNING id, name, created_at', [org.id, org.name]);
+  const { rows } = await db.query<OrgRow>(
+    'INSERT INTO organizations (id, name) VALUES ($1, $2) RETURNING id, name, created_at',
+    [org.id, org.name],
+  );
   return one(rows);
 }
 
@@ -34,7 +37,10 @@ export async function insertBuyer(
   return rows[0];
 }
 
-export async function insertMembership(db: Queryable, m: { orgId: string; buyerId: string; role: Role }): Promise<void> {
+export async function insertMembership(
+  db: Queryable,
+  m: { orgId: string; buyerId: string; role: Role },
+): Promise<void> {
   await db.query('INSERT INTO memberships (org_id, buyer_id, role) VALUES ($1, $2, $3)', [m.orgId, m.buyerId, m.role]);
 }
 
@@ -58,16 +64,30 @@ export async function findOrganization(db: Queryable, orgId: string): Promise<Or
 }
 
 export async function findRole(db: Queryable, orgId: string, buyerId: string): Promise<Role | undefined> {
-  const { rows } = await db.query<{ role: Role }>('SELECT role FROM memberships WHERE org_id = $1 AND buyer_id = $2', [orgId, buyerId]);
+  const { rows } = await db.query<{ role: Role }>('SELECT role FROM memberships WHERE org_id = $1 AND buyer_id = $2', [
+    orgId,
+    buyerId,
+  ]);
   return rows[0]?.role;
 }
 
-export async function insertSession(db: Queryable, s: { id: string; buyerId: string; orgId: string; expiresAt: Date }): Promise<void> {
-  await db.query('INSERT INTO sessions (id, buyer_id, org_id, expires_at) VALUES ($1, $2, $3, $4)', [s.id, s.buyerId, s.orgId, s.expiresAt]);
+export async function insertSession(
+  db: Queryable,
+  s: { id: string; buyerId: string; orgId: string; expiresAt: Date },
+): Promise<void> {
+  await db.query('INSERT INTO sessions (id, buyer_id, org_id, expires_at) VALUES ($1, $2, $3, $4)', [
+    s.id,
+    s.buyerId,
+    s.orgId,
+    s.expiresAt,
+  ]);
 }
 
 /** A live session (not revoked, not expired) with its holder's current role, or undefined. */
-export async function findLiveSession(db: Queryable, sessionId: string): Promise<{ buyer_id: string; org_id: string; role: Role } | undefined> {
+export async function findLiveSession(
+  db: Queryable,
+  sessionId: string,
+): Promise<{ buyer_id: string; org_id: string; role: Role } | undefined> {
   const { rows } = await db.query<{ buyer_id: string; org_id: string; role: Role }>(
     `SELECT s.buyer_id, s.org_id, m.role FROM sessions s
        JOIN memberships m ON m.org_id = s.org_id AND m.buyer_id = s.buyer_id

@@ -34,18 +34,43 @@ function parseCsv(text: string): string[][] {
 
 describe('toCsv', () => {
   it('writes a header and CRLF records, quoting only what needs it', () => {
-    expect(toCsv(['a', 'b', 'c'], [['x', 12, null], ['y', -5, 'z']])).toBe('a,b,c\r\nx,12,\r\ny,-5,z\r\n');
+    expect(
+      toCsv(
+        ['a', 'b', 'c'],
+        [
+          ['x', 12, null],
+          ['y', -5, 'z'],
+        ],
+      ),
+    ).toBe('a,b,c\r\nx,12,\r\ny,-5,z\r\n');
   });
 
   it('quotes commas, quotes and line breaks, and reads back unchanged', () => {
     const nasty = ['a, b', 'say "hi"', 'line1\nline2', 'cr\r\nlf', '"', ''];
-    const text = toCsv(['v'], nasty.map((v) => [v]));
+    const text = toCsv(
+      ['v'],
+      nasty.map((v) => [v]),
+    );
     expect(text).toBe('v\r\n"a, b"\r\n"say ""hi"""\r\n"line1\nline2"\r\n"cr\r\nlf"\r\n""""\r\n\r\n');
     expect(parseCsv(text)).toEqual([['v'], ...nasty.map((v) => [v])]);
   });
 
   it('defuses spreadsheet formulas in text but keeps negative numbers', () => {
-    const text = toCsv(['d', 'n'], [['=HYPERLINK("http://x")', -300], ['@SUM(A1)', 0], ['+1', 1], ['-1', 2]]);
-    expect(parseCsv(text)).toEqual([['d', 'n'], ['\'=HYPERLINK("http://x")', '-300'], ["'@SUM(A1)", '0'], ["'+1", '1'], ["'-1", '2']]);
+    const text = toCsv(
+      ['d', 'n'],
+      [
+        ['=HYPERLINK("http://x")', -300],
+        ['@SUM(A1)', 0],
+        ['+1', 1],
+        ['-1', 2],
+      ],
+    );
+    expect(parseCsv(text)).toEqual([
+      ['d', 'n'],
+      ['\'=HYPERLINK("http://x")', '-300'],
+      ["'@SUM(A1)", '0'],
+      ["'+1", '1'],
+      ["'-1", '2'],
+    ]);
   });
 });

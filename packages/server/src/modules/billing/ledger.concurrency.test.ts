@@ -9,7 +9,9 @@ const N = 200;
 /** Splits settled promises into values and the error codes of the rejections. */
 function outcome<T>(results: PromiseSettledResult<T>[]) {
   const ok = results.filter((r): r is PromiseFulfilledResult<T> => r.status === 'fulfilled').map((r) => r.value);
-  const errors = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as unknown);
+  const errors = results
+    .filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+    .map((r) => r.reason as unknown);
   return { ok, codes: errors.map((e) => (e instanceof ApiError ? e.code : String(e))) };
 }
 
@@ -31,15 +33,24 @@ describe(`ledger: ${N} concurrent operations on one balance`, () => {
 
   it('charges: exactly floor(balance / charge) succeed, the rest are 402, and the balance never goes below zero', async () => {
     const org = await orgWith1000();
-    const results = await Promise.allSettled(Array.from({ length: N }, (_, i) => ledger.charge(org, 700_000, { ref: `req_${i}` })));
+    const results = await Promise.allSettled(
+      Array.from({ length: N }, (_, i) => ledger.charge(org, 700_000, { ref: `req_${i}` })),
+    );
     const { ok, codes } = outcome(results);
     expect(ok).toHaveLength(Math.floor(1_000 / 70)); // 14
     expect(codes).toEqual(Array(N - 14).fill('insufficient_credits'));
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 20, held_cents: 0, available_cents: 20, carry_micro: 0 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 20,
+      held_cents: 0,
+      available_cents: 20,
+      carry_micro: 0,
+    });
     const rows = await listLedger(t.ctx.db, org, { limit: 200, offset: 0 });
     expect(rows.filter((r) => r.tx_type === 'charge')).toHaveLength(14);
     // balance_after walks down by 70 without gaps or repeats: the charges were serialised.
-    expect(rows.filter((r) => r.tx_type === 'charge').map((r) => r.balance_after)).toEqual(Array.from({ length: 14 }, (_, i) => 20 + 70 * i));
+    expect(rows.filter((r) => r.tx_type === 'charge').map((r) => r.balance_after)).toEqual(
+      Array.from({ length: 14 }, (_, i) => 20 + 70 * i),
+    );
     expect(Math.min(...rows.map((r) => r.balance_after))).toBeGreaterThanOrEqual(0);
     const audit = await reconcileAccount(t.ctx.db, org);
     expect([audit.balance_cents, audit.ledger_sum_cents, audit.consistent]).toEqual([20, 20, true]);
@@ -52,7 +63,12 @@ describe(`ledger: ${N} concurrent operations on one balance`, () => {
     expect(ok).toHaveLength(Math.floor(1_000 / 30)); // 33
     expect(new Set(ok.map((h) => h.holdId)).size).toBe(33);
     expect(codes).toEqual(Array(N - 33).fill('insufficient_credits'));
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 1_000, held_cents: 990, available_cents: 10, carry_micro: 0 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 1_000,
+      held_cents: 990,
+      available_cents: 10,
+      carry_micro: 0,
+    });
     const audit = await reconcileAccount(t.ctx.db, org);
     expect([audit.ledger_sum_cents, audit.active_holds_cents, audit.consistent]).toEqual([1_000, 990, true]);
   });
@@ -64,7 +80,12 @@ describe(`ledger: ${N} concurrent operations on one balance`, () => {
     const { ok, codes } = outcome(results);
     expect(ok.map((s) => [s.charged_cents, s.released_cents])).toEqual([[50, 50]]);
     expect(codes).toEqual(Array(N - 1).fill('conflict'));
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 950, held_cents: 0, available_cents: 950, carry_micro: 0 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 950,
+      held_cents: 0,
+      available_cents: 950,
+      carry_micro: 0,
+    });
   });
 
   it('a mixed crowd of holds, settles, releases, charges and credits keeps every invariant', async () => {

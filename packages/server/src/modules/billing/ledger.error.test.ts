@@ -28,7 +28,11 @@ describe('ledger: refusals', () => {
 
   it('a hold larger than the available balance is 402 saying available vs needed', async () => {
     const err = await apiError(ledger.hold(org, 501));
-    expect([err.status, err.code, err.message]).toEqual([402, 'insufficient_credits', 'insufficient credits: 500 cents available, 501 cents needed; top up or lower the budget']);
+    expect([err.status, err.code, err.message]).toEqual([
+      402,
+      'insufficient_credits',
+      'insufficient credits: 500 cents available, 501 cents needed; top up or lower the budget',
+    ]);
     await ledger.hold(org, 450);
     expect((await apiError(ledger.hold(org, 51))).message).toContain('50 cents available, 51 cents needed');
     expect(await ledger.balance(org)).toMatchObject({ held_cents: 450, available_cents: 50 });
@@ -40,7 +44,12 @@ describe('ledger: refusals', () => {
     const err = await apiError(ledger.charge(org, 1_010_000));
     expect(err.status).toBe(402);
     expect(err.message).toContain('100 cents available, 101 cents needed');
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 400, available_cents: 100, carry_micro: 1_234 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 500,
+      held_cents: 400,
+      available_cents: 100,
+      carry_micro: 1_234,
+    });
     expect((await reconcileAccount(t.ctx.db, org)).consistent).toBe(true);
   });
 
@@ -55,13 +64,23 @@ describe('ledger: refusals', () => {
     expect((await apiError(ledger.release(b.holdId))).status).toBe(409);
     expect((await apiError(ledger.settle(b.holdId, 0))).message).toBe(`hold ${b.holdId} is already released`);
     // Only the first settle charged.
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 499, held_cents: 0, available_cents: 499, carry_micro: 0 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 499,
+      held_cents: 0,
+      available_cents: 499,
+      carry_micro: 0,
+    });
   });
 
   it('an unknown hold or organization is 404', async () => {
     expect((await apiError(ledger.settle('hold_nope', 1))).code).toBe('not_found');
     expect((await apiError(ledger.release('hold_nope'))).message).toBe('hold hold_nope not found');
-    const ops = [() => ledger.hold('org_nope', 1), () => ledger.charge('org_nope', 1), () => ledger.credit('org_nope', 1, { txType: 'topup' }), () => ledger.balance('org_nope')];
+    const ops = [
+      () => ledger.hold('org_nope', 1),
+      () => ledger.charge('org_nope', 1),
+      () => ledger.credit('org_nope', 1, { txType: 'topup' }),
+      () => ledger.balance('org_nope'),
+    ];
     for (const op of ops) {
       const err = await apiError(op());
       expect([err.status, err.message]).toEqual([404, 'organization org_nope has no credit account']);
@@ -85,6 +104,11 @@ describe('ledger: refusals', () => {
       expect(err.code).toBe('invalid_request');
       expect(err.message).toContain(message);
     }
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 0, available_cents: 500, carry_micro: 0 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 500,
+      held_cents: 0,
+      available_cents: 500,
+      carry_micro: 0,
+    });
   });
 });

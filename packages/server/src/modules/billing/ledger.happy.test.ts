@@ -15,19 +15,34 @@ describe('ledger: happy paths with exact numbers', () => {
   /** A fresh organization: 500 cents of free tier, carry 0. */
   const freshOrg = async () => (await signUp(t.app)).orgId;
   const rows = (orgId: string) => listLedger(t.ctx.db, orgId, { limit: 200, offset: 0 });
-  const expectConsistent = async (orgId: string) => expect((await reconcileAccount(t.ctx.db, orgId)).consistent).toBe(true);
+  const expectConsistent = async (orgId: string) =>
+    expect((await reconcileAccount(t.ctx.db, orgId)).consistent).toBe(true);
 
   it('a new organization holds its free tier and nothing else', async () => {
     const org = await freshOrg();
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 0, available_cents: 500, carry_micro: 0 });
-    expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.balance_after])).toEqual([['free_tier', 500, 500]]);
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 500,
+      held_cents: 0,
+      available_cents: 500,
+      carry_micro: 0,
+    });
+    expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.balance_after])).toEqual([
+      ['free_tier', 500, 500],
+    ]);
   });
 
   it('reads a balance in one statement, outside any transaction', async () => {
     const org = await freshOrg();
     const db = t.ctx.db;
     const calls: string[] = [];
-    const spied = { ...db, query: ((sql: string, params?: readonly unknown[]) => (calls.push(sql), db.query(sql, params))) as typeof db.query, transaction: ((fn) => (calls.push('BEGIN'), db.transaction(fn))) as typeof db.transaction };
+    const spied = {
+      ...db,
+      query: ((sql: string, params?: readonly unknown[]) => (
+        calls.push(sql),
+        db.query(sql, params)
+      )) as typeof db.query,
+      transaction: ((fn) => (calls.push('BEGIN'), db.transaction(fn))) as typeof db.transaction,
+    };
     expect(await createLedger(spied).balance(org)).toMatchObject({ available_cents: 500 });
     expect(calls).toHaveLength(1);
     expect(calls[0]).toMatch(/^SELECT .* FROM credit_accounts WHERE org_id = \$1$/);
@@ -37,8 +52,20 @@ describe('ledger: happy paths with exact numbers', () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 200, 'job_a');
     expect(holdId).toMatch(/^hold_[0-9a-z]{26}$/);
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 200, available_cents: 300, carry_micro: 0 });
-    expect((await rows(org))[0]).toMatchObject({ tx_type: 'hold', amount_cents: 0, amount_micro: 0, hold_cents: 200, balance_after: 500, ref: 'job_a' });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 500,
+      held_cents: 200,
+      available_cents: 300,
+      carry_micro: 0,
+    });
+    expect((await rows(org))[0]).toMatchObject({
+      tx_type: 'hold',
+      amount_cents: 0,
+      amount_micro: 0,
+      hold_cents: 200,
+      balance_after: 500,
+      ref: 'job_a',
+    });
     await expectConsistent(org);
   });
 
@@ -46,10 +73,34 @@ describe('ledger: happy paths with exact numbers', () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 200, 'job_b');
     const s = await ledger.settle(holdId, 1_234_567, { description: 'job job_b' });
-    expect(s).toMatchObject({ charged_cents: 123, charged_micro: 1_234_567, free_micro: 1_234_567, released_cents: 77 });
-    expect(s.transaction).toMatchObject({ tx_type: 'charge', amount_cents: -123, amount_micro: -1_234_567, free_micro: -1_234_567, balance_after: 377, description: 'job job_b', ref: 'job_b' });
-    expect(s.release).toMatchObject({ tx_type: 'release', amount_cents: 0, hold_cents: -200, balance_after: 377, ref: 'job_b' });
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 377, held_cents: 0, available_cents: 377, carry_micro: 4_567 });
+    expect(s).toMatchObject({
+      charged_cents: 123,
+      charged_micro: 1_234_567,
+      free_micro: 1_234_567,
+      released_cents: 77,
+    });
+    expect(s.transaction).toMatchObject({
+      tx_type: 'charge',
+      amount_cents: -123,
+      amount_micro: -1_234_567,
+      free_micro: -1_234_567,
+      balance_after: 377,
+      description: 'job job_b',
+      ref: 'job_b',
+    });
+    expect(s.release).toMatchObject({
+      tx_type: 'release',
+      amount_cents: 0,
+      hold_cents: -200,
+      balance_after: 377,
+      ref: 'job_b',
+    });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 377,
+      held_cents: 0,
+      available_cents: 377,
+      carry_micro: 4_567,
+    });
     // The carried 4,567 µ makes the next 5,433 µ exactly one cent.
     const next = await ledger.charge(org, 5_433, { ref: 'req_1' });
     expect(next).toMatchObject({ charged_cents: 1, carry_micro: 0 });
@@ -67,8 +118,18 @@ describe('ledger: happy paths with exact numbers', () => {
   it('settle under a cent writes a 0-cent charge row with the exact amount, keeps the carry and releases the whole hold', async () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 50);
-    expect(await ledger.settle(holdId, 9_999)).toMatchObject({ charged_cents: 0, charged_micro: 9_999, released_cents: 50, transaction: { amount_cents: 0, amount_micro: -9_999, ref: holdId } });
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 0, available_cents: 500, carry_micro: 9_999 });
+    expect(await ledger.settle(holdId, 9_999)).toMatchObject({
+      charged_cents: 0,
+      charged_micro: 9_999,
+      released_cents: 50,
+      transaction: { amount_cents: 0, amount_micro: -9_999, ref: holdId },
+    });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 500,
+      held_cents: 0,
+      available_cents: 500,
+      carry_micro: 9_999,
+    });
     expect((await rows(org)).map((r) => r.tx_type)).toEqual(['release', 'charge', 'hold', 'free_tier']);
     await expectConsistent(org);
   });
@@ -80,7 +141,12 @@ describe('ledger: happy paths with exact numbers', () => {
     const s = await ledger.settle(holdId, 3_000_000);
     expect(s).toMatchObject({ charged_cents: 100, released_cents: 0 });
     expect(s.transaction).toMatchObject({ amount_cents: -100, balance_after: 400 });
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 400, held_cents: 0, available_cents: 400, carry_micro: 0 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 400,
+      held_cents: 0,
+      available_cents: 400,
+      carry_micro: 0,
+    });
     await expectConsistent(org);
   });
 
@@ -91,15 +157,30 @@ describe('ledger: happy paths with exact numbers', () => {
     expect(sa.transaction?.ref).toBe(a.holdId);
     const b = await ledger.hold(org, 10, 'req_x');
     const sb = await ledger.settle(b.holdId, 30_000, { txType: 'inference', description: 'chat phi-4', ref: 'req_y' });
-    expect(sb.transaction).toMatchObject({ tx_type: 'inference', description: 'chat phi-4', ref: 'req_y', amount_cents: -3, balance_after: 495 });
+    expect(sb.transaction).toMatchObject({
+      tx_type: 'inference',
+      description: 'chat phi-4',
+      ref: 'req_y',
+      amount_cents: -3,
+      balance_after: 495,
+    });
   });
 
   it('release returns the whole hold and charges nothing', async () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 321);
     expect(await ledger.release(holdId)).toEqual({ released_cents: 321 });
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 0, available_cents: 500, carry_micro: 0 });
-    expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.hold_cents])).toEqual([['release', 0, -321], ['hold', 0, 321], ['free_tier', 500, 0]]);
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 500,
+      held_cents: 0,
+      available_cents: 500,
+      carry_micro: 0,
+    });
+    expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.hold_cents])).toEqual([
+      ['release', 0, -321],
+      ['hold', 0, 321],
+      ['free_tier', 500, 0],
+    ]);
     await expectConsistent(org);
   });
 
@@ -113,8 +194,18 @@ describe('ledger: happy paths with exact numbers', () => {
       [0, 9_999],
       [1, 3_332],
     ]);
-    expect(results.map((r) => [r.transaction?.amount_cents, r.transaction?.amount_micro])).toEqual([[0, -3_333], [0, -3_333], [0, -3_333], [-1, -3_333]]);
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 499, held_cents: 0, available_cents: 499, carry_micro: 3_332 });
+    expect(results.map((r) => [r.transaction?.amount_cents, r.transaction?.amount_micro])).toEqual([
+      [0, -3_333],
+      [0, -3_333],
+      [0, -3_333],
+      [-1, -3_333],
+    ]);
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 499,
+      held_cents: 0,
+      available_cents: 499,
+      carry_micro: 3_332,
+    });
   });
 
   it('a charge may use the whole available balance but not the held part', async () => {
@@ -122,14 +213,25 @@ describe('ledger: happy paths with exact numbers', () => {
     await ledger.hold(org, 100);
     const c = await ledger.charge(org, 4_000_000);
     expect(c.transaction).toMatchObject({ amount_cents: -400, balance_after: 100 });
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 100, held_cents: 100, available_cents: 0, carry_micro: 0 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 100,
+      held_cents: 100,
+      available_cents: 0,
+      carry_micro: 0,
+    });
     await expectConsistent(org);
   });
 
   it('credit adds a positive row with its type, description and ref', async () => {
     const org = await freshOrg();
     const row = await ledger.credit(org, 1_000, { txType: 'topup', description: 'card payment', ref: 'pi_123' });
-    expect(row).toMatchObject({ tx_type: 'topup', amount_cents: 1_000, balance_after: 1_500, description: 'card payment', ref: 'pi_123' });
+    expect(row).toMatchObject({
+      tx_type: 'topup',
+      amount_cents: 1_000,
+      balance_after: 1_500,
+      description: 'card payment',
+      ref: 'pi_123',
+    });
     expect(row.id).toMatch(/^tx_/);
     await ledger.credit(org, 7, { txType: 'refund' });
     expect((await ledger.balance(org)).balance_cents).toBe(1_507);
@@ -151,7 +253,12 @@ describe('ledger: happy paths with exact numbers', () => {
         throw new Error('job insert failed');
       }),
     ).rejects.toThrow('job insert failed');
-    expect(await ledger.balance(org)).toEqual({ balance_cents: 500, held_cents: 0, available_cents: 500, carry_micro: 0 });
+    expect(await ledger.balance(org)).toEqual({
+      balance_cents: 500,
+      held_cents: 0,
+      available_cents: 500,
+      carry_micro: 0,
+    });
     const kept = await t.ctx.db.transaction((tx) => ledger.within(tx).hold(org, 100, 'job_kept'));
     expect(await ledger.release(kept.holdId)).toEqual({ released_cents: 100 });
   });

@@ -4,11 +4,18 @@ import { createTestApp, signUp, type TestApp } from '../../../test/harness.js';
 import { createLedger, reconcileAccount, type Ledger } from './service.js';
 
 /** One step of a random workload: a direct charge, or a hold that is settled or released. */
-type Step = { kind: 'charge'; usage: number } | { kind: 'settle'; usage: number; slackCents: number } | { kind: 'release'; cents: number };
+type Step =
+  | { kind: 'charge'; usage: number }
+  | { kind: 'settle'; usage: number; slackCents: number }
+  | { kind: 'release'; cents: number };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('charge' as const), usage: fc.integer({ min: 0, max: 3_000_000 }) }),
-  fc.record({ kind: fc.constant('settle' as const), usage: fc.integer({ min: 0, max: 3_000_000 }), slackCents: fc.integer({ min: 1, max: 50 }) }),
+  fc.record({
+    kind: fc.constant('settle' as const),
+    usage: fc.integer({ min: 0, max: 3_000_000 }),
+    slackCents: fc.integer({ min: 1, max: 50 }),
+  }),
   fc.record({ kind: fc.constant('release' as const), cents: fc.integer({ min: 0, max: 300 }) }),
 );
 

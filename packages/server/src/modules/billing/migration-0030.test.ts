@@ -13,7 +13,9 @@ describe('migration 0030_ledger_exact over existing rows', () => {
   beforeAll(async () => {
     store = await createTestStore();
     // Opened without migrating (openDb would apply every migration at once).
-    db = store.databaseUrl ? await createPostgresDb(store.databaseUrl) : await createPgliteDb(join(store.dataDir, 'pgdata'));
+    db = store.databaseUrl
+      ? await createPostgresDb(store.databaseUrl)
+      : await createPgliteDb(join(store.dataDir, 'pgdata'));
   });
   afterAll(async () => {
     await db.close();
@@ -22,7 +24,12 @@ describe('migration 0030_ledger_exact over existing rows', () => {
 
   it('back-fills amount_micro = amount_cents * 10000, charged_micro on jobs, and the free tier left as promo_micro', async () => {
     const all = loadMigrations();
-    expect(await migrate(db, all.filter((m) => m.version < 30))).not.toContain(30);
+    expect(
+      await migrate(
+        db,
+        all.filter((m) => m.version < 30),
+      ),
+    ).not.toContain(30);
     await db.exec(`
       INSERT INTO organizations (id, name) VALUES ('org_old', 'old'), ('org_paid', 'paid');
       INSERT INTO credit_accounts (org_id, balance_cents, held_cents, carry_micro) VALUES ('org_old', 380, 0, 2500), ('org_paid', 1200, 0, 0);
@@ -35,7 +42,9 @@ describe('migration 0030_ledger_exact over existing rows', () => {
         ('tx_6', 'org_paid', 'earning', 500, 1200, 'earned', 'job_x');
     `);
     expect(await migrate(db, all)).toContain(30);
-    const { rows } = await db.query<{ id: string; amount_micro: number; free_micro: number; hold_cents: number }>('SELECT id, amount_micro, free_micro, hold_cents FROM credit_transactions ORDER BY id');
+    const { rows } = await db.query<{ id: string; amount_micro: number; free_micro: number; hold_cents: number }>(
+      'SELECT id, amount_micro, free_micro, hold_cents FROM credit_transactions ORDER BY id',
+    );
     expect(rows).toEqual([
       { id: 'tx_1', amount_micro: 5_000_000, free_micro: 0, hold_cents: 0 },
       { id: 'tx_2', amount_micro: -1_200_000, free_micro: 0, hold_cents: 0 },
@@ -44,7 +53,9 @@ describe('migration 0030_ledger_exact over existing rows', () => {
       { id: 'tx_5', amount_micro: -8_000_000, free_micro: 0, hold_cents: 0 },
       { id: 'tx_6', amount_micro: 5_000_000, free_micro: 0, hold_cents: 0 },
     ]);
-    const accounts = await db.query<{ org_id: string; promo_micro: number }>('SELECT org_id, promo_micro FROM credit_accounts ORDER BY org_id');
+    const accounts = await db.query<{ org_id: string; promo_micro: number }>(
+      'SELECT org_id, promo_micro FROM credit_accounts ORDER BY org_id',
+    );
     // org_old: 500 granted - 120 charged = 380 cents left, less the 2,500 µ carried; org_paid: its charges used the grant up.
     expect(accounts.rows).toEqual([
       { org_id: 'org_old', promo_micro: 3_797_500 },

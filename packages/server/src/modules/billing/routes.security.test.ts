@@ -20,14 +20,21 @@ describe('billing routes: who may read which ledger', () => {
 
   const get = (url: string, headers: Record<string, string>) => t.app.inject({ method: 'GET', url, headers });
 
-  it("each organization sees only its own ledger: a second buyer sees only their free tier row", async () => {
+  it('each organization sees only its own ledger: a second buyer sees only their free tier row', async () => {
     const bobs = (await get('/api/v1/billing/transactions', bearer(bob.apiKey))).json();
     expect(bobs.total).toBe(1);
-    expect(bobs.transactions.map((x: { tx_type: string; amount_cents: number }) => [x.tx_type, x.amount_cents])).toEqual([['free_tier', 500]]);
-    expect((await get('/api/v1/billing/balance', bearer(bob.apiKey))).json()).toMatchObject({ balance_cents: 500, available_cents: 500 });
+    expect(
+      bobs.transactions.map((x: { tx_type: string; amount_cents: number }) => [x.tx_type, x.amount_cents]),
+    ).toEqual([['free_tier', 500]]);
+    expect((await get('/api/v1/billing/balance', bearer(bob.apiKey))).json()).toMatchObject({
+      balance_cents: 500,
+      available_cents: 500,
+    });
     const alices = (await get('/api/v1/billing/transactions', bearer(alice.apiKey))).json();
     expect(alices.transactions.map((x: { amount_cents: number }) => x.amount_cents)).toEqual([-123, 10_000, 500]);
-    expect((await get('/api/v1/billing/balance', bearer(alice.apiKey))).json()).toMatchObject({ balance_cents: 10_377 });
+    expect((await get('/api/v1/billing/balance', bearer(alice.apiKey))).json()).toMatchObject({
+      balance_cents: 10_377,
+    });
     const bobCsv = (await get('/api/v1/billing/transactions?format=csv', bearer(bob.apiKey))).body;
     expect(bobCsv).not.toContain('alice');
   });
@@ -52,7 +59,9 @@ describe('billing routes: who may read which ledger', () => {
       expect(denied.json().message).toContain('billing:read');
       expect((await get(url, bearer(readOnly))).statusCode, url).toBe(200);
     }
-    expect((await get('/api/v1/billing/balance', { 'x-api-key': readOnly })).json()).toMatchObject({ balance_cents: 10_377 });
+    expect((await get('/api/v1/billing/balance', { 'x-api-key': readOnly })).json()).toMatchObject({
+      balance_cents: 10_377,
+    });
   });
 
   it('no credential is 401', async () => {

@@ -13,7 +13,8 @@ describe('billing routes', () => {
   });
   afterAll(() => t.close());
 
-  const get = (url: string, who: TestBuyer = buyer) => t.app.inject({ method: 'GET', url, headers: bearer(who.apiKey) });
+  const get = (url: string, who: TestBuyer = buyer) =>
+    t.app.inject({ method: 'GET', url, headers: bearer(who.apiKey) });
 
   it('balance after sign-up shows the 500-cent free tier, in cents and CAD', async () => {
     const fresh = await signUp(t.app);
@@ -36,12 +37,21 @@ describe('billing routes', () => {
     await ledger.hold(fresh.orgId, 125);
     await ledger.charge(fresh.orgId, 1_005_000);
     const body = (await get('/api/v1/billing/balance', fresh)).json();
-    expect(body).toMatchObject({ balance_cents: 400, balance: 4, held_cents: 125, held: 1.25, available_cents: 275, available: 2.75, free_tier_granted_cents: 500 });
+    expect(body).toMatchObject({
+      balance_cents: 400,
+      balance: 4,
+      held_cents: 125,
+      held: 1.25,
+      available_cents: 275,
+      available: 2.75,
+      free_tier_granted_cents: 500,
+    });
   });
 
   it('lists transactions newest first, paged with limit, offset and total', async () => {
     const fresh = await signUp(t.app);
-    for (let i = 1; i <= 5; i++) await ledger.credit(fresh.orgId, i, { txType: 'topup', description: `top-up ${i}`, ref: `pay_${i}` });
+    for (let i = 1; i <= 5; i++)
+      await ledger.credit(fresh.orgId, i, { txType: 'topup', description: `top-up ${i}`, ref: `pay_${i}` });
     const all = (await get('/api/v1/billing/transactions', fresh)).json();
     expect(all).toMatchObject({ total: 6, limit: 50, offset: 0 });
     expect(all.transactions.map((x: { amount_cents: number }) => x.amount_cents)).toEqual([5, 4, 3, 2, 1, 500]);
@@ -58,7 +68,14 @@ describe('billing routes', () => {
       ref: 'pay_5',
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
     });
-    expect(all.transactions[5]).toMatchObject({ tx_type: 'free_tier', amount_cents: 500, amount_micro: 5_000_000, free_micro: 5_000_000, balance_after: 500, ref: null });
+    expect(all.transactions[5]).toMatchObject({
+      tx_type: 'free_tier',
+      amount_cents: 500,
+      amount_micro: 5_000_000,
+      free_micro: 5_000_000,
+      balance_after: 500,
+      ref: null,
+    });
 
     const page = (await get('/api/v1/billing/transactions?limit=2&offset=1', fresh)).json();
     expect(page).toMatchObject({ total: 6, limit: 2, offset: 1 });
@@ -78,7 +95,11 @@ describe('billing routes', () => {
 
   it('format=csv returns the same page as RFC 4180 CSV', async () => {
     const fresh = await signUp(t.app);
-    const tricky = await ledger.credit(fresh.orgId, 250, { txType: 'refund', description: 'refund for "job, 7"\nsee ticket', ref: 'job_7' });
+    const tricky = await ledger.credit(fresh.orgId, 250, {
+      txType: 'refund',
+      description: 'refund for "job, 7"\nsee ticket',
+      ref: 'job_7',
+    });
     const res = await get('/api/v1/billing/transactions?format=csv&limit=1', fresh);
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('text/csv; charset=utf-8; header=present');
@@ -100,7 +121,13 @@ describe('billing routes', () => {
     await ledger.charge(fresh.orgId, 70_000); // 7 cents
     const res = await get('/api/v1/billing/spend?days=7', fresh);
     expect(res.statusCode).toBe(200);
-    const body = res.json() as { days: number; since: string; series: { date: string; spend_cents: number; credit_cents: number }[]; total_spend_cents: number; total_credit_cents: number };
+    const body = res.json() as {
+      days: number;
+      since: string;
+      series: { date: string; spend_cents: number; credit_cents: number }[];
+      total_spend_cents: number;
+      total_credit_cents: number;
+    };
     expect(body.days).toBe(7);
     expect(body.series).toHaveLength(7);
     const today = new Date().toISOString().slice(0, 10);

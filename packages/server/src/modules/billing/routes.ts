@@ -2,7 +2,14 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
 import { toCsv } from './csv.js';
-import { BillingBalanceResponse, CreditTransaction, CreditTransactionsResponse, SpendQuery, SpendResponse, TransactionsQuery } from './schemas.js';
+import {
+  BillingBalanceResponse,
+  CreditTransaction,
+  CreditTransactionsResponse,
+  SpendQuery,
+  SpendResponse,
+  TransactionsQuery,
+} from './schemas.js';
 import { balanceReport, createLedger, spendSeries, transactionPage } from './service.js';
 
 const tags = ['billing'];
@@ -15,7 +22,11 @@ export async function billingRoutes(app: App, ctx: ServiceContext): Promise<void
     '/api/v1/billing/balance',
     {
       config: { auth: { permission: 'billing:read' } },
-      schema: { summary: "The organization's credit balance, holds and free tier", tags, response: { 200: BillingBalanceResponse } },
+      schema: {
+        summary: "The organization's credit balance, holds and free tier",
+        tags,
+        response: { 200: BillingBalanceResponse },
+      },
     },
     async (request) => balanceReport(ledger, ctx.db, principalOf(request).orgId),
   );
@@ -48,7 +59,10 @@ export async function billingRoutes(app: App, ctx: ServiceContext): Promise<void
       );
       return reply
         .type('text/csv; charset=utf-8; header=present')
-        .header('content-disposition', `attachment; filename="transactions-${offset}-${offset + page.transactions.length}.csv"`)
+        .header(
+          'content-disposition',
+          `attachment; filename="transactions-${offset}-${offset + page.transactions.length}.csv"`,
+        )
         .send(csv);
     },
   );
@@ -56,7 +70,12 @@ export async function billingRoutes(app: App, ctx: ServiceContext): Promise<void
     '/api/v1/billing/spend',
     {
       config: { auth: { permission: 'billing:read' } },
-      schema: { summary: 'Spend and credits per UTC day over the last `days` days (for charts)', tags, querystring: SpendQuery, response: { 200: SpendResponse } },
+      schema: {
+        summary: 'Spend and credits per UTC day over the last `days` days (for charts)',
+        tags,
+        querystring: SpendQuery,
+        response: { 200: SpendResponse },
+      },
     },
     async (request) => spendSeries(ctx.db, principalOf(request).orgId, request.query.days ?? 30),
   );

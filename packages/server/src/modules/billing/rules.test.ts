@@ -68,12 +68,15 @@ describe('guards', () => {
     for (const bad of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53]) {
       expect(() => requireAmount(bad, 'cents')).toThrow(/cents must be an integer from 0 to/);
     }
-    expect(() => requireAmount(0, 'cents', { min: 1 })).toThrow('cents must be an integer from 1 to 9007199254740991, got 0');
+    expect(() => requireAmount(0, 'cents', { min: 1 })).toThrow(
+      'cents must be an integer from 1 to 9007199254740991, got 0',
+    );
     expect(() => requireAmount('5' as unknown as number, 'cents')).toThrow(ApiError);
   });
 
   it('tx_type is a short snake_case word', () => {
     for (const ok of ['charge', 'topup', 'free_tier', 'refund2']) expect(() => requireTxType(ok)).not.toThrow();
-    for (const bad of ['', 'Top-up', 'a b', '9x', 'x'.repeat(33)]) expect(() => requireTxType(bad)).toThrow(/tx_type must match/);
+    for (const bad of ['', 'Top-up', 'a b', '9x', 'x'.repeat(33)])
+      expect(() => requireTxType(bad)).toThrow(/tx_type must match/);
   });
 });

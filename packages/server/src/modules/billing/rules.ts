@@ -50,7 +50,11 @@ export function insufficientCredits(available: number, needed: number): ApiError
  * requireAmount(250, 'cents', { min: 1 }); // ok
  * requireAmount(2.5, 'cents');             // throws: cents must be an integer from 0 to ..., got 2.5
  */
-export function requireAmount(value: number, name: string, { min = 0, max = Number.MAX_SAFE_INTEGER }: { min?: number; max?: number } = {}): void {
+export function requireAmount(
+  value: number,
+  name: string,
+  { min = 0, max = Number.MAX_SAFE_INTEGER }: { min?: number; max?: number } = {},
+): void {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
     throw new ApiError('invalid_request', `${name} must be an integer from ${min} to ${max}, got ${String(value)}`, [
       { path: `/${name}`, message: `must be an integer from ${min} to ${max}` },
@@ -118,7 +122,10 @@ export interface Earning {
  * operatorEarning({ micro: 5_000_000, freeMicro: 0, cents: 500 });
  * // { micro: 4_250_000, freeMicro: 0, payableMicro: 4_250_000, cents: 425 }
  */
-export function operatorEarning(charge: { micro: number; freeMicro: number; cents: number }, feeBps = PLATFORM_FEE_BPS): Earning {
+export function operatorEarning(
+  charge: { micro: number; freeMicro: number; cents: number },
+  feeBps = PLATFORM_FEE_BPS,
+): Earning {
   const net = (x: number) => Math.floor((x * (10_000 - feeBps)) / 10_000);
   const micro = net(charge.micro);
   const freeMicro = Math.min(micro, net(charge.freeMicro));
@@ -133,7 +140,12 @@ export function operatorEarning(charge: { micro: number; freeMicro: number; cent
  * payableCents({ payableEarnedMicro: 4_259_999, paidOutCents: 0, availableCents: 1_000, promoMicro: 0 }); // 425
  * payableCents({ payableEarnedMicro: 4_250_000, paidOutCents: 0, availableCents: 500, promoMicro: 5_000_000 }); // 0
  */
-export function payableCents(figures: { payableEarnedMicro: number; paidOutCents: number; availableCents: number; promoMicro: number }): number {
+export function payableCents(figures: {
+  payableEarnedMicro: number;
+  paidOutCents: number;
+  availableCents: number;
+  promoMicro: number;
+}): number {
   const earned = Math.floor(figures.payableEarnedMicro / MICRO_PER_CENT) - figures.paidOutCents;
   const cash = figures.availableCents - Math.ceil(figures.promoMicro / MICRO_PER_CENT);
   return Math.max(0, Math.min(earned, cash));

@@ -5,11 +5,19 @@ export const CreditTransaction = Type.Object(
   {
     id: Type.String(),
     tx_type: Type.String({ description: '`charge`, `free_tier`, `topup`, `earning`, `refund`, ...' }),
-    amount_cents: Type.Integer({ description: 'whole cents this row moved after the sub-cent carry (negative for charges; may be 0)' }),
+    amount_cents: Type.Integer({
+      description: 'whole cents this row moved after the sub-cent carry (negative for charges; may be 0)',
+    }),
     amount_micro: Type.Optional(Type.Integer({ description: 'the exact amount in micro-CAD (negative for charges)' })),
     amount: Type.Optional(Type.Number({ description: 'the exact amount in CAD' })),
-    free_micro: Type.Optional(Type.Integer({ description: 'the part of amount_micro paid with, earned from or granted as promotional free-tier credit' })),
-    hold_cents: Type.Optional(Type.Integer({ description: 'what the row changed the held amount by: + for a hold, - when it closes' })),
+    free_micro: Type.Optional(
+      Type.Integer({
+        description: 'the part of amount_micro paid with, earned from or granted as promotional free-tier credit',
+      }),
+    ),
+    hold_cents: Type.Optional(
+      Type.Integer({ description: 'what the row changed the held amount by: + for a hold, - when it closes' }),
+    ),
     balance_after: Type.Integer({ description: 'the balance in cents once this row was posted' }),
     description: Type.String(),
     ref: Type.Union([Type.String(), Type.Null()], { description: 'the job, request or hold it belongs to' }),
@@ -46,13 +54,22 @@ export const TransactionsQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
     offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
-    format: Type.Optional(StringEnum(['json', 'csv'] as const, { default: 'json', description: '`csv`: the same page as RFC 4180 text/csv' })),
+    format: Type.Optional(
+      StringEnum(['json', 'csv'] as const, {
+        default: 'json',
+        description: '`csv`: the same page as RFC 4180 text/csv',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
 
 export const SpendQuery = Type.Object(
-  { days: Type.Optional(Type.Integer({ minimum: 1, maximum: 366, default: 30, description: 'UTC days, today included' })) },
+  {
+    days: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 366, default: 30, description: 'UTC days, today included' }),
+    ),
+  },
   { additionalProperties: false },
 );
 

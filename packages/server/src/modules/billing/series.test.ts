@@ -19,6 +19,8 @@ describe('daily ledger series', () => {
   });
 
   it('ignores rows outside the window', () => {
-    expect(fillDays([{ date: '2026-01-01', spend_cents: 9, credit_cents: 9 }], 2, now).map((d) => d.spend_cents)).toEqual([0, 0]);
+    expect(
+      fillDays([{ date: '2026-01-01', spend_cents: 9, credit_cents: 9 }], 2, now).map((d) => d.spend_cents),
+    ).toEqual([0, 0]);
   });
 });

@@ -3,7 +3,19 @@ import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { fillDays, windowStart } from './series.js';
-import { applyUsage, availableCents, clampPromo, freePart, insufficientCredits, MAX_USAGE_MICRO, operatorEarning, payableCents, requireAmount, requireTxType, type Earning } from './rules.js';
+import {
+  applyUsage,
+  availableCents,
+  clampPromo,
+  freePart,
+  insufficientCredits,
+  MAX_USAGE_MICRO,
+  operatorEarning,
+  payableCents,
+  requireAmount,
+  requireTxType,
+  type Earning,
+} from './rules.js';
 import {
   closeHoldAndSetAccount,
   countLedger,
@@ -84,13 +96,21 @@ export interface LedgerOperations {
    * Adds `cents` (> 0) to the balance with a positive ledger row. `freeMicro` is its promotional
    * part (a free-tier grant): it joins the promotional balance, spent first and never payable.
    */
-  credit(orgId: string, cents: number, options: PostingOptions & { txType: string; freeMicro?: number }): Promise<LedgerRow>;
+  credit(
+    orgId: string,
+    cents: number,
+    options: PostingOptions & { txType: string; freeMicro?: number },
+  ): Promise<LedgerRow>;
   /**
    * Credits an operator organization its earning on a settled charge (the charge less the
    * platform fee): one `earning` row, even of 0 cents, whose `free_micro` is the part earned from
    * free-tier credit. That part is promotional credit for the operator, never payable.
    */
-  earn(orgId: string, charge: Pick<Settlement, 'charged_micro' | 'free_micro' | 'charged_cents'>, options: Omit<PostingOptions, 'txType'>): Promise<EarningPosting>;
+  earn(
+    orgId: string,
+    charge: Pick<Settlement, 'charged_micro' | 'free_micro' | 'charged_cents'>,
+    options: Omit<PostingOptions, 'txType'>,
+  ): Promise<EarningPosting>;
   balance(orgId: string): Promise<Balance>;
 }
 
@@ -101,11 +121,15 @@ export interface Ledger extends LedgerOperations {
 
 const MAX_DESCRIPTION = 500;
 
-function posting(options: PostingOptions, defaultTxType: string): { txType: string; description: string; ref: string | null | undefined } {
+function posting(
+  options: PostingOptions,
+  defaultTxType: string,
+): { txType: string; description: string; ref: string | null | undefined } {
   const txType = options.txType ?? defaultTxType;
   requireTxType(txType);
   const description = options.description ?? '';
-  if (description.length > MAX_DESCRIPTION) throw new ApiError('invalid_request', `description must be at most ${MAX_DESCRIPTION} characters`);
+  if (description.length > MAX_DESCRIPTION)
+    throw new ApiError('invalid_request', `description must be at most ${MAX_DESCRIPTION} characters`);
   return { txType, description, ref: options.ref };
 }
 
@@ -120,7 +144,8 @@ async function lockedActiveHold(q: Queryable, holdId: string): Promise<{ hold: H
   const account = await lockAccountOfHold(q, holdId);
   if (!account) throw new ApiError('not_found', `hold ${holdId} not found`);
   const hold = await findHold(q, holdId, true);
-  if (!hold || hold.status !== 'active') throw new ApiError('conflict', `hold ${holdId} is already ${hold?.status ?? 'closed'}`);
+  if (!hold || hold.status !== 'active')
+    throw new ApiError('conflict', `hold ${holdId} is already ${hold?.status ?? 'closed'}`);
   return { hold, account };
 }
 
@@ -133,7 +158,11 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
         const available = availableCents(account);
         if (available < cents) throw insufficientCredits(available, cents);
         const holdId = newId('hold');
-        await insertHoldAndSetAccount(q, { id: holdId, orgId, amountCents: cents, ref }, { ...account, held_cents: account.held_cents + cents });
+        await insertHoldAndSetAccount(
+          q,
+          { id: holdId, orgId, amountCents: cents, ref },
+          { ...account, held_cents: account.held_cents + cents },
+        );
         return { holdId };
       });
     },
@@ -147,25 +176,65 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
         const exact = charged.capped ? hold.amount_cents * MICRO_PER_CENT : usageMicro;
         const free = freePart(exact, account.promo_micro);
         const balance = account.balance_cents - charged.cents;
-        const next = { balance_cents: balance, held_cents: account.held_cents - hold.amount_cents, carry_micro: charged.carryMicro };
-        await closeHoldAndSetAccount(q, holdId, 'settled', hold.org_id, { ...next, promo_micro: clampPromo(account.promo_micro - free, next) });
+        const next = {
+          balance_cents: balance,
+          held_cents: account.held_cents - hold.amount_cents,
+          carry_micro: charged.carryMicro,
+        };
+        await closeHoldAndSetAccount(q, holdId, 'settled', hold.org_id, {
+          ...next,
+          promo_micro: clampPromo(account.promo_micro - free, next),
+        });
         const ref = entry.ref ?? hold.ref ?? hold.id;
         const released = hold.amount_cents - charged.cents;
         const [transaction, release] = await insertLedgerRows(q, [
-          { ...entry, orgId: hold.org_id, amountCents: -charged.cents, amountMicro: -exact, freeMicro: -free, balanceAfter: balance, ref },
-          { txType: 'release', description: `hold ${hold.id} closed: ${charged.cents} cents charged, ${released} back to available`, orgId: hold.org_id, amountCents: 0, amountMicro: 0, holdCents: -hold.amount_cents, balanceAfter: balance, ref },
+          {
+            ...entry,
+            orgId: hold.org_id,
+            amountCents: -charged.cents,
+            amountMicro: -exact,
+            freeMicro: -free,
+            balanceAfter: balance,
+            ref,
+          },
+          {
+            txType: 'release',
+            description: `hold ${hold.id} closed: ${charged.cents} cents charged, ${released} back to available`,
+            orgId: hold.org_id,
+            amountCents: 0,
+            amountMicro: 0,
+            holdCents: -hold.amount_cents,
+            balanceAfter: balance,
+            ref,
+          },
         ]);
-        return { charged_cents: charged.cents, charged_micro: exact, free_micro: free, released_cents: released, transaction: transaction ?? null, ...(release ? { release } : {}) };
+        return {
+          charged_cents: charged.cents,
+          charged_micro: exact,
+          free_micro: free,
+          released_cents: released,
+          transaction: transaction ?? null,
+          ...(release ? { release } : {}),
+        };
       });
     },
 
     release: (holdId) =>
       run(async (q) => {
         const { hold, account } = await lockedActiveHold(q, holdId);
-        await closeHoldAndSetAccount(q, holdId, 'released', hold.org_id, { ...account, held_cents: account.held_cents - hold.amount_cents });
+        await closeHoldAndSetAccount(q, holdId, 'released', hold.org_id, {
+          ...account,
+          held_cents: account.held_cents - hold.amount_cents,
+        });
         await insertLedgerRow(q, {
-          txType: 'release', description: `hold ${hold.id} released: ${hold.amount_cents} cents back to available, nothing charged`,
-          orgId: hold.org_id, amountCents: 0, amountMicro: 0, holdCents: -hold.amount_cents, balanceAfter: account.balance_cents, ref: hold.ref ?? hold.id,
+          txType: 'release',
+          description: `hold ${hold.id} released: ${hold.amount_cents} cents back to available, nothing charged`,
+          orgId: hold.org_id,
+          amountCents: 0,
+          amountMicro: 0,
+          holdCents: -hold.amount_cents,
+          balanceAfter: account.balance_cents,
+          ref: hold.ref ?? hold.id,
         });
         return { released_cents: hold.amount_cents };
       }),
@@ -182,8 +251,21 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
         const free = freePart(usageMicro, account.promo_micro);
         const next = { ...account, balance_cents: balance, carry_micro: charged.carryMicro };
         await updateAccount(q, orgId, { ...next, promo_micro: clampPromo(account.promo_micro - free, next) });
-        const transaction = await insertLedgerRow(q, { ...entry, orgId, amountCents: -charged.cents, amountMicro: -usageMicro, freeMicro: -free, balanceAfter: balance });
-        return { charged_cents: charged.cents, charged_micro: usageMicro, free_micro: free, carry_micro: charged.carryMicro, transaction };
+        const transaction = await insertLedgerRow(q, {
+          ...entry,
+          orgId,
+          amountCents: -charged.cents,
+          amountMicro: -usageMicro,
+          freeMicro: -free,
+          balanceAfter: balance,
+        });
+        return {
+          charged_cents: charged.cents,
+          charged_micro: usageMicro,
+          free_micro: free,
+          carry_micro: charged.carryMicro,
+          transaction,
+        };
       });
     },
 
@@ -200,10 +282,20 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
 
     earn: async (orgId, charge, options) => {
       const entry = posting({ ...options, txType: 'earning' }, 'earning');
-      const earning = operatorEarning({ micro: charge.charged_micro, freeMicro: charge.free_micro, cents: charge.charged_cents });
+      const earning = operatorEarning({
+        micro: charge.charged_micro,
+        freeMicro: charge.free_micro,
+        cents: charge.charged_cents,
+      });
       return run(async (q) => {
         await lockedAccount(q, orgId);
-        const transaction = await postCredit(q, { ...entry, orgId, cents: earning.cents, amountMicro: earning.micro, freeMicro: earning.freeMicro });
+        const transaction = await postCredit(q, {
+          ...entry,
+          orgId,
+          cents: earning.cents,
+          amountMicro: earning.micro,
+          freeMicro: earning.freeMicro,
+        });
         return { ...earning, transaction };
       });
     },
@@ -294,7 +386,10 @@ export async function reconcileAccount(db: Queryable, orgId: string) {
   if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
   const [ledgerSum, activeHolds] = await Promise.all([sumLedger(db, orgId), sumActiveHolds(db, orgId)]);
   const consistent =
-    account.balance_cents === ledgerSum && account.held_cents === activeHolds && account.held_cents >= 0 && account.held_cents <= account.balance_cents;
+    account.balance_cents === ledgerSum &&
+    account.held_cents === activeHolds &&
+    account.held_cents >= 0 &&
+    account.held_cents <= account.balance_cents;
   return { ...account, ledger_sum_cents: ledgerSum, active_holds_cents: activeHolds, consistent };
 }
 
@@ -327,7 +422,12 @@ export async function payableEarnings(db: Queryable, orgId: string) {
   const [account, totals] = await Promise.all([readAccount(db, orgId), earningTotals(db, orgId)]);
   if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
   const payableEarnedMicro = totals.earned_micro - totals.free_micro;
-  const cents = payableCents({ payableEarnedMicro, paidOutCents: totals.paid_out_cents, availableCents: availableCents(account), promoMicro: account.promo_micro });
+  const cents = payableCents({
+    payableEarnedMicro,
+    paidOutCents: totals.paid_out_cents,
+    availableCents: availableCents(account),
+    promoMicro: account.promo_micro,
+  });
   return {
     earned_micro: totals.earned_micro,
     non_payable_micro: totals.free_micro,

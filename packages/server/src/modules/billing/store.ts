@@ -30,7 +30,15 @@ export async function openAccount(db: Queryable, orgId: string): Promise<void> {
  */
 export async function postCredit(
   db: Queryable,
-  entry: { orgId: string; cents: number; amountMicro?: number; freeMicro?: number; txType: string; description: string; ref?: string | null },
+  entry: {
+    orgId: string;
+    cents: number;
+    amountMicro?: number;
+    freeMicro?: number;
+    txType: string;
+    description: string;
+    ref?: string | null;
+  },
 ): Promise<LedgerRow> {
   const { rows } = await db.query<{ balance_cents: number }>(
     `UPDATE credit_accounts SET balance_cents = balance_cents + $2,
@@ -56,10 +64,22 @@ export interface NewLedgerRow {
   ref?: string | null;
 }
 
-const LEDGER_COLUMNS = 'id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at';
+const LEDGER_COLUMNS =
+  'id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at';
 
 function ledgerValues(row: NewLedgerRow): unknown[] {
-  return [newId('tx'), row.orgId, row.txType, row.amountCents, row.amountMicro ?? row.amountCents * 10_000, row.freeMicro ?? 0, row.holdCents ?? 0, row.balanceAfter, row.description, row.ref ?? null];
+  return [
+    newId('tx'),
+    row.orgId,
+    row.txType,
+    row.amountCents,
+    row.amountMicro ?? row.amountCents * 10_000,
+    row.freeMicro ?? 0,
+    row.holdCents ?? 0,
+    row.balanceAfter,
+    row.description,
+    row.ref ?? null,
+  ];
 }
 
 /** Writes ledger rows in one statement, in order (their `seq` follows it); returns them as written. */
@@ -96,30 +116,35 @@ const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro, promo_micro';
  * organization's credits run one after another (PostgreSQL; PGlite runs one transaction at a time).
  */
 export async function lockAccount(db: Queryable, orgId: string): Promise<AccountRow | undefined> {
-  const { rows } = await db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = $1 FOR UPDATE`, [orgId]);
+  const { rows } = await db.query<AccountRow>(
+    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = $1 FOR UPDATE`,
+    [orgId],
+  );
   return rows[0];
 }
 
 /** The account a hold draws on, locked (the hold's organization never changes, so it is read unlocked). */
 export async function lockAccountOfHold(db: Queryable, holdId: string): Promise<AccountRow | undefined> {
-  const { rows } = await db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = (SELECT org_id FROM credit_holds WHERE id = $1) FOR UPDATE`, [holdId]);
+  const { rows } = await db.query<AccountRow>(
+    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = (SELECT org_id FROM credit_holds WHERE id = $1) FOR UPDATE`,
+    [holdId],
+  );
   return rows[0];
 }
 
 export async function readAccount(db: Queryable, orgId: string): Promise<AccountRow | undefined> {
-  const { rows } = await db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = $1`, [orgId]);
+  const { rows } = await db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = $1`, [
+    orgId,
+  ]);
   return rows[0];
 }
 
 /** Sets the account's figures (the caller holds the row lock and computed them). */
 export async function updateAccount(db: Queryable, orgId: string, account: AccountRow): Promise<void> {
-  await db.query('UPDATE credit_accounts SET balance_cents = $2, held_cents = $3, carry_micro = $4, promo_micro = $5, updated_at = now() WHERE org_id = $1', [
-    orgId,
-    account.balance_cents,
-    account.held_cents,
-    account.carry_micro,
-    account.promo_micro,
-  ]);
+  await db.query(
+    'UPDATE credit_accounts SET balance_cents = $2, held_cents = $3, carry_micro = $4, promo_micro = $5, updated_at = now() WHERE org_id = $1',
+    [orgId, account.balance_cents, account.held_cents, account.carry_micro, account.promo_micro],
+  );
 }
 
 export interface HoldRow {
@@ -136,24 +161,47 @@ const HOLD_COLUMNS = 'id, org_id, amount_cents, ref, status';
  * Records a new hold, its ledger row (`hold`, 0 cents moved, `hold_cents` +amount) and sets the
  * account's figures (the caller holds the row lock), in one statement.
  */
-export async function insertHoldAndSetAccount(db: Queryable, hold: { id: string; orgId: string; amountCents: number; ref: string | null }, account: AccountRow): Promise<void> {
+export async function insertHoldAndSetAccount(
+  db: Queryable,
+  hold: { id: string; orgId: string; amountCents: number; ref: string | null },
+  account: AccountRow,
+): Promise<void> {
   await db.query(
     `WITH h AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref) VALUES ($1, $2, $3, $4)),
           t AS (INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
                 VALUES ($8, $2, 'hold', 0, 0, 0, $3, $5, $9, COALESCE($4, $1)))
      UPDATE credit_accounts SET balance_cents = $5, held_cents = $6, carry_micro = $7, updated_at = now() WHERE org_id = $2`,
-    [hold.id, hold.orgId, hold.amountCents, hold.ref, account.balance_cents, account.held_cents, account.carry_micro, newId('tx'), `hold ${hold.id}: ${hold.amountCents} cents reserved`],
+    [
+      hold.id,
+      hold.orgId,
+      hold.amountCents,
+      hold.ref,
+      account.balance_cents,
+      account.held_cents,
+      account.carry_micro,
+      newId('tx'),
+      `hold ${hold.id}: ${hold.amountCents} cents reserved`,
+    ],
   );
 }
 
 /** The hold, locked for update when `lock` is set. */
 export async function findHold(db: Queryable, holdId: string, lock = false): Promise<HoldRow | undefined> {
-  const { rows } = await db.query<HoldRow>(`SELECT ${HOLD_COLUMNS} FROM credit_holds WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [holdId]);
+  const { rows } = await db.query<HoldRow>(
+    `SELECT ${HOLD_COLUMNS} FROM credit_holds WHERE id = $1${lock ? ' FOR UPDATE' : ''}`,
+    [holdId],
+  );
   return rows[0];
 }
 
 /** Closes an active hold and sets its account's figures (the caller holds both locks), in one statement. */
-export async function closeHoldAndSetAccount(db: Queryable, holdId: string, status: 'settled' | 'released', orgId: string, account: AccountRow): Promise<void> {
+export async function closeHoldAndSetAccount(
+  db: Queryable,
+  holdId: string,
+  status: 'settled' | 'released',
+  orgId: string,
+  account: AccountRow,
+): Promise<void> {
   await db.query(
     `WITH h AS (UPDATE credit_holds SET status = $2, closed_at = now() WHERE id = $1 AND status = 'active')
      UPDATE credit_accounts SET balance_cents = $4, held_cents = $5, carry_micro = $6, promo_micro = $7, updated_at = now() WHERE org_id = $3`,
@@ -162,7 +210,11 @@ export async function closeHoldAndSetAccount(db: Queryable, holdId: string, stat
 }
 
 /** One page of an organization's ledger, newest first. */
-export async function listLedger(db: Queryable, orgId: string, page: { limit: number; offset: number }): Promise<LedgerRow[]> {
+export async function listLedger(
+  db: Queryable,
+  orgId: string,
+  page: { limit: number; offset: number },
+): Promise<LedgerRow[]> {
   const { rows } = await db.query<LedgerRow>(
     `SELECT ${LEDGER_COLUMNS} FROM credit_transactions WHERE org_id = $1 ORDER BY seq DESC LIMIT $2 OFFSET $3`,
     [orgId, page.limit, page.offset],
@@ -171,7 +223,10 @@ export async function listLedger(db: Queryable, orgId: string, page: { limit: nu
 }
 
 export async function countLedger(db: Queryable, orgId: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>('SELECT count(*)::bigint AS n FROM credit_transactions WHERE org_id = $1', [orgId]);
+  const { rows } = await db.query<{ n: number }>(
+    'SELECT count(*)::bigint AS n FROM credit_transactions WHERE org_id = $1',
+    [orgId],
+  );
   return rows[0]?.n ?? 0;
 }
 
@@ -194,7 +249,11 @@ export async function sumActiveHolds(db: Queryable, orgId: string): Promise<numb
 }
 
 /** Per UTC day since `since`: the charges (as a positive sum) and the credits of the ledger. */
-export async function ledgerByDay(db: Queryable, orgId: string, since: Date): Promise<{ date: string; spend_cents: number; credit_cents: number }[]> {
+export async function ledgerByDay(
+  db: Queryable,
+  orgId: string,
+  since: Date,
+): Promise<{ date: string; spend_cents: number; credit_cents: number }[]> {
   const { rows } = await db.query<{ date: string; spend_cents: number; credit_cents: number }>(
     `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS date,
             COALESCE(sum(-amount_cents) FILTER (WHERE amount_cents < 0), 0)::bigint AS spend_cents,
@@ -208,12 +267,18 @@ export async function ledgerByDay(db: Queryable, orgId: string, since: Date): Pr
 
 /** The organization's ledger rows that reference `ref` (a job or a gateway request), in order. */
 export async function ledgerOfRef(db: Queryable, orgId: string, ref: string): Promise<LedgerRow[]> {
-  const { rows } = await db.query<LedgerRow>(`SELECT ${LEDGER_COLUMNS} FROM credit_transactions WHERE org_id = $1 AND ref = $2 ORDER BY seq`, [orgId, ref]);
+  const { rows } = await db.query<LedgerRow>(
+    `SELECT ${LEDGER_COLUMNS} FROM credit_transactions WHERE org_id = $1 AND ref = $2 ORDER BY seq`,
+    [orgId, ref],
+  );
   return rows;
 }
 
 /** An organization's earning rows summed (exact, and the promotional part), and what was paid out. */
-export async function earningTotals(db: Queryable, orgId: string): Promise<{ earned_micro: number; free_micro: number; paid_out_cents: number }> {
+export async function earningTotals(
+  db: Queryable,
+  orgId: string,
+): Promise<{ earned_micro: number; free_micro: number; paid_out_cents: number }> {
   const { rows } = await db.query<{ earned_micro: number; free_micro: number; paid_out_cents: number }>(
     `SELECT COALESCE(sum(amount_micro) FILTER (WHERE tx_type = 'earning'), 0)::bigint AS earned_micro,
             COALESCE(sum(free_micro) FILTER (WHERE tx_type = 'earning'), 0)::bigint AS free_micro,

@@ -13,7 +13,12 @@ describe('capture sets: bad input, scopes and tenancy', () => {
   let epochId: string;
   let setId: string;
   const api = async (method: string, url: string, payload?: unknown, key = alice.apiKey) => {
-    const res = await t.app.inject({ method: method as 'GET', url, headers: bearer(key), ...(payload === undefined ? {} : { payload: payload as Json }) });
+    const res = await t.app.inject({
+      method: method as 'GET',
+      url,
+      headers: bearer(key),
+      ...(payload === undefined ? {} : { payload: payload as Json }),
+    });
     return { status: res.statusCode, json: res.json() as Json };
   };
 
@@ -23,7 +28,14 @@ describe('capture sets: bad input, scopes and tenancy', () => {
     bob = await signUp(t.app);
     siteId = String((await api('POST', '/api/v1/sites', { name: 'Mine' })).json.id);
     epochId = String((await api('POST', `/api/v1/sites/${siteId}/epochs`, { label: 'one' })).json.id);
-    setId = String((await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files: [{ path: 'a.jpg', bytes: 1, sha256: H }] } })).json.capture_set.id);
+    setId = String(
+      (
+        await api('POST', '/api/v1/capture-sets', {
+          site_epoch_id: epochId,
+          manifest: { files: [{ path: 'a.jpg', bytes: 1, sha256: H }] },
+        })
+      ).json.capture_set.id,
+    );
   });
   afterAll(() => t.close());
 
@@ -36,31 +48,78 @@ describe('capture sets: bad input, scopes and tenancy', () => {
       ['a//b', '/manifest/files/0/path "a//b" must be normalised (no empty segment, no trailing "/")'],
     ];
     for (const [path, message] of cases) {
-      const res = await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { version: '1', files: [{ path, bytes: 1, sha256: H }] } });
+      const res = await api('POST', '/api/v1/capture-sets', {
+        site_epoch_id: epochId,
+        manifest: { version: '1', files: [{ path, bytes: 1, sha256: H }] },
+      });
       expect(res.status).toBe(400);
-      expect(res.json).toMatchObject({ code: 400, error: 'invalid_request', message: `the manifest is invalid: ${message}` });
+      expect(res.json).toMatchObject({
+        code: 400,
+        error: 'invalid_request',
+        message: `the manifest is invalid: ${message}`,
+      });
     }
-    const dup = await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files: [{ path: 'x.jpg', bytes: 1, sha256: H }, { path: 'X.JPG', bytes: 1, sha256: H }] } });
-    expect(dup.json.details).toEqual([{ path: '/manifest/files/1/path', message: '"X.JPG" repeats files/0 (paths must be unique, ignoring case)' }]);
+    const dup = await api('POST', '/api/v1/capture-sets', {
+      site_epoch_id: epochId,
+      manifest: {
+        files: [
+          { path: 'x.jpg', bytes: 1, sha256: H },
+          { path: 'X.JPG', bytes: 1, sha256: H },
+        ],
+      },
+    });
+    expect(dup.json.details).toEqual([
+      { path: '/manifest/files/1/path', message: '"X.JPG" repeats files/0 (paths must be unique, ignoring case)' },
+    ]);
   });
 
   it('refuses totals that disagree with the manifest and a set created in another state', async () => {
     const files = [{ path: 'a.jpg', bytes: 10, sha256: H }];
-    expect((await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files }, raw_bytes: 11 })).json.message).toBe("raw_bytes is 11 but the manifest's files add up to 10 bytes");
-    expect((await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files }, total_files: 2 })).json.message).toBe('total_files is 2 but the manifest lists 1');
-    const ready = await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files }, status: 'ready' });
-    expect(ready).toMatchObject({ status: 409, json: { error: 'conflict', message: 'a new capture set starts in pending_upload; it cannot be created as ready' } });
-    expect((await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files }, status: 'bogus' })).status).toBe(400);
+    expect(
+      (await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files }, raw_bytes: 11 })).json
+        .message,
+    ).toBe("raw_bytes is 11 but the manifest's files add up to 10 bytes");
+    expect(
+      (await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files }, total_files: 2 })).json
+        .message,
+    ).toBe('total_files is 2 but the manifest lists 1');
+    const ready = await api('POST', '/api/v1/capture-sets', {
+      site_epoch_id: epochId,
+      manifest: { files },
+      status: 'ready',
+    });
+    expect(ready).toMatchObject({
+      status: 409,
+      json: { error: 'conflict', message: 'a new capture set starts in pending_upload; it cannot be created as ready' },
+    });
+    expect(
+      (await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: { files }, status: 'bogus' }))
+        .status,
+    ).toBe(400);
     expect((await api('POST', '/api/v1/capture-sets', { site_epoch_id: epochId, manifest: 'nope' })).status).toBe(400);
   });
 
   it('answers 409 naming both states for a transition the table does not allow', async () => {
     const res = await api('POST', `/api/v1/capture-sets/${setId}/complete`, {});
-    expect(res).toMatchObject({ status: 409, json: { error: 'conflict', message: 'a capture set cannot move from pending_upload to ready (from pending_upload it can move to uploading or failed)' } });
+    expect(res).toMatchObject({
+      status: 409,
+      json: {
+        error: 'conflict',
+        message:
+          'a capture set cannot move from pending_upload to ready (from pending_upload it can move to uploading or failed)',
+      },
+    });
     const verified = await api('POST', `/api/v1/capture-sets/${setId}/complete`, { status: 'verified' });
-    expect(verified.json.message).toBe('a capture set cannot move from pending_upload to verified (from pending_upload it can move to uploading or failed)');
-    const other = await api('POST', `/api/v1/capture-sets/${setId}/complete`, { manifest: { files: [{ path: 'b.jpg', bytes: 1, sha256: H }] } });
-    expect(other).toMatchObject({ status: 409, json: { message: 'the manifest sent with complete differs from the one the capture set was created with' } });
+    expect(verified.json.message).toBe(
+      'a capture set cannot move from pending_upload to verified (from pending_upload it can move to uploading or failed)',
+    );
+    const other = await api('POST', `/api/v1/capture-sets/${setId}/complete`, {
+      manifest: { files: [{ path: 'b.jpg', bytes: 1, sha256: H }] },
+    });
+    expect(other).toMatchObject({
+      status: 409,
+      json: { message: 'the manifest sent with complete differs from the one the capture set was created with' },
+    });
   });
 
   it('refuses bad site and epoch fields', async () => {
@@ -69,7 +128,11 @@ describe('capture sets: bad input, scopes and tenancy', () => {
     expect((await api('POST', '/api/v1/sites', { name: 'x', country: 'Canada' })).status).toBe(400);
     expect((await api('PATCH', `/api/v1/sites/${siteId}`, {})).status).toBe(400);
     expect((await api('PATCH', `/api/v1/sites/${siteId}`, { name: null })).status).toBe(400);
-    const backwards = await api('POST', `/api/v1/sites/${siteId}/epochs`, { label: 'x', captured_from: '2026-02-01T00:00:00Z', captured_to: '2026-01-01T00:00:00Z' });
+    const backwards = await api('POST', `/api/v1/sites/${siteId}/epochs`, {
+      label: 'x',
+      captured_from: '2026-02-01T00:00:00Z',
+      captured_to: '2026-01-01T00:00:00Z',
+    });
     expect(backwards).toMatchObject({ status: 400, json: { message: 'captured_from must not be after captured_to' } });
     expect((await api('GET', '/api/v1/sites/site_nope')).status).toBe(400);
   });
@@ -109,7 +172,9 @@ describe('capture sets: bad input, scopes and tenancy', () => {
       ['POST', `/api/v1/capture-sets/${setId}/complete`, {}],
     ] as [string, string, unknown?][]) {
       const res = await api(method, path, body, readOnly);
-      expect(`${method} ${path}: ${res.status} ${String(res.json.error)}`).toBe(`${method} ${path}: 403 insufficient_scope`);
+      expect(`${method} ${path}: ${res.status} ${String(res.json.error)}`).toBe(
+        `${method} ${path}: 403 insufficient_scope`,
+      );
     }
     expect((await api('GET', `/api/v1/capture-sets/${setId}`, undefined, writeOnly)).status).toBe(403);
     const scoped = await createKey(t.app, alice, ['capture_sets:read']);

@@ -15,17 +15,22 @@ const ALLOWED: readonly [CaptureStatus, CaptureStatus][] = [
 ];
 
 describe('capture-set states', () => {
-  it.each(CAPTURE_STATUSES.flatMap((from) => CAPTURE_STATUSES.map((to) => [from, to] as const)))('%s -> %s follows the table', (from, to) => {
-    const allowed = ALLOWED.some(([a, b]) => a === from && b === to);
-    expect(canMove(from, to)).toBe(allowed);
-    const why = refusal(from, to);
-    if (allowed) expect(why).toBeUndefined();
-    else expect(why).toMatch(new RegExp(`${from}.*${to}`));
-  });
+  it.each(CAPTURE_STATUSES.flatMap((from) => CAPTURE_STATUSES.map((to) => [from, to] as const)))(
+    '%s -> %s follows the table',
+    (from, to) => {
+      const allowed = ALLOWED.some(([a, b]) => a === from && b === to);
+      expect(canMove(from, to)).toBe(allowed);
+      const why = refusal(from, to);
+      if (allowed) expect(why).toBeUndefined();
+      else expect(why).toMatch(new RegExp(`${from}.*${to}`));
+    },
+  );
 
   it('has verified and failed as the only final states', () => {
     expect(CAPTURE_STATUSES.filter(isTerminal)).toEqual(['verified', 'failed']);
-    expect(refusal('verified', 'processing')).toBe('the capture set is verified, a final state: it cannot move to processing');
+    expect(refusal('verified', 'processing')).toBe(
+      'the capture set is verified, a final state: it cannot move to processing',
+    );
   });
 
   it('lists the states a move may start from', () => {
@@ -36,6 +41,8 @@ describe('capture-set states', () => {
   });
 
   it('names the allowed next states in a refusal', () => {
-    expect(refusal('uploading', 'verified')).toBe('a capture set cannot move from uploading to verified (from uploading it can move to ready or failed)');
+    expect(refusal('uploading', 'verified')).toBe(
+      'a capture set cannot move from uploading to verified (from uploading it can move to ready or failed)',
+    );
   });
 });

@@ -22,7 +22,17 @@ import type { CaptureSetRow } from './store.js';
  */
 
 const UPLOAD_ID = /^cs_[0-9a-z]{26}-[0-9a-f]{32}$/;
-const TUS_HEADERS = ['tus-resumable', 'tus-version', 'tus-extension', 'tus-max-size', 'upload-offset', 'upload-length', 'location', 'cache-control', 'upload-expires'];
+const TUS_HEADERS = [
+  'tus-resumable',
+  'tus-version',
+  'tus-extension',
+  'tus-max-size',
+  'upload-offset',
+  'upload-length',
+  'location',
+  'cache-control',
+  'upload-expires',
+];
 
 /** The tus datastore writing where `objects` reads: the same directory, or the same bucket. */
 function tusStore(objects: ObjectStore): DataStore {
@@ -30,8 +40,11 @@ function tusStore(objects: ObjectStore): DataStore {
   if (where.kind === 'local') return new FileStore({ directory: where.root });
   return new S3Store({
     s3ClientConfig: {
-      bucket: where.bucket, region: where.region, forcePathStyle: where.forcePathStyle,
-      ...(where.endpoint ? { endpoint: where.endpoint } : {}), ...(where.credentials ? { credentials: where.credentials } : {}),
+      bucket: where.bucket,
+      region: where.region,
+      forcePathStyle: where.forcePathStyle,
+      ...(where.endpoint ? { endpoint: where.endpoint } : {}),
+      ...(where.credentials ? { credentials: where.credentials } : {}),
     },
   });
 }
@@ -64,8 +77,15 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
     async onUploadCreate(req, upload) {
       const path = upload.metadata?.path ?? upload.metadata?.relativePath ?? undefined;
       try {
-        const { replaced } = await service.beginUpload(ctx, callOf(req).set, { id: upload.id, path: path ?? undefined, size: upload.size });
-        if (replaced) await ctx.objects.delete(replaced).catch((err: unknown) => ctx.log.warn({ err, upload_id: replaced }, 'could not remove a replaced upload'));
+        const { replaced } = await service.beginUpload(ctx, callOf(req).set, {
+          id: upload.id,
+          path: path ?? undefined,
+          size: upload.size,
+        });
+        if (replaced)
+          await ctx.objects
+            .delete(replaced)
+            .catch((err: unknown) => ctx.log.warn({ err, upload_id: replaced }, 'could not remove a replaced upload'));
       } catch (err) {
         if (err instanceof ApiError) throw { status_code: err.status, body: err.message };
         throw err;
@@ -79,16 +99,22 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
   });
   tus.on(EVENTS.POST_RECEIVE, (req, upload) => {
     const call = calls.get(req);
-    if (call) void service.recordProgress(ctx, call.set.id, upload.id, upload.offset).catch((err: unknown) => ctx.log.warn({ err }, 'could not record upload progress'));
+    if (call)
+      void service
+        .recordProgress(ctx, call.set.id, upload.id, upload.offset)
+        .catch((err: unknown) => ctx.log.warn({ err }, 'could not record upload progress'));
   });
 
   async function handle(request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) {
     const set = await service.uploadTarget(ctx, principalOf(request), request.params.id);
     const raw = request.raw;
     // Only file bytes are handed to tus as a stream; any other body was already parsed (and tus refuses it).
-    const hasBody = (request.method === 'PATCH' || request.method === 'POST') && request.headers['content-type'] === 'application/offset+octet-stream';
+    const hasBody =
+      (request.method === 'PATCH' || request.method === 'POST') &&
+      request.headers['content-type'] === 'application/offset+octet-stream';
     // The first byte of any file moves the set to uploading (DESIGN.md section 14).
-    if (hasBody && set.status === 'pending_upload' && Number(request.headers['content-length'] ?? 1) > 0) await service.markUploading(ctx, set.id);
+    if (hasBody && set.status === 'pending_upload' && Number(request.headers['content-length'] ?? 1) > 0)
+      await service.markUploading(ctx, set.id);
     const headers = new Headers();
     for (const [name, value] of Object.entries(raw.headers)) if (typeof value === 'string') headers.set(name, value);
     const webRequest = new Request(`http://upload.invalid${request.url}`, {
@@ -119,7 +145,10 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
       const text = (await response.text()).trim();
       throw new ApiError(codeForStatus(response.status), text || `upload refused (${response.status})`, undefined, out);
     }
-    return reply.code(response.status).headers(out).send(response.status === 204 || request.method === 'HEAD' ? undefined : await response.text());
+    return reply
+      .code(response.status)
+      .headers(out)
+      .send(response.status === 204 || request.method === 'HEAD' ? undefined : await response.text());
   }
 
   await app.register(async (scope) => {
@@ -127,13 +156,39 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
     scope.addContentTypeParser('application/offset+octet-stream', (_request, _payload, done) => done(null));
     const config = { auth: { permission: 'capture_sets:write' as const } };
     const tags = ['capture sets'];
-    const params = { type: 'object', properties: { id: { type: 'string', pattern: CAPTURE_SET_ID } }, required: ['id'] };
-    const fileParams = { type: 'object', properties: { id: { type: 'string', pattern: CAPTURE_SET_ID }, upload_id: { type: 'string', maxLength: 100 } }, required: ['id', 'upload_id'] };
-    scope.post('/api/v1/capture-sets/:id/uploads', { config, schema: { summary: 'tus: create an upload for one manifest file (Upload-Length, Upload-Metadata path)', tags, params } }, handle);
+    const params = {
+      type: 'object',
+      properties: { id: { type: 'string', pattern: CAPTURE_SET_ID } },
+      required: ['id'],
+    };
+    const fileParams = {
+      type: 'object',
+      properties: { id: { type: 'string', pattern: CAPTURE_SET_ID }, upload_id: { type: 'string', maxLength: 100 } },
+      required: ['id', 'upload_id'],
+    };
+    scope.post(
+      '/api/v1/capture-sets/:id/uploads',
+      {
+        config,
+        schema: {
+          summary: 'tus: create an upload for one manifest file (Upload-Length, Upload-Metadata path)',
+          tags,
+          params,
+        },
+      },
+      handle,
+    );
     for (const method of ['HEAD', 'PATCH'] as const) {
       scope.route({
-        method, url: '/api/v1/capture-sets/:id/uploads/:upload_id', config,
-        schema: { summary: method === 'HEAD' ? "tus: an upload's offset (to resume from)" : 'tus: append bytes at Upload-Offset', tags, params: fileParams },
+        method,
+        url: '/api/v1/capture-sets/:id/uploads/:upload_id',
+        config,
+        schema: {
+          summary:
+            method === 'HEAD' ? "tus: an upload's offset (to resume from)" : 'tus: append bytes at Upload-Offset',
+          tags,
+          params: fileParams,
+        },
         handler: handle,
       });
     }

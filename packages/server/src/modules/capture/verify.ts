@@ -16,7 +16,9 @@ export function uploadKey(uploadId: string): string {
 }
 
 /** SHA-256 (hex) and length of a stream, read chunk by chunk. */
-export async function hashStream(stream: AsyncIterable<Buffer | Uint8Array>): Promise<{ sha256: string; bytes: number }> {
+export async function hashStream(
+  stream: AsyncIterable<Buffer | Uint8Array>,
+): Promise<{ sha256: string; bytes: number }> {
   const hash = createHash('sha256');
   let bytes = 0;
   for await (const chunk of stream) {
@@ -46,19 +48,34 @@ export async function checkFiles(objects: ObjectStore, files: readonly CaptureFi
     const stream = await objects.read(key);
     const got = stream ? await hashStream(stream) : undefined;
     if (!got) checks.push({ path: f.path, verification: 'missing', bytes_received: 0, actual_sha256: null });
-    else checks.push({ path: f.path, verification: got.sha256 === f.sha256 && got.bytes === f.bytes ? 'verified' : got.bytes !== f.bytes ? 'size_mismatch' : 'hash_mismatch', bytes_received: got.bytes, actual_sha256: got.sha256 });
+    else
+      checks.push({
+        path: f.path,
+        verification:
+          got.sha256 === f.sha256 && got.bytes === f.bytes
+            ? 'verified'
+            : got.bytes !== f.bytes
+              ? 'size_mismatch'
+              : 'hash_mismatch',
+        bytes_received: got.bytes,
+        actual_sha256: got.sha256,
+      });
   }
   return checks;
 }
 
 /** A failure reason naming the files that differ (the first 20, then a count). */
-export function mismatchReason(checks: readonly FileCheck[], declared: ReadonlyMap<string, { bytes: number }>): string | undefined {
+export function mismatchReason(
+  checks: readonly FileCheck[],
+  declared: ReadonlyMap<string, { bytes: number }>,
+): string | undefined {
   const bad = checks.filter((c) => c.verification !== 'verified');
   if (bad.length === 0) return undefined;
   const describe = (c: FileCheck) => {
     const expected = declared.get(c.path)?.bytes;
     if (c.verification === 'missing') return `${c.path} (missing)`;
-    if (c.verification === 'size_mismatch') return `${c.path} (${c.bytes_received} bytes, manifest says ${expected ?? '?'})`;
+    if (c.verification === 'size_mismatch')
+      return `${c.path} (${c.bytes_received} bytes, manifest says ${expected ?? '?'})`;
     return `${c.path} (SHA-256 ${c.actual_sha256 ?? '?'} differs from the manifest)`;
   };
   const named = bad.slice(0, 20).map(describe).join(', ');

@@ -1,4 +1,9 @@
-import { NodeChannelMessageSchema, type NodeChannelMessage, type ServerChannelMessage, type Unsequenced } from '@svc/protocol';
+import {
+  NodeChannelMessageSchema,
+  type NodeChannelMessage,
+  type ServerChannelMessage,
+  type Unsequenced,
+} from '@svc/protocol';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
@@ -80,14 +85,23 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
   };
   const pull = async (re: number, max: number) => {
     if (pulling) {
-      send({ type: 'reply', re, ok: false, error: { code: 409, error: 'conflict', message: 'a pull is already waiting on this channel' } });
+      send({
+        type: 'reply',
+        re,
+        ok: false,
+        error: { code: 409, error: 'conflict', message: 'a pull is already waiting on this channel' },
+      });
       return;
     }
     pulling = true;
     try {
       while (!closed) {
         nudge = new AbortController();
-        const { work } = await pollWork(ctx, node, { waitMs: 25_000, max, signal: AbortSignal.any([stop.signal, nudge.signal]) });
+        const { work } = await pollWork(ctx, node, {
+          waitMs: 25_000,
+          max,
+          signal: AbortSignal.any([stop.signal, nudge.signal]),
+        });
         if (work.length > 0) {
           if (closed) {
             // Leased to the node but not sent: it comes back with the node's next poll or pull.
@@ -130,14 +144,21 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
       case 'heartbeat':
         return answer(m.seq, () => heartbeat(ctx, node, m.body));
       case 'events':
-        return answer(m.seq, () => forwardEvents(ctx, node, m.work_id, () => m.events.map((e) => (e.type === 'error' ? { ...e, message: e.message.slice(0, 2000) } : e))));
+        return answer(m.seq, () =>
+          forwardEvents(ctx, node, m.work_id, () =>
+            m.events.map((e) => (e.type === 'error' ? { ...e, message: e.message.slice(0, 2000) } : e)),
+          ),
+        );
       case 'result':
         return answer(m.seq, () => deliverResult(ctx, node, m.work_id, m.result));
       case 'receipt':
         return receipt(m);
       case 'fail':
         return answer(m.seq, async () => {
-          const answered = await failWork(ctx, node, m.work_id, { message: m.message, ...(m.retryable === undefined ? {} : { retryable: m.retryable }) });
+          const answered = await failWork(ctx, node, m.work_id, {
+            message: m.message,
+            ...(m.retryable === undefined ? {} : { retryable: m.retryable }),
+          });
           repoll();
           return answered;
         });
@@ -164,7 +185,9 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
         return;
       }
       lastSeq = value.seq;
-      void handle(value).catch((err: unknown) => ctx.log.error({ err, node_id: node.id }, 'node channel: message failed'));
+      void handle(value).catch((err: unknown) =>
+        ctx.log.error({ err, node_id: node.id }, 'node channel: message failed'),
+      );
     },
     close,
   };

@@ -17,15 +17,23 @@ export async function channelRoutes(app: App, ctx: ServiceContext): Promise<void
     method: 'GET',
     url: NODE_CHANNEL_PATH,
     config: { auth: { node: true } },
-    schema: { summary: 'The node channel: a signed request (empty body) that upgrades to a WebSocket', tags: ['nodes'] },
+    schema: {
+      summary: 'The node channel: a signed request (empty body) that upgrades to a WebSocket',
+      tags: ['nodes'],
+    },
     handler: async () => {
-      throw new ApiError('invalid_request', `${NODE_CHANNEL_PATH} is a WebSocket: send the signed request with "Connection: Upgrade" and "Upgrade: websocket"`);
+      throw new ApiError(
+        'invalid_request',
+        `${NODE_CHANNEL_PATH} is a WebSocket: send the signed request with "Connection: Upgrade" and "Upgrade: websocket"`,
+      );
     },
     wsHandler: (socket, request) => {
       const node = nodeOf(request);
       ctx.log.info({ node_id: node.id }, 'node channel opened');
       const connection = openChannel(ctx, node, socket);
-      socket.on('message', (data: Buffer, isBinary: boolean) => connection.receive(isBinary ? '' : data.toString('utf8')));
+      socket.on('message', (data: Buffer, isBinary: boolean) =>
+        connection.receive(isBinary ? '' : data.toString('utf8')),
+      );
       socket.on('close', () => {
         connection.close();
         ctx.log.info({ node_id: node.id }, 'node channel closed');

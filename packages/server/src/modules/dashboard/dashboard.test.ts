@@ -15,7 +15,10 @@ describe('serving the dashboard', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'svc-dashboard-'));
     mkdirSync(join(dir, 'assets'));
-    writeFileSync(join(dir, 'index.html'), '<!doctype html><title>SVC</title><div id="app"></div><script type="module" src="/assets/index-abc123.js"></script>');
+    writeFileSync(
+      join(dir, 'index.html'),
+      '<!doctype html><title>SVC</title><div id="app"></div><script type="module" src="/assets/index-abc123.js"></script>',
+    );
     writeFileSync(join(dir, 'assets', 'index-abc123.js'), script);
     t = await createTestApp({ env: { SVC_DASHBOARD_DIR: dir } });
   });
@@ -40,11 +43,19 @@ describe('serving the dashboard', () => {
     expect(plain.statusCode).toBe(200);
     expect(plain.body).toBe(script);
     expect(plain.headers['cache-control']).toContain('immutable');
-    const gz = await t.app.inject({ method: 'GET', url: '/assets/index-abc123.js', headers: { 'accept-encoding': 'gzip, br' } });
+    const gz = await t.app.inject({
+      method: 'GET',
+      url: '/assets/index-abc123.js',
+      headers: { 'accept-encoding': 'gzip, br' },
+    });
     expect(gz.headers['content-encoding']).toBe('gzip');
     expect(gunzipSync(gz.rawPayload).toString('utf8')).toBe(script);
     expect(gz.rawPayload.length).toBeLessThan(script.length / 4);
-    const again = await t.app.inject({ method: 'GET', url: '/assets/index-abc123.js', headers: { 'if-none-match': String(plain.headers.etag) } });
+    const again = await t.app.inject({
+      method: 'GET',
+      url: '/assets/index-abc123.js',
+      headers: { 'if-none-match': String(plain.headers.etag) },
+    });
     expect(again.statusCode).toBe(304);
   });
 
@@ -63,9 +74,20 @@ describe('serving the dashboard', () => {
   });
 
   it('never swallows API, gateway, docs or service paths, nor non-browser clients', async () => {
-    for (const url of ['/api/v1/nope', '/v1/nope', '/docs/nope', '/openapi.json/x', '/metrics/x', '/mcp/x', '/healthz', '/.well-known/x']) {
+    for (const url of [
+      '/api/v1/nope',
+      '/v1/nope',
+      '/docs/nope',
+      '/openapi.json/x',
+      '/metrics/x',
+      '/mcp/x',
+      '/healthz',
+      '/.well-known/x',
+    ]) {
       const res = await t.app.inject({ method: 'GET', url, headers: HTML });
-      expect(`${url}: ${res.statusCode} ${res.headers['content-type']}`).toMatch(new RegExp(`^${url.replace(/[.?]/g, '\\$&')}: 404 application/json`));
+      expect(`${url}: ${res.statusCode} ${res.headers['content-type']}`).toMatch(
+        new RegExp(`^${url.replace(/[.?]/g, '\\$&')}: 404 application/json`),
+      );
     }
     const curl = await t.app.inject({ method: 'GET', url: '/keys', headers: { accept: '*/*' } });
     expect(curl.statusCode).toBe(404);
@@ -91,7 +113,17 @@ describe('serving the dashboard', () => {
 
 describe('isDashboardPath', () => {
   it('takes page paths and refuses reserved and file-like ones', () => {
-    expect(['/', '/keys', '/jobs/job_abc', '/invite?token=x', '/sla/'].map(isDashboardPath)).toEqual([true, true, true, true, true]);
-    expect(['/api/v1/x', '/v1/models', '/docs', '/assets/a.js', '/health', '/favicon.ico', '/a/../b', '/mcp'].map(isDashboardPath)).toEqual(Array(8).fill(false));
+    expect(['/', '/keys', '/jobs/job_abc', '/invite?token=x', '/sla/'].map(isDashboardPath)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]);
+    expect(
+      ['/api/v1/x', '/v1/models', '/docs', '/assets/a.js', '/health', '/favicon.ico', '/a/../b', '/mcp'].map(
+        isDashboardPath,
+      ),
+    ).toEqual(Array(8).fill(false));
   });
 });

@@ -37,7 +37,12 @@ function staticFile(path: string): StaticFile {
   const body = readFileSync(path);
   const ext = extname(path);
   const gzip = COMPRESSIBLE.has(ext) && body.length > 1024 ? gzipSync(body, { level: 9 }) : undefined;
-  return { body, gzip, type: TYPES[ext] ?? 'application/octet-stream', etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` };
+  return {
+    body,
+    gzip,
+    type: TYPES[ext] ?? 'application/octet-stream',
+    etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`,
+  };
 }
 
 function walk(dir: string): string[] {

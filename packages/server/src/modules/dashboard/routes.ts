@@ -38,7 +38,11 @@ export function isDashboardPath(path: string): boolean {
 }
 
 function send(request: FastifyRequest, reply: FastifyReply, file: StaticFile, cacheControl: string): FastifyReply {
-  void reply.header('cache-control', cacheControl).header('etag', file.etag).header('vary', 'accept-encoding').type(file.type);
+  void reply
+    .header('cache-control', cacheControl)
+    .header('etag', file.etag)
+    .header('vary', 'accept-encoding')
+    .type(file.type);
   if (request.headers['if-none-match'] === file.etag) return reply.code(304).send();
   const acceptsGzip = /\bgzip\b/.test(String(request.headers['accept-encoding'] ?? ''));
   if (file.gzip && acceptsGzip) return reply.header('content-encoding', 'gzip').send(file.gzip);
@@ -47,7 +51,8 @@ function send(request: FastifyRequest, reply: FastifyReply, file: StaticFile, ca
 
 function sendPage(request: FastifyRequest, reply: FastifyReply, files: DashboardFiles): FastifyReply {
   void reply.headers(PAGE_HEADERS);
-  if (!files.index) return reply.code(503).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(NOT_BUILT);
+  if (!files.index)
+    return reply.code(503).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(NOT_BUILT);
   return send(request, reply, files.index, 'no-cache');
 }
 

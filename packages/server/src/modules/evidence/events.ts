@@ -34,32 +34,86 @@ export function policyId(policy: Record<string, unknown>): string {
 }
 
 export function policyEvaluated(policy: Record<string, unknown>, note: string): EvidenceEvent {
-  return { type: 'policy.evaluated', summary: `policy ${policyId(policy)}: ${note}`, metadata: { policy_id: policyId(policy), ...policy, decision: 'accepted' }, causedBy: [] };
+  return {
+    type: 'policy.evaluated',
+    summary: `policy ${policyId(policy)}: ${note}`,
+    metadata: { policy_id: policyId(policy), ...policy, decision: 'accepted' },
+    causedBy: [],
+  };
 }
 
 export function ledgerHeld(holdId: string, cents: number, causedBy: string): EvidenceEvent {
-  return { type: 'ledger.held', summary: `${cents} cents held until it ends`, metadata: { hold_id: holdId, amount_cents: cents }, causedBy: [causedBy] };
+  return {
+    type: 'ledger.held',
+    summary: `${cents} cents held until it ends`,
+    metadata: { hold_id: holdId, amount_cents: cents },
+    causedBy: [causedBy],
+  };
 }
 
 function nodeFields(node: EvidenceNode) {
-  return { node_id: node.id, country: node.country, region: node.region, gpu_model: node.gpu_model, attestation_verified: node.attestation_verified ?? null, ...(node.attestation ? { attestation: node.attestation } : {}) };
+  return {
+    node_id: node.id,
+    country: node.country,
+    region: node.region,
+    gpu_model: node.gpu_model,
+    attestation_verified: node.attestation_verified ?? null,
+    ...(node.attestation ? { attestation: node.attestation } : {}),
+  };
 }
 
 /** The routing decision and its reason, then the lease it produced (`job.assigned` / `request.assigned`). */
-export function routed(node: EvidenceNode, decision: { reason: string; [k: string]: unknown }, assigned: { type: string; work_id: string; attempt: number; [k: string]: unknown }): EvidenceEvent[] {
+export function routed(
+  node: EvidenceNode,
+  decision: { reason: string; [k: string]: unknown },
+  assigned: { type: string; work_id: string; attempt: number; [k: string]: unknown },
+): EvidenceEvent[] {
   const where = [node.country, node.region].filter(Boolean).join('/') || 'unknown location';
   const { type, ...lease } = assigned;
   return [
-    { type: 'routing.decided', summary: `routed to ${node.id} (${where}, ${node.gpu_model ?? 'no GPU'}): ${decision.reason}`, metadata: { ...nodeFields(node), ...decision }, causedBy: ['policy.evaluated'] },
-    { type, summary: `attempt ${assigned.attempt} leased to ${node.id} as ${assigned.work_id}`, metadata: { node_id: node.id, ...lease }, causedBy: ['routing.decided'] },
+    {
+      type: 'routing.decided',
+      summary: `routed to ${node.id} (${where}, ${node.gpu_model ?? 'no GPU'}): ${decision.reason}`,
+      metadata: { ...nodeFields(node), ...decision },
+      causedBy: ['policy.evaluated'],
+    },
+    {
+      type,
+      summary: `attempt ${assigned.attempt} leased to ${node.id} as ${assigned.work_id}`,
+      metadata: { node_id: node.id, ...lease },
+      causedBy: ['routing.decided'],
+    },
   ];
 }
 
 /** What a receipt says, and that its SVC1 signature verified against the node's registered key. */
-export function receiptEvents(receipt: { id: string; job_id: string; node_public_key: string; result_hash: string; metering_units: number; signature: string; signature_version: string }, node: EvidenceNode, workId: string): EvidenceEvent[] {
-  const signed = { job_id: receipt.job_id, node_public_key: receipt.node_public_key, result_hash: receipt.result_hash, metering_units: receipt.metering_units, signature: receipt.signature };
+export function receiptEvents(
+  receipt: {
+    id: string;
+    job_id: string;
+    node_public_key: string;
+    result_hash: string;
+    metering_units: number;
+    signature: string;
+    signature_version: string;
+  },
+  node: EvidenceNode,
+  workId: string,
+): EvidenceEvent[] {
+  const signed = {
+    job_id: receipt.job_id,
+    node_public_key: receipt.node_public_key,
+    result_hash: receipt.result_hash,
+    metering_units: receipt.metering_units,
+    signature: receipt.signature,
+  };
   return [
-    { type: 'receipt.submitted', summary: `node ${node.id} submitted receipt ${receipt.id} for ${receipt.metering_units} units`, metadata: { receipt_id: receipt.id, work_id: workId, ...nodeFields(node) }, causedBy: [] },
+    {
+      type: 'receipt.submitted',
+      summary: `node ${node.id} submitted receipt ${receipt.id} for ${receipt.metering_units} units`,
+      metadata: { receipt_id: receipt.id, work_id: workId, ...nodeFields(node) },
+      causedBy: [],
+    },
     {
       type: 'receipt.verified',
       summary: `${receipt.signature_version} signature verified against the registered key of ${node.id}`,
@@ -70,18 +124,45 @@ export function receiptEvents(receipt: { id: string; job_id: string; node_public
 }
 
 const rowOf = (row: LedgerRow | null | undefined) =>
-  row ? { transaction_id: row.id, amount_cents: row.amount_cents, amount_micro: row.amount_micro, free_micro: row.free_micro, balance_after: row.balance_after, tx_type: row.tx_type } : null;
+  row
+    ? {
+        transaction_id: row.id,
+        amount_cents: row.amount_cents,
+        amount_micro: row.amount_micro,
+        free_micro: row.free_micro,
+        balance_after: row.balance_after,
+        tx_type: row.tx_type,
+      }
+    : null;
 
 /** The settlement of a hold: what was charged, released, and what the operator earned. */
-export function ledgerCharged(holdId: string | null, settlement: Pick<Settlement, 'charged_cents' | 'released_cents' | 'transaction'> & Partial<Pick<Settlement, 'charged_micro'>>, earning: LedgerRow | null, causedBy: string): EvidenceEvent {
+export function ledgerCharged(
+  holdId: string | null,
+  settlement: Pick<Settlement, 'charged_cents' | 'released_cents' | 'transaction'> &
+    Partial<Pick<Settlement, 'charged_micro'>>,
+  earning: LedgerRow | null,
+  causedBy: string,
+): EvidenceEvent {
   return {
     type: 'ledger.charged',
     summary: `charged ${settlement.charged_cents} cents, released ${settlement.released_cents}${earning ? `, operator earned ${earning.amount_cents}` : ''}`,
-    metadata: { hold_id: holdId, charged_cents: settlement.charged_cents, charged_micro: settlement.charged_micro ?? null, released_cents: settlement.released_cents, charge: rowOf(settlement.transaction), operator_earning: rowOf(earning) },
+    metadata: {
+      hold_id: holdId,
+      charged_cents: settlement.charged_cents,
+      charged_micro: settlement.charged_micro ?? null,
+      released_cents: settlement.released_cents,
+      charge: rowOf(settlement.transaction),
+      operator_earning: rowOf(earning),
+    },
     causedBy: [causedBy],
   };
 }
 
 export function ledgerReleased(holdId: string | null, cents: number, causedBy: string): EvidenceEvent {
-  return { type: 'ledger.released', summary: `hold released: ${cents} cents back to the balance, nothing charged`, metadata: { hold_id: holdId, released_cents: cents }, causedBy: [causedBy] };
+  return {
+    type: 'ledger.released',
+    summary: `hold released: ${cents} cents back to the balance, nothing charged`,
+    metadata: { hold_id: holdId, released_cents: cents },
+    causedBy: [causedBy],
+  };
 }

@@ -24,20 +24,46 @@ describe('evidence runs of gateway requests', () => {
 
   it('records a chat completion from routing to charge, bound to its receipt, and the bundle verifies', async () => {
     const client = f.openai();
-    const done = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'where am I served?' }], strict_jurisdiction: 'US' } as never);
+    const done = await client.chat.completions.create({
+      model: 'tinyllama',
+      messages: [{ role: 'user', content: 'where am I served?' }],
+      strict_jurisdiction: 'US',
+    } as never);
     const graph = await graphOf(done.id);
     expect(graph.events.map((e) => e.event_type)).toEqual([
-      'request.received', 'policy.evaluated', 'ledger.held', 'routing.decided', 'request.assigned', 'receipt.submitted', 'receipt.verified', 'ledger.charged', 'request.completed',
+      'request.received',
+      'policy.evaluated',
+      'ledger.held',
+      'routing.decided',
+      'request.assigned',
+      'receipt.submitted',
+      'receipt.verified',
+      'ledger.charged',
+      'request.completed',
     ]);
-    expect(graph.run).toMatchObject({ job_id: done.id, subject_type: 'request', status: 'completed', work_type: 'chat', jurisdiction: 'US', trust_tier: 'public' });
+    expect(graph.run).toMatchObject({
+      job_id: done.id,
+      subject_type: 'request',
+      status: 'completed',
+      work_type: 'chat',
+      jurisdiction: 'US',
+      trust_tier: 'public',
+    });
     const routing = graph.events[3]?.metadata ?? {};
     expect(routing).toMatchObject({ node_id: us.nodeId, country: 'US', candidates: 2, eligible: 1 });
     expect(String(routing.reason)).toContain('in US (strict_jurisdiction)');
     expect(graph.events[1]?.metadata).toMatchObject({ strict_jurisdiction: 'US', model: 'tinyllama' });
     expect(graph.certificate).toMatchObject({ signed: true, verified: true });
 
-    const receipts = (await f.api('GET', `/api/v1/job/receipts/${done.id}`)).json.receipts as { id: string; signature: string }[];
-    expect(graph.events[6]?.metadata).toMatchObject({ receipt_id: receipts[0]?.id, signature: receipts[0]?.signature, job_id: done.id });
+    const receipts = (await f.api('GET', `/api/v1/job/receipts/${done.id}`)).json.receipts as {
+      id: string;
+      signature: string;
+    }[];
+    expect(graph.events[6]?.metadata).toMatchObject({
+      receipt_id: receipts[0]?.id,
+      signature: receipts[0]?.signature,
+      job_id: done.id,
+    });
     const keys = (await f.api('GET', '/api/v1/keys/platform')).json.keys as { public_key_hex: string }[];
     const verified = await verifyBundle(await bundleOf(done.id), { trustedKeys: keys });
     expect(verified.checks.filter((c) => !c.ok)).toEqual([]);
@@ -45,7 +71,11 @@ describe('evidence runs of gateway requests', () => {
 
   it('records streamed requests and failover with its reason', async () => {
     const client = f.openai();
-    const stream = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'stream me' }], stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'tinyllama',
+      messages: [{ role: 'user', content: 'stream me' }],
+      stream: true,
+    });
     let id = '';
     for await (const chunk of stream) id = chunk.id;
     expect((await graphOf(id)).events.at(-1)?.event_type).toBe('request.completed');
@@ -53,12 +83,26 @@ describe('evidence runs of gateway requests', () => {
     ca.upstream?.setFailure({ status: 500, message: 'GPU fell off the bus', times: 1000 });
     us.upstream?.setFailure({ status: 500, message: 'GPU fell off the bus', times: 0 });
     try {
-      const done = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'fail over' }], jurisdiction: 'CA' } as never);
+      const done = await client.chat.completions.create({
+        model: 'tinyllama',
+        messages: [{ role: 'user', content: 'fail over' }],
+        jurisdiction: 'CA',
+      } as never);
       const graph = await graphOf(done.id);
       const types = graph.events.map((e) => e.event_type);
       expect(types).toEqual([
-        'request.received', 'policy.evaluated', 'ledger.held', 'routing.decided', 'request.assigned',
-        'request.failover', 'routing.decided', 'request.assigned', 'receipt.submitted', 'receipt.verified', 'ledger.charged', 'request.completed',
+        'request.received',
+        'policy.evaluated',
+        'ledger.held',
+        'routing.decided',
+        'request.assigned',
+        'request.failover',
+        'routing.decided',
+        'request.assigned',
+        'receipt.submitted',
+        'receipt.verified',
+        'ledger.charged',
+        'request.completed',
       ]);
       expect(graph.events[5]?.metadata).toMatchObject({ failed_node_id: ca.nodeId });
       expect(String(graph.events[5]?.metadata.reason)).toContain('GPU fell off the bus');
@@ -73,7 +117,11 @@ describe('evidence runs of gateway requests', () => {
   it('signs a request that failed, with nothing charged', async () => {
     ca.upstream?.setFailure({ status: 400, message: 'prompt rejected by the model', times: 1000 });
     try {
-      const res = await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'x' }], strict_jurisdiction: 'CA' });
+      const res = await f.api('POST', '/v1/chat/completions', {
+        model: 'tinyllama',
+        messages: [{ role: 'user', content: 'x' }],
+        strict_jurisdiction: 'CA',
+      });
       expect(res.status).toBe(502);
       const runs = (await f.api('GET', '/api/v1/evidence?limit=1')).json.runs as { job_id: string }[];
       const graph = await graphOf(runs[0]?.job_id ?? '');

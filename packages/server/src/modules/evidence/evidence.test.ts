@@ -1,14 +1,35 @@
 import { verifyBundle } from '@svc/protocol/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rotatePlatformKey } from '../../platform/secrets.js';
-import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  signUp,
+  type TestApp,
+  type TestBuyer,
+} from '../../../test/harness.js';
 
-interface GraphEvent { id: string; sequence: number; event_type: string; metadata: Record<string, unknown>; event_hash: string; created_at: string }
+interface GraphEvent {
+  id: string;
+  sequence: number;
+  event_type: string;
+  metadata: Record<string, unknown>;
+  event_hash: string;
+  created_at: string;
+}
 interface Graph {
   run: Record<string, unknown>;
   events: GraphEvent[];
   edges: { from_event_id: string; to_event_id: string; edge_type: string }[];
-  certificate: { signed: boolean; verified: boolean; signature_hex: string | null; signer_public_key_hex: string | null; root_hash: string | null };
+  certificate: {
+    signed: boolean;
+    verified: boolean;
+    signature_hex: string | null;
+    signer_public_key_hex: string | null;
+    root_hash: string | null;
+  };
 }
 
 describe('evidence runs of marketplace jobs', () => {
@@ -27,8 +48,18 @@ describe('evidence runs of marketplace jobs', () => {
   const get = (url: string, key = buyer.apiKey) => t.app.inject({ method: 'GET', url, headers: bearer(key) });
   const submit = async (extra: Record<string, unknown> = {}) => {
     const res = await t.app.inject({
-      method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey),
-      payload: { kind: 1, budget: 1, max_price_per_unit: 0.000001, currency: 'CAD', model: 'tinyllama', inline_text: 'a prompt', ...extra },
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: {
+        kind: 1,
+        budget: 1,
+        max_price_per_unit: 0.000001,
+        currency: 'CAD',
+        model: 'tinyllama',
+        inline_text: 'a prompt',
+        ...extra,
+      },
     });
     expect(res.statusCode).toBe(201);
     return res.json().job_id as string;
@@ -41,19 +72,41 @@ describe('evidence runs of marketplace jobs', () => {
     // Open: the first events are there before any node has seen the job, and nothing is signed.
     const open: Graph = (await get(`/api/v1/jobs/${jobId}/evidence`)).json();
     expect(open.events.map((e) => e.event_type)).toEqual(['job.submitted', 'policy.evaluated', 'ledger.held']);
-    expect(open.run).toMatchObject({ job_id: jobId, status: 'open', subject_type: 'job', trust_tier: 'public', jurisdiction: 'CA', work_type: 'llm_inference', root_hash: null });
+    expect(open.run).toMatchObject({
+      job_id: jobId,
+      status: 'open',
+      subject_type: 'job',
+      trust_tier: 'public',
+      jurisdiction: 'CA',
+      work_type: 'llm_inference',
+      root_hash: null,
+    });
     expect(open.certificate).toMatchObject({ signed: false, verified: false });
-    expect(open.events[1]?.metadata).toMatchObject({ strict_jurisdiction: 'CA', execution_pool: 'public', model: 'tinyllama' });
+    expect(open.events[1]?.metadata).toMatchObject({
+      strict_jurisdiction: 'CA',
+      execution_pool: 'public',
+      model: 'tinyllama',
+    });
 
     const [work] = await node.poll({ waitMs: 1000 });
     if (!work) throw new Error('no work');
     await node.heartbeat([work.work_id]);
-    const receipt = (await node.complete(work, JSON.stringify({ results: [{ index: 0, content: 'x' }] }), 1_000_000)).json();
+    const receipt = (
+      await node.complete(work, JSON.stringify({ results: [{ index: 0, content: 'x' }] }), 1_000_000)
+    ).json();
 
     const graph: Graph = (await get(`/api/v1/jobs/${jobId}/evidence`)).json();
     expect(graph.events.map((e) => e.event_type)).toEqual([
-      'job.submitted', 'policy.evaluated', 'ledger.held', 'routing.decided', 'job.assigned', 'job.started',
-      'receipt.submitted', 'receipt.verified', 'ledger.charged', 'job.completed',
+      'job.submitted',
+      'policy.evaluated',
+      'ledger.held',
+      'routing.decided',
+      'job.assigned',
+      'job.started',
+      'receipt.submitted',
+      'receipt.verified',
+      'ledger.charged',
+      'job.completed',
     ]);
     expect(graph.events.map((e) => e.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     // Earlier events are unchanged by later appends: the open run's hashes are a prefix.
@@ -61,20 +114,51 @@ describe('evidence runs of marketplace jobs', () => {
     const byType = Object.fromEntries(graph.events.map((e) => [e.event_type, e]));
     expect(byType['routing.decided']?.metadata).toMatchObject({ node_id: node.nodeId, country: 'CA' });
     expect(String(byType['routing.decided']?.metadata.reason)).toContain('meets every constraint');
-    expect(byType['receipt.verified']?.metadata).toMatchObject({ receipt_id: receipt.id, signature: receipt.signature, result_hash: receipt.result_hash, metering_units: 1_000_000 });
-    expect(byType['ledger.charged']?.metadata).toMatchObject({ charged_cents: 50, released_cents: 50, operator_earning: { amount_cents: 42, tx_type: 'earning' } });
+    expect(byType['receipt.verified']?.metadata).toMatchObject({
+      receipt_id: receipt.id,
+      signature: receipt.signature,
+      result_hash: receipt.result_hash,
+      metering_units: 1_000_000,
+    });
+    expect(byType['ledger.charged']?.metadata).toMatchObject({
+      charged_cents: 50,
+      released_cents: 50,
+      operator_earning: { amount_cents: 42, tx_type: 'earning' },
+    });
     // Edges: a `then` chain plus causes (receipt.verified <- receipt.submitted, routing <- policy).
     expect(graph.edges.filter((e) => e.edge_type === 'then')).toHaveLength(9);
-    expect(graph.edges).toContainEqual(expect.objectContaining({ from_event_id: byType['policy.evaluated']?.id, to_event_id: byType['routing.decided']?.id, edge_type: 'caused_by' }));
-    expect(graph.edges).toContainEqual(expect.objectContaining({ from_event_id: byType['receipt.submitted']?.id, to_event_id: byType['receipt.verified']?.id, edge_type: 'caused_by' }));
+    expect(graph.edges).toContainEqual(
+      expect.objectContaining({
+        from_event_id: byType['policy.evaluated']?.id,
+        to_event_id: byType['routing.decided']?.id,
+        edge_type: 'caused_by',
+      }),
+    );
+    expect(graph.edges).toContainEqual(
+      expect.objectContaining({
+        from_event_id: byType['receipt.submitted']?.id,
+        to_event_id: byType['receipt.verified']?.id,
+        edge_type: 'caused_by',
+      }),
+    );
     expect(graph.run).toMatchObject({ status: 'completed', event_count: 10 });
-    expect(graph.certificate).toMatchObject({ signed: true, verified: true, root_hash: graph.run.root_hash, signer_public_key_hex: platformKeys[0]?.public_key_hex });
+    expect(graph.certificate).toMatchObject({
+      signed: true,
+      verified: true,
+      root_hash: graph.run.root_hash,
+      signer_public_key_hex: platformKeys[0]?.public_key_hex,
+    });
 
     const download = await get(`/api/v1/jobs/${jobId}/evidence/bundle`);
     expect(download.statusCode).toBe(200);
     expect(download.headers['content-disposition']).toBe(`attachment; filename="evidence-${jobId}.json"`);
     const bundle = download.json();
-    expect(bundle).toMatchObject({ type: 'svc.evidence_bundle.v1', job: { id: jobId, status: 'completed' }, policy_snapshot: { strict_jurisdiction: 'CA' }, receipts: [receipt] });
+    expect(bundle).toMatchObject({
+      type: 'svc.evidence_bundle.v1',
+      job: { id: jobId, status: 'completed' },
+      policy_snapshot: { strict_jurisdiction: 'CA' },
+      receipts: [receipt],
+    });
     const verified = await verifyBundle(download.body, { trustedKeys: platformKeys });
     expect(verified.checks.filter((c) => !c.ok)).toEqual([]);
     expect(verified.ok).toBe(true);
@@ -82,20 +166,48 @@ describe('evidence runs of marketplace jobs', () => {
 
   it('signs failed and cancelled jobs too, with the hold released', async () => {
     const jobId = await submit();
-    const cancel = await t.app.inject({ method: 'POST', url: `/api/v1/marketplace/jobs/${jobId}/cancel`, headers: bearer(buyer.apiKey) });
+    const cancel = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/marketplace/jobs/${jobId}/cancel`,
+      headers: bearer(buyer.apiKey),
+    });
     expect(cancel.statusCode).toBe(200);
     const graph: Graph = (await get(`/api/v1/jobs/${jobId}/evidence`)).json();
-    expect(graph.events.map((e) => e.event_type)).toEqual(['job.submitted', 'policy.evaluated', 'ledger.held', 'job.cancelled', 'ledger.released']);
+    expect(graph.events.map((e) => e.event_type)).toEqual([
+      'job.submitted',
+      'policy.evaluated',
+      'ledger.held',
+      'job.cancelled',
+      'ledger.released',
+    ]);
     expect(graph.certificate).toMatchObject({ signed: true, verified: true });
-    expect((await verifyBundle((await get(`/api/v1/jobs/${jobId}/evidence/bundle`)).body, { trustedKeys: platformKeys })).ok).toBe(true);
+    expect(
+      (await verifyBundle((await get(`/api/v1/jobs/${jobId}/evidence/bundle`)).body, { trustedKeys: platformKeys })).ok,
+    ).toBe(true);
 
     const node = await createTestNode(t.app, operatorKey, { price_micro_per_unit: { '1': 0.5 } });
     const failing = await submit();
     const [work] = await node.poll({ waitMs: 1000 });
     if (!work || work.job_id !== failing) throw new Error('expected the new job');
-    expect((await node.call('POST', `/api/v1/node/work/${work.work_id}/fail`, { message: 'out of memory', retryable: false })).statusCode).toBe(200);
+    expect(
+      (
+        await node.call('POST', `/api/v1/node/work/${work.work_id}/fail`, {
+          message: 'out of memory',
+          retryable: false,
+        })
+      ).statusCode,
+    ).toBe(200);
     const failed: Graph = (await get(`/api/v1/jobs/${failing}/evidence`)).json();
-    expect(failed.events.map((e) => e.event_type)).toEqual(['job.submitted', 'policy.evaluated', 'ledger.held', 'routing.decided', 'job.assigned', 'job.attempt_failed', 'job.failed', 'ledger.released']);
+    expect(failed.events.map((e) => e.event_type)).toEqual([
+      'job.submitted',
+      'policy.evaluated',
+      'ledger.held',
+      'routing.decided',
+      'job.assigned',
+      'job.attempt_failed',
+      'job.failed',
+      'ledger.released',
+    ]);
     expect(failed.certificate.verified).toBe(true);
   });
 
@@ -104,12 +216,26 @@ describe('evidence runs of marketplace jobs', () => {
     // Another process rotates the platform key and this server misses the bus message.
     const { retired, active } = await rotatePlatformKey(t.ctx.db);
     expect(t.ctx.secrets.active.key_id).toBe(retired?.key_id);
-    const cancel = await t.app.inject({ method: 'POST', url: `/api/v1/marketplace/jobs/${jobId}/cancel`, headers: bearer(buyer.apiKey) });
+    const cancel = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/marketplace/jobs/${jobId}/cancel`,
+      headers: bearer(buyer.apiKey),
+    });
     expect(cancel.statusCode).toBe(200);
     const graph = (await get(`/api/v1/jobs/${jobId}/evidence`)).json() as Graph;
-    expect(graph.certificate).toMatchObject({ signed: true, verified: true, signer_public_key_hex: active.public_key_hex });
+    expect(graph.certificate).toMatchObject({
+      signed: true,
+      verified: true,
+      signer_public_key_hex: active.public_key_hex,
+    });
     expect(graph.run).toMatchObject({ event_count: graph.events.length });
-    expect(graph.events.map((e) => e.event_type)).toEqual(['job.submitted', 'policy.evaluated', 'ledger.held', 'job.cancelled', 'ledger.released']);
+    expect(graph.events.map((e) => e.event_type)).toEqual([
+      'job.submitted',
+      'policy.evaluated',
+      'ledger.held',
+      'job.cancelled',
+      'ledger.released',
+    ]);
     expect(t.ctx.secrets.active.key_id).toBe(active.key_id);
     const keys = (await t.app.inject({ method: 'GET', url: '/api/v1/keys/platform' })).json().keys;
     const bundle = (await get(`/api/v1/jobs/${jobId}/evidence/bundle`)).body;
@@ -130,7 +256,9 @@ describe('evidence runs of marketplace jobs', () => {
     const future = new Date(Date.now() + 60_000).toISOString();
     expect((await get(`/api/v1/evidence?from=${encodeURIComponent(future)}`)).json().total).toBe(0);
     expect((await get(`/api/v1/evidence?to=${encodeURIComponent(future)}`)).json().total).toBe(all.total + 1);
-    const bad = await get(`/api/v1/evidence?from=${encodeURIComponent(future)}&to=${encodeURIComponent(new Date().toISOString())}`);
+    const bad = await get(
+      `/api/v1/evidence?from=${encodeURIComponent(future)}&to=${encodeURIComponent(new Date().toISOString())}`,
+    );
     expect(bad.statusCode).toBe(400);
     expect((await get('/api/v1/evidence?status=maybe')).statusCode).toBe(400);
     // A closed run reads `completed`; the filter takes `completed`, and `signed` (its old name) still.
@@ -151,11 +279,22 @@ describe('evidence runs of marketplace jobs', () => {
     const jobId = await submit();
     const { recordEvents } = await import('./recorder.js');
     await Promise.all(
-      Array.from({ length: 20 }, (_, i) => t.ctx.db.transaction((tx) => recordEvents(tx, jobId, [{ type: 'test.note', summary: `note ${i}` }, { type: 'test.note', summary: `note ${i} b`, causedBy: ['job.submitted'] }]))),
+      Array.from({ length: 20 }, (_, i) =>
+        t.ctx.db.transaction((tx) =>
+          recordEvents(tx, jobId, [
+            { type: 'test.note', summary: `note ${i}` },
+            { type: 'test.note', summary: `note ${i} b`, causedBy: ['job.submitted'] },
+          ]),
+        ),
+      ),
     );
     const graph: Graph = (await get(`/api/v1/jobs/${jobId}/evidence`)).json();
     expect(graph.events.map((e) => e.sequence)).toEqual(Array.from({ length: 43 }, (_, i) => i + 1));
-    await t.app.inject({ method: 'POST', url: `/api/v1/marketplace/jobs/${jobId}/cancel`, headers: bearer(buyer.apiKey) });
+    await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/marketplace/jobs/${jobId}/cancel`,
+      headers: bearer(buyer.apiKey),
+    });
     const bundle = (await get(`/api/v1/jobs/${jobId}/evidence/bundle`)).body;
     expect((await verifyBundle(bundle, { trustedKeys: platformKeys })).ok).toBe(true);
   });

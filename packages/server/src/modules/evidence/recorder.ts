@@ -2,7 +2,19 @@ import { eventHash, merkleRoot, signCertificate } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 import { newId } from '../../platform/ids.js';
 import type { PlatformSecrets } from '../../platform/secrets.js';
-import { appendAndSign, appendEvents, insertRunWithEvents, latestEventsOfTypes, lockOpenRun, lockOpenRunWithHashes, markSigned, type EdgeRow, type EdgeType, type EventRow, type NewRun } from './store.js';
+import {
+  appendAndSign,
+  appendEvents,
+  insertRunWithEvents,
+  latestEventsOfTypes,
+  lockOpenRun,
+  lockOpenRunWithHashes,
+  markSigned,
+  type EdgeRow,
+  type EdgeType,
+  type EventRow,
+  type NewRun,
+} from './store.js';
 
 /**
  * Writing evidence as things happen (DESIGN.md section 11). Every call takes the transaction of
@@ -26,11 +38,21 @@ function timestamp(): string {
 }
 
 /** The rows for `events` appended to `run`: hashed, with their `then` and `caused_by` edges. */
-async function buildEvents(tx: Queryable, run: { id: string; event_count: number; last_event_id: string | null }, subjectId: string, events: readonly EvidenceEvent[]): Promise<{ rows: EventRow[]; edges: EdgeRow[] }> {
+async function buildEvents(
+  tx: Queryable,
+  run: { id: string; event_count: number; last_event_id: string | null },
+  subjectId: string,
+  events: readonly EvidenceEvent[],
+): Promise<{ rows: EventRow[]; edges: EdgeRow[] }> {
   // Only causes that no earlier event of this batch provides are looked up in the store.
   const wanted = new Set<string>();
-  events.forEach((e, i) => (e.causedBy ?? []).forEach((type) => events.slice(0, i).some((p) => p.type === type) || wanted.add(type)));
-  const latest = wanted.size > 0 && run.event_count > 0 ? await latestEventsOfTypes(tx, run.id, [...wanted]) : new Map<string, { id: string; sequence: number }>();
+  events.forEach((e, i) =>
+    (e.causedBy ?? []).forEach((type) => events.slice(0, i).some((p) => p.type === type) || wanted.add(type)),
+  );
+  const latest =
+    wanted.size > 0 && run.event_count > 0
+      ? await latestEventsOfTypes(tx, run.id, [...wanted])
+      : new Map<string, { id: string; sequence: number }>();
   const rows: EventRow[] = [];
   const edges: EdgeRow[] = [];
   let previous = run.last_event_id ? { id: run.last_event_id, sequence: run.event_count } : undefined;
@@ -44,15 +66,25 @@ async function buildEvents(tx: Queryable, run: { id: string; event_count: number
       if (cause) parents.push({ event_id: cause.id, edge_type: 'caused_by', sequence: cause.sequence });
     }
     // The hashed order (parentsOf in @svc/protocol): the parent's sequence, then the edge type.
-    parents.sort((a, b) => a.sequence - b.sequence || (a.edge_type < b.edge_type ? -1 : a.edge_type > b.edge_type ? 1 : 0));
+    parents.sort(
+      (a, b) => a.sequence - b.sequence || (a.edge_type < b.edge_type ? -1 : a.edge_type > b.edge_type ? 1 : 0),
+    );
     const hashedParents = parents.map(({ event_id, edge_type }) => ({ event_id, edge_type }));
     const row: EventRow = {
-      id: self.id, run_id: run.id, sequence: self.sequence, event_type: e.type, subject_id: subjectId, summary: e.summary,
-      metadata: JSON.stringify(e.metadata ?? {}), created_at: timestamp(), event_hash: '',
+      id: self.id,
+      run_id: run.id,
+      sequence: self.sequence,
+      event_type: e.type,
+      subject_id: subjectId,
+      summary: e.summary,
+      metadata: JSON.stringify(e.metadata ?? {}),
+      created_at: timestamp(),
+      event_hash: '',
     };
     row.event_hash = eventHash({ ...row, metadata: e.metadata ?? {}, parents: hashedParents });
     rows.push(row);
-    for (const p of hashedParents) edges.push({ run_id: run.id, from_event_id: p.event_id, to_event_id: self.id, edge_type: p.edge_type });
+    for (const p of hashedParents)
+      edges.push({ run_id: run.id, from_event_id: p.event_id, to_event_id: self.id, edge_type: p.edge_type });
     latest.set(e.type, self);
     previous = self;
   }
@@ -65,7 +97,11 @@ async function buildEvents(tx: Queryable, run: { id: string; event_count: number
  * @example
  * await openRun(tx, { org_id, buyer_id, subject_type: 'job', job_id, ... }, [{ type: 'job.submitted', summary: '...' }]);
  */
-export async function openRun(tx: Queryable, run: Omit<NewRun, 'id'>, events: readonly EvidenceEvent[]): Promise<string> {
+export async function openRun(
+  tx: Queryable,
+  run: Omit<NewRun, 'id'>,
+  events: readonly EvidenceEvent[],
+): Promise<string> {
   const id = newId('run');
   const { rows, edges } = await buildEvents(tx, { id, event_count: 0, last_event_id: null }, run.job_id, events);
   await insertRunWithEvents(tx, { ...run, id }, rows, edges);
@@ -76,7 +112,11 @@ export async function openRun(tx: Queryable, run: Omit<NewRun, 'id'>, events: re
  * Appends events to the open run of `subjectId`. Returns false (recording nothing) when the
  * subject has no open run: it predates evidence runs, or its run is already signed.
  */
-export async function recordEvents(tx: Queryable, subjectId: string, events: readonly EvidenceEvent[]): Promise<boolean> {
+export async function recordEvents(
+  tx: Queryable,
+  subjectId: string,
+  events: readonly EvidenceEvent[],
+): Promise<boolean> {
   const run = await lockOpenRun(tx, subjectId);
   if (!run) return false;
   const { rows, edges } = await buildEvents(tx, run, subjectId, events);
@@ -88,7 +128,13 @@ export async function recordEvents(tx: Queryable, subjectId: string, events: rea
  * Appends the closing events, then signs the run: the RFC 6962 root over every event hash and
  * the platform's Ed25519 certificate over it. Nothing can be appended afterwards.
  */
-export async function closeRun(tx: Queryable, secrets: PlatformSecrets, subjectId: string, events: readonly EvidenceEvent[], summary: string): Promise<boolean> {
+export async function closeRun(
+  tx: Queryable,
+  secrets: PlatformSecrets,
+  subjectId: string,
+  events: readonly EvidenceEvent[],
+  summary: string,
+): Promise<boolean> {
   const run = await lockOpenRunWithHashes(tx, subjectId);
   if (!run) return false;
   const { rows, edges } = await buildEvents(tx, run, subjectId, events);
@@ -101,7 +147,10 @@ export async function closeRun(tx: Queryable, secrets: PlatformSecrets, subjectI
     const root = merkleRoot(hashes);
     return {
       root_hash: root,
-      root_signature_hex: signCertificate({ run_id: run.id, event_count: hashes.length, root_hash_hex: root }, key.privateKey),
+      root_signature_hex: signCertificate(
+        { run_id: run.id, event_count: hashes.length, root_hash_hex: root },
+        key.privateKey,
+      ),
       signer_public_key_hex: key.public_key_hex,
       signer_key_id: key.key_id,
       summary,

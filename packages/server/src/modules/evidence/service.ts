@@ -16,7 +16,16 @@ import { findJob } from '../jobs/store.js';
 import { jobView } from '../jobs/view.js';
 import { receiptsOfJob, receiptView } from '../receipts/store.js';
 import { platformKeys } from '../system/service.js';
-import { findRun, graphOf, listRuns, type EdgeRow, type EventRow, type RunFilter, type RunRow, type RunStatus } from './store.js';
+import {
+  findRun,
+  graphOf,
+  listRuns,
+  type EdgeRow,
+  type EventRow,
+  type RunFilter,
+  type RunRow,
+  type RunStatus,
+} from './store.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -79,13 +88,26 @@ function eventView(e: EventRow) {
  * fields and edges, the root recomputed from them, and the signature checked against the signer.
  */
 function certificateOf(run: RunRow, events: ReturnType<typeof eventView>[], edges: EdgeRow[]) {
-  const signed = run.status === 'signed' && run.root_hash !== null && run.root_signature_hex !== null && run.signer_public_key_hex !== null;
+  const signed =
+    run.status === 'signed' &&
+    run.root_hash !== null &&
+    run.root_signature_hex !== null &&
+    run.signer_public_key_hex !== null;
   let verified = false;
   let note = 'the run is open: it is signed when its job or request reaches a terminal state';
   if (signed) {
-    const hashesHold = events.every((e) => eventHash({ ...e, parents: parentsOf(e.id, events, edges) }) === e.event_hash);
+    const hashesHold = events.every(
+      (e) => eventHash({ ...e, parents: parentsOf(e.id, events, edges) }) === e.event_hash,
+    );
     const root = merkleRoot(events.map((e) => e.event_hash));
-    verified = hashesHold && root === run.root_hash && verifyCertificate({ run_id: run.id, event_count: events.length, root_hash_hex: root }, run.root_signature_hex ?? '', run.signer_public_key_hex ?? '');
+    verified =
+      hashesHold &&
+      root === run.root_hash &&
+      verifyCertificate(
+        { run_id: run.id, event_count: events.length, root_hash_hex: root },
+        run.root_signature_hex ?? '',
+        run.signer_public_key_hex ?? '',
+      );
     note = verified
       ? `verified now: ${events.length} event hashes and the Merkle root recomputed, the Ed25519 signature checked against ${run.signer_key_id ?? 'the signer'}`
       : 'VERIFICATION FAILED: the stored graph does not match its signed root';
@@ -137,8 +159,19 @@ async function subjectView(ctx: ServiceContext, principal: Principal, run: RunRo
   const r = await findGatewayRequest(ctx.db, run.job_id);
   if (!r) return { type: 'request', id: run.job_id };
   return {
-    type: 'request', id: r.id, request_type: r.type, model: r.model, stream: r.stream, status: r.status, node_id: r.node_id, usage: r.usage,
-    charged_cents: r.charged_cents, receipt_id: r.receipt_id, error: r.error, created_at: r.created_at.toISOString(), completed_at: iso(r.completed_at),
+    type: 'request',
+    id: r.id,
+    request_type: r.type,
+    model: r.model,
+    stream: r.stream,
+    status: r.status,
+    node_id: r.node_id,
+    usage: r.usage,
+    charged_cents: r.charged_cents,
+    receipt_id: r.receipt_id,
+    error: r.error,
+    created_at: r.created_at.toISOString(),
+    completed_at: iso(r.completed_at),
   };
 }
 
@@ -179,7 +212,13 @@ export async function evidenceBundle(
     policy_snapshot: policy ? { event_id: policy.id, ...policy.metadata } : {},
     receipts: receipts.map(receiptView),
     verifier: {
-      algorithms: { event_hash: 'sha256-rfc6962-leaf-jcs', root_hash: 'rfc6962-merkle-sha256', certificate: EVIDENCE_CERT_ALGORITHM, certificate_version: EVIDENCE_CERT_VERSION, receipts: 'SVC1' },
+      algorithms: {
+        event_hash: 'sha256-rfc6962-leaf-jcs',
+        root_hash: 'rfc6962-merkle-sha256',
+        certificate: EVIDENCE_CERT_ALGORITHM,
+        certificate_version: EVIDENCE_CERT_VERSION,
+        receipts: 'SVC1',
+      },
       platform_keys: keys.keys,
       steps: VERIFIER_STEPS,
       command: 'svc verify BUNDLE.json --trust-file platform-keys.json',

@@ -48,7 +48,19 @@ export interface EdgeRow {
   edge_type: EdgeType;
 }
 
-export type NewRun = Pick<RunRow, 'id' | 'org_id' | 'buyer_id' | 'subject_type' | 'job_id' | 'summary' | 'jurisdiction' | 'policy_id' | 'trust_tier' | 'work_type'>;
+export type NewRun = Pick<
+  RunRow,
+  | 'id'
+  | 'org_id'
+  | 'buyer_id'
+  | 'subject_type'
+  | 'job_id'
+  | 'summary'
+  | 'jurisdiction'
+  | 'policy_id'
+  | 'trust_tier'
+  | 'work_type'
+>;
 
 /** Placeholders and parameters for a multi-row VALUES list, numbered after `params`' current length. */
 function values(params: unknown[], rows: readonly (readonly unknown[])[]): string {
@@ -69,20 +81,55 @@ function eventInserts(params: unknown[], events: readonly EventRow[], edges: rea
   const parts = [
     `ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash) VALUES ${values(
       params,
-      events.map((e) => [e.id, e.run_id, e.sequence, e.event_type, e.subject_id, e.summary, e.metadata, e.created_at, e.event_hash]),
+      events.map((e) => [
+        e.id,
+        e.run_id,
+        e.sequence,
+        e.event_type,
+        e.subject_id,
+        e.summary,
+        e.metadata,
+        e.created_at,
+        e.event_hash,
+      ]),
     )})`,
   ];
   if (edges.length > 0) {
-    parts.push(`ed AS (INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type) VALUES ${values(params, edges.map((e) => [e.run_id, e.from_event_id, e.to_event_id, e.edge_type]))})`);
+    parts.push(
+      `ed AS (INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type) VALUES ${values(
+        params,
+        edges.map((e) => [e.run_id, e.from_event_id, e.to_event_id, e.edge_type]),
+      )})`,
+    );
   }
   return parts.join(', ');
 }
 
 /** Creates a run with its first events and their edges, in one statement. */
-export async function insertRunWithEvents(db: Queryable, run: NewRun, events: readonly EventRow[], edges: readonly EdgeRow[]): Promise<void> {
+export async function insertRunWithEvents(
+  db: Queryable,
+  run: NewRun,
+  events: readonly EventRow[],
+  edges: readonly EdgeRow[],
+): Promise<void> {
   const last = events[events.length - 1];
   const params: unknown[] = [];
-  const runRow = values(params, [[run.id, run.org_id, run.buyer_id, run.subject_type, run.job_id, run.summary, run.jurisdiction, run.policy_id, run.trust_tier, run.work_type, last?.sequence ?? 0, last?.id ?? null]]);
+  const runRow = values(params, [
+    [
+      run.id,
+      run.org_id,
+      run.buyer_id,
+      run.subject_type,
+      run.job_id,
+      run.summary,
+      run.jurisdiction,
+      run.policy_id,
+      run.trust_tier,
+      run.work_type,
+      last?.sequence ?? 0,
+      last?.id ?? null,
+    ],
+  ]);
   const insertRun = `INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id) VALUES ${runRow}`;
   if (events.length === 0) {
     await db.query(insertRun, params);
@@ -92,7 +139,10 @@ export async function insertRunWithEvents(db: Queryable, run: NewRun, events: re
 }
 
 /** The open run of a subject, locked so that appends to one run are serialised. */
-export async function lockOpenRun(db: Queryable, subjectId: string): Promise<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> | undefined> {
+export async function lockOpenRun(
+  db: Queryable,
+  subjectId: string,
+): Promise<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> | undefined> {
   const { rows } = await db.query<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'>>(
     "SELECT id, event_count, last_event_id FROM evidence_runs WHERE job_id = $1 AND status = 'open' FOR UPDATE",
     [subjectId],
@@ -101,7 +151,10 @@ export async function lockOpenRun(db: Queryable, subjectId: string): Promise<Pic
 }
 
 /** {@link lockOpenRun}, with the hashes of the run's events in order (to sign it). */
-export async function lockOpenRunWithHashes(db: Queryable, subjectId: string): Promise<(Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> & { hashes: string[] }) | undefined> {
+export async function lockOpenRunWithHashes(
+  db: Queryable,
+  subjectId: string,
+): Promise<(Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> & { hashes: string[] }) | undefined> {
   const { rows } = await db.query<Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> & { hashes: string[] }>(
     `SELECT r.id, r.event_count, r.last_event_id, ARRAY(SELECT e.event_hash FROM evidence_events e WHERE e.run_id = r.id ORDER BY e.sequence) AS hashes
        FROM evidence_runs r WHERE r.job_id = $1 AND r.status = 'open' FOR UPDATE OF r`,
@@ -111,7 +164,11 @@ export async function lockOpenRunWithHashes(db: Queryable, subjectId: string): P
 }
 
 /** The latest event of each of `types` in a run (for `caused_by` edges to earlier batches). */
-export async function latestEventsOfTypes(db: Queryable, runId: string, types: readonly string[]): Promise<Map<string, { id: string; sequence: number }>> {
+export async function latestEventsOfTypes(
+  db: Queryable,
+  runId: string,
+  types: readonly string[],
+): Promise<Map<string, { id: string; sequence: number }>> {
   const { rows } = await db.query<{ id: string; event_type: string; sequence: number }>(
     'SELECT DISTINCT ON (event_type) id, event_type, sequence FROM evidence_events WHERE run_id = $1 AND event_type = ANY($2) ORDER BY event_type, sequence DESC',
     [runId, types],
@@ -120,11 +177,19 @@ export async function latestEventsOfTypes(db: Queryable, runId: string, types: r
 }
 
 /** Appends events and their edges and moves the run's counters, in one statement. */
-export async function appendEvents(db: Queryable, runId: string, events: readonly EventRow[], edges: readonly EdgeRow[]): Promise<void> {
+export async function appendEvents(
+  db: Queryable,
+  runId: string,
+  events: readonly EventRow[],
+  edges: readonly EdgeRow[],
+): Promise<void> {
   const last = events[events.length - 1];
   if (!last) return;
   const params: unknown[] = [runId, last.sequence, last.id];
-  await db.query(`WITH ${eventInserts(params, events, edges)} UPDATE evidence_runs SET event_count = $2, last_event_id = $3, updated_at = now() WHERE id = $1`, params);
+  await db.query(
+    `WITH ${eventInserts(params, events, edges)} UPDATE evidence_runs SET event_count = $2, last_event_id = $3, updated_at = now() WHERE id = $1`,
+    params,
+  );
 }
 
 export interface Signature {
@@ -140,27 +205,65 @@ export interface Signature {
  * still the active platform key (another process may have rotated it). The events are written
  * either way; returns false when the key was no longer active and the run is left unsigned.
  */
-export async function appendAndSign(db: Queryable, runId: string, events: readonly EventRow[], edges: readonly EdgeRow[], signed: Signature, eventCount: number, lastEventId: string | null): Promise<boolean> {
-  const params: unknown[] = [runId, signed.root_hash, signed.root_signature_hex, signed.signer_public_key_hex, signed.signer_key_id, signed.summary, eventCount, lastEventId];
+export async function appendAndSign(
+  db: Queryable,
+  runId: string,
+  events: readonly EventRow[],
+  edges: readonly EdgeRow[],
+  signed: Signature,
+  eventCount: number,
+  lastEventId: string | null,
+): Promise<boolean> {
+  const params: unknown[] = [
+    runId,
+    signed.root_hash,
+    signed.root_signature_hex,
+    signed.signer_public_key_hex,
+    signed.signer_key_id,
+    signed.summary,
+    eventCount,
+    lastEventId,
+  ];
   const update = `UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
        summary = $6, event_count = $7, last_event_id = $8, signed_at = now(), updated_at = now()
      WHERE id = $1 AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = $5 AND valid_until IS NULL)`;
-  const { rowCount } = await db.query(events.length > 0 ? `WITH ${eventInserts(params, events, edges)} ${update}` : update, params);
+  const { rowCount } = await db.query(
+    events.length > 0 ? `WITH ${eventInserts(params, events, edges)} ${update}` : update,
+    params,
+  );
   return rowCount === 1;
 }
 
 /** Signs a run whose events are all written (the key check already done by the caller). */
-export async function markSigned(db: Queryable, runId: string, signed: Signature, eventCount: number, lastEventId: string | null): Promise<void> {
+export async function markSigned(
+  db: Queryable,
+  runId: string,
+  signed: Signature,
+  eventCount: number,
+  lastEventId: string | null,
+): Promise<void> {
   await db.query(
     `UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
        summary = $6, event_count = $7, last_event_id = $8, signed_at = now(), updated_at = now() WHERE id = $1`,
-    [runId, signed.root_hash, signed.root_signature_hex, signed.signer_public_key_hex, signed.signer_key_id, signed.summary, eventCount, lastEventId],
+    [
+      runId,
+      signed.root_hash,
+      signed.root_signature_hex,
+      signed.signer_public_key_hex,
+      signed.signer_key_id,
+      signed.summary,
+      eventCount,
+      lastEventId,
+    ],
   );
 }
 
 /** A tenant's run by its subject (job id or completion id); another tenant's is not found. */
 export async function findRun(db: Queryable, orgId: string, subjectId: string): Promise<RunRow | undefined> {
-  const { rows } = await db.query<RunRow>('SELECT * FROM evidence_runs WHERE org_id = $1 AND job_id = $2', [orgId, subjectId]);
+  const { rows } = await db.query<RunRow>('SELECT * FROM evidence_runs WHERE org_id = $1 AND job_id = $2', [
+    orgId,
+    subjectId,
+  ]);
   return rows[0];
 }
 
@@ -198,7 +301,10 @@ export async function listRuns(db: Queryable, orgId: string, f: RunFilter): Prom
   if (f.to !== undefined) add('created_at < ?', f.to);
   const clause = where.join(' AND ');
   const [rows, count] = await Promise.all([
-    db.query<RunRow>(`SELECT * FROM evidence_runs WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}`, [...params, f.limit, f.offset]),
+    db.query<RunRow>(
+      `SELECT * FROM evidence_runs WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
+      [...params, f.limit, f.offset],
+    ),
     db.query<{ n: number }>(`SELECT count(*)::int AS n FROM evidence_runs WHERE ${clause}`, params),
   ]);
   return { rows: rows.rows, total: count.rows[0]?.n ?? 0 };

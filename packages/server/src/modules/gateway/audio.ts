@@ -19,14 +19,17 @@ export type TranscriptFormat = 'json' | 'text' | 'verbose_json';
  * sniffAudio(Buffer.from('fLaC\0\0\0\x22', 'latin1')); // 'flac'
  */
 export function sniffAudio(bytes: Buffer): AudioFormat | undefined {
-  if (bytes.length >= 12 && bytes.toString('latin1', 0, 4) === 'RIFF' && bytes.toString('latin1', 8, 12) === 'WAVE') return 'wav';
+  if (bytes.length >= 12 && bytes.toString('latin1', 0, 4) === 'RIFF' && bytes.toString('latin1', 8, 12) === 'WAVE')
+    return 'wav';
   if (bytes.length >= 4 && bytes.toString('latin1', 0, 4) === 'fLaC') return 'flac';
   if (bytes.length >= 8 && bytes.toString('latin1', 4, 8) === 'ftyp') return 'm4a';
-  if (bytes.length >= 4 && bytes[0] === 0x1a && bytes[1] === 0x45 && bytes[2] === 0xdf && bytes[3] === 0xa3) return 'webm';
+  if (bytes.length >= 4 && bytes[0] === 0x1a && bytes[1] === 0x45 && bytes[2] === 0xdf && bytes[3] === 0xa3)
+    return 'webm';
   if (bytes.length >= 3 && bytes.toString('latin1', 0, 3) === 'ID3') return 'mp3';
   // MPEG audio frame: 11 sync bits, a version other than "reserved", a layer other than 0 (ADTS AAC).
   const b1 = bytes[1] ?? 0;
-  if (bytes.length >= 4 && bytes[0] === 0xff && (b1 & 0xe0) === 0xe0 && ((b1 >> 3) & 3) !== 1 && ((b1 >> 1) & 3) !== 0) return 'mp3';
+  if (bytes.length >= 4 && bytes[0] === 0xff && (b1 & 0xe0) === 0xe0 && ((b1 >> 3) & 3) !== 1 && ((b1 >> 1) & 3) !== 0)
+    return 'mp3';
   return undefined;
 }
 
@@ -34,7 +37,8 @@ export interface TranscriptionCall extends GatewayCall {
   format: TranscriptFormat;
 }
 
-const bad = (field: string, message: string) => new ApiError('invalid_request', `${field} ${message}`, [{ path: `/${field}`, message }]);
+const bad = (field: string, message: string) =>
+  new ApiError('invalid_request', `${field} ${message}`, [{ path: `/${field}`, message }]);
 
 /**
  * Validates the form fields and the file of `POST /v1/audio/transcriptions` and builds the call.
@@ -44,31 +48,51 @@ const bad = (field: string, message: string) => new ApiError('invalid_request', 
  * @example
  * prepareTranscription({ model: 'whisper-base' }, { bytes: wav, filename: 'a.wav' });
  */
-export function prepareTranscription(fields: Record<string, string>, file: { bytes: Buffer; filename: string } | undefined): TranscriptionCall {
+export function prepareTranscription(
+  fields: Record<string, string>,
+  file: { bytes: Buffer; filename: string } | undefined,
+): TranscriptionCall {
   if (!file) throw bad('file', 'is required (multipart field "file")');
   const modelId = fields.model;
   if (modelId === undefined) throw bad('model', 'is required');
   const model = requireModel(modelId, 'transcription');
   const format = (fields.response_format ?? 'json') as TranscriptFormat;
-  if (!['json', 'text', 'verbose_json'].includes(format)) throw bad('response_format', 'must be one of "json", "text", "verbose_json"');
+  if (!['json', 'text', 'verbose_json'].includes(format))
+    throw bad('response_format', 'must be one of "json", "text", "verbose_json"');
   const language = fields.language;
-  if (language !== undefined && !/^[a-z]{2,3}$/.test(language)) throw bad('language', 'must be an ISO 639-1 code such as "en"');
+  if (language !== undefined && !/^[a-z]{2,3}$/.test(language))
+    throw bad('language', 'must be an ISO 639-1 code such as "en"');
   for (const field of ['jurisdiction', 'strict_jurisdiction'] as const) {
     const value = fields[field];
-    if (value !== undefined && !/^[A-Z]{2}$/.test(value)) throw bad(field, 'must be an ISO 3166-1 alpha-2 code in upper case');
+    if (value !== undefined && !/^[A-Z]{2}$/.test(value))
+      throw bad(field, 'must be an ISO 3166-1 alpha-2 code in upper case');
   }
   const tee = fields.requires_tee;
   if (tee !== undefined && tee !== 'true' && tee !== 'false') throw bad('requires_tee', 'must be true or false');
   if (file.bytes.length === 0) throw bad('file', 'is empty');
   const audio = sniffAudio(file.bytes);
-  if (!audio) throw new ApiError('unsupported_media_type', 'the file is not audio this gateway reads: send mp3, wav, m4a, flac or webm (recognised by content)');
+  if (!audio)
+    throw new ApiError(
+      'unsupported_media_type',
+      'the file is not audio this gateway reads: send mp3, wav, m4a, flac or webm (recognised by content)',
+    );
   return {
     id: requestId('tr'),
     type: 'transcription',
     model: model.id,
-    payload: { model: model.id, audio_base64: file.bytes.toString('base64'), filename: `audio.${audio}`, format: audio, ...(language ? { language } : {}) },
+    payload: {
+      model: model.id,
+      audio_base64: file.bytes.toString('base64'),
+      filename: `audio.${audio}`,
+      format: audio,
+      ...(language ? { language } : {}),
+    },
     stream: false,
-    route: { jurisdiction: fields.jurisdiction, strict_jurisdiction: fields.strict_jurisdiction, requires_tee: tee === 'true' },
+    route: {
+      jurisdiction: fields.jurisdiction,
+      strict_jurisdiction: fields.strict_jurisdiction,
+      requires_tee: tee === 'true',
+    },
     maxMicro: usageCostMicro(model.id, { audio_seconds: audioSecondsBound(file.bytes) }),
     format,
   };
@@ -82,14 +106,18 @@ interface TranscriptOutput {
 }
 
 /** The response body for the asked `response_format`: `{text}`, plain text, or verbose JSON. */
-export function transcriptionView(call: TranscriptionCall, done: Finished): { text: string; [field: string]: unknown } | string {
+export function transcriptionView(
+  call: TranscriptionCall,
+  done: Finished,
+): { text: string; [field: string]: unknown } | string {
   let out: Partial<TranscriptOutput>;
   try {
     out = JSON.parse(done.output.toString('utf8')) as Partial<TranscriptOutput>;
   } catch {
     throw new ApiError('upstream_error', 'the node returned a transcription that is not JSON');
   }
-  if (typeof out.text !== 'string') throw new ApiError('upstream_error', 'the node returned a transcription without text');
+  if (typeof out.text !== 'string')
+    throw new ApiError('upstream_error', 'the node returned a transcription without text');
   if (call.format === 'text') return `${out.text}\n`;
   if (call.format === 'json') return { text: out.text };
   const segments = Array.isArray(out.segments) ? out.segments : [];

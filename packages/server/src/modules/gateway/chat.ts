@@ -38,8 +38,16 @@ function promptParts(model: string, messages: readonly { content: string }[], co
  * withSystemContext(call, 'Answer from these sources: ...', { sources }).payload.messages[0].role; // 'system'
  */
 export function withSystemContext(call: ChatCall, message: string, extra: Record<string, unknown>): ChatCall {
-  const messages = [{ role: 'system' as const, content: message }, ...(call.payload.messages as { role: string; content: string }[])];
-  return { ...call, ...promptParts(call.model, messages, call.completionBound), payload: { ...call.payload, messages }, extra: { ...call.extra, ...extra } };
+  const messages = [
+    { role: 'system' as const, content: message },
+    ...(call.payload.messages as { role: string; content: string }[]),
+  ];
+  return {
+    ...call,
+    ...promptParts(call.model, messages, call.completionBound),
+    payload: { ...call.payload, messages },
+    extra: { ...call.extra, ...extra },
+  };
 }
 
 /** The node's chat result (`runGatewayChat` in the agent). */
@@ -71,7 +79,13 @@ export function prepareChat(body: Static<typeof ChatCompletionRequest>): ChatCal
     id: requestId('chatcmpl'),
     type: 'chat',
     model: model.id,
-    payload: { model: model.id, messages, ...(asked === undefined ? {} : { max_tokens: asked }), temperature: body.temperature ?? 0.7, stream },
+    payload: {
+      model: model.id,
+      messages,
+      ...(asked === undefined ? {} : { max_tokens: asked }),
+      temperature: body.temperature ?? 0.7,
+      stream,
+    },
     stream,
     route: {
       jurisdiction: body.jurisdiction ?? undefined,
@@ -94,8 +108,13 @@ export function chatOutput(bytes: Buffer): ChatOutput {
     throw new ApiError('upstream_error', 'the node returned a chat result that is not JSON');
   }
   const out = value as Partial<ChatOutput> | null;
-  if (!out || typeof out.content !== 'string') throw new ApiError('upstream_error', 'the node returned a chat result without content');
-  return { content: out.content, finish_reason: typeof out.finish_reason === 'string' ? out.finish_reason : 'stop', ...(out.usage ? { usage: out.usage } : {}) };
+  if (!out || typeof out.content !== 'string')
+    throw new ApiError('upstream_error', 'the node returned a chat result without content');
+  return {
+    content: out.content,
+    finish_reason: typeof out.finish_reason === 'string' ? out.finish_reason : 'stop',
+    ...(out.usage ? { usage: out.usage } : {}),
+  };
 }
 
 /** `usage` of a chat response: the billed counts (from the receipt). */
@@ -114,7 +133,14 @@ export function chatCompletionView(call: ChatCall, done: Finished, created: numb
     created,
     model: call.model,
     system_fingerprint: null,
-    choices: [{ index: 0, message: { role: 'assistant' as const, content: out.content }, logprobs: null, finish_reason: out.finish_reason }],
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant' as const, content: out.content },
+        logprobs: null,
+        finish_reason: out.finish_reason,
+      },
+    ],
     usage: chatUsage(done.request.usage),
     svc_node: svcNode(done.attempt.node),
     svc_receipt_id: done.receiptId,

@@ -21,7 +21,11 @@ export interface EmbeddingsCall extends GatewayCall {
 export function prepareEmbeddings(body: Static<typeof EmbeddingsRequest>): EmbeddingsCall {
   const model = requireModel(body.model, 'embeddings');
   if (body.dimensions !== undefined && body.dimensions !== null && body.dimensions !== model.dimensions) {
-    throw new ApiError('invalid_request', `dimensions must be ${model.dimensions} for ${model.id} (it cannot be shortened)`, [{ path: '/dimensions', message: `must be ${model.dimensions}` }]);
+    throw new ApiError(
+      'invalid_request',
+      `dimensions must be ${model.dimensions} for ${model.id} (it cannot be shortened)`,
+      [{ path: '/dimensions', message: `must be ${model.dimensions}` }],
+    );
   }
   const input = typeof body.input === 'string' ? [body.input] : body.input;
   return {
@@ -30,7 +34,11 @@ export function prepareEmbeddings(body: Static<typeof EmbeddingsRequest>): Embed
     model: model.id,
     payload: { model: model.id, input },
     stream: false,
-    route: { jurisdiction: body.jurisdiction ?? undefined, strict_jurisdiction: body.strict_jurisdiction ?? undefined, requires_tee: body.requires_tee ?? undefined },
+    route: {
+      jurisdiction: body.jurisdiction ?? undefined,
+      strict_jurisdiction: body.strict_jurisdiction ?? undefined,
+      requires_tee: body.requires_tee ?? undefined,
+    },
     maxMicro: usageCostMicro(model.id, { prompt_tokens: promptTokenBound(input) }),
     encoding: body.encoding_format === 'base64' ? 'base64' : 'float',
     inputs: input.length,
@@ -60,10 +68,15 @@ export function embeddingVectors(output: Buffer, model: string, inputs: number):
   }
   const data = parsed.data ?? [];
   const dimensions = findModel(model)?.dimensions;
-  if (data.length !== inputs) throw new ApiError('upstream_error', `the node returned ${data.length} embeddings for ${inputs} inputs`);
+  if (data.length !== inputs)
+    throw new ApiError('upstream_error', `the node returned ${data.length} embeddings for ${inputs} inputs`);
   return data.map((item, i) => {
     const v = item.embedding;
-    if (!Array.isArray(v) || !v.every((x) => typeof x === 'number') || (dimensions !== undefined && v.length !== dimensions)) {
+    if (
+      !Array.isArray(v) ||
+      !v.every((x) => typeof x === 'number') ||
+      (dimensions !== undefined && v.length !== dimensions)
+    ) {
       throw new ApiError('upstream_error', `the node returned a malformed embedding at index ${i}`);
     }
     return v as number[];
@@ -77,7 +90,11 @@ export function embeddingsView(call: EmbeddingsCall, done: Finished) {
   return {
     object: 'list' as const,
     id: call.id,
-    data: vectors.map((embedding, index) => ({ object: 'embedding' as const, index, embedding: call.encoding === 'base64' ? base64Floats(embedding) : embedding })),
+    data: vectors.map((embedding, index) => ({
+      object: 'embedding' as const,
+      index,
+      embedding: call.encoding === 'base64' ? base64Floats(embedding) : embedding,
+    })),
     model: call.model,
     usage: { prompt_tokens: tokens, total_tokens: tokens },
     svc_node: svcNode(done.attempt.node),

@@ -32,7 +32,11 @@ export function fileBlobKey(name: string): string {
  * @example
  * presignFileUrl(ctx, 'img-01jd...-0.png'); // 'https://svc.example/v1/files/img-01jd...-0.png?expires=...&signature=...'
  */
-export function presignFileUrl(ctx: Pick<ServiceContext, 'secrets' | 'config'>, name: string, expiresAt?: number): string {
+export function presignFileUrl(
+  ctx: Pick<ServiceContext, 'secrets' | 'config'>,
+  name: string,
+  expiresAt?: number,
+): string {
   const expires = expiresAt ?? Math.floor(Date.now() / 1000) + ctx.config.fileUrlTtlSeconds;
   return `${ctx.config.publicUrl}/v1/files/${encodeURIComponent(name)}?expires=${expires}&signature=${signature(ctx, name, expires)}`;
 }
@@ -41,9 +45,15 @@ export function presignFileUrl(ctx: Pick<ServiceContext, 'secrets' | 'config'>, 
  * Checks a presigned URL's query: `ok`, `expired`, or `invalid` (missing, malformed or altered
  * name, expiry or signature). Constant-time on the signature.
  */
-export function checkFileUrl(ctx: Pick<ServiceContext, 'secrets'>, name: string, query: { expires?: string; signature?: string }, now = Date.now()): 'ok' | 'expired' | 'invalid' {
+export function checkFileUrl(
+  ctx: Pick<ServiceContext, 'secrets'>,
+  name: string,
+  query: { expires?: string; signature?: string },
+  now = Date.now(),
+): 'ok' | 'expired' | 'invalid' {
   const { expires, signature: given } = query;
-  if (!NAME.test(name) || !expires || !/^\d{1,12}$/.test(expires) || !given || !/^[0-9a-f]{64}$/.test(given)) return 'invalid';
+  if (!NAME.test(name) || !expires || !/^\d{1,12}$/.test(expires) || !given || !/^[0-9a-f]{64}$/.test(given))
+    return 'invalid';
   const expected = Buffer.from(signature(ctx, name, Number(expires)), 'hex');
   if (!timingSafeEqual(expected, Buffer.from(given, 'hex'))) return 'invalid';
   return Number(expires) * 1000 < now ? 'expired' : 'ok';

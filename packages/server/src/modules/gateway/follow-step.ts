@@ -117,34 +117,100 @@ export function followStep(s: FollowState, e: FollowEvent): [FollowState, Follow
       if (!s.stream) return [s, { type: 'wait' }];
       // Before the first byte its fail call follows: then retry or answer 502.
       if (!s.started) return [{ ...s, nodeError: e.message }, { type: 'wait' }];
-      return [s, end({ status: 'failed', error: `node ${s.nodeId} failed mid-stream: ${e.message}`, code: 'upstream_error', bill: 'delivered', cancelWork: false, answer: 'error_chunk' })];
+      return [
+        s,
+        end({
+          status: 'failed',
+          error: `node ${s.nodeId} failed mid-stream: ${e.message}`,
+          code: 'upstream_error',
+          bill: 'delivered',
+          cancelWork: false,
+          answer: 'error_chunk',
+        }),
+      ];
     }
     case 'aborted': {
       const next = { ...s, clientGone: true };
       // Everything was generated: the node's receipt settles the request as usual.
       if (s.done) return [next, { type: 'wait' }];
       const error = s.stream ? 'the client disconnected' : 'the caller stopped waiting';
-      return [next, end({ status: 'cancelled', error, code: 'timeout', bill: s.started ? 'prompt_and_delivered' : 'none', cancelWork: true, answer: s.stream ? 'none' : 'error' })];
+      return [
+        next,
+        end({
+          status: 'cancelled',
+          error,
+          code: 'timeout',
+          bill: s.started ? 'prompt_and_delivered' : 'none',
+          cancelWork: true,
+          answer: s.stream ? 'none' : 'error',
+        }),
+      ];
     }
     case 'timeout': {
-      const error = s.stream ? `node ${s.nodeId} did not finish within ${e.timeoutMs} ms` : `no result from node ${s.nodeId} within ${e.timeoutMs} ms`;
-      return [s, end({ status: 'timeout', error, code: 'timeout', bill: s.started ? 'delivered' : 'none', cancelWork: true, answer: s.started ? 'error_chunk' : 'error' })];
+      const error = s.stream
+        ? `node ${s.nodeId} did not finish within ${e.timeoutMs} ms`
+        : `no result from node ${s.nodeId} within ${e.timeoutMs} ms`;
+      return [
+        s,
+        end({
+          status: 'timeout',
+          error,
+          code: 'timeout',
+          bill: s.started ? 'delivered' : 'none',
+          cancelWork: true,
+          answer: s.started ? 'error_chunk' : 'error',
+        }),
+      ];
     }
     case 'ended': {
       if (e.state.status === 'completed') return [s, { type: 'complete' }];
-      const why = s.nodeError && e.state.status === 'failed' ? `node ${s.nodeId} failed: ${s.nodeError}` : failureMessage(e.state, s.nodeId);
+      const why =
+        s.nodeError && e.state.status === 'failed'
+          ? `node ${s.nodeId} failed: ${s.nodeError}`
+          : failureMessage(e.state, s.nodeId);
       if (!s.started && !s.clientGone) {
         if (s.attempts === 1 && mayRetry(e.state)) return [s, { type: 'failover', why, state: e.state }];
         return followStep(s, { kind: 'no_failover', state: e.state, why });
       }
       // The whole answer went out but no receipt came: bill what the node counted.
-      if (s.done) return [s, end({ status: 'failed', error: `no receipt: ${why}`, code: 'upstream_error', bill: 'node_count', cancelWork: false, answer: s.clientGone ? 'none' : 'finish' })];
-      return [s, end({ status: 'failed', error: why, code: 'upstream_error', bill: 'delivered', cancelWork: false, answer: 'error_chunk' })];
+      if (s.done)
+        return [
+          s,
+          end({
+            status: 'failed',
+            error: `no receipt: ${why}`,
+            code: 'upstream_error',
+            bill: 'node_count',
+            cancelWork: false,
+            answer: s.clientGone ? 'none' : 'finish',
+          }),
+        ];
+      return [
+        s,
+        end({
+          status: 'failed',
+          error: why,
+          code: 'upstream_error',
+          bill: 'delivered',
+          cancelWork: false,
+          answer: 'error_chunk',
+        }),
+      ];
     }
     case 'failed_over':
       return [{ ...s, nodeId: e.nodeId, attempts: s.attempts + 1, nodeError: undefined }, { type: 'wait' }];
     case 'no_failover':
-      return [s, end({ status: 'failed', error: e.why, code: e.state.status === 'lost' ? 'timeout' : 'upstream_error', bill: 'none', cancelWork: false, answer: 'error' })];
+      return [
+        s,
+        end({
+          status: 'failed',
+          error: e.why,
+          code: e.state.status === 'lost' ? 'timeout' : 'upstream_error',
+          bill: 'none',
+          cancelWork: false,
+          answer: 'error',
+        }),
+      ];
   }
 }
 
@@ -157,7 +223,13 @@ export function followStep(s: FollowState, e: FollowEvent): [FollowState, Follow
 export function followEvents(item: FollowItem, timeoutMs: number): FollowEvent[] {
   switch (item.kind) {
     case 'events':
-      return item.events.map((e): FollowEvent => (e.type === 'delta' ? { kind: 'delta', content: e.content } : e.type === 'done' ? { kind: 'done', event: e } : { kind: 'node_error', message: e.message }));
+      return item.events.map((e): FollowEvent =>
+        e.type === 'delta'
+          ? { kind: 'delta', content: e.content }
+          : e.type === 'done'
+            ? { kind: 'done', event: e }
+            : { kind: 'node_error', message: e.message },
+      );
     case 'ended':
       return [{ kind: 'ended', state: item.state }];
     case 'timeout':

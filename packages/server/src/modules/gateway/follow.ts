@@ -29,7 +29,11 @@ const ENDED = new Set(['completed', 'failed', 'lost', 'cancelled']);
  * const follower = followWork(ctx, workId);
  * const item = await follower.next(Date.now() + 120_000);
  */
-export function followWork(ctx: Pick<ServiceContext, 'db' | 'hub'>, workId: string, options: { pollMs?: number } = {}): WorkFollower {
+export function followWork(
+  ctx: Pick<ServiceContext, 'db' | 'hub'>,
+  workId: string,
+  options: { pollMs?: number } = {},
+): WorkFollower {
   const queue: FollowItem[] = [];
   let wake: (() => void) | undefined;
   let ended = false;
@@ -67,7 +71,11 @@ export function followWork(ctx: Pick<ServiceContext, 'db' | 'hub'>, workId: stri
     } else if (message.kind === 'completed') {
       if (ended) return;
       ended = true;
-      push({ kind: 'ended', state: { status: 'completed', error: null, error_retryable: null }, completion: message.completion });
+      push({
+        kind: 'ended',
+        state: { status: 'completed', error: null, error_retryable: null },
+        completion: message.completion,
+      });
     } else void check();
   });
   const timer = setInterval(() => void check(), options.pollMs ?? 1_000);

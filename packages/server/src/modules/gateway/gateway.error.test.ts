@@ -1,14 +1,30 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI, { type APIError } from 'openai';
-import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  signUp,
+  type TestApp,
+  type TestBuyer,
+} from '../../../test/harness.js';
 import { newId } from '../../platform/ids.js';
 import { prepareChat } from './chat.js';
 import { openRequest, sweepStaleRequests } from './service.js';
 import { startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 
 /** OpenAI's name for the field at a JSON pointer: `/messages/0/role` -> `messages[0].role`. */
-const paramAt = (path: string) => path.slice(1).replace(/\/(\d+)/g, '[$1]').replace(/\//g, '.');
-const chat = (extra: Record<string, unknown> = {}) => ({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], ...extra });
+const paramAt = (path: string) =>
+  path
+    .slice(1)
+    .replace(/\/(\d+)/g, '[$1]')
+    .replace(/\//g, '.');
+const chat = (extra: Record<string, unknown> = {}) => ({
+  model: 'tinyllama',
+  messages: [{ role: 'user', content: 'hi' }],
+  ...extra,
+});
 
 describe('gateway request validation (before any node is involved)', () => {
   let t: TestApp;
@@ -19,12 +35,17 @@ describe('gateway request validation (before any node is involved)', () => {
   });
   afterAll(() => t.close());
 
-  const post = (url: string, payload: unknown) => t.app.inject({ method: 'POST', url, headers: bearer(buyer.apiKey), payload: payload as Record<string, unknown> });
+  const post = (url: string, payload: unknown) =>
+    t.app.inject({ method: 'POST', url, headers: bearer(buyer.apiKey), payload: payload as Record<string, unknown> });
 
   it.each([
     ['no messages', chat({ messages: [] }), '/messages'],
     ['a tool role', chat({ messages: [{ role: 'tool', content: 'x' }] }), '/messages/0/role'],
-    ['content parts instead of a string', chat({ messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }] }] }), '/messages/0/content'],
+    [
+      'content parts instead of a string',
+      chat({ messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }] }] }),
+      '/messages/0/content',
+    ],
     ['temperature above 2', chat({ temperature: 2.01 }), '/temperature'],
     ['temperature below 0', chat({ temperature: -0.1 }), '/temperature'],
     ['max_tokens 0', chat({ max_tokens: 0 }), '/max_tokens'],
@@ -37,49 +58,110 @@ describe('gateway request validation (before any node is involved)', () => {
   ])('chat: 400 for %s, naming the field', async (_label, body, path) => {
     const res = await post('/v1/chat/completions', body);
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_request', param: paramAt(path) } });
+    expect(res.json()).toMatchObject({
+      error: { type: 'invalid_request_error', code: 'invalid_request', param: paramAt(path) },
+    });
     expect(res.json().error.message).toContain(path);
   });
 
   it.each([
-    ['/v1/chat/completions', chat({ model: 'gpt-4' }), "The model 'gpt-4' does not exist in the catalogue; chat models: phi-4, svc-llama-3.2-3b, tinyllama (GET /v1/models)"],
-    ['/v1/chat/completions', chat({ model: 'all-MiniLM-L6-v2' }), "The model 'all-MiniLM-L6-v2' is an embeddings model, not a chat model"],
-    ['/v1/embeddings', { model: 'tinyllama', input: 'x' }, "The model 'tinyllama' is a chat model, not an embeddings model"],
-    ['/v1/embeddings', { model: 'text-embedding-3-small', input: 'x' }, "The model 'text-embedding-3-small' does not exist in the catalogue"],
-    ['/v1/images/generations', { model: 'dall-e-3', prompt: 'x' }, "The model 'dall-e-3' does not exist in the catalogue"],
-    ['/v1/images/generations', { model: 'whisper-base', prompt: 'x' }, "The model 'whisper-base' is a transcription model, not an image model"],
-  ])('%s: 404 model_not_found for a model outside the catalogue or of another type (%#)', async (url, body, message) => {
-    const res = await post(url, body);
-    expect(res.statusCode).toBe(404);
-    expect(res.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'model_not_found', param: 'model' } });
-    expect(res.json().error.message).toContain(message);
-    expect(res.headers['x-request-id']).toBeTruthy();
-  });
+    [
+      '/v1/chat/completions',
+      chat({ model: 'gpt-4' }),
+      "The model 'gpt-4' does not exist in the catalogue; chat models: phi-4, svc-llama-3.2-3b, tinyllama (GET /v1/models)",
+    ],
+    [
+      '/v1/chat/completions',
+      chat({ model: 'all-MiniLM-L6-v2' }),
+      "The model 'all-MiniLM-L6-v2' is an embeddings model, not a chat model",
+    ],
+    [
+      '/v1/embeddings',
+      { model: 'tinyllama', input: 'x' },
+      "The model 'tinyllama' is a chat model, not an embeddings model",
+    ],
+    [
+      '/v1/embeddings',
+      { model: 'text-embedding-3-small', input: 'x' },
+      "The model 'text-embedding-3-small' does not exist in the catalogue",
+    ],
+    [
+      '/v1/images/generations',
+      { model: 'dall-e-3', prompt: 'x' },
+      "The model 'dall-e-3' does not exist in the catalogue",
+    ],
+    [
+      '/v1/images/generations',
+      { model: 'whisper-base', prompt: 'x' },
+      "The model 'whisper-base' is a transcription model, not an image model",
+    ],
+  ])(
+    '%s: 404 model_not_found for a model outside the catalogue or of another type (%#)',
+    async (url, body, message) => {
+      const res = await post(url, body);
+      expect(res.statusCode).toBe(404);
+      expect(res.json()).toMatchObject({
+        error: { type: 'invalid_request_error', code: 'model_not_found', param: 'model' },
+      });
+      expect(res.json().error.message).toContain(message);
+      expect(res.headers['x-request-id']).toBeTruthy();
+    },
+  );
 
-  it('errors under /v1/ use OpenAI\'s envelope; /api/v1/ keeps ErrorResponse', async () => {
+  it("errors under /v1/ use OpenAI's envelope; /api/v1/ keeps ErrorResponse", async () => {
     const v1 = await t.app.inject({ method: 'GET', url: '/v1/models' });
     expect(v1.statusCode).toBe(401);
-    expect(v1.json()).toEqual({ error: { message: expect.any(String), type: 'authentication_error', param: null, code: 'unauthorized' } });
+    expect(v1.json()).toEqual({
+      error: { message: expect.any(String), type: 'authentication_error', param: null, code: 'unauthorized' },
+    });
     const unknownRoute = await post('/v1/nowhere', {});
-    expect(unknownRoute.json()).toEqual({ error: { message: 'no route POST /v1/nowhere', type: 'invalid_request_error', param: null, code: 'not_found' } });
+    expect(unknownRoute.json()).toEqual({
+      error: { message: 'no route POST /v1/nowhere', type: 'invalid_request_error', param: null, code: 'not_found' },
+    });
     const api = await t.app.inject({ method: 'GET', url: '/api/v1/marketplace/jobs' });
     expect(api.statusCode).toBe(401);
     expect(api.json()).toEqual({ code: 401, error: 'unauthorized', message: expect.any(String) });
-    const badJson = await t.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...bearer(buyer.apiKey), 'content-type': 'application/json' }, payload: '{"model":' });
+    const badJson = await t.app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      headers: { ...bearer(buyer.apiKey), 'content-type': 'application/json' },
+      payload: '{"model":',
+    });
     expect(badJson.statusCode).toBe(400);
     expect(badJson.json().error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_request', param: null });
   });
 
   it('chat: ignores fields it does not know (OpenAI SDKs send them) and accepts nulls, then looks for a node', async () => {
-    const res = await post('/v1/chat/completions', chat({ top_p: 0.9, user: 'u', n: 1, presence_penalty: 0, temperature: null, max_tokens: null, stream: null, seed: 7 }));
+    const res = await post(
+      '/v1/chat/completions',
+      chat({
+        top_p: 0.9,
+        user: 'u',
+        n: 1,
+        presence_penalty: 0,
+        temperature: null,
+        max_tokens: null,
+        stream: null,
+        seed: 7,
+      }),
+    );
     expect(res.statusCode).toBe(503);
-    expect(res.json()).toEqual({ error: { message: 'no live node serves tinyllama', type: 'api_error', param: null, code: 'no_capacity' } });
+    expect(res.json()).toEqual({
+      error: { message: 'no live node serves tinyllama', type: 'api_error', param: null, code: 'no_capacity' },
+    });
   });
 
   it('chat: an unknown knowledge_base is 404', async () => {
     const res = await post('/v1/chat/completions', chat({ knowledge_base: 'kb_anything' }));
     expect(res.statusCode).toBe(404);
-    expect(res.json()).toEqual({ error: { message: 'knowledge base kb_anything not found', type: 'invalid_request_error', param: null, code: 'not_found' } });
+    expect(res.json()).toEqual({
+      error: {
+        message: 'knowledge base kb_anything not found',
+        type: 'invalid_request_error',
+        param: null,
+        code: 'not_found',
+      },
+    });
   });
 
   it('embeddings: input and dimensions rules', async () => {
@@ -96,7 +178,11 @@ describe('gateway request validation (before any node is involved)', () => {
       expect(`${path}: ${res.statusCode}`).toBe(`${path}: 400`);
       expect(res.json().error.param).toBe(path.slice(1));
     }
-    const ok = await post('/v1/embeddings', { model: 'all-MiniLM-L6-v2', input: Array.from({ length: 2048 }, () => 'x'), dimensions: 384 });
+    const ok = await post('/v1/embeddings', {
+      model: 'all-MiniLM-L6-v2',
+      input: Array.from({ length: 2048 }, () => 'x'),
+      dimensions: 384,
+    });
     expect(ok.statusCode).toBe(503);
   });
 
@@ -114,7 +200,9 @@ describe('gateway request validation (before any node is involved)', () => {
       expect(`${path}: ${res.statusCode}`).toBe(`${path}: 400`);
       expect(res.json().error.param).toBe(path.slice(1));
     }
-    expect((await post('/v1/images/generations', { model: 'sdxl-turbo', prompt: 'x', n: 10, size: '64x1024' })).statusCode).toBe(503);
+    expect(
+      (await post('/v1/images/generations', { model: 'sdxl-turbo', prompt: 'x', n: 10, size: '64x1024' })).statusCode,
+    ).toBe(503);
   });
 
   async function upload(fields: Record<string, string>, file?: { bytes: Buffer; name: string }) {
@@ -137,12 +225,22 @@ describe('gateway request validation (before any node is involved)', () => {
   };
 
   it('transcriptions: the form fields, the content sniffing (415) and the 25 MiB limit (413)', async () => {
-    expect((await upload({ model: 'whisper-base' })).json()).toMatchObject({ error: { code: 'invalid_request', param: 'file' } });
-    expect((await upload({ model: 'whisper-large' }, { bytes: wavHeader(), name: 'a.wav' })).json()).toMatchObject({ error: { code: 'model_not_found', type: 'invalid_request_error', param: 'model' } });
-    expect((await upload({ model: 'whisper-base', response_format: 'srt' }, { bytes: wavHeader(), name: 'a.wav' })).json()).toMatchObject({ error: { code: 'invalid_request', param: 'response_format' } });
-    expect((await upload({ model: 'whisper-base', language: 'English' }, { bytes: wavHeader(), name: 'a.wav' })).json()).toMatchObject({ error: { code: 'invalid_request', param: 'language' } });
+    expect((await upload({ model: 'whisper-base' })).json()).toMatchObject({
+      error: { code: 'invalid_request', param: 'file' },
+    });
+    expect((await upload({ model: 'whisper-large' }, { bytes: wavHeader(), name: 'a.wav' })).json()).toMatchObject({
+      error: { code: 'model_not_found', type: 'invalid_request_error', param: 'model' },
+    });
+    expect(
+      (await upload({ model: 'whisper-base', response_format: 'srt' }, { bytes: wavHeader(), name: 'a.wav' })).json(),
+    ).toMatchObject({ error: { code: 'invalid_request', param: 'response_format' } });
+    expect(
+      (await upload({ model: 'whisper-base', language: 'English' }, { bytes: wavHeader(), name: 'a.wav' })).json(),
+    ).toMatchObject({ error: { code: 'invalid_request', param: 'language' } });
     const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
-    expect((await upload({ model: 'whisper-base' }, { bytes: png, name: 'speech.mp3' })).json()).toMatchObject({ error: { code: 'unsupported_media_type', type: 'invalid_request_error' } });
+    expect((await upload({ model: 'whisper-base' }, { bytes: png, name: 'speech.mp3' })).json()).toMatchObject({
+      error: { code: 'unsupported_media_type', type: 'invalid_request_error' },
+    });
     for (const [name, bytes] of [
       ['mp3 (ID3)', Buffer.from('ID3\x04\x00\x00\x00\x00\x00\x00', 'latin1')],
       ['mp3 (frame sync)', Buffer.from([0xff, 0xfb, 0x90, 0x64, 0, 0, 0, 0])],
@@ -152,7 +250,9 @@ describe('gateway request validation (before any node is involved)', () => {
       ['wav', wavHeader()],
     ] as const) {
       // Recognised: it gets as far as routing (no node here).
-      expect(`${name}: ${(await upload({ model: 'whisper-base' }, { bytes, name: 'x.bin' })).statusCode}`).toBe(`${name}: 503`);
+      expect(`${name}: ${(await upload({ model: 'whisper-base' }, { bytes, name: 'x.bin' })).statusCode}`).toBe(
+        `${name}: 503`,
+      );
     }
     const big = Buffer.alloc(25 * 1024 * 1024 + 1);
     wavHeader().copy(big);
@@ -176,7 +276,12 @@ describe('requests abandoned by a stopped instance', () => {
     await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), { models: ['tinyllama'] });
     const call = prepareChat({ model: 'tinyllama', messages: [{ role: 'user', content: 'hello' }] });
     const workId = newId('wrk');
-    await openRequest(t.ctx, { kind: 'key', orgId: buyer.orgId, buyerId: buyer.buyerId, role: 'owner', scopes: ['buyer'] }, call, workId);
+    await openRequest(
+      t.ctx,
+      { kind: 'key', orgId: buyer.orgId, buyerId: buyer.buyerId, role: 'owner', scopes: ['buyer'] },
+      call,
+      workId,
+    );
     expect((await t.ctx.ledger.balance(buyer.orgId)).held_cents).toBeGreaterThan(0);
     expect(await sweepStaleRequests(t.ctx)).toBe(0);
     await t.ctx.db.query("UPDATE gateway_requests SET created_at = now() - interval '1 hour' WHERE id = $1", [call.id]);
@@ -195,14 +300,18 @@ describe('gateway credits and rate limits through the openai client', () => {
   let f: GatewayFixture;
   beforeAll(async () => {
     // No free tier, and a per-key burst of 4 requests.
-    f = await startGatewayFixture({ env: { SVC_FREE_TIER_CENTS: '0', SVC_RATE_LIMIT_BURST: '4', SVC_RATE_LIMIT_RPS: '0.01' } });
+    f = await startGatewayFixture({
+      env: { SVC_FREE_TIER_CENTS: '0', SVC_RATE_LIMIT_BURST: '4', SVC_RATE_LIMIT_RPS: '0.01' },
+    });
     await f.addNode({ country: 'CA' });
   });
   afterAll(() => f.close());
 
   it('402 when the balance cannot cover the maximum cost; 429 once the key is over its rate', async () => {
     const client = f.openai();
-    const broke = await client.chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    const broke = await client.chat.completions
+      .create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
     expect(broke).toBeInstanceOf(OpenAI.APIError);
     expect(broke).toMatchObject({ status: 402, code: 'insufficient_credits', type: 'insufficient_quota' });
     expect((broke as APIError).message).toMatch(/^402 insufficient credits: 0 cents available/);

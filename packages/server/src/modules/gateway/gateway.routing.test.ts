@@ -1,12 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import { createTestNode } from '../../../test/harness.js';
-import { eventually, startGatewayFixture, type GatewayFixture, type GatewayNode } from '../../../test/gateway-fixture.js';
+import {
+  eventually,
+  startGatewayFixture,
+  type GatewayFixture,
+  type GatewayNode,
+} from '../../../test/gateway-fixture.js';
 
 type Receipt = { id: string; node_id: string; metadata: Record<string, unknown> };
 type Params = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'tinyllama', messages: [{ role: 'user' as const, content }], ...extra }) as Params;
+const ask = (content: string, extra: Record<string, unknown> = {}) =>
+  ({ model: 'tinyllama', messages: [{ role: 'user' as const, content }], ...extra }) as Params;
 
 describe('gateway routing: jurisdiction and TEE', () => {
   let f: GatewayFixture;
@@ -21,16 +27,24 @@ describe('gateway routing: jurisdiction and TEE', () => {
   });
   afterAll(() => f.close());
 
-  const receiptOf = async (id: string) => ((await f.api('GET', `/api/v1/job/receipts/${id}`)).json.receipts as Receipt[])[0];
+  const receiptOf = async (id: string) =>
+    ((await f.api('GET', `/api/v1/job/receipts/${id}`)).json.receipts as Receipt[])[0];
 
   it('strict_jurisdiction never lands in another country: the receipt records where it ran', async () => {
     for (const country of ['CA', 'US', 'CA', 'US', 'CA', 'US', 'CA', 'US']) {
       const done = await client.chat.completions.create(ask(`pinned to ${country}`, { strict_jurisdiction: country }));
       const receipt = await receiptOf(done.id);
-      expect(receipt?.metadata).toMatchObject({ country, strict_jurisdiction: country, node_id: country === 'CA' ? ca.nodeId : us.nodeId });
+      expect(receipt?.metadata).toMatchObject({
+        country,
+        strict_jurisdiction: country,
+        node_id: country === 'CA' ? ca.nodeId : us.nodeId,
+      });
       expect((done as unknown as { svc_node: { country: string } }).svc_node.country).toBe(country);
     }
-    const stream = await client.chat.completions.create({ ...ask('streamed and pinned', { strict_jurisdiction: 'US' }), stream: true });
+    const stream = await client.chat.completions.create({
+      ...ask('streamed and pinned', { strict_jurisdiction: 'US' }),
+      stream: true,
+    });
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect((chunks[0] as unknown as { svc_node: { node_id: string } }).svc_node.node_id).toBe(us.nodeId);
@@ -50,15 +64,27 @@ describe('gateway routing: jurisdiction and TEE', () => {
   it('requires_tee never lands on an unverified node', async () => {
     const none = await f.api('POST', '/v1/chat/completions', ask('tee please', { requires_tee: true }));
     expect(none.status).toBe(503);
-    expect(none.json.error).toMatchObject({ code: 'no_capacity', message: 'no live node serves tinyllama with a verified TEE (requires_tee)' });
-    await f.server.ctx.db.query("UPDATE nodes SET attestation_verified = true, attestation_expires_at = now() + interval '1 day' WHERE id = $1", [us.nodeId]);
+    expect(none.json.error).toMatchObject({
+      code: 'no_capacity',
+      message: 'no live node serves tinyllama with a verified TEE (requires_tee)',
+    });
+    await f.server.ctx.db.query(
+      "UPDATE nodes SET attestation_verified = true, attestation_expires_at = now() + interval '1 day' WHERE id = $1",
+      [us.nodeId],
+    );
     try {
       for (let i = 0; i < 6; i++) {
         const done = await client.chat.completions.create(ask(`tee ${i}`, { requires_tee: true }));
         expect((await receiptOf(done.id))?.metadata).toMatchObject({ node_id: us.nodeId, requires_tee: true });
       }
-      const both = await f.api('POST', '/v1/chat/completions', ask('tee in CA', { requires_tee: true, strict_jurisdiction: 'CA' }));
-      expect((both.json.error as { message: string }).message).toBe('no live node serves tinyllama in CA with a verified TEE (requires_tee)');
+      const both = await f.api(
+        'POST',
+        '/v1/chat/completions',
+        ask('tee in CA', { requires_tee: true, strict_jurisdiction: 'CA' }),
+      );
+      expect((both.json.error as { message: string }).message).toBe(
+        'no live node serves tinyllama in CA with a verified TEE (requires_tee)',
+      );
       // The node's recorded verification rides on the receipt (docs/attestation.md); an expired one leaves the pool.
       await f.server.ctx.db.query(
         `INSERT INTO node_attestations (node_id, method, verified, measurement, tcb_status, checks, verified_at, expires_at)
@@ -66,20 +92,34 @@ describe('gateway routing: jurisdiction and TEE', () => {
         [us.nodeId, 'ab'.repeat(48)],
       );
       const attested = await client.chat.completions.create(ask('tee attested', { requires_tee: true }));
-      expect((await receiptOf(attested.id))?.metadata.attestation).toMatchObject({ method: 'intel-tdx', measurement: 'ab'.repeat(48), tcb_status: 'UpToDate' });
-      await f.server.ctx.db.query("UPDATE nodes SET attestation_expires_at = now() - interval '1 second' WHERE id = $1", [us.nodeId]);
-      expect((await f.api('POST', '/v1/chat/completions', ask('tee expired', { requires_tee: true }))).status).toBe(503);
+      expect((await receiptOf(attested.id))?.metadata.attestation).toMatchObject({
+        method: 'intel-tdx',
+        measurement: 'ab'.repeat(48),
+        tcb_status: 'UpToDate',
+      });
+      await f.server.ctx.db.query(
+        "UPDATE nodes SET attestation_expires_at = now() - interval '1 second' WHERE id = $1",
+        [us.nodeId],
+      );
+      expect((await f.api('POST', '/v1/chat/completions', ask('tee expired', { requires_tee: true }))).status).toBe(
+        503,
+      );
     } finally {
       await f.server.ctx.db.query('UPDATE nodes SET attestation_verified = false WHERE id = $1', [us.nodeId]);
     }
   });
 
   it('does not route to a node that stopped calling in (not live for 30 s)', async () => {
-    await f.server.ctx.db.query("UPDATE nodes SET last_seen = now() - interval '31 seconds' WHERE id = $1", [us.nodeId]);
+    await f.server.ctx.db.query("UPDATE nodes SET last_seen = now() - interval '31 seconds' WHERE id = $1", [
+      us.nodeId,
+    ]);
     const res = await f.api('POST', '/v1/chat/completions', ask('where', { strict_jurisdiction: 'US' }));
     expect(res.status).toBe(503);
     // Its next signed call makes it live again.
-    await eventually(async () => (await f.api('POST', '/v1/chat/completions', ask('back', { strict_jurisdiction: 'US' }))).status === 200);
+    await eventually(
+      async () =>
+        (await f.api('POST', '/v1/chat/completions', ask('back', { strict_jurisdiction: 'US' }))).status === 200,
+    );
   });
 });
 
@@ -100,14 +140,23 @@ describe('gateway failover', () => {
   it('a node failing before the first byte: the request is served by the second', async () => {
     bad.upstream?.setFailure({ status: 500, message: 'GPU fell off the bus', times: 1000 });
     try {
-      const { data, response } = await client.chat.completions.create(ask('fail over please', { jurisdiction: 'CA' })).withResponse();
+      const { data, response } = await client.chat.completions
+        .create(ask('fail over please', { jurisdiction: 'CA' }))
+        .withResponse();
       expect(data.choices[0]?.message.content).toBe('You said: fail over please');
       expect(response.headers.get('x-svc-node')).toBe(good.nodeId);
       const receipt = ((await f.api('GET', `/api/v1/job/receipts/${data.id}`)).json.receipts as Receipt[])[0];
       expect(receipt?.metadata).toMatchObject({ node_id: good.nodeId, country: 'US', jurisdiction: 'CA' });
-      expect(bad.workEvents().at(-1)).toMatchObject({ outcome: 'failed', retryable: true, message: 'upstream returned 500: GPU fell off the bus' });
+      expect(bad.workEvents().at(-1)).toMatchObject({
+        outcome: 'failed',
+        retryable: true,
+        message: 'upstream returned 500: GPU fell off the bus',
+      });
 
-      const stream = await client.chat.completions.create({ ...ask('streamed failover', { jurisdiction: 'CA' }), stream: true });
+      const stream = await client.chat.completions.create({
+        ...ask('streamed failover', { jurisdiction: 'CA' }),
+        stream: true,
+      });
       const chunks = [];
       for await (const chunk of stream) chunks.push(chunk);
       expect((chunks[0] as unknown as { svc_node: { node_id: string } }).svc_node.node_id).toBe(good.nodeId);
@@ -123,7 +172,11 @@ describe('gateway failover', () => {
     try {
       const res = await f.api('POST', '/v1/chat/completions', ask('a bad one', { strict_jurisdiction: 'CA' }));
       expect(res.status).toBe(502);
-      expect(res.json.error).toMatchObject({ code: 'upstream_error', type: 'api_error', message: `node ${bad.nodeId} failed: prompt rejected by the model` });
+      expect(res.json.error).toMatchObject({
+        code: 'upstream_error',
+        type: 'api_error',
+        message: `node ${bad.nodeId} failed: prompt rejected by the model`,
+      });
     } finally {
       bad.upstream?.setFailure(undefined);
     }
@@ -132,20 +185,29 @@ describe('gateway failover', () => {
   });
 
   it('a node that never picks its work up loses the lease, and the request goes to another node', async () => {
-    const silent = await createTestNode(f.server.app, f.operatorKey, { country: 'FR', region: 'eu-west', models: ['tinyllama'] });
+    const silent = await createTestNode(f.server.app, f.operatorKey, {
+      country: 'FR',
+      region: 'eu-west',
+      models: ['tinyllama'],
+    });
     const started = Date.now();
     const done = await client.chat.completions.create(ask('anyone there', { jurisdiction: 'FR' }));
     expect(Date.now() - started).toBeGreaterThan(1_500);
     const receipt = ((await f.api('GET', `/api/v1/job/receipts/${done.id}`)).json.receipts as Receipt[])[0];
     expect(receipt?.metadata).toMatchObject({ jurisdiction: 'FR' });
     expect(receipt?.node_id).not.toBe(silent.nodeId);
-    const { rows } = await f.server.ctx.db.query<{ node_id: string; status: string }>('SELECT node_id, status FROM work_items WHERE job_id = $1 ORDER BY created_at', [done.id]);
+    const { rows } = await f.server.ctx.db.query<{ node_id: string; status: string }>(
+      'SELECT node_id, status FROM work_items WHERE job_id = $1 ORDER BY created_at',
+      [done.id],
+    );
     expect(rows.map((r) => [r.node_id === silent.nodeId, r.status])).toEqual([
       [true, 'lost'],
       [false, 'completed'],
     ]);
     // Out of the way of the next test: no longer live.
-    await f.server.ctx.db.query("UPDATE nodes SET last_seen = now() - interval '1 hour' WHERE id = $1", [silent.nodeId]);
+    await f.server.ctx.db.query("UPDATE nodes SET last_seen = now() - interval '1 hour' WHERE id = $1", [
+      silent.nodeId,
+    ]);
   });
 
   it('when both attempts fail the answer is 502 and the hold is released', async () => {
@@ -155,7 +217,9 @@ describe('gateway failover', () => {
       const res = await f.api('POST', '/v1/chat/completions', ask('nobody can'));
       expect(res.status).toBe(502);
       expect((res.json.error as { code: string }).code).toBe('upstream_error');
-      expect((res.json.error as { message: string }).message).toMatch(/^node node_[0-9a-z]+ failed: upstream returned 503/);
+      expect((res.json.error as { message: string }).message).toMatch(
+        /^node node_[0-9a-z]+ failed: upstream returned 503/,
+      );
       expect((await f.api('GET', '/api/v1/billing/balance')).json.held_cents).toBe(0);
     } finally {
       bad.upstream?.setFailure(undefined);

@@ -2,7 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createGatewayHub, type HubMessage } from './hub.js';
 import { costMicro, estimateTokens } from './pricing.js';
-import { eventually, startGatewayFixture, type GatewayFixture, type GatewayNode } from '../../../test/gateway-fixture.js';
+import {
+  eventually,
+  startGatewayFixture,
+  type GatewayFixture,
+  type GatewayNode,
+} from '../../../test/gateway-fixture.js';
 
 interface RequestRow {
   status: string;
@@ -21,8 +26,15 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
   });
   afterAll(() => f.close());
 
-  const requestRow = async (id: string) => (await f.server.ctx.db.query<RequestRow>('SELECT status, usage, charged_cents, error, work_id FROM gateway_requests WHERE id = $1', [id])).rows[0];
-  const balance = async () => (await f.api('GET', '/api/v1/billing/balance')).json as { balance_cents: number; held_cents: number };
+  const requestRow = async (id: string) =>
+    (
+      await f.server.ctx.db.query<RequestRow>(
+        'SELECT status, usage, charged_cents, error, work_id FROM gateway_requests WHERE id = $1',
+        [id],
+      )
+    ).rows[0];
+  const balance = async () =>
+    (await f.api('GET', '/api/v1/billing/balance')).json as { balance_cents: number; held_cents: number };
 
   /** Reads SSE events from a streamed response until `enough` says stop. */
   async function readEvents(res: Response, enough: (events: Record<string, unknown>[]) => boolean) {
@@ -39,13 +51,16 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
       while ((cut = buffer.indexOf('\n\n')) !== -1) {
         const line = buffer.slice(0, cut);
         buffer = buffer.slice(cut + 2);
-        if (line.startsWith('data: ') && line !== 'data: [DONE]') events.push(JSON.parse(line.slice(6)) as Record<string, unknown>);
+        if (line.startsWith('data: ') && line !== 'data: [DONE]')
+          events.push(JSON.parse(line.slice(6)) as Record<string, unknown>);
       }
     }
     return { events, reader };
   }
   const contentOf = (events: Record<string, unknown>[]) =>
-    events.map((e) => ((e.choices as { delta?: { content?: string } }[] | undefined)?.[0]?.delta?.content ?? '')).join('');
+    events
+      .map((e) => (e.choices as { delta?: { content?: string } }[] | undefined)?.[0]?.delta?.content ?? '')
+      .join('');
 
   it('a client that disconnects mid-stream: the node is told to stop, and the buyer pays the prompt and what was generated', async () => {
     const before = await balance();
@@ -73,7 +88,9 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
     await eventually(() => node.workEvents().find((e) => e.job_id === id));
     expect(node.workEvents().find((e) => e.job_id === id)).toMatchObject({ outcome: 'cancelled' });
     expect((await f.api('GET', `/api/v1/job/receipts/${id}`)).json).toEqual({ receipts: [] });
-    const { rows } = await f.server.ctx.db.query<{ status: string }>('SELECT status FROM work_items WHERE id = $1', [row.work_id]);
+    const { rows } = await f.server.ctx.db.query<{ status: string }>('SELECT status FROM work_items WHERE id = $1', [
+      row.work_id,
+    ]);
     expect(rows[0]?.status).toBe('cancelled');
 
     // Billed: the prompt (the agent's estimate rule) and the tokens generated before the stop.
@@ -97,14 +114,20 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
     const res = await fetch(`${f.server.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${f.buyer.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'one two three four five six seven eight nine ten' }], stream: true }),
+      body: JSON.stringify({
+        model: 'tinyllama',
+        messages: [{ role: 'user', content: 'one two three four five six seven eight nine ten' }],
+        stream: true,
+      }),
     });
     expect(res.status).toBe(200);
     const id = res.headers.get('x-svc-completion-id') ?? '';
     const body = await res.text();
     const lines = body.split('\n\n').filter(Boolean);
     expect(lines.at(-1)).toBe('data: [DONE]');
-    const error = JSON.parse((lines.at(-2) ?? '').slice(6)) as { error: { message: string; type: string; param: null; code: string } };
+    const error = JSON.parse((lines.at(-2) ?? '').slice(6)) as {
+      error: { message: string; type: string; param: null; code: string };
+    };
     expect(error.error).toMatchObject({ type: 'api_error', param: null, code: 'upstream_error' });
     expect(error.error.message).toMatch(/failed mid-stream: upstream connection lost mid-stream/);
     const delivered = contentOf(lines.slice(0, -2).map((l) => JSON.parse(l.slice(6)) as Record<string, unknown>));
@@ -119,14 +142,22 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
 
   it('the openai client raises the mid-stream error as an APIError after the delivered chunks', async () => {
     node.upstream?.setFailure({ dropAfterChunks: 3 });
-    const stream = await f.openai().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'alpha beta gamma delta' }], stream: true });
+    const stream = await f
+      .openai()
+      .chat.completions.create({
+        model: 'tinyllama',
+        messages: [{ role: 'user', content: 'alpha beta gamma delta' }],
+        stream: true,
+      });
     const got: string[] = [];
     const error = await (async () => {
       for await (const chunk of stream) got.push(chunk.choices[0]?.delta.content ?? '');
     })().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.APIError);
     // The final `data:` event carries OpenAI's envelope: the client shows our message.
-    expect((error as InstanceType<typeof OpenAI.APIError>).message).toMatch(/failed mid-stream: upstream connection lost mid-stream/);
+    expect((error as InstanceType<typeof OpenAI.APIError>).message).toMatch(
+      /failed mid-stream: upstream connection lost mid-stream/,
+    );
     expect(got.join('')).toBe('You said:');
   });
 
@@ -138,7 +169,11 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
       const heard: HubMessage[] = [];
       const stop = buyerSide.watch('wrk_bus_test', (m) => heard.push(m));
       const long = 'y'.repeat(10_000);
-      await nodeSide.emitEvents('wrk_bus_test', [{ type: 'delta', content: 'a' }, { type: 'delta', content: long }, { type: 'done', finish_reason: 'stop' }]);
+      await nodeSide.emitEvents('wrk_bus_test', [
+        { type: 'delta', content: 'a' },
+        { type: 'delta', content: long },
+        { type: 'done', finish_reason: 'stop' },
+      ]);
       await f.server.ctx.bus.publish('work', 'wrk_bus_test');
       await eventually(() => heard.some((m) => m.kind === 'changed'));
       stop();

@@ -5,7 +5,12 @@ import type { GatewayRequestRow } from './store.js';
 /** One line of `POST /api/v1/node/work/{work_id}/events` (docs/node-protocol.md). */
 export type StreamEvent =
   | { type: 'delta'; content: string }
-  | { type: 'done'; usage?: { prompt_tokens?: number; completion_tokens?: number }; finish_reason?: string; result_hash?: string }
+  | {
+      type: 'done';
+      usage?: { prompt_tokens?: number; completion_tokens?: number };
+      finish_reason?: string;
+      result_hash?: string;
+    }
   | { type: 'error'; message: string; retryable?: boolean };
 
 /**
@@ -20,7 +25,8 @@ export interface LocalCompletion {
 }
 
 /** What a gateway request following its work hears: streamed events, "its state changed", or its completion. */
-export type HubMessage = { kind: 'events'; events: StreamEvent[] } | { kind: 'changed' } | { kind: 'completed'; completion: LocalCompletion };
+export type HubMessage =
+  { kind: 'events'; events: StreamEvent[] } | { kind: 'changed' } | { kind: 'completed'; completion: LocalCompletion };
 
 /**
  * Connects the node side of a gateway request to the buyer side, which may be on another
@@ -49,7 +55,8 @@ export function busMessages(workId: string, events: readonly StreamEvent[]): str
   const pieces: StreamEvent[] = events.flatMap((e) => {
     if (e.type !== 'delta' || Buffer.byteLength(e.content, 'utf8') <= MAX_BUS_PAYLOAD / 8) return [e];
     const parts: StreamEvent[] = [];
-    for (let i = 0; i < e.content.length; i += MAX_BUS_PAYLOAD / 8) parts.push({ type: 'delta', content: e.content.slice(i, i + MAX_BUS_PAYLOAD / 8) });
+    for (let i = 0; i < e.content.length; i += MAX_BUS_PAYLOAD / 8)
+      parts.push({ type: 'delta', content: e.content.slice(i, i + MAX_BUS_PAYLOAD / 8) });
     return parts;
   });
   const messages: string[] = [];
@@ -76,11 +83,14 @@ export function busMessages(workId: string, events: readonly StreamEvent[]): str
 export async function createGatewayHub(ctx: Pick<ServiceContext, 'bus' | 'log'>): Promise<GatewayHub> {
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
-  const unsubscribeWork = await ctx.bus.subscribe('work', (workId) => emitter.emit(workId, { kind: 'changed' } satisfies HubMessage));
+  const unsubscribeWork = await ctx.bus.subscribe('work', (workId) =>
+    emitter.emit(workId, { kind: 'changed' } satisfies HubMessage),
+  );
   const unsubscribeEvents = await ctx.bus.subscribe('gateway', (payload) => {
     try {
       const { w, e } = JSON.parse(payload) as { w: string; e: StreamEvent[] };
-      if (typeof w === 'string' && Array.isArray(e)) emitter.emit(w, { kind: 'events', events: e } satisfies HubMessage);
+      if (typeof w === 'string' && Array.isArray(e))
+        emitter.emit(w, { kind: 'events', events: e } satisfies HubMessage);
     } catch (err) {
       ctx.log.warn({ err }, 'gateway: unreadable bus message');
     }

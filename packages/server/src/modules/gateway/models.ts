@@ -1,8 +1,18 @@
 import { findModel, MODELS, modelsOfType, type CatalogueModel, type ModelType } from '@svc/protocol';
 import { ApiError } from '../../platform/errors.js';
 
-const ROUTE_NOUN: Record<ModelType, string> = { chat: 'chat', embeddings: 'embeddings', transcription: 'transcription', image: 'image' };
-const A_MODEL: Record<ModelType, string> = { chat: 'a chat model', embeddings: 'an embeddings model', transcription: 'a transcription model', image: 'an image model' };
+const ROUTE_NOUN: Record<ModelType, string> = {
+  chat: 'chat',
+  embeddings: 'embeddings',
+  transcription: 'transcription',
+  image: 'image',
+};
+const A_MODEL: Record<ModelType, string> = {
+  chat: 'a chat model',
+  embeddings: 'an embeddings model',
+  transcription: 'a transcription model',
+  image: 'an image model',
+};
 
 /**
  * The catalogue model a `/v1/` route serves, or `404 model_not_found` (OpenAI's answer) when `id`
@@ -15,9 +25,15 @@ const A_MODEL: Record<ModelType, string> = { chat: 'a chat model', embeddings: '
 export function requireModel(id: string, type: ModelType): CatalogueModel {
   const model = findModel(id);
   if (model && model.type === type) return model;
-  const known = modelsOfType(type).map((m) => m.id).join(', ');
+  const known = modelsOfType(type)
+    .map((m) => m.id)
+    .join(', ');
   const why = model ? `is ${A_MODEL[model.type]}, not ${A_MODEL[type]}` : 'does not exist in the catalogue';
-  throw new ApiError('model_not_found', `The model '${id}' ${why}; ${ROUTE_NOUN[type]} models: ${known} (GET /v1/models)`, [{ path: '/model', message: `must be a catalogue ${ROUTE_NOUN[type]} model` }]);
+  throw new ApiError(
+    'model_not_found',
+    `The model '${id}' ${why}; ${ROUTE_NOUN[type]} models: ${known} (GET /v1/models)`,
+    [{ path: '/model', message: `must be a catalogue ${ROUTE_NOUN[type]} model` }],
+  );
 }
 
 /**

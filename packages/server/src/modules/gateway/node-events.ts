@@ -7,7 +7,8 @@ import type { StreamEvent } from './hub.js';
 /** Lines one events call may carry. */
 export const MAX_EVENT_LINES = 4096;
 
-const bad = (line: number, message: string) => new ApiError('invalid_request', `line ${line}: ${message}`, [{ path: `/${line - 1}`, message }]);
+const bad = (line: number, message: string) =>
+  new ApiError('invalid_request', `line ${line}: ${message}`, [{ path: `/${line - 1}`, message }]);
 
 const count = (v: unknown) => v === undefined || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0);
 
@@ -34,13 +35,27 @@ export function parseEvents(text: string): StreamEvent[] {
     }
     const e = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
     if (e.type === 'delta' && typeof e.content === 'string') events.push({ type: 'delta', content: e.content });
-    else if (e.type === 'error' && typeof e.message === 'string') events.push({ type: 'error', message: e.message.slice(0, 2000), ...(typeof e.retryable === 'boolean' ? { retryable: e.retryable } : {}) });
+    else if (e.type === 'error' && typeof e.message === 'string')
+      events.push({
+        type: 'error',
+        message: e.message.slice(0, 2000),
+        ...(typeof e.retryable === 'boolean' ? { retryable: e.retryable } : {}),
+      });
     else if (e.type === 'done') {
-      const usage = (typeof e.usage === 'object' && e.usage !== null ? e.usage : undefined) as Record<string, unknown> | undefined;
-      if (usage && (!count(usage.prompt_tokens) || !count(usage.completion_tokens))) throw bad(i + 1, 'usage counts must be non-negative integers');
+      const usage = (typeof e.usage === 'object' && e.usage !== null ? e.usage : undefined) as
+        Record<string, unknown> | undefined;
+      if (usage && (!count(usage.prompt_tokens) || !count(usage.completion_tokens)))
+        throw bad(i + 1, 'usage counts must be non-negative integers');
       events.push({
         type: 'done',
-        ...(usage ? { usage: { prompt_tokens: usage.prompt_tokens as number | undefined, completion_tokens: usage.completion_tokens as number | undefined } } : {}),
+        ...(usage
+          ? {
+              usage: {
+                prompt_tokens: usage.prompt_tokens as number | undefined,
+                completion_tokens: usage.completion_tokens as number | undefined,
+              },
+            }
+          : {}),
         ...(typeof e.finish_reason === 'string' ? { finish_reason: e.finish_reason.slice(0, 64) } : {}),
         ...(typeof e.result_hash === 'string' ? { result_hash: e.result_hash } : {}),
       });
@@ -66,8 +81,10 @@ export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: 
   const work = await findWork(ctx.db, workId);
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
   if (work.status === 'cancelled') return { accepted: 0, cancel: true };
-  if (!work.stream) throw new ApiError('conflict', `work ${workId} is not streamed; upload its result with POST .../result`);
-  if (work.status !== 'leased' && work.status !== 'delivered') throw new ApiError('conflict', `work ${workId} is ${work.status}; no events are accepted`);
+  if (!work.stream)
+    throw new ApiError('conflict', `work ${workId} is not streamed; upload its result with POST .../result`);
+  if (work.status !== 'leased' && work.status !== 'delivered')
+    throw new ApiError('conflict', `work ${workId} is ${work.status}; no events are accepted`);
   const events = read();
   await ctx.hub.emitEvents(workId, events);
   return { accepted: events.length, cancel: false };

@@ -66,7 +66,11 @@ describe('opening a gateway request through svc', () => {
     const order = recordOrder(f);
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();
-    expect(order).toEqual(f.server.ctx.db.kind === 'pglite' ? ['handed to the poll', 'request written'] : ['request written', 'handed to the poll']);
+    expect(order).toEqual(
+      f.server.ctx.db.kind === 'pglite'
+        ? ['handed to the poll', 'request written']
+        : ['request written', 'handed to the poll'],
+    );
     // The work row is stored as dispatched, and the request was charged.
     const { rows } = await f.server.ctx.db.query<{ dispatched: boolean; charged_cents: number }>(
       'SELECT w.dispatched_at IS NOT NULL AS dispatched, g.charged_cents FROM work_items w JOIN gateway_requests g ON g.work_id = w.id WHERE g.id = $1',
@@ -99,10 +103,18 @@ describe('opening a gateway request through svc', () => {
     });
     const client = f.openai();
     const results = await Promise.allSettled([
-      client.chat.completions.create({ ...CHAT, strict_jurisdiction: 'CA' } as OpenAI.ChatCompletionCreateParamsNonStreaming),
-      client.chat.completions.create({ ...CHAT, strict_jurisdiction: 'US' } as OpenAI.ChatCompletionCreateParamsNonStreaming),
+      client.chat.completions.create({
+        ...CHAT,
+        strict_jurisdiction: 'CA',
+      } as OpenAI.ChatCompletionCreateParamsNonStreaming),
+      client.chat.completions.create({
+        ...CHAT,
+        strict_jurisdiction: 'US',
+      } as OpenAI.ChatCompletionCreateParamsNonStreaming),
     ]);
-    const refused = results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason as unknown);
+    const refused = results
+      .filter((r) => r.status === 'rejected')
+      .map((r) => (r as PromiseRejectedResult).reason as unknown);
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     expect(refused).toHaveLength(1);
     expect(refused[0]).toMatchObject({ status: 402, code: 'insufficient_credits' });
@@ -121,8 +133,15 @@ describe('opening a gateway request through svc', () => {
     const node = await f.addNode({ upstream: { delayMs: 3_000 } });
     await polls.until(1);
     // The balance check passes on a read that says there is money; the hold in the store finds none.
-    vi.spyOn(f.server.ctx.ledger, 'balance').mockResolvedValue({ balance_cents: 1_000_000, held_cents: 0, available_cents: 1_000_000 } as never);
-    const failed = await f.openai().chat.completions.create(CHAT).catch((e: unknown) => e);
+    vi.spyOn(f.server.ctx.ledger, 'balance').mockResolvedValue({
+      balance_cents: 1_000_000,
+      held_cents: 0,
+      available_cents: 1_000_000,
+    } as never);
+    const failed = await f
+      .openai()
+      .chat.completions.create(CHAT)
+      .catch((e: unknown) => e);
     expect(failed).toMatchObject({ status: 402, code: 'insufficient_credits' });
     const counts = await f.server.ctx.db.query<{ requests: number; holds: number; work: number }>(
       'SELECT (SELECT count(*)::int FROM gateway_requests) AS requests, (SELECT count(*)::int FROM credit_holds) AS holds, (SELECT count(*)::int FROM work_items) AS work',

@@ -52,9 +52,10 @@ export function audioSecondsBound(bytes: Buffer): number {
 }
 
 function wavSeconds(buf: Buffer): number | undefined {
-  if (buf.length < 12 || buf.toString('latin1', 0, 4) !== 'RIFF' || buf.toString('latin1', 8, 12) !== 'WAVE') return undefined;
+  if (buf.length < 12 || buf.toString('latin1', 0, 4) !== 'RIFF' || buf.toString('latin1', 8, 12) !== 'WAVE')
+    return undefined;
   let byteRate: number | undefined;
-  for (let offset = 12; offset + 8 <= buf.length; ) {
+  for (let offset = 12; offset + 8 <= buf.length;) {
     const id = buf.toString('latin1', offset, offset + 4);
     const size = buf.readUInt32LE(offset + 4);
     if (id === 'fmt ' && offset + 24 <= buf.length) byteRate = buf.readUInt32LE(offset + 16);
@@ -91,7 +92,10 @@ export function maxCostMicro(model: string, bound: ModelUsage): number {
 export function usageFromUnits(type: GatewayType, units: number, reported: Record<string, unknown> | null): ModelUsage {
   switch (type) {
     case 'chat': {
-      const prompt = typeof reported?.prompt_tokens === 'number' && Number.isSafeInteger(reported.prompt_tokens) ? Math.max(0, Math.min(units, reported.prompt_tokens)) : 0;
+      const prompt =
+        typeof reported?.prompt_tokens === 'number' && Number.isSafeInteger(reported.prompt_tokens)
+          ? Math.max(0, Math.min(units, reported.prompt_tokens))
+          : 0;
       return { prompt_tokens: prompt, completion_tokens: units - prompt };
     }
     case 'embeddings':

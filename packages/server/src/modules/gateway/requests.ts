@@ -19,11 +19,12 @@ export const GatewayRequestListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(t: T) => Type.Union([t, Type.Null()]);
+const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(t: T) =>
+  Type.Union([t, Type.Null()]);
 
 export const GatewayRequestRecord = Type.Object(
   {
-    id: Type.String({ description: 'the completion id, also the SVC1 receipt\'s job_id' }),
+    id: Type.String({ description: "the completion id, also the SVC1 receipt's job_id" }),
     type: StringEnum(['chat', 'embeddings', 'transcription', 'image'] as const),
     model: Type.String(),
     stream: Type.Boolean(),
@@ -43,7 +44,12 @@ export const GatewayRequestRecord = Type.Object(
 );
 
 export const GatewayRequestListResponse = Type.Object(
-  { requests: Type.Array(Type.Ref(GatewayRequestRecord)), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() },
+  {
+    requests: Type.Array(Type.Ref(GatewayRequestRecord)),
+    total: Type.Integer(),
+    limit: Type.Integer(),
+    offset: Type.Integer(),
+  },
   { $id: 'GatewayRequestListResponse' },
 );
 
@@ -68,14 +74,23 @@ function requestRecord(r: GatewayRequestRow & { country: string | null }) {
 }
 
 /** `GET /api/v1/gateway/requests`: the organization's gateway calls, newest first. */
-export async function listRequests(ctx: ServiceContext, principal: Principal, query: { limit?: number; offset?: number; status?: GatewayStatus }) {
+export async function listRequests(
+  ctx: ServiceContext,
+  principal: Principal,
+  query: { limit?: number; offset?: number; status?: GatewayStatus },
+) {
   const limit = query.limit ?? 50;
   const offset = query.offset ?? 0;
   const { rows, total } = await listGatewayRequests(ctx.db, principal.orgId, { limit, offset, status: query.status });
   return { requests: rows.map(requestRecord), total, limit, offset };
 }
 
-export const GatewayRequestParams = Type.Object({ id: Type.String({ pattern: '^[A-Za-z0-9._:-]{1,256}$', description: "the completion's `id` (chatcmpl-..., emb-..., img-...)" }) });
+export const GatewayRequestParams = Type.Object({
+  id: Type.String({
+    pattern: '^[A-Za-z0-9._:-]{1,256}$',
+    description: "the completion's `id` (chatcmpl-..., emb-..., img-...)",
+  }),
+});
 
 export const GatewayRequestDetail = Type.Intersect(
   [
@@ -103,8 +118,18 @@ async function storedAnswer(ctx: ServiceContext, r: GatewayRequestRow): Promise<
     if (r.type === 'chat') {
       const out = chatOutput(blob.bytes);
       return {
-        id: r.id, object: 'chat.completion', created, model: r.model,
-        choices: [{ index: 0, message: { role: 'assistant', content: out.content }, logprobs: null, finish_reason: out.finish_reason }],
+        id: r.id,
+        object: 'chat.completion',
+        created,
+        model: r.model,
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: out.content },
+            logprobs: null,
+            finish_reason: out.finish_reason,
+          },
+        ],
         usage: chatUsage(r.usage),
       };
     }
@@ -112,7 +137,13 @@ async function storedAnswer(ctx: ServiceContext, r: GatewayRequestRow): Promise<
     if (r.type === 'embeddings') {
       const data = Array.isArray(parsed.data) ? (parsed.data as { embedding?: unknown }[]) : [];
       const tokens = r.usage?.prompt_tokens ?? 0;
-      return { object: 'list', id: r.id, model: r.model, data: data.map((d, index) => ({ object: 'embedding', index, embedding: d.embedding })), usage: { prompt_tokens: tokens, total_tokens: tokens } };
+      return {
+        object: 'list',
+        id: r.id,
+        model: r.model,
+        data: data.map((d, index) => ({ object: 'embedding', index, embedding: d.embedding })),
+        usage: { prompt_tokens: tokens, total_tokens: tokens },
+      };
     }
     const { text, language, duration, segments } = parsed;
     return { text, language, duration, segments };

@@ -14,7 +14,15 @@ import { checkFileUrl, fileBlobKey } from './files.js';
 import { imagesView, prepareImages } from './images.js';
 import { listModels } from './models.js';
 import { acceptEvents } from './node-events.js';
-import { GatewayRequestDetail, GatewayRequestListQuery, GatewayRequestListResponse, GatewayRequestParams, GatewayRequestRecord, getRequest, listRequests } from './requests.js';
+import {
+  GatewayRequestDetail,
+  GatewayRequestListQuery,
+  GatewayRequestListResponse,
+  GatewayRequestParams,
+  GatewayRequestRecord,
+  getRequest,
+  listRequests,
+} from './requests.js';
 import {
   ChatCompletion,
   ChatCompletionRequest,
@@ -36,11 +44,18 @@ const inference = { auth: { permission: 'inference:write' as const } };
 
 /** Headers of every non-streamed gateway answer: who served it, its receipt, its id. */
 function served(reply: FastifyReply, done: Finished, id: string): void {
-  void reply.headers({ 'x-svc-node': done.attempt.node.id, 'x-svc-receipt': done.receiptId, 'x-svc-completion-id': id });
+  void reply.headers({
+    'x-svc-node': done.attempt.node.id,
+    'x-svc-receipt': done.receiptId,
+    'x-svc-completion-id': id,
+  });
 }
 
-async function readAudioForm(request: FastifyRequest): Promise<{ fields: Record<string, string>; file: { bytes: Buffer; filename: string } | undefined }> {
-  if (!request.isMultipart()) throw new ApiError('unsupported_media_type', 'send multipart/form-data with the audio in the field "file"');
+async function readAudioForm(
+  request: FastifyRequest,
+): Promise<{ fields: Record<string, string>; file: { bytes: Buffer; filename: string } | undefined }> {
+  if (!request.isMultipart())
+    throw new ApiError('unsupported_media_type', 'send multipart/form-data with the audio in the field "file"');
   const fields: Record<string, string> = {};
   let file: { bytes: Buffer; filename: string } | undefined;
   try {
@@ -54,12 +69,17 @@ async function readAudioForm(request: FastifyRequest): Promise<{ fields: Record<
     }
   } catch (err) {
     const code = (err as { code?: string }).code;
-    if (code === 'FST_REQ_FILE_TOO_LARGE') throw new ApiError('payload_too_large', `the audio file is larger than ${MAX_AUDIO_BYTES / 1024 / 1024} MiB`);
-    if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError('payload_too_large', 'too many parts in the form');
+    if (code === 'FST_REQ_FILE_TOO_LARGE')
+      throw new ApiError('payload_too_large', `the audio file is larger than ${MAX_AUDIO_BYTES / 1024 / 1024} MiB`);
+    if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT')
+      throw new ApiError('payload_too_large', 'too many parts in the form');
     if (err instanceof ApiError) throw err;
     // Everything else here is the form's own fault: no or an over-long boundary, a truncated part,
     // a malformed header. Only the client's bytes are read in this loop.
-    throw new ApiError('invalid_request', `malformed multipart/form-data body: ${err instanceof Error ? err.message : 'unreadable'}`);
+    throw new ApiError(
+      'invalid_request',
+      `malformed multipart/form-data body: ${err instanceof Error ? err.message : 'unreadable'}`,
+    );
   }
   return { fields, file };
 }
@@ -69,12 +89,20 @@ async function readAudioForm(request: FastifyRequest): Promise<{ fields: Record<
  * `/v1`, the presigned file route, and the node's stream-events call.
  */
 export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void> {
-  const sweeper = setInterval(() => void sweepStaleRequests(ctx).catch((err: unknown) => ctx.log.warn({ err }, 'gateway: stale request sweep failed')), 60_000);
+  const sweeper = setInterval(
+    () =>
+      void sweepStaleRequests(ctx).catch((err: unknown) =>
+        ctx.log.warn({ err }, 'gateway: stale request sweep failed'),
+      ),
+    60_000,
+  );
   sweeper.unref();
   app.addHook('onClose', async () => {
     clearInterval(sweeper);
   });
-  await app.register(multipart, { limits: { fileSize: MAX_AUDIO_BYTES, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 } });
+  await app.register(multipart, {
+    limits: { fileSize: MAX_AUDIO_BYTES, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 },
+  });
   // Node stream events are NDJSON, signed over their exact bytes like every node call.
   app.addContentTypeParser('application/x-ndjson', { parseAs: 'buffer' }, (request, body, done) => {
     request.rawBody = body as Buffer;
@@ -86,7 +114,12 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     '/api/v1/gateway/requests',
     {
       config: { auth: { permission: 'jobs:read' } },
-      schema: { summary: "Your organization's gateway requests, newest first: model, node, country, receipt, charge", tags, querystring: GatewayRequestListQuery, response: { 200: GatewayRequestListResponse } },
+      schema: {
+        summary: "Your organization's gateway requests, newest first: model, node, country, receipt, charge",
+        tags,
+        querystring: GatewayRequestListQuery,
+        response: { 200: GatewayRequestListResponse },
+      },
     },
     async (request) => listRequests(ctx, principalOf(request), request.query),
   );
@@ -97,7 +130,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       config: { auth: { permission: 'jobs:read' } },
       schema: {
         summary:
-          "One gateway request with its stored answer (chat completion, embeddings, transcription, or freshly presigned image URLs), to fetch again an answer lost on the way. Results are kept until deleted by hand: nothing expires them today (docs/gateway.md)",
+          'One gateway request with its stored answer (chat completion, embeddings, transcription, or freshly presigned image URLs), to fetch again an answer lost on the way. Results are kept until deleted by hand: nothing expires them today (docs/gateway.md)',
         tags,
         params: GatewayRequestParams,
         response: { 200: Type.Ref(GatewayRequestDetail) },
@@ -109,7 +142,10 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
 
   app.get(
     '/v1/models',
-    { config: { auth: { permission: 'models:read' } }, schema: { summary: 'The model catalogue (OpenAI list shape)', tags, response: { 200: ModelList } } },
+    {
+      config: { auth: { permission: 'models:read' } },
+      schema: { summary: 'The model catalogue (OpenAI list shape)', tags, response: { 200: ModelList } },
+    },
     async () => listModels(),
   );
 
@@ -141,7 +177,15 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
 
   app.post(
     '/v1/embeddings',
-    { config: inference, schema: { summary: 'Embeddings of one text or up to 2048 (OpenAI format)', tags, body: EmbeddingsRequest, response: { 200: EmbeddingsResponse } } },
+    {
+      config: inference,
+      schema: {
+        summary: 'Embeddings of one text or up to 2048 (OpenAI format)',
+        tags,
+        body: EmbeddingsRequest,
+        response: { 200: EmbeddingsResponse },
+      },
+    },
     async (request, reply) => {
       const call = prepareEmbeddings(request.body);
       const done = await runRequest(ctx, principalOf(request), call);
@@ -163,7 +207,12 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
         consumes: ['multipart/form-data'],
         body: TranscriptionForm,
         produces: ['application/json', 'text/plain'],
-        response: { 200: Type.Union([TranscriptionResponse, Type.Unsafe<string | Buffer>({ type: 'string', description: 'plain text with response_format=text' })]) },
+        response: {
+          200: Type.Union([
+            TranscriptionResponse,
+            Type.Unsafe<string | Buffer>({ type: 'string', description: 'plain text with response_format=text' }),
+          ]),
+        },
       },
     },
     async (request, reply) => {
@@ -179,7 +228,15 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
 
   app.post(
     '/v1/images/generations',
-    { config: inference, schema: { summary: 'Generate images; answers presigned URLs valid for an hour', tags, body: ImageRequest, response: { 200: ImageResponse } } },
+    {
+      config: inference,
+      schema: {
+        summary: 'Generate images; answers presigned URLs valid for an hour',
+        tags,
+        body: ImageRequest,
+        response: { 200: ImageResponse },
+      },
+    },
     async (request, reply) => {
       const call = prepareImages(request.body);
       const created = Math.floor(Date.now() / 1000);
@@ -197,7 +254,10 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
         summary: 'A generated file, by its presigned URL (no key; 403 when expired or altered)',
         tags,
         params: Type.Object({ name: Type.String({ maxLength: 200 }) }),
-        querystring: Type.Object({ expires: Type.Optional(Type.String({ maxLength: 20 })), signature: Type.Optional(Type.String({ maxLength: 128 })) }),
+        querystring: Type.Object({
+          expires: Type.Optional(Type.String({ maxLength: 20 })),
+          signature: Type.Optional(Type.String({ maxLength: 128 })),
+        }),
         produces: ['image/png', 'application/octet-stream'],
         response: { 200: Type.Unsafe<Buffer>({ type: 'string', format: 'binary', description: 'the file bytes' }) },
       },
@@ -205,7 +265,8 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     async (request, reply) => {
       const check = checkFileUrl(ctx, request.params.name, request.query);
       if (check === 'expired') throw new ApiError('forbidden', 'this file URL has expired');
-      if (check !== 'ok') throw new ApiError('forbidden', 'this file URL is not valid (missing, altered or for another file)');
+      if (check !== 'ok')
+        throw new ApiError('forbidden', 'this file URL is not valid (missing, altered or for another file)');
       const blob = await ctx.blobs.get(fileBlobKey(request.params.name));
       if (!blob) throw new ApiError('not_found', `file ${request.params.name} not found`);
       return reply.type(blob.contentType).header('cache-control', 'private, max-age=3600').send(blob.bytes);
@@ -222,10 +283,19 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
         tags: ['nodes'],
         consumes: ['application/x-ndjson'],
         params: Type.Object({ work_id: Type.String({ pattern: '^wrk_[a-z0-9]{26}$' }) }),
-        body: Type.String({ description: 'NDJSON: {"type":"delta","content":"..."}, {"type":"done","usage":{...},"finish_reason":"stop"}, {"type":"error","message":"..."}' }),
-        response: { 200: Type.Object({ accepted: Type.Integer(), cancel: Type.Boolean({ description: 'true: the work was cancelled; stop and upload nothing' }) }) },
+        body: Type.String({
+          description:
+            'NDJSON: {"type":"delta","content":"..."}, {"type":"done","usage":{...},"finish_reason":"stop"}, {"type":"error","message":"..."}',
+        }),
+        response: {
+          200: Type.Object({
+            accepted: Type.Integer(),
+            cancel: Type.Boolean({ description: 'true: the work was cancelled; stop and upload nothing' }),
+          }),
+        },
       },
     },
-    async (request) => acceptEvents(ctx, nodeOf(request), request.params.work_id, typeof request.body === 'string' ? request.body : ''),
+    async (request) =>
+      acceptEvents(ctx, nodeOf(request), request.params.work_id, typeof request.body === 'string' ? request.body : ''),
   );
 }

@@ -26,7 +26,9 @@ export interface RouteAsk {
 }
 
 /** A choice and why it was made (recorded in the request's evidence run), or why there is none. */
-export type RouteDecision = { node: RouteCandidate; preferred: boolean; reason: string; candidates: number; eligible: number } | { refusal: string };
+export type RouteDecision =
+  | { node: RouteCandidate; preferred: boolean; reason: string; candidates: number; eligible: number }
+  | { refusal: string };
 
 /**
  * Picks the node for a request, or says why none may take it (the 503 message).
@@ -36,10 +38,17 @@ export type RouteDecision = { node: RouteCandidate; preferred: boolean; reason: 
  * chooseNode([{ id: 'n1', country: 'US', open_work: 0, ... }], { model: 'tinyllama', strict_jurisdiction: 'CA' });
  * // { refusal: 'no live node serves tinyllama in CA' }
  */
-export function chooseNode(candidates: readonly RouteCandidate[], ask: RouteAsk, random: () => number = Math.random): RouteDecision {
+export function chooseNode(
+  candidates: readonly RouteCandidate[],
+  ask: RouteAsk,
+  random: () => number = Math.random,
+): RouteDecision {
   const exclude = new Set(ask.exclude ?? []);
   const eligible = candidates.filter(
-    (n) => (ask.strict_jurisdiction === undefined || n.country === ask.strict_jurisdiction) && (!ask.requires_tee || n.attestation_verified) && !exclude.has(n.id),
+    (n) =>
+      (ask.strict_jurisdiction === undefined || n.country === ask.strict_jurisdiction) &&
+      (!ask.requires_tee || n.attestation_verified) &&
+      !exclude.has(n.id),
   );
   if (eligible.length === 0) return { refusal: refusalOf(candidates, ask, exclude) };
   const preferred = ask.jurisdiction === undefined ? [] : eligible.filter((n) => n.country === ask.jurisdiction);
@@ -48,8 +57,17 @@ export function chooseNode(candidates: readonly RouteCandidate[], ask: RouteAsk,
   const lightest = pool.filter((n) => n.open_work === least);
   const node = lightest[Math.min(lightest.length - 1, Math.floor(random() * lightest.length))] ?? lightest[0];
   if (!node) return { refusal: refusalOf(candidates, ask, exclude) };
-  const hard = [ask.strict_jurisdiction && `in ${ask.strict_jurisdiction} (strict_jurisdiction)`, ask.requires_tee && 'with a verified TEE', exclude.size > 0 && `not already tried (${exclude.size})`].filter(Boolean);
-  const soft = ask.jurisdiction === undefined ? '' : preferred.length > 0 ? `, in ${ask.jurisdiction} as preferred` : `; none in the preferred ${ask.jurisdiction}, so any eligible node`;
+  const hard = [
+    ask.strict_jurisdiction && `in ${ask.strict_jurisdiction} (strict_jurisdiction)`,
+    ask.requires_tee && 'with a verified TEE',
+    exclude.size > 0 && `not already tried (${exclude.size})`,
+  ].filter(Boolean);
+  const soft =
+    ask.jurisdiction === undefined
+      ? ''
+      : preferred.length > 0
+        ? `, in ${ask.jurisdiction} as preferred`
+        : `; none in the preferred ${ask.jurisdiction}, so any eligible node`;
   const reason = `least loaded (${least} open) of ${pool.length} node(s)${soft}; ${eligible.length} of ${candidates.length} live node(s) serving ${ask.model} were eligible${hard.length ? ` (${hard.join(', ')})` : ''}`;
   return { node, preferred: preferred.length > 0, reason, candidates: candidates.length, eligible: eligible.length };
 }

@@ -20,7 +20,11 @@ const node = (id: string, fields: Partial<RouteCandidate> = {}): RouteCandidate 
 });
 
 describe('routing (pure)', () => {
-  const nodes = [node('ca1', { open_work: 2 }), node('ca2', { open_work: 1 }), node('us1', { country: 'US', open_work: 0, attestation_verified: true })];
+  const nodes = [
+    node('ca1', { open_work: 2 }),
+    node('ca2', { open_work: 1 }),
+    node('us1', { country: 'US', open_work: 0, attestation_verified: true }),
+  ];
 
   it('picks the least loaded eligible node', () => {
     expect(chooseNode(nodes, { model: 'tinyllama' })).toMatchObject({ node: { id: 'us1' } });
@@ -29,21 +33,35 @@ describe('routing (pure)', () => {
 
   it('prefers the jurisdiction asked, but falls back to any eligible node', () => {
     expect(chooseNode(nodes, { model: 'tinyllama', jurisdiction: 'CA' })).toEqual({
-      node: nodes[1], preferred: true, candidates: 3, eligible: 3,
-      reason: 'least loaded (1 open) of 2 node(s), in CA as preferred; 3 of 3 live node(s) serving tinyllama were eligible',
+      node: nodes[1],
+      preferred: true,
+      candidates: 3,
+      eligible: 3,
+      reason:
+        'least loaded (1 open) of 2 node(s), in CA as preferred; 3 of 3 live node(s) serving tinyllama were eligible',
     });
-    expect(chooseNode(nodes, { model: 'tinyllama', jurisdiction: 'DE' })).toMatchObject({ node: nodes[2], preferred: false, reason: expect.stringContaining('none in the preferred DE, so any eligible node') });
-    expect(chooseNode(nodes, { model: 'tinyllama', strict_jurisdiction: 'CA', exclude: ['ca2'] })).toMatchObject({ reason: expect.stringContaining('(in CA (strict_jurisdiction), not already tried (1))') });
+    expect(chooseNode(nodes, { model: 'tinyllama', jurisdiction: 'DE' })).toMatchObject({
+      node: nodes[2],
+      preferred: false,
+      reason: expect.stringContaining('none in the preferred DE, so any eligible node'),
+    });
+    expect(chooseNode(nodes, { model: 'tinyllama', strict_jurisdiction: 'CA', exclude: ['ca2'] })).toMatchObject({
+      reason: expect.stringContaining('(in CA (strict_jurisdiction), not already tried (1))'),
+    });
   });
 
   it('never breaks a hard constraint, and says which one left no node', () => {
-    expect(chooseNode(nodes, { model: 'tinyllama', strict_jurisdiction: 'DE' })).toEqual({ refusal: 'no live node serves tinyllama in DE' });
+    expect(chooseNode(nodes, { model: 'tinyllama', strict_jurisdiction: 'DE' })).toEqual({
+      refusal: 'no live node serves tinyllama in DE',
+    });
     expect(chooseNode(nodes, { model: 'tinyllama', strict_jurisdiction: 'CA', requires_tee: true })).toEqual({
       refusal: 'no live node serves tinyllama in CA with a verified TEE (requires_tee)',
     });
     expect(chooseNode(nodes, { model: 'phi-4', requires_tee: true })).toMatchObject({ node: { id: 'us1' } });
     expect(chooseNode([], { model: 'phi-4' })).toEqual({ refusal: 'no live node serves phi-4' });
-    expect(chooseNode(nodes, { model: 'tinyllama', strict_jurisdiction: 'US', exclude: ['us1'] })).toEqual({ refusal: 'no other live node serves tinyllama in US' });
+    expect(chooseNode(nodes, { model: 'tinyllama', strict_jurisdiction: 'US', exclude: ['us1'] })).toEqual({
+      refusal: 'no other live node serves tinyllama in US',
+    });
   });
 
   it('spreads ties at random', () => {
@@ -81,7 +99,10 @@ describe('pricing (pure)', () => {
   });
 
   it('reads signed units as usage: chat split by the reported prompt count, never beyond the signed total', () => {
-    expect(usageFromUnits('chat', 30, { prompt_tokens: 10, completion_tokens: 20 })).toEqual({ prompt_tokens: 10, completion_tokens: 20 });
+    expect(usageFromUnits('chat', 30, { prompt_tokens: 10, completion_tokens: 20 })).toEqual({
+      prompt_tokens: 10,
+      completion_tokens: 20,
+    });
     expect(usageFromUnits('chat', 30, { prompt_tokens: 50 })).toEqual({ prompt_tokens: 30, completion_tokens: 0 });
     expect(usageFromUnits('chat', 30, null)).toEqual({ prompt_tokens: 0, completion_tokens: 30 });
     expect(usageFromUnits('embeddings', 7, null)).toEqual({ prompt_tokens: 7 });
@@ -104,12 +125,18 @@ describe('wire helpers (pure)', () => {
   });
 
   it('parses NDJSON stream events and names the bad line', () => {
-    expect(parseEvents('{"type":"delta","content":"Hel"}\n\n{"type":"delta","content":"lo"}\n{"type":"done","usage":{"prompt_tokens":1,"completion_tokens":2},"finish_reason":"stop"}\n')).toEqual([
+    expect(
+      parseEvents(
+        '{"type":"delta","content":"Hel"}\n\n{"type":"delta","content":"lo"}\n{"type":"done","usage":{"prompt_tokens":1,"completion_tokens":2},"finish_reason":"stop"}\n',
+      ),
+    ).toEqual([
       { type: 'delta', content: 'Hel' },
       { type: 'delta', content: 'lo' },
       { type: 'done', usage: { prompt_tokens: 1, completion_tokens: 2 }, finish_reason: 'stop' },
     ]);
-    expect(parseEvents('{"type":"error","message":"boom","retryable":false}')).toEqual([{ type: 'error', message: 'boom', retryable: false }]);
+    expect(parseEvents('{"type":"error","message":"boom","retryable":false}')).toEqual([
+      { type: 'error', message: 'boom', retryable: false },
+    ]);
     expect(() => parseEvents('{"type":"delta","content":"a"}\nnot json')).toThrow(ApiError);
     expect(() => parseEvents('{"type":"delta","content":"a"}\nnot json')).toThrow('line 2: is not JSON');
     expect(() => parseEvents('{"type":"delta"}')).toThrow('line 1: must be');
@@ -126,15 +153,23 @@ describe('wire helpers (pure)', () => {
     expect(messages.length).toBeGreaterThan(3);
     expect(messages.every((m) => Buffer.byteLength(m) < 8000)).toBe(true);
     const back = messages.flatMap((m) => (JSON.parse(m) as { e: { type: string; content?: string }[] }).e);
-    expect(back.map((e) => e.content ?? '').join('')).toBe(events.map((e) => ('content' in e ? e.content : '')).join(''));
+    expect(back.map((e) => e.content ?? '').join('')).toBe(
+      events.map((e) => ('content' in e ? e.content : '')).join(''),
+    );
     expect(back.at(-1)).toEqual({ type: 'done', finish_reason: 'stop' });
   });
 
   it('presigns file URLs that expire and refuse any alteration', () => {
-    const ctx = { secrets: { sessionSecret: Buffer.from('s'.repeat(64)) }, config: { publicUrl: 'https://svc.example', fileUrlTtlSeconds: 3600 } } as Parameters<typeof presignFileUrl>[0];
+    const ctx = {
+      secrets: { sessionSecret: Buffer.from('s'.repeat(64)) },
+      config: { publicUrl: 'https://svc.example', fileUrlTtlSeconds: 3600 },
+    } as Parameters<typeof presignFileUrl>[0];
     const url = new URL(presignFileUrl(ctx, 'img-a-0.png'));
     expect(url.pathname).toBe('/v1/files/img-a-0.png');
-    const query = { expires: url.searchParams.get('expires') ?? '', signature: url.searchParams.get('signature') ?? '' };
+    const query = {
+      expires: url.searchParams.get('expires') ?? '',
+      signature: url.searchParams.get('signature') ?? '',
+    };
     expect(Number(query.expires) - Date.now() / 1000).toBeGreaterThan(3590);
     expect(checkFileUrl(ctx, 'img-a-0.png', query)).toBe('ok');
     expect(checkFileUrl(ctx, 'img-a-1.png', query)).toBe('invalid');

@@ -13,7 +13,11 @@ const ids = (type: Parameters<typeof modelsOfType>[0]) => modelsOfType(type).map
  * `404 model_not_found` from the route, not a schema 400 (docs/errors.md).
  */
 const modelId = (type: Parameters<typeof modelsOfType>[0]) =>
-  Type.String({ minLength: 1, maxLength: 256, description: `a catalogue ${type} model (GET /v1/models): ${ids(type).join(', ')}; any other is 404 model_not_found` });
+  Type.String({
+    minLength: 1,
+    maxLength: 256,
+    description: `a catalogue ${type} model (GET /v1/models): ${ids(type).join(', ')}; any other is 404 model_not_found`,
+  });
 
 /** OpenAI clients send `null` for unset optional fields; OpenAPI 3.0.3 spells that `nullable`. */
 const nullable = <T extends TSchema>(schema: T) => Type.Unsafe<T['static'] | null>({ ...schema, nullable: true });
@@ -21,8 +25,19 @@ const nullable = <T extends TSchema>(schema: T) => Type.Unsafe<T['static'] | nul
 const Country = Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2, upper case' });
 
 export const Routing = {
-  jurisdiction: Type.Optional(nullable(Type.String({ pattern: '^[A-Z]{2}$', description: 'preferred country (soft): nodes there are tried first' }))),
-  strict_jurisdiction: Type.Optional(nullable(Type.String({ pattern: '^[A-Z]{2}$', description: 'only nodes in this country (hard): 503 no_capacity when none is live' }))),
+  jurisdiction: Type.Optional(
+    nullable(
+      Type.String({ pattern: '^[A-Z]{2}$', description: 'preferred country (soft): nodes there are tried first' }),
+    ),
+  ),
+  strict_jurisdiction: Type.Optional(
+    nullable(
+      Type.String({
+        pattern: '^[A-Z]{2}$',
+        description: 'only nodes in this country (hard): 503 no_capacity when none is live',
+      }),
+    ),
+  ),
   requires_tee: Type.Optional(nullable(Type.Boolean({ description: 'only nodes with a verified TEE attestation' }))),
 };
 
@@ -38,15 +53,42 @@ export const ChatCompletionRequest = Type.Object(
   {
     model: modelId('chat'),
     messages: Type.Array(ChatMessage, { minItems: 1, maxItems: 2048 }),
-    stream: Type.Optional(nullable(Type.Boolean({ default: false, description: 'Server-Sent Events in OpenAI chunk format' }))),
-    stream_options: Type.Optional(nullable(Type.Object({ include_usage: Type.Optional(nullable(Type.Boolean())) }, { additionalProperties: true }))),
-    temperature: Type.Optional(nullable(Type.Number({ minimum: 0, maximum: 2, default: 0.7 }))),
-    max_tokens: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 32_768, description: 'default: the model context length, at most 32768' }))),
-    max_completion_tokens: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 32_768, description: 'the same as max_tokens (newer OpenAI clients)' }))),
-    knowledge_base: Type.Optional(
-      nullable(Type.String({ maxLength: 256, description: 'knowledge base id (kb_...): the answer is grounded in its nearest chunks, returned in `sources`; needs knowledge_bases:read' })),
+    stream: Type.Optional(
+      nullable(Type.Boolean({ default: false, description: 'Server-Sent Events in OpenAI chunk format' })),
     ),
-    knowledge_base_top_k: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 20, default: 4, description: 'how many chunks of the knowledge base go to the model' }))),
+    stream_options: Type.Optional(
+      nullable(Type.Object({ include_usage: Type.Optional(nullable(Type.Boolean())) }, { additionalProperties: true })),
+    ),
+    temperature: Type.Optional(nullable(Type.Number({ minimum: 0, maximum: 2, default: 0.7 }))),
+    max_tokens: Type.Optional(
+      nullable(
+        Type.Integer({ minimum: 1, maximum: 32_768, description: 'default: the model context length, at most 32768' }),
+      ),
+    ),
+    max_completion_tokens: Type.Optional(
+      nullable(
+        Type.Integer({ minimum: 1, maximum: 32_768, description: 'the same as max_tokens (newer OpenAI clients)' }),
+      ),
+    ),
+    knowledge_base: Type.Optional(
+      nullable(
+        Type.String({
+          maxLength: 256,
+          description:
+            'knowledge base id (kb_...): the answer is grounded in its nearest chunks, returned in `sources`; needs knowledge_bases:read',
+        }),
+      ),
+    ),
+    knowledge_base_top_k: Type.Optional(
+      nullable(
+        Type.Integer({
+          minimum: 1,
+          maximum: 20,
+          default: 4,
+          description: 'how many chunks of the knowledge base go to the model',
+        }),
+      ),
+    ),
     ...Routing,
   },
   { $id: 'ChatCompletionRequest', additionalProperties: true },
@@ -77,7 +119,11 @@ export const ChatSource = Type.Object(
   { $id: 'ChatSource' },
 );
 
-const ChatUsage = Type.Object({ prompt_tokens: Type.Integer(), completion_tokens: Type.Integer(), total_tokens: Type.Integer() });
+const ChatUsage = Type.Object({
+  prompt_tokens: Type.Integer(),
+  completion_tokens: Type.Integer(),
+  total_tokens: Type.Integer(),
+});
 
 export const ChatCompletion = Type.Object(
   {
@@ -97,7 +143,11 @@ export const ChatCompletion = Type.Object(
     usage: ChatUsage,
     svc_node: Type.Ref(SvcNode),
     svc_receipt_id: Type.String(),
-    sources: Type.Optional(Type.Array(Type.Ref(ChatSource), { description: 'with knowledge_base: the chunks the answer was grounded in, cited as [index]' })),
+    sources: Type.Optional(
+      Type.Array(Type.Ref(ChatSource), {
+        description: 'with knowledge_base: the chunks the answer was grounded in, cited as [index]',
+      }),
+    ),
   },
   { $id: 'ChatCompletion', additionalProperties: true },
 );
@@ -126,11 +176,18 @@ export const ModelList = Type.Object(
 export const EmbeddingsRequest = Type.Object(
   {
     model: modelId('embeddings'),
-    input: Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 2048 })], {
-      description: 'a text, or up to 2048 texts embedded in one request',
-    }),
+    input: Type.Union(
+      [Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 2048 })],
+      {
+        description: 'a text, or up to 2048 texts embedded in one request',
+      },
+    ),
     encoding_format: Type.Optional(nullable(StringEnum(['float', 'base64'] as const, { default: 'float' }))),
-    dimensions: Type.Optional(nullable(Type.Integer({ minimum: 1, description: "must equal the model's dimensions (384 for all-MiniLM-L6-v2)" }))),
+    dimensions: Type.Optional(
+      nullable(
+        Type.Integer({ minimum: 1, description: "must equal the model's dimensions (384 for all-MiniLM-L6-v2)" }),
+      ),
+    ),
     ...Routing,
   },
   { $id: 'EmbeddingsRequest', additionalProperties: true },
@@ -144,7 +201,10 @@ export const EmbeddingsResponse = Type.Object(
       Type.Object({
         object: Type.Literal('embedding'),
         index: Type.Integer(),
-        embedding: Type.Union([Type.Array(Type.Number()), Type.String({ description: 'base64 of little-endian float32 when encoding_format is base64' })]),
+        embedding: Type.Union([
+          Type.Array(Type.Number()),
+          Type.String({ description: 'base64 of little-endian float32 when encoding_format is base64' }),
+        ]),
       }),
     ),
     model: Type.String(),
@@ -157,9 +217,15 @@ export const EmbeddingsResponse = Type.Object(
 
 export const TranscriptionForm = Type.Object(
   {
-    file: Type.Unsafe<unknown>({ type: 'string', format: 'binary', description: 'mp3, wav, m4a, flac or webm, recognised by content; at most 25 MiB' }),
+    file: Type.Unsafe<unknown>({
+      type: 'string',
+      format: 'binary',
+      description: 'mp3, wav, m4a, flac or webm, recognised by content; at most 25 MiB',
+    }),
     model: modelId('transcription'),
-    language: Type.Optional(Type.String({ pattern: '^[a-z]{2,3}$', description: 'ISO 639-1 code; auto-detected when omitted' })),
+    language: Type.Optional(
+      Type.String({ pattern: '^[a-z]{2,3}$', description: 'ISO 639-1 code; auto-detected when omitted' }),
+    ),
     response_format: Type.Optional(StringEnum(['json', 'text', 'verbose_json'] as const, { default: 'json' })),
     strict_jurisdiction: Type.Optional(Country),
     jurisdiction: Type.Optional(Country),
@@ -174,9 +240,15 @@ export const TranscriptionResponse = Type.Object(
     task: Type.Optional(Type.String()),
     language: Type.Optional(Type.String()),
     duration: Type.Optional(Type.Number()),
-    segments: Type.Optional(Type.Array(Type.Object({ id: Type.Integer(), start: Type.Number(), end: Type.Number(), text: Type.String() }))),
+    segments: Type.Optional(
+      Type.Array(Type.Object({ id: Type.Integer(), start: Type.Number(), end: Type.Number(), text: Type.String() })),
+    ),
   },
-  { $id: 'TranscriptionResponse', additionalProperties: true, description: '`{text}` for json; verbose_json adds language, duration, segments, svc_node and svc_receipt_id' },
+  {
+    $id: 'TranscriptionResponse',
+    additionalProperties: true,
+    description: '`{text}` for json; verbose_json adds language, duration, segments, svc_node and svc_receipt_id',
+  },
 );
 
 export const ImageRequest = Type.Object(
@@ -184,7 +256,15 @@ export const ImageRequest = Type.Object(
     model: modelId('image'),
     prompt: Type.String({ minLength: 1, maxLength: 4000 }),
     n: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 10, default: 1 }))),
-    size: Type.Optional(nullable(Type.String({ pattern: '^[0-9]{1,5}x[0-9]{1,5}$', default: '1024x1024', description: 'WxH, each side 64..1024' }))),
+    size: Type.Optional(
+      nullable(
+        Type.String({
+          pattern: '^[0-9]{1,5}x[0-9]{1,5}$',
+          default: '1024x1024',
+          description: 'WxH, each side 64..1024',
+        }),
+      ),
+    ),
     response_format: Type.Optional(nullable(StringEnum(['url', 'b64_json'] as const, { default: 'url' }))),
     ...Routing,
   },

@@ -5,14 +5,30 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { insufficientCredits } from '../billing/rules.js';
 import { followWork, type WorkFollower } from './follow.js';
-import { followEvents, followStep, initialFollow, type FollowAction, type FollowEvent, type FollowState } from './follow-step.js';
+import {
+  followEvents,
+  followStep,
+  initialFollow,
+  type FollowAction,
+  type FollowEvent,
+  type FollowState,
+} from './follow-step.js';
 import type { LocalCompletion } from './hub.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
 import { openRun, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
 import { endRequest } from './settle.js';
-import { findGatewayRequest, insertGatewayRequest, insertLeasedWork, liveNodesServing, setAttempt, staleRequests, undispatchWork, type GatewayRequestRow } from './store.js';
+import {
+  findGatewayRequest,
+  insertGatewayRequest,
+  insertLeasedWork,
+  liveNodesServing,
+  setAttempt,
+  staleRequests,
+  undispatchWork,
+  type GatewayRequestRow,
+} from './store.js';
 import type { Handoff } from '../scheduler/background.js';
 import type { WorkRow } from '../scheduler/store.js';
 
@@ -67,7 +83,13 @@ async function pickNode(ctx: ServiceContext, call: GatewayCall, exclude: string[
 
 /** The routing constraints of a request: its evidence run's policy snapshot. */
 function requestPolicy(call: GatewayCall): Record<string, unknown> {
-  return { model: call.model, jurisdiction: call.route.jurisdiction ?? null, strict_jurisdiction: call.route.strict_jurisdiction ?? null, requires_tee: call.route.requires_tee ?? false, max_cost_micro: call.maxMicro };
+  return {
+    model: call.model,
+    jurisdiction: call.route.jurisdiction ?? null,
+    strict_jurisdiction: call.route.strict_jurisdiction ?? null,
+    requires_tee: call.route.requires_tee ?? false,
+    max_cost_micro: call.maxMicro,
+  };
 }
 
 function policyText(call: GatewayCall): string {
@@ -79,8 +101,22 @@ function policyText(call: GatewayCall): string {
   return parts.join('; ');
 }
 
-function routedEvents(decision: Extract<RouteDecision, { node: unknown }>, workId: string, attempt: number): EvidenceEvent[] {
-  return routed(decision.node, { reason: decision.reason, candidates: decision.candidates, eligible: decision.eligible, preferred: decision.preferred, open_work: decision.node.open_work }, { type: 'request.assigned', work_id: workId, attempt });
+function routedEvents(
+  decision: Extract<RouteDecision, { node: unknown }>,
+  workId: string,
+  attempt: number,
+): EvidenceEvent[] {
+  return routed(
+    decision.node,
+    {
+      reason: decision.reason,
+      candidates: decision.candidates,
+      eligible: decision.eligible,
+      preferred: decision.preferred,
+      open_work: decision.node.open_work,
+    },
+    { type: 'request.assigned', work_id: workId, attempt },
+  );
 }
 
 function workPayload(call: GatewayCall) {
@@ -101,11 +137,19 @@ function workPayload(call: GatewayCall) {
  * work it holds in vain; its receipt would be refused. On PostgreSQL another instance could answer the
  * node before the commit, so there the work is written first and handed over after.
  */
-export async function openRequest(ctx: ServiceContext, principal: Principal, call: GatewayCall, workId: string): Promise<Attempt> {
+export async function openRequest(
+  ctx: ServiceContext,
+  principal: Principal,
+  call: GatewayCall,
+  workId: string,
+): Promise<Attempt> {
   const cents = holdCents(call.maxMicro);
   // Both reads at once (two connections on PostgreSQL; back to back on PGlite, where nothing can
   // commit between them); a 402 still comes before a 503.
-  const [{ available_cents }, decision] = await Promise.all([ctx.ledger.balance(principal.orgId), pickNode(ctx, call, [])]);
+  const [{ available_cents }, decision] = await Promise.all([
+    ctx.ledger.balance(principal.orgId),
+    pickNode(ctx, call, []),
+  ]);
   const available = available_cents - ctx.openingHolds.of(principal.orgId);
   if (available < cents) throw insufficientCredits(available, cents);
   // Counted at once, right after the read it was checked against, until the hold is in the store.
@@ -125,30 +169,68 @@ export async function openRequest(ctx: ServiceContext, principal: Principal, cal
  */
 async function dispatchOpening(
   ctx: ServiceContext,
-  o: { principal: Principal; call: GatewayCall; workId: string; cents: number; decision: Extract<RouteDecision, { node: unknown }>; opening: () => void },
+  o: {
+    principal: Principal;
+    call: GatewayCall;
+    workId: string;
+    cents: number;
+    decision: Extract<RouteDecision, { node: unknown }>;
+    opening: () => void;
+  },
 ): Promise<void> {
   const { principal, call, workId, cents, decision } = o;
   const node = decision.node;
   const open = async (tx: Queryable, dispatched: boolean, leaseExpiresAt?: Date) => {
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
     await insertGatewayRequest(tx, {
-      id: call.id, org_id: principal.orgId, buyer_id: principal.buyerId, type: call.type, model: call.model, stream: call.stream, node_id: node.id, work_id: workId, hold_id: holdId,
+      id: call.id,
+      org_id: principal.orgId,
+      buyer_id: principal.buyerId,
+      type: call.type,
+      model: call.model,
+      stream: call.stream,
+      node_id: node.id,
+      work_id: workId,
+      hold_id: holdId,
       metadata: {
-        jurisdiction: call.route.jurisdiction ?? null, strict_jurisdiction: call.route.strict_jurisdiction ?? null, requires_tee: call.route.requires_tee ?? false,
-        attempts: [{ node_id: node.id, work_id: workId }], ...(call.audit ? { audit: call.audit } : {}),
+        jurisdiction: call.route.jurisdiction ?? null,
+        strict_jurisdiction: call.route.strict_jurisdiction ?? null,
+        requires_tee: call.route.requires_tee ?? false,
+        attempts: [{ node_id: node.id, work_id: workId }],
+        ...(call.audit ? { audit: call.audit } : {}),
       },
     });
     await call.onOpen?.(tx);
-    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: principal.orgId, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched, ...(leaseExpiresAt ? { lease_expires_at: leaseExpiresAt } : {}) });
+    const work = await insertLeasedWork(tx, {
+      ...workPayload(call),
+      id: workId,
+      request_id: call.id,
+      org_id: principal.orgId,
+      node_id: node.id,
+      lease_seconds: ctx.config.leaseSeconds,
+      dispatched,
+      ...(leaseExpiresAt ? { lease_expires_at: leaseExpiresAt } : {}),
+    });
     const policy = requestPolicy(call);
     await openRun(
       tx,
       {
-        org_id: principal.orgId, buyer_id: principal.buyerId, subject_type: 'request', job_id: call.id, summary: `${call.type} ${call.model}, open`,
-        jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null, policy_id: policyId(policy), trust_tier: call.route.requires_tee ? 'sovereign' : 'public', work_type: call.type,
+        org_id: principal.orgId,
+        buyer_id: principal.buyerId,
+        subject_type: 'request',
+        job_id: call.id,
+        summary: `${call.type} ${call.model}, open`,
+        jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null,
+        policy_id: policyId(policy),
+        trust_tier: call.route.requires_tee ? 'sovereign' : 'public',
+        work_type: call.type,
       },
       [
-        { type: 'request.received', summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`, metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro } },
+        {
+          type: 'request.received',
+          summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`,
+          metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
+        },
         ...(call.evidence ?? []),
         policyEvaluated(policy, policyText(call)),
         ledgerHeld(holdId, cents, 'request.received'),
@@ -169,10 +251,27 @@ async function dispatchOpening(
 }
 
 /** The work row `openRequest` is about to write, as the node's poll is handed it before the write. */
-function leasedWork(call: GatewayCall, w: { workId: string; orgId: string; nodeId: string; leaseExpiresAt: Date }): WorkRow {
+function leasedWork(
+  call: GatewayCall,
+  w: { workId: string; orgId: string; nodeId: string; leaseExpiresAt: Date },
+): WorkRow {
   return {
-    id: w.workId, job_id: call.id, org_id: w.orgId, node_id: w.nodeId, type: call.type, kind: 0, model: call.model, payload: call.payload, stream: call.stream,
-    status: 'leased', lease_expires_at: w.leaseExpiresAt, price_micro_per_unit: 0, result_hash: null, result_content_type: null, metering_units: null, usage: null,
+    id: w.workId,
+    job_id: call.id,
+    org_id: w.orgId,
+    node_id: w.nodeId,
+    type: call.type,
+    kind: 0,
+    model: call.model,
+    payload: call.payload,
+    stream: call.stream,
+    status: 'leased',
+    lease_expires_at: w.leaseExpiresAt,
+    price_micro_per_unit: 0,
+    result_hash: null,
+    result_content_type: null,
+    metering_units: null,
+    usage: null,
   };
 }
 
@@ -181,7 +280,11 @@ function leasedWork(call: GatewayCall, w: { workId: string; orgId: string; nodeI
  * `open`, which writes it (already dispatched, with the lease the node was told). False, having
  * written nothing, when no poll of the node waits here or it hung up before the hand-over.
  */
-async function dispatchWhileOpening(ctx: ServiceContext, work: WorkRow, open: (tx: Queryable) => Promise<WorkRow>): Promise<boolean> {
+async function dispatchWhileOpening(
+  ctx: ServiceContext,
+  work: WorkRow,
+  open: (tx: Queryable) => Promise<WorkRow>,
+): Promise<boolean> {
   const handoff = ctx.jobSignal.reserve(work.node_id);
   if (!handoff) return false;
   if (!handoff.deliver([work])) return false;
@@ -201,7 +304,11 @@ async function dispatchWhileOpening(ctx: ServiceContext, work: WorkRow, open: (t
  * so `write` stores the work already `dispatched` and the poll answers with it; otherwise the
  * work waits for the node's next poll. Returns the work written.
  */
-async function leaseWork(ctx: ServiceContext, nodeId: string, write: (tx: Queryable, dispatched: boolean) => Promise<WorkRow | undefined>): Promise<WorkRow | undefined> {
+async function leaseWork(
+  ctx: ServiceContext,
+  nodeId: string,
+  write: (tx: Queryable, dispatched: boolean) => Promise<WorkRow | undefined>,
+): Promise<WorkRow | undefined> {
   const handoff = ctx.jobSignal.reserve(nodeId);
   let work: WorkRow | undefined;
   try {
@@ -225,18 +332,39 @@ export async function sendWork(ctx: ServiceContext, work: WorkRow, handoff: Hand
 }
 
 /** Leases the request to another node (failover); undefined when no other node is eligible. */
-export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId: string, tried: string[], why: string): Promise<Attempt | undefined> {
+export async function redispatch(
+  ctx: ServiceContext,
+  call: GatewayCall,
+  workId: string,
+  tried: string[],
+  why: string,
+): Promise<Attempt | undefined> {
   const decision = await pickNode(ctx, call, tried);
   if (!('node' in decision)) return undefined;
   const node = decision.node;
   const moved = await leaseWork(ctx, node.id, async (tx, dispatched) => {
     const request = await findGatewayRequest(tx, call.id, true);
     if (!request || request.status !== 'running') return undefined;
-    const work = await insertLeasedWork(tx, { ...workPayload(call), id: workId, request_id: call.id, org_id: request.org_id, node_id: node.id, lease_seconds: ctx.config.leaseSeconds, dispatched });
-    const attempts = [...(Array.isArray(request.metadata.attempts) ? request.metadata.attempts : []), { node_id: node.id, work_id: workId }];
+    const work = await insertLeasedWork(tx, {
+      ...workPayload(call),
+      id: workId,
+      request_id: call.id,
+      org_id: request.org_id,
+      node_id: node.id,
+      lease_seconds: ctx.config.leaseSeconds,
+      dispatched,
+    });
+    const attempts = [
+      ...(Array.isArray(request.metadata.attempts) ? request.metadata.attempts : []),
+      { node_id: node.id, work_id: workId },
+    ];
     await setAttempt(tx, call.id, { node_id: node.id, work_id: workId, metadata: { ...request.metadata, attempts } });
     await recordEvents(tx, call.id, [
-      { type: 'request.failover', summary: `retrying once on another node: ${why}`.slice(0, 500), metadata: { failed_node_id: tried[tried.length - 1] ?? null, reason: why } },
+      {
+        type: 'request.failover',
+        summary: `retrying once on another node: ${why}`.slice(0, 500),
+        metadata: { failed_node_id: tried[tried.length - 1] ?? null, reason: why },
+      },
       ...routedEvents(decision, workId, tried.length + 1),
     ]);
     return work;
@@ -251,7 +379,11 @@ export async function redispatch(ctx: ServiceContext, call: GatewayCall, workId:
  * Returns the new attempt and its follower (the node joins `tried`), or undefined when no other
  * node may take it (the caller then ends the request).
  */
-export async function failOver(ctx: ServiceContext, call: GatewayCall, failed: { attempt: Attempt; follower: WorkFollower; tried: string[]; why: string }): Promise<{ attempt: Attempt; follower: WorkFollower } | undefined> {
+export async function failOver(
+  ctx: ServiceContext,
+  call: GatewayCall,
+  failed: { attempt: Attempt; follower: WorkFollower; tried: string[]; why: string },
+): Promise<{ attempt: Attempt; follower: WorkFollower } | undefined> {
   failed.follower.close();
   const workId = newId('wrk');
   const follower = followWork(ctx, workId);
@@ -260,7 +392,10 @@ export async function failOver(ctx: ServiceContext, call: GatewayCall, failed: {
     follower.close();
     return undefined;
   }
-  ctx.log.info({ request_id: call.id, failed_node: failed.attempt.node.id, node_id: next.node.id }, `gateway failover: ${failed.why}`);
+  ctx.log.info(
+    { request_id: call.id, failed_node: failed.attempt.node.id, node_id: next.node.id },
+    `gateway failover: ${failed.why}`,
+  );
   failed.tried.push(next.node.id);
   return { attempt: next, follower };
 }
@@ -276,10 +411,20 @@ export interface Finished {
 }
 
 /** The request's answer: from the completion handed over in memory, else read from the store. */
-export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt: Attempt, completion?: LocalCompletion): Promise<Finished> {
-  if (completion?.output) return { attempt, output: completion.output, receiptId: completion.receiptId, request: completion.request };
-  const [blob, request] = await Promise.all([ctx.blobs.get(`results/${attempt.workId}`), completion ? completion.request : findGatewayRequest(ctx.db, call.id)]);
-  if (!blob || !request?.receipt_id) throw new Error(`completed work ${attempt.workId} has no stored result or receipt`);
+export async function finishedOf(
+  ctx: ServiceContext,
+  call: GatewayCall,
+  attempt: Attempt,
+  completion?: LocalCompletion,
+): Promise<Finished> {
+  if (completion?.output)
+    return { attempt, output: completion.output, receiptId: completion.receiptId, request: completion.request };
+  const [blob, request] = await Promise.all([
+    ctx.blobs.get(`results/${attempt.workId}`),
+    completion ? completion.request : findGatewayRequest(ctx.db, call.id),
+  ]);
+  if (!blob || !request?.receipt_id)
+    throw new Error(`completed work ${attempt.workId} has no stored result or receipt`);
   return { attempt, output: blob.bytes, receiptId: request.receipt_id, request };
 }
 
@@ -294,7 +439,12 @@ export async function finishedOf(ctx: ServiceContext, call: GatewayCall, attempt
  * const done = await runRequest(ctx, principal, call);
  * JSON.parse(done.output.toString('utf8'));
  */
-export async function runRequest(ctx: ServiceContext, principal: Principal, call: GatewayCall, options: { signal?: AbortSignal } = {}): Promise<Finished> {
+export async function runRequest(
+  ctx: ServiceContext,
+  principal: Principal,
+  call: GatewayCall,
+  options: { signal?: AbortSignal } = {},
+): Promise<Finished> {
   const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
   const workId = newId('wrk');
   const follower = followWork(ctx, workId);
@@ -313,11 +463,15 @@ export async function runRequest(ctx: ServiceContext, principal: Principal, call
       for (const event of followEvents(item, ctx.config.gatewayTimeoutMs)) {
         let action: FollowAction;
         [state, action] = await step(ctx, call, state, event, current);
-        if (action.type === 'complete') return await finishedOf(ctx, call, current.attempt, item.kind === 'ended' ? item.completion : undefined);
+        if (action.type === 'complete')
+          return await finishedOf(ctx, call, current.attempt, item.kind === 'ended' ? item.completion : undefined);
         if (action.type !== 'end') continue;
         const { ending } = action;
         await endRequest(ctx, call.id, { status: ending.status, error: ending.error, cancelWork: ending.cancelWork });
-        throw new ApiError(ending.code, ending.status === 'cancelled' ? `request ${call.id} was cancelled: ${ending.error}` : ending.error);
+        throw new ApiError(
+          ending.code,
+          ending.status === 'cancelled' ? `request ${call.id} was cancelled: ${ending.error}` : ending.error,
+        );
       }
     }
   } finally {
@@ -337,10 +491,21 @@ export interface Following {
  * another node (updating `current`) and steps on with the outcome, so the caller only ever sees
  * `wait`, `write`, `complete` and `end`.
  */
-export async function step(ctx: ServiceContext, call: GatewayCall, state: FollowState, event: FollowEvent, current: Following): Promise<[FollowState, FollowAction]> {
+export async function step(
+  ctx: ServiceContext,
+  call: GatewayCall,
+  state: FollowState,
+  event: FollowEvent,
+  current: Following,
+): Promise<[FollowState, FollowAction]> {
   const [next, action] = followStep(state, event);
   if (action.type !== 'failover') return [next, action];
-  const moved = await failOver(ctx, call, { attempt: current.attempt, follower: current.follower, tried: current.tried, why: action.why });
+  const moved = await failOver(ctx, call, {
+    attempt: current.attempt,
+    follower: current.follower,
+    tried: current.tried,
+    why: action.why,
+  });
   if (!moved) return followStep(next, { kind: 'no_failover', state: action.state, why: action.why });
   current.attempt = moved.attempt;
   current.follower = moved.follower;
@@ -356,7 +521,11 @@ export async function sweepStaleRequests(ctx: ServiceContext): Promise<number> {
   const ids = await staleRequests(ctx.db, Math.ceil(ctx.config.gatewayTimeoutMs / 1000) + 60, 100);
   let ended = 0;
   for (const id of ids) {
-    const charged = await endRequest(ctx, id, { status: 'timeout', error: 'abandoned: the instance serving it stopped', cancelWork: true });
+    const charged = await endRequest(ctx, id, {
+      status: 'timeout',
+      error: 'abandoned: the instance serving it stopped',
+      cancelWork: true,
+    });
     if (charged !== undefined) ended++;
   }
   return ended;

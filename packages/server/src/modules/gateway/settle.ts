@@ -8,7 +8,14 @@ import { closeRun } from '../evidence/recorder.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import type { WorkRow } from '../scheduler/store.js';
 import { costMicro, usageFromUnits } from './pricing.js';
-import { cancelOpenWork, closeGatewayRequest, findGatewayRequest, workState, type GatewayRequestRow, type GatewayStatus } from './store.js';
+import {
+  cancelOpenWork,
+  closeGatewayRequest,
+  findGatewayRequest,
+  workState,
+  type GatewayRequestRow,
+  type GatewayStatus,
+} from './store.js';
 
 /**
  * How a gateway request ends and what it is charged. Every path (receipt, client gone, node
@@ -21,11 +28,17 @@ import { cancelOpenWork, closeGatewayRequest, findGatewayRequest, workState, typ
  * The gateway request a receipt completes, locked. 409 when the work is no longer the request's
  * current attempt (it was superseded by a failover) or the request already ended.
  */
-export async function lockRequestOfWork(tx: Queryable, work: Pick<WorkRow, 'id' | 'job_id'>): Promise<GatewayRequestRow> {
+export async function lockRequestOfWork(
+  tx: Queryable,
+  work: Pick<WorkRow, 'id' | 'job_id'>,
+): Promise<GatewayRequestRow> {
   const request = await findGatewayRequest(tx, work.job_id, true);
   if (!request) throw new ApiError('not_found', `no gateway request ${work.job_id}`);
   if (request.work_id !== work.id || request.status !== 'running') {
-    throw new ApiError('conflict', `gateway request ${request.id} is ${request.status === 'running' ? 'served by another attempt' : request.status}; no receipt is accepted for this work`);
+    throw new ApiError(
+      'conflict',
+      `gateway request ${request.id} is ${request.status === 'running' ? 'served by another attempt' : request.status}; no receipt is accepted for this work`,
+    );
   }
   return request;
 }
@@ -36,7 +49,10 @@ export async function lockRequestOfWork(tx: Queryable, work: Pick<WorkRow, 'id' 
  */
 export function gatewayReceiptMetadata(request: GatewayRequestRow, node: NodeRow): Record<string, unknown> {
   const asked = request.metadata;
-  const audit = typeof asked.audit === 'object' && asked.audit !== null && !Array.isArray(asked.audit) ? (asked.audit as Record<string, unknown>) : {};
+  const audit =
+    typeof asked.audit === 'object' && asked.audit !== null && !Array.isArray(asked.audit)
+      ? (asked.audit as Record<string, unknown>)
+      : {};
   return {
     ...audit,
     request_type: request.type,
@@ -55,16 +71,34 @@ export function gatewayReceiptMetadata(request: GatewayRequestRow, node: NodeRow
  * Settles (or releases) the request's hold and credits the serving node's organization its
  * earning; returns the charge (whole cents and exact micro-CAD) and the ledger's evidence event.
  */
-async function charge(ctx: ServiceContext, tx: Queryable, request: GatewayRequestRow, usage: ModelUsage, node: Pick<NodeRow, 'id' | 'org_id'> | undefined, what: string, cause: string) {
+async function charge(
+  ctx: ServiceContext,
+  tx: Queryable,
+  request: GatewayRequestRow,
+  usage: ModelUsage,
+  node: Pick<NodeRow, 'id' | 'org_id'> | undefined,
+  what: string,
+  cause: string,
+) {
   if (!request.hold_id) return { charged: 0, chargedMicro: 0, events: [] };
   const micro = costMicro(request.model, usage);
   if (micro === 0) {
     const { released_cents } = await ctx.ledger.within(tx).release(request.hold_id);
     return { charged: 0, chargedMicro: 0, events: [ledgerReleased(request.hold_id, released_cents, cause)] };
   }
-  const settled = await ctx.ledger.within(tx).settle(request.hold_id, micro, { description: `${request.type} ${request.model}: ${what}`, ref: request.id });
-  const earned = node ? await ctx.ledger.within(tx).earn(node.org_id, settled, { description: `${request.type} ${request.id} on ${node.id}`, ref: request.id }) : null;
-  return { charged: settled.charged_cents, chargedMicro: settled.charged_micro, events: [ledgerCharged(request.hold_id, settled, earned?.transaction ?? null, cause)] };
+  const settled = await ctx.ledger
+    .within(tx)
+    .settle(request.hold_id, micro, { description: `${request.type} ${request.model}: ${what}`, ref: request.id });
+  const earned = node
+    ? await ctx.ledger
+        .within(tx)
+        .earn(node.org_id, settled, { description: `${request.type} ${request.id} on ${node.id}`, ref: request.id })
+    : null;
+  return {
+    charged: settled.charged_cents,
+    chargedMicro: settled.charged_micro,
+    events: [ledgerCharged(request.hold_id, settled, earned?.transaction ?? null, cause)],
+  };
 }
 
 function describe(usage: ModelUsage): string {
@@ -86,14 +120,39 @@ export async function completeFromReceipt(
   done: { work: Pick<WorkRow, 'id' | 'usage'>; node: NodeRow; receipt: ReceiptRow },
 ): Promise<GatewayRequestRow> {
   const usage = usageFromUnits(request.type, done.receipt.metering_units, done.work.usage);
-  const { charged, chargedMicro, events } = await charge(ctx, tx, request, usage, done.node, `${describe(usage)} on ${done.node.id}`, 'receipt.verified');
-  const closed = { status: 'completed' as const, usage: usage as Record<string, number>, charged_cents: charged, charged_micro: chargedMicro, receipt_id: done.receipt.id };
+  const { charged, chargedMicro, events } = await charge(
+    ctx,
+    tx,
+    request,
+    usage,
+    done.node,
+    `${describe(usage)} on ${done.node.id}`,
+    'receipt.verified',
+  );
+  const closed = {
+    status: 'completed' as const,
+    usage: usage as Record<string, number>,
+    charged_cents: charged,
+    charged_micro: chargedMicro,
+    receipt_id: done.receipt.id,
+  };
   await closeGatewayRequest(tx, request.id, closed);
-  await closeRun(tx, ctx.secrets, request.id, [
-    ...receiptEvents(done.receipt, done.node, done.work.id),
-    ...events,
-    { type: 'request.completed', summary: `completed on ${done.node.id}: ${describe(usage) || 'no usage'}`, metadata: { receipt_id: done.receipt.id, usage, charged_cents: charged }, causedBy: ['receipt.verified'] },
-  ], `${request.type} ${request.model}, completed`);
+  await closeRun(
+    tx,
+    ctx.secrets,
+    request.id,
+    [
+      ...receiptEvents(done.receipt, done.node, done.work.id),
+      ...events,
+      {
+        type: 'request.completed',
+        summary: `completed on ${done.node.id}: ${describe(usage) || 'no usage'}`,
+        metadata: { receipt_id: done.receipt.id, usage, charged_cents: charged },
+        causedBy: ['receipt.verified'],
+      },
+    ],
+    `${request.type} ${request.model}, completed`,
+  );
   return { ...request, ...closed, completed_at: new Date() };
 }
 
@@ -107,7 +166,13 @@ export async function completeFromReceipt(
 export async function endRequest(
   ctx: ServiceContext,
   requestId: string,
-  end: { status: Exclude<GatewayStatus, 'running' | 'completed'>; usage?: ModelUsage; error: string; earnTo?: Pick<NodeRow, 'id' | 'org_id'>; cancelWork?: boolean },
+  end: {
+    status: Exclude<GatewayStatus, 'running' | 'completed'>;
+    usage?: ModelUsage;
+    error: string;
+    earnTo?: Pick<NodeRow, 'id' | 'org_id'>;
+    cancelWork?: boolean;
+  },
 ): Promise<number | undefined> {
   return ctx.db.transaction(async (tx) => {
     const seen = await findGatewayRequest(tx, requestId);
@@ -118,12 +183,41 @@ export async function endRequest(
     if (end.cancelWork && request.work_id) await cancelOpenWork(tx, request.work_id, end.error);
     const usage = end.usage ?? {};
     const ended = `request.${end.status}`;
-    const { charged, chargedMicro, events } = await charge(ctx, tx, request, usage, end.earnTo, `${describe(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480), ended);
-    await closeGatewayRequest(tx, request.id, { status: end.status, usage: end.usage ? (end.usage as Record<string, number>) : null, charged_cents: charged, charged_micro: chargedMicro, error: end.error });
-    await closeRun(tx, ctx.secrets, request.id, [
-      { type: ended, summary: `${end.status}: ${end.error}`.slice(0, 500), metadata: { error: end.error, usage: end.usage ?? null, node_id: request.node_id, work_cancelled: end.cancelWork ?? false } },
-      ...events,
-    ], `${request.type} ${request.model}, ${end.status}`);
+    const { charged, chargedMicro, events } = await charge(
+      ctx,
+      tx,
+      request,
+      usage,
+      end.earnTo,
+      `${describe(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480),
+      ended,
+    );
+    await closeGatewayRequest(tx, request.id, {
+      status: end.status,
+      usage: end.usage ? (end.usage as Record<string, number>) : null,
+      charged_cents: charged,
+      charged_micro: chargedMicro,
+      error: end.error,
+    });
+    await closeRun(
+      tx,
+      ctx.secrets,
+      request.id,
+      [
+        {
+          type: ended,
+          summary: `${end.status}: ${end.error}`.slice(0, 500),
+          metadata: {
+            error: end.error,
+            usage: end.usage ?? null,
+            node_id: request.node_id,
+            work_cancelled: end.cancelWork ?? false,
+          },
+        },
+        ...events,
+      ],
+      `${request.type} ${request.model}, ${end.status}`,
+    );
     return charged;
   });
 }

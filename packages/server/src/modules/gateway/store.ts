@@ -48,35 +48,80 @@ export async function liveNodesServing(db: Queryable, model: string): Promise<Ro
 
 export async function insertGatewayRequest(
   db: Queryable,
-  r: Pick<GatewayRequestRow, 'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'>,
+  r: Pick<
+    GatewayRequestRow,
+    'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
+  >,
 ): Promise<void> {
   await db.query(
     `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-    [r.id, r.org_id, r.buyer_id, r.type, r.model, r.stream, r.node_id, r.work_id, r.hold_id, JSON.stringify(r.metadata)],
+    [
+      r.id,
+      r.org_id,
+      r.buyer_id,
+      r.type,
+      r.model,
+      r.stream,
+      r.node_id,
+      r.work_id,
+      r.hold_id,
+      JSON.stringify(r.metadata),
+    ],
   );
 }
 
-export async function findGatewayRequest(db: Queryable, id: string, lock = false): Promise<GatewayRequestRow | undefined> {
-  const { rows } = await db.query<GatewayRequestRow>(`SELECT * FROM gateway_requests WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`, [id]);
+export async function findGatewayRequest(
+  db: Queryable,
+  id: string,
+  lock = false,
+): Promise<GatewayRequestRow | undefined> {
+  const { rows } = await db.query<GatewayRequestRow>(
+    `SELECT * FROM gateway_requests WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`,
+    [id],
+  );
   return rows[0];
 }
 
 /** Points the request at a new attempt. */
-export async function setAttempt(db: Queryable, id: string, attempt: { node_id: string; work_id: string; metadata: Record<string, unknown> }): Promise<void> {
-  await db.query('UPDATE gateway_requests SET node_id = $2, work_id = $3, metadata = $4 WHERE id = $1', [id, attempt.node_id, attempt.work_id, JSON.stringify(attempt.metadata)]);
+export async function setAttempt(
+  db: Queryable,
+  id: string,
+  attempt: { node_id: string; work_id: string; metadata: Record<string, unknown> },
+): Promise<void> {
+  await db.query('UPDATE gateway_requests SET node_id = $2, work_id = $3, metadata = $4 WHERE id = $1', [
+    id,
+    attempt.node_id,
+    attempt.work_id,
+    JSON.stringify(attempt.metadata),
+  ]);
 }
 
 /** Closes a running request; false when it was already closed (someone else finished it first). */
 export async function closeGatewayRequest(
   db: Queryable,
   id: string,
-  end: { status: Exclude<GatewayStatus, 'running'>; usage: Record<string, number> | null; charged_cents: number; charged_micro?: number; receipt_id?: string | null; error?: string | null },
+  end: {
+    status: Exclude<GatewayStatus, 'running'>;
+    usage: Record<string, number> | null;
+    charged_cents: number;
+    charged_micro?: number;
+    receipt_id?: string | null;
+    error?: string | null;
+  },
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE gateway_requests SET status = $2, usage = $3, charged_cents = $4, receipt_id = $5, error = $6, charged_micro = $7, completed_at = now()
       WHERE id = $1 AND status = 'running'`,
-    [id, end.status, end.usage ? JSON.stringify(end.usage) : null, end.charged_cents, end.receipt_id ?? null, end.error ?? null, end.charged_micro ?? end.charged_cents * 10_000],
+    [
+      id,
+      end.status,
+      end.usage ? JSON.stringify(end.usage) : null,
+      end.charged_cents,
+      end.receipt_id ?? null,
+      end.error ?? null,
+      end.charged_micro ?? end.charged_cents * 10_000,
+    ],
   );
   return rowCount === 1;
 }
@@ -88,12 +133,36 @@ export async function closeGatewayRequest(
  */
 export async function insertLeasedWork(
   db: Queryable,
-  w: { id: string; request_id: string; org_id: string; node_id: string; type: GatewayType; model: string; payload: Record<string, unknown>; stream: boolean; lease_seconds: number; dispatched?: boolean; lease_expires_at?: Date },
+  w: {
+    id: string;
+    request_id: string;
+    org_id: string;
+    node_id: string;
+    type: GatewayType;
+    model: string;
+    payload: Record<string, unknown>;
+    stream: boolean;
+    lease_seconds: number;
+    dispatched?: boolean;
+    lease_expires_at?: Date;
+  },
 ): Promise<WorkRow> {
   const { rows } = await db.query<WorkRow>(
     `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at)
      VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', COALESCE($11::timestamptz, now() + make_interval(secs => $9)), CASE WHEN $10::boolean THEN now() END) RETURNING *`,
-    [w.id, w.request_id, w.org_id, w.node_id, w.type, w.model, JSON.stringify(w.payload), w.stream, w.lease_seconds, w.dispatched ?? false, w.lease_expires_at ?? null],
+    [
+      w.id,
+      w.request_id,
+      w.org_id,
+      w.node_id,
+      w.type,
+      w.model,
+      JSON.stringify(w.payload),
+      w.stream,
+      w.lease_seconds,
+      w.dispatched ?? false,
+      w.lease_expires_at ?? null,
+    ],
   );
   const row = rows[0];
   if (!row) throw new Error('work insert returned nothing');
@@ -102,16 +171,26 @@ export async function insertLeasedWork(
 
 /** Work marked dispatched whose in-memory hand-over found the poll gone: back to the next poll. */
 export async function undispatchWork(db: Queryable, workId: string): Promise<void> {
-  await db.query("UPDATE work_items SET dispatched_at = NULL, updated_at = now() WHERE id = $1 AND status = 'leased'", [workId]);
+  await db.query("UPDATE work_items SET dispatched_at = NULL, updated_at = now() WHERE id = $1 AND status = 'leased'", [
+    workId,
+  ]);
 }
 
 export async function workState(db: Queryable, workId: string, lock = false): Promise<WorkState | undefined> {
-  const { rows } = await db.query<WorkState>(`SELECT status, error, error_retryable FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`, [workId]);
+  const { rows } = await db.query<WorkState>(
+    `SELECT status, error, error_retryable FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`,
+    [workId],
+  );
   return rows[0];
 }
 
 /** Records why a node failed gateway work (the 502 message, and whether another node may retry). */
-export async function noteWorkFailure(db: Queryable, workId: string, message: string, retryable: boolean): Promise<void> {
+export async function noteWorkFailure(
+  db: Queryable,
+  workId: string,
+  message: string,
+  retryable: boolean,
+): Promise<void> {
   await db.query('UPDATE work_items SET error = $2, error_retryable = $3 WHERE id = $1', [workId, message, retryable]);
 }
 
@@ -146,13 +225,20 @@ export async function listGatewayRequests(
         ORDER BY g.created_at DESC, g.id DESC LIMIT $3 OFFSET $4`,
       [orgId, page.status ?? null, page.limit, page.offset],
     ),
-    db.query<{ n: number }>('SELECT count(*)::int AS n FROM gateway_requests WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)', [orgId, page.status ?? null]),
+    db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM gateway_requests WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)',
+      [orgId, page.status ?? null],
+    ),
   ]);
   return { rows, total: count.rows[0]?.n ?? 0 };
 }
 
 /** One of an organization's gateway requests with the serving node's country; undefined for another organization's. */
-export async function findOrgGatewayRequest(db: Queryable, orgId: string, id: string): Promise<(GatewayRequestRow & { country: string | null }) | undefined> {
+export async function findOrgGatewayRequest(
+  db: Queryable,
+  orgId: string,
+  id: string,
+): Promise<(GatewayRequestRow & { country: string | null }) | undefined> {
   const { rows } = await db.query<GatewayRequestRow & { country: string | null }>(
     'SELECT g.*, n.country FROM gateway_requests g LEFT JOIN nodes n ON n.id = g.node_id WHERE g.org_id = $1 AND g.id = $2',
     [orgId, id],

@@ -19,10 +19,17 @@ import { endRequest } from './settle.js';
  */
 function createSse(reply: FastifyReply, call: ChatCall, created: number) {
   const res = reply.raw;
-  const base = { id: call.id, object: 'chat.completion.chunk' as const, created, model: call.model, system_fingerprint: null };
+  const base = {
+    id: call.id,
+    object: 'chat.completion.chunk' as const,
+    created,
+    model: call.model,
+    system_fingerprint: null,
+  };
   const usageNull = call.includeUsage ? { usage: null } : {};
   const write = (data: unknown) => {
-    if (!res.writableEnded && !res.destroyed) res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+    if (!res.writableEnded && !res.destroyed)
+      res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
   };
   const chunk = (delta: Record<string, unknown>, finishReason: string | null, extra: Record<string, unknown> = {}) => ({
     ...base,
@@ -43,7 +50,9 @@ function createSse(reply: FastifyReply, call: ChatCall, created: number) {
       if (started) return;
       started = true;
       void reply.hijack();
-      const kept = Object.entries(reply.getHeaders()).filter((entry): entry is [string, string | number | string[]] => entry[1] !== undefined);
+      const kept = Object.entries(reply.getHeaders()).filter(
+        (entry): entry is [string, string | number | string[]] => entry[1] !== undefined,
+      );
       res.writeHead(200, {
         ...Object.fromEntries(kept),
         'content-type': 'text/event-stream; charset=utf-8',
@@ -81,7 +90,12 @@ function createSse(reply: FastifyReply, call: ChatCall, created: number) {
  * delivered tokens are billed. A client that disconnects cancels the work (the node is told at
  * its next events call or heartbeat) and is billed the prompt and the tokens generated so far.
  */
-export async function streamChat(ctx: ServiceContext, principal: Principal, call: ChatCall, reply: FastifyReply): Promise<void> {
+export async function streamChat(
+  ctx: ServiceContext,
+  principal: Principal,
+  call: ChatCall,
+  reply: FastifyReply,
+): Promise<void> {
   const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
   const sse = createSse(reply, call, Math.floor(Date.now() / 1000));
   const gone = new AbortController();
@@ -112,7 +126,12 @@ export async function streamChat(ctx: ServiceContext, principal: Principal, call
           continue;
         }
         if (action.type === 'complete') {
-          const finished = await finishedOf(ctx, call, current.attempt, item.kind === 'ended' ? item.completion : undefined);
+          const finished = await finishedOf(
+            ctx,
+            call,
+            current.attempt,
+            item.kind === 'ended' ? item.completion : undefined,
+          );
           if (state.clientGone) return;
           sse.start(current.attempt.node);
           const out = chatOutput(finished.output);
@@ -124,17 +143,32 @@ export async function streamChat(ctx: ServiceContext, principal: Principal, call
         if (action.type !== 'end') continue;
         const { ending } = action;
         const usage = billed(call, state, ending);
-        await endRequest(ctx, call.id, { status: ending.status, error: ending.error, usage, cancelWork: ending.cancelWork, ...(ending.status === 'cancelled' ? { earnTo: current.attempt.node } : {}) });
+        await endRequest(ctx, call.id, {
+          status: ending.status,
+          error: ending.error,
+          usage,
+          cancelWork: ending.cancelWork,
+          ...(ending.status === 'cancelled' ? { earnTo: current.attempt.node } : {}),
+        });
         if (ending.answer === 'error') throw new ApiError(ending.code, ending.error);
         if (ending.answer === 'error_chunk') sse.fail(new ApiError(ending.code, ending.error));
-        if (ending.answer === 'finish') sse.finish(state.done?.finish_reason ?? 'stop', chatUsage({ prompt_tokens: usage?.prompt_tokens ?? 0, completion_tokens: usage?.completion_tokens ?? 0 }), undefined);
+        if (ending.answer === 'finish')
+          sse.finish(
+            state.done?.finish_reason ?? 'stop',
+            chatUsage({ prompt_tokens: usage?.prompt_tokens ?? 0, completion_tokens: usage?.completion_tokens ?? 0 }),
+            undefined,
+          );
         return;
       }
     }
   } catch (err) {
     if (!sse.started) throw err;
     ctx.log.error({ err, request_id: call.id }, 'gateway stream failed');
-    await endRequest(ctx, call.id, { status: 'failed', error: 'internal error', usage: { completion_tokens: estimateTokens(state.delivered) } }).catch(() => undefined);
+    await endRequest(ctx, call.id, {
+      status: 'failed',
+      error: 'internal error',
+      usage: { completion_tokens: estimateTokens(state.delivered) },
+    }).catch(() => undefined);
     sse.fail(new ApiError('internal', 'internal server error'));
   } finally {
     current.follower.close();
@@ -152,6 +186,9 @@ function billed(call: ChatCall, state: FollowState, ending: Ending): ModelUsage 
     case 'prompt_and_delivered':
       return { prompt_tokens: call.promptEstimate, completion_tokens: delivered };
     case 'node_count':
-      return { prompt_tokens: state.done?.usage?.prompt_tokens ?? call.promptEstimate, completion_tokens: state.done?.usage?.completion_tokens ?? delivered };
+      return {
+        prompt_tokens: state.done?.usage?.prompt_tokens ?? call.promptEstimate,
+        completion_tokens: state.done?.usage?.completion_tokens ?? delivered,
+      };
   }
 }

@@ -1,7 +1,17 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import { createPublicKey, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, eventually, signUp, type TestApp, type TestBuyer, type TestNode } from '../../../test/harness.js';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  eventually,
+  signUp,
+  type TestApp,
+  type TestBuyer,
+  type TestNode,
+} from '../../../test/harness.js';
 import { sendDueWebhooks, webhookBackoffSeconds } from './delivery.js';
 import { checkOutboundUrl, isPrivateAddress } from '../../platform/egress.js';
 
@@ -53,10 +63,20 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
 
   it('PUTs the artifact and manifest, and posts a Standard Webhooks-signed event, retried after a failure', async () => {
     const submit = await t.app.inject({
-      method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey),
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
       payload: {
-        kind: 1, budget: 0.5, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hello', delivery_mode: 'put', output_file: 'out.json',
-        delivery_artifact_put_url: `${receiver.url}/artifact?sig=abc`, delivery_manifest_put_url: `${receiver.url}/manifest`, delivery_webhook_url: `${receiver.url}/hook`,
+        kind: 1,
+        budget: 0.5,
+        max_price_per_unit: 0.00001,
+        currency: 'CAD',
+        inline_text: 'hello',
+        delivery_mode: 'put',
+        output_file: 'out.json',
+        delivery_artifact_put_url: `${receiver.url}/artifact?sig=abc`,
+        delivery_manifest_put_url: `${receiver.url}/manifest`,
+        delivery_webhook_url: `${receiver.url}/hook`,
       },
     });
     expect(submit.statusCode).toBe(201);
@@ -78,15 +98,38 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
     expect(hooks).toHaveLength(2);
     const last = hooks[1];
     if (!last) throw new Error('no webhook');
-    expect(JSON.parse(last.body)).toMatchObject({ type: 'job.completed', data: { job_id: jobId, status: 'completed' } });
+    expect(JSON.parse(last.body)).toMatchObject({
+      type: 'job.completed',
+      data: { job_id: jobId, status: 'completed' },
+    });
     const [version, sig] = String(last.headers['webhook-signature']).split(',');
     expect(version).toBe('v1a');
-    const key = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), Buffer.from(t.ctx.secrets.active.public_key_hex, 'hex')]), format: 'der', type: 'spki' });
+    const key = createPublicKey({
+      key: Buffer.concat([
+        Buffer.from('302a300506032b6570032100', 'hex'),
+        Buffer.from(t.ctx.secrets.active.public_key_hex, 'hex'),
+      ]),
+      format: 'der',
+      type: 'spki',
+    });
     const signed = `${String(last.headers['webhook-id'])}.${String(last.headers['webhook-timestamp'])}.${last.body}`;
     expect(verify(null, Buffer.from(signed), key, Buffer.from(sig ?? '', 'base64'))).toBe(true);
-    const audit = (await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${jobId}/audit`, headers: bearer(buyer.apiKey) })).json();
+    const audit = (
+      await t.app.inject({
+        method: 'GET',
+        url: `/api/v1/marketplace/jobs/${jobId}/audit`,
+        headers: bearer(buyer.apiKey),
+      })
+    ).json();
     const types = audit.events.map((e: { type: string }) => e.type);
-    expect(types).toEqual(expect.arrayContaining(['delivery_artifact_put', 'delivery_manifest_put', 'webhook_attempt_failed', 'webhook_delivered']));
+    expect(types).toEqual(
+      expect.arrayContaining([
+        'delivery_artifact_put',
+        'delivery_manifest_put',
+        'webhook_attempt_failed',
+        'webhook_delivered',
+      ]),
+    );
     expect(audit.job_id).toBe(jobId);
   });
 
@@ -95,19 +138,62 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
   });
 
   it('refuses outbound URLs to private, loopback and link-local addresses unless allowed', async () => {
-    for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fd00::1', '::ffff:127.0.0.1', '100.64.0.1', '0.0.0.0']) expect([ip, isPrivateAddress(ip)]).toEqual([ip, true]);
+    for (const ip of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '::1',
+      'fd00::1',
+      '::ffff:127.0.0.1',
+      '100.64.0.1',
+      '0.0.0.0',
+    ])
+      expect([ip, isPrivateAddress(ip)]).toEqual([ip, true]);
     for (const ip of ['8.8.8.8', '1.1.1.1', '2606:4700::1111']) expect([ip, isPrivateAddress(ip)]).toEqual([ip, false]);
-    await expect(checkOutboundUrl('http://169.254.169.254/latest/meta-data', { allowPrivate: false, path: '/delivery_webhook_url' })).rejects.toThrow(/public address: .*link-local/);
-    await expect(checkOutboundUrl('http://localhost:9/x', { allowPrivate: false, path: '/payload_url' })).rejects.toThrow(/public address: .*loopback/);
-    await expect(checkOutboundUrl('ftp://example.com/x', { allowPrivate: false, path: '/payload_url' })).rejects.toThrow(/http or https/);
-    await expect(checkOutboundUrl('http://user:pw@example.com/x', { allowPrivate: true, path: '/payload_url' })).rejects.toThrow(/credentials/);
+    await expect(
+      checkOutboundUrl('http://169.254.169.254/latest/meta-data', {
+        allowPrivate: false,
+        path: '/delivery_webhook_url',
+      }),
+    ).rejects.toThrow(/public address: .*link-local/);
+    await expect(
+      checkOutboundUrl('http://localhost:9/x', { allowPrivate: false, path: '/payload_url' }),
+    ).rejects.toThrow(/public address: .*loopback/);
+    await expect(
+      checkOutboundUrl('ftp://example.com/x', { allowPrivate: false, path: '/payload_url' }),
+    ).rejects.toThrow(/http or https/);
+    await expect(
+      checkOutboundUrl('http://user:pw@example.com/x', { allowPrivate: true, path: '/payload_url' }),
+    ).rejects.toThrow(/credentials/);
     const strict = await createTestApp({ env: { SVC_ALLOW_PRIVATE_EGRESS: '0' } });
     try {
       const b = await signUp(strict.app);
-      const res = await strict.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(b.apiKey), payload: { kind: 5, budget: 0.1, max_price_per_unit: 0.001, currency: 'CAD', runner_args: ['true'], delivery_webhook_url: 'http://127.0.0.1:1/hook' } });
+      const res = await strict.app.inject({
+        method: 'POST',
+        url: '/api/v1/marketplace/jobs',
+        headers: bearer(b.apiKey),
+        payload: {
+          kind: 5,
+          budget: 0.1,
+          max_price_per_unit: 0.001,
+          currency: 'CAD',
+          runner_args: ['true'],
+          delivery_webhook_url: 'http://127.0.0.1:1/hook',
+        },
+      });
       expect(res.statusCode).toBe(400);
-      expect(res.json().details).toEqual([{ path: '/delivery_webhook_url', message: 'must point to a public address: refused to connect to 127.0.0.1: loopback addresses are not reachable from the platform' }]);
-      const balance = (await strict.app.inject({ method: 'GET', url: '/api/v1/billing/balance', headers: bearer(b.apiKey) })).json();
+      expect(res.json().details).toEqual([
+        {
+          path: '/delivery_webhook_url',
+          message:
+            'must point to a public address: refused to connect to 127.0.0.1: loopback addresses are not reachable from the platform',
+        },
+      ]);
+      const balance = (
+        await strict.app.inject({ method: 'GET', url: '/api/v1/billing/balance', headers: bearer(b.apiKey) })
+      ).json();
       expect(balance.held_cents).toBe(0);
     } finally {
       await strict.close();
@@ -115,7 +201,13 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
   });
 
   it('validates every job field with a clear 400, and 402 when the budget cannot be held', async () => {
-    const post = (payload: Record<string, unknown>) => t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'x', ...payload } });
+    const post = (payload: Record<string, unknown>) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/api/v1/marketplace/jobs',
+        headers: bearer(buyer.apiKey),
+        payload: { kind: 1, budget: 0.1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'x', ...payload },
+      });
     const cases: [Record<string, unknown>, string][] = [
       [{ currency: 'USD' }, '/currency'],
       [{ kind: 42 }, '/kind'],
@@ -133,7 +225,11 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
     ];
     for (const [payload, path] of cases) {
       const res = await post(payload);
-      expect([JSON.stringify(payload), res.statusCode, res.json().details?.[0]?.path]).toEqual([JSON.stringify(payload), 400, path]);
+      expect([JSON.stringify(payload), res.statusCode, res.json().details?.[0]?.path]).toEqual([
+        JSON.stringify(payload),
+        400,
+        path,
+      ]);
     }
     const poor = await post({ budget: 100 });
     expect(poor.statusCode).toBe(402);

@@ -29,7 +29,10 @@ describe('outbound requests never reach loopback (SSRF guard)', () => {
     port = (server.address() as AddressInfo).port;
     t = await createTestApp({ env: { SVC_ALLOW_PRIVATE_EGRESS: '0' } });
     await t.ctx.egress.close();
-    t.ctx.egress = createEgress({ allowPrivate: false, resolve: async () => [{ address: answer, family: answer.includes(':') ? 6 : 4 }] });
+    t.ctx.egress = createEgress({
+      allowPrivate: false,
+      resolve: async () => [{ address: answer, family: answer.includes(':') ? 6 : 4 }],
+    });
     buyer = await signUp(t.app);
   });
   afterAll(async () => {
@@ -38,17 +41,31 @@ describe('outbound requests never reach loopback (SSRF guard)', () => {
   });
 
   const submit = (payload: Record<string, unknown>) =>
-    t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { budget: 0.5, max_price_per_unit: 0.00001, currency: 'CAD', ...payload } });
+    t.app.inject({
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: { budget: 0.5, max_price_per_unit: 0.00001, currency: 'CAD', ...payload },
+    });
 
-  it.each(['[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[::127.0.0.1]', '[64:ff9b::7f00:1]', '[2002:7f00:1::]', '[2001:0:4136:e378:8000:63bf:80ff:fffe]', '[fec0::1]', '127.0.0.1', '[::1]'])(
-    'payload_url %s is a 400 naming why, and nothing is fetched',
-    async (host) => {
-      const res = await submit({ kind: 1, payload_url: `http://${host}:${port}/metrics` });
-      expect(res.statusCode).toBe(400);
-      expect(res.json().message).toMatch(/^payload_url must point to a public address: refused to connect to .*(loopback|site-local)/);
-      expect(hits).toEqual([]);
-    },
-  );
+  it.each([
+    '[::ffff:127.0.0.1]',
+    '[::ffff:7f00:1]',
+    '[::127.0.0.1]',
+    '[64:ff9b::7f00:1]',
+    '[2002:7f00:1::]',
+    '[2001:0:4136:e378:8000:63bf:80ff:fffe]',
+    '[fec0::1]',
+    '127.0.0.1',
+    '[::1]',
+  ])('payload_url %s is a 400 naming why, and nothing is fetched', async (host) => {
+    const res = await submit({ kind: 1, payload_url: `http://${host}:${port}/metrics` });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(
+      /^payload_url must point to a public address: refused to connect to .*(loopback|site-local)/,
+    );
+    expect(hits).toEqual([]);
+  });
 
   it('a payload_url whose name turns to loopback at connect time (DNS rebinding) is refused at connect', async () => {
     answer = '93.184.216.34';
@@ -56,7 +73,8 @@ describe('outbound requests never reach loopback (SSRF guard)', () => {
     let calls = 0;
     t.ctx.egress = createEgress({
       allowPrivate: false,
-      resolve: async () => (calls++ === 0 ? [{ address: '93.184.216.34', family: 4 }] : [{ address: '::ffff:127.0.0.1', family: 6 }]),
+      resolve: async () =>
+        calls++ === 0 ? [{ address: '93.184.216.34', family: 4 }] : [{ address: '::ffff:127.0.0.1', family: 6 }],
     });
     try {
       const res = await submit({ kind: 1, payload_url: `http://svc-inputs.example:${port}/metrics` });
@@ -83,14 +101,24 @@ describe('outbound requests never reach loopback (SSRF guard)', () => {
     });
     expect(res.statusCode).toBe(201);
     const jobId = res.json().job_id as string;
-    const cancel = await t.app.inject({ method: 'POST', url: `/api/v1/marketplace/jobs/${jobId}/cancel`, headers: bearer(buyer.apiKey) });
+    const cancel = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/marketplace/jobs/${jobId}/cancel`,
+      headers: bearer(buyer.apiKey),
+    });
     expect(cancel.statusCode).toBe(200);
     answer = '::ffff:127.0.0.1';
     expect(await sendDueWebhooks(t.ctx)).toBe(1);
-    const reason = 'refused to connect to svc-hooks.example (::ffff:127.0.0.1): loopback (127.0.0.1 inside an IPv4-mapped IPv6 address) addresses are not reachable from the platform';
-    const { rows } = await t.ctx.db.query<{ last_error: string; attempts: number; status: string }>('SELECT last_error, attempts, status FROM webhook_deliveries WHERE job_id = $1', [jobId]);
+    const reason =
+      'refused to connect to svc-hooks.example (::ffff:127.0.0.1): loopback (127.0.0.1 inside an IPv4-mapped IPv6 address) addresses are not reachable from the platform';
+    const { rows } = await t.ctx.db.query<{ last_error: string; attempts: number; status: string }>(
+      'SELECT last_error, attempts, status FROM webhook_deliveries WHERE job_id = $1',
+      [jobId],
+    );
     expect(rows).toEqual([{ last_error: reason, attempts: 1, status: 'pending' }]);
-    expect((await listJobEvents(t.ctx.db, jobId)).find((e) => e.type === 'webhook_attempt_failed')?.details).toMatchObject({ error: reason });
+    expect(
+      (await listJobEvents(t.ctx.db, jobId)).find((e) => e.type === 'webhook_attempt_failed')?.details,
+    ).toMatchObject({ error: reason });
 
     const job = await findJobById(t.ctx.db, jobId);
     if (!job) throw new Error('job vanished');

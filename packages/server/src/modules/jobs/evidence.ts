@@ -7,7 +7,9 @@ import type { JobRow } from './store.js';
 import { policyNote } from './view.js';
 
 /** The constraints the scheduler applies to a job: the run's policy snapshot. */
-export function jobPolicy(job: Pick<JobRow, 'kind' | 'execution_pool' | 'spec' | 'max_price_micro_per_unit'>): Record<string, unknown> {
+export function jobPolicy(
+  job: Pick<JobRow, 'kind' | 'execution_pool' | 'spec' | 'max_price_micro_per_unit'>,
+): Record<string, unknown> {
   const s = job.spec;
   return {
     execution_pool: job.execution_pool,
@@ -29,16 +31,29 @@ export async function openJobRun(tx: Queryable, job: JobRow): Promise<void> {
   await openRun(
     tx,
     {
-      org_id: job.org_id, buyer_id: job.buyer_id, subject_type: 'job', job_id: job.id, summary: `${kind} job, open`,
-      jurisdiction: job.spec.strict_jurisdiction ?? job.spec.region, policy_id: policyId(policy), trust_tier: job.execution_pool, work_type: kind,
+      org_id: job.org_id,
+      buyer_id: job.buyer_id,
+      subject_type: 'job',
+      job_id: job.id,
+      summary: `${kind} job, open`,
+      jurisdiction: job.spec.strict_jurisdiction ?? job.spec.region,
+      policy_id: policyId(policy),
+      trust_tier: job.execution_pool,
+      work_type: kind,
     },
     [
       {
         type: 'job.submitted',
         summary: `${kind} job submitted by ${job.buyer_id} with a budget of ${job.budget_cents} cents`,
         metadata: {
-          kind: job.kind, job_type: kind, model: job.spec.model, budget_cents: job.budget_cents, estimated_cost_micro: job.estimated_cost_micro,
-          estimated_units: job.spec.estimated_units, inputs: job.spec.inputs?.length ?? null, delivery_mode: job.spec.delivery_mode,
+          kind: job.kind,
+          job_type: kind,
+          model: job.spec.model,
+          budget_cents: job.budget_cents,
+          estimated_cost_micro: job.estimated_cost_micro,
+          estimated_units: job.spec.estimated_units,
+          inputs: job.spec.inputs?.length ?? null,
+          delivery_mode: job.spec.delivery_mode,
         },
       },
       policyEvaluated(policy, policyNote(job)),
@@ -48,11 +63,22 @@ export async function openJobRun(tx: Queryable, job: JobRow): Promise<void> {
 }
 
 /** Ends a job's run with its closing events and signs it. */
-export async function closeJobRun(tx: Queryable, secrets: PlatformSecrets, job: Pick<JobRow, 'id' | 'kind'>, status: string, events: readonly EvidenceEvent[]): Promise<void> {
+export async function closeJobRun(
+  tx: Queryable,
+  secrets: PlatformSecrets,
+  job: Pick<JobRow, 'id' | 'kind'>,
+  status: string,
+  events: readonly EvidenceEvent[],
+): Promise<void> {
   await closeRun(tx, secrets, job.id, events, `${findJobKind(job.kind)?.name ?? 'job'} job, ${status}`);
 }
 
 /** The closing events of a job that ends without a result: the end itself, then its hold released. */
-export function endedWithoutResult(job: Pick<JobRow, 'hold_id' | 'budget_cents'>, type: 'job.failed' | 'job.cancelled', summary: string, metadata: Record<string, unknown>): EvidenceEvent[] {
+export function endedWithoutResult(
+  job: Pick<JobRow, 'hold_id' | 'budget_cents'>,
+  type: 'job.failed' | 'job.cancelled',
+  summary: string,
+  metadata: Record<string, unknown>,
+): EvidenceEvent[] {
   return [{ type, summary, metadata }, ...(job.hold_id ? [ledgerReleased(job.hold_id, job.budget_cents, type)] : [])];
 }

@@ -4,7 +4,15 @@ import { StringEnum } from '../auth/schemas.js';
 const Quantity = Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 });
 const Url = Type.String({ format: 'uri', maxLength: 2048 });
 
-export const JOB_STATUSES = ['submitted', 'pending', 'assigned', 'running', 'completed', 'failed', 'cancelled'] as const;
+export const JOB_STATUSES = [
+  'submitted',
+  'pending',
+  'assigned',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+] as const;
 
 const estimates = {
   estimated_data_gb: Type.Optional(Quantity),
@@ -45,12 +53,24 @@ export const EstimateResponse = Type.Object(
 export const CreateJobRequest = Type.Object(
   {
     kind: Type.Integer({ minimum: 1, maximum: 10 }),
-    budget: Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'CAD held at submission; the job never costs more' }),
-    max_price_per_unit: Type.Number({ minimum: 0.000000001, maximum: 1_000, description: "CAD per metering unit; nodes asking more don't match" }),
+    budget: Type.Number({
+      minimum: 0.01,
+      maximum: 1_000_000,
+      description: 'CAD held at submission; the job never costs more',
+    }),
+    max_price_per_unit: Type.Number({
+      minimum: 0.000000001,
+      maximum: 1_000,
+      description: "CAD per metering unit; nodes asking more don't match",
+    }),
     currency: Type.String({ description: 'must be `CAD`' }),
-    model: Type.Optional(Type.String({ maxLength: 64, description: 'catalogue model for kinds 1-4 (default per kind)' })),
+    model: Type.Optional(
+      Type.String({ maxLength: 64, description: 'catalogue model for kinds 1-4 (default per kind)' }),
+    ),
     region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
-    strict_jurisdiction: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2; only nodes in this country' })),
+    strict_jurisdiction: Type.Optional(
+      Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2; only nodes in this country' }),
+    ),
     delivery_mode: Type.Optional(StringEnum(['inline', 'put'] as const, { default: 'inline' })),
     inline_text: Type.Optional(Type.String({ maxLength: 512 * 1024 })),
     output_file: Type.Optional(Type.String({ maxLength: 255, pattern: '^[A-Za-z0-9._-]+$' })),
@@ -70,7 +90,12 @@ export const CreateJobRequest = Type.Object(
 );
 
 export const CreateJobResponse = Type.Object(
-  { job_id: Type.String(), estimated_cost: Type.Number(), estimated_duration_ms: Type.Integer(), status: Type.String() },
+  {
+    job_id: Type.String(),
+    estimated_cost: Type.Number(),
+    estimated_duration_ms: Type.Integer(),
+    status: Type.String(),
+  },
   { $id: 'CreateJobResponse' },
 );
 
@@ -101,7 +126,9 @@ export const MarketplaceJob = Type.Object(
     policy_note: Type.String(),
     attempts: Type.Integer(),
     node_id: Nullable(Type.String()),
-    charged_cents: Type.Union([Type.Integer(), Type.Null()], { description: 'whole cents moved (after the sub-cent carry; may be 0)' }),
+    charged_cents: Type.Union([Type.Integer(), Type.Null()], {
+      description: 'whole cents moved (after the sub-cent carry; may be 0)',
+    }),
     charged_micro: Type.Union([Type.Integer(), Type.Null()], { description: 'the exact charge in micro-CAD' }),
     charged: Type.Union([Type.Number(), Type.Null()], { description: 'the exact charge in CAD' }),
     result_hash: Nullable(Type.String()),
@@ -138,7 +165,9 @@ export const AuditResponse = Type.Object(
     audit_generated: DateTime,
     receipts_count: Type.Integer(),
     credit_ledger: Type.Array(Type.Object({}, { additionalProperties: true })),
-    events: Type.Array(Type.Object({ at: DateTime, type: Type.String(), details: Type.Object({}, { additionalProperties: true }) })),
+    events: Type.Array(
+      Type.Object({ at: DateTime, type: Type.String(), details: Type.Object({}, { additionalProperties: true }) }),
+    ),
   },
   { $id: 'MarketplaceAuditResponse' },
 );

@@ -1,4 +1,13 @@
-import { estimateCost, executionPool, findJobKind, findModel, JOB_KINDS, MICRO_PER_CAD, microToCad, microToCents } from '@svc/protocol';
+import {
+  estimateCost,
+  executionPool,
+  findJobKind,
+  findModel,
+  JOB_KINDS,
+  MICRO_PER_CAD,
+  microToCad,
+  microToCents,
+} from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
@@ -18,12 +27,18 @@ import type { Static } from '@sinclair/typebox';
 import type { CreateJobRequest, EstimateRequest } from './schemas.js';
 import { jobView } from './view.js';
 
-const DEFAULT_MODEL: Record<number, string> = { 1: 'tinyllama', 2: 'all-MiniLM-L6-v2', 3: 'whisper-base', 4: 'sdxl-turbo' };
+const DEFAULT_MODEL: Record<number, string> = {
+  1: 'tinyllama',
+  2: 'all-MiniLM-L6-v2',
+  3: 'whisper-base',
+  4: 'sdxl-turbo',
+};
 const MODEL_TYPE: Record<number, string> = { 1: 'chat', 2: 'embeddings', 3: 'transcription', 4: 'image' };
 const MAX_INPUTS = 10_000;
 const MAX_PAYLOAD_BYTES = 10 * 1024 * 1024;
 
-const bad = (path: string, message: string) => new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
+const bad = (path: string, message: string) =>
+  new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
 
 export function estimate(body: Static<typeof EstimateRequest>) {
   const kind = findJobKind(body.kind);
@@ -74,7 +89,10 @@ async function fetchInputs(ctx: ServiceContext, url: string): Promise<string> {
 }
 
 function linesOf(text: string): string[] {
-  return text.split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
+  return text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter(Boolean);
 }
 
 /**
@@ -87,29 +105,58 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   if (!kind) throw bad('/kind', `must be one of ${JOB_KINDS.map((k) => k.kind).join(', ')}`);
   if (body.currency !== 'CAD') throw bad('/currency', "must be 'CAD' (prices and credits are in Canadian dollars)");
   const budgetCents = Math.round(body.budget * 100);
-  if (Math.abs(budgetCents - body.budget * 100) > 1e-6 || budgetCents < 1) throw bad('/budget', 'must be a positive amount of whole cents');
+  if (Math.abs(budgetCents - body.budget * 100) > 1e-6 || budgetCents < 1)
+    throw bad('/budget', 'must be a positive amount of whole cents');
   const maxPriceMicro = body.max_price_per_unit * MICRO_PER_CAD;
   if (maxPriceMicro < floorPriceMicroPerUnit(body.kind)) {
-    throw bad('/max_price_per_unit', `is below the lowest price any node asks for ${kind.name} (${floorPriceMicroPerUnit(body.kind) / MICRO_PER_CAD} CAD per ${kind.unit})`);
+    throw bad(
+      '/max_price_per_unit',
+      `is below the lowest price any node asks for ${kind.name} (${floorPriceMicroPerUnit(body.kind) / MICRO_PER_CAD} CAD per ${kind.unit})`,
+    );
   }
   const model = body.kind <= 4 ? (body.model ?? DEFAULT_MODEL[body.kind] ?? null) : null;
-  if (body.kind === 9) throw bad('/kind', 'repository_work jobs are created by work orders and preflights (POST /api/v1/work/orders, POST /api/v1/work/repositories/{id}/preflight)');
-  if (body.kind <= 4 && (!model || findModel(model)?.type !== MODEL_TYPE[body.kind])) throw bad('/model', `must be a ${MODEL_TYPE[body.kind]} model of the catalogue`);
+  if (body.kind === 9)
+    throw bad(
+      '/kind',
+      'repository_work jobs are created by work orders and preflights (POST /api/v1/work/orders, POST /api/v1/work/repositories/{id}/preflight)',
+    );
+  if (body.kind <= 4 && (!model || findModel(model)?.type !== MODEL_TYPE[body.kind]))
+    throw bad('/model', `must be a ${MODEL_TYPE[body.kind]} model of the catalogue`);
   if (body.kind > 4 && body.model !== undefined) throw bad('/model', `is not used by ${kind.name} jobs`);
-  const probe: MatchNode = { country: null, region: null, attestation_verified: true, green: true, reputation: 100, capabilities: [], gpu_model: null, cpu_cores: 0, ram_bytes: 0, vram_bytes: 0, models: [], price_micro_per_unit: {} };
+  const probe: MatchNode = {
+    country: null,
+    region: null,
+    attestation_verified: true,
+    green: true,
+    reputation: 100,
+    capabilities: [],
+    gpu_model: null,
+    cpu_cores: 0,
+    ram_bytes: 0,
+    vram_bytes: 0,
+    models: [],
+    price_micro_per_unit: {},
+  };
   (body.required_capabilities ?? []).forEach((c, i) => {
-    if (capabilityMet(probe, c) === undefined) throw bad(`/required_capabilities/${i}`, `'${c}' is not a capability (cpu, gpu, process, min_cpu_cores:<n>, min_ram_gb:<n>, min_vram_gb:<n>, model:<id>)`);
+    if (capabilityMet(probe, c) === undefined)
+      throw bad(
+        `/required_capabilities/${i}`,
+        `'${c}' is not a capability (cpu, gpu, process, min_cpu_cores:<n>, min_ram_gb:<n>, min_vram_gb:<n>, model:<id>)`,
+      );
   });
   for (const field of ['delivery_artifact_put_url', 'delivery_manifest_put_url', 'delivery_webhook_url'] as const) {
     const url = body[field];
     if (url) await ctx.egress.checkUrl(url, `/${field}`);
   }
-  if (body.delivery_mode === 'put' && !body.delivery_artifact_put_url) throw bad('/delivery_artifact_put_url', "is required when delivery_mode is 'put'");
+  if (body.delivery_mode === 'put' && !body.delivery_artifact_put_url)
+    throw bad('/delivery_artifact_put_url', "is required when delivery_mode is 'put'");
   let inputs: string[] | undefined;
   if (body.kind === 1 || body.kind === 2 || body.kind === 4) {
-    if (!body.inline_text && !body.payload_url) throw bad('/inline_text', `or payload_url is required for ${kind.name} (one input per line)`);
+    if (!body.inline_text && !body.payload_url)
+      throw bad('/inline_text', `or payload_url is required for ${kind.name} (one input per line)`);
     inputs = linesOf(body.inline_text ?? (await fetchInputs(ctx, body.payload_url ?? '')));
-    if (inputs.length === 0) throw bad(body.inline_text ? '/inline_text' : '/payload_url', 'has no non-empty line to process');
+    if (inputs.length === 0)
+      throw bad(body.inline_text ? '/inline_text' : '/payload_url', 'has no non-empty line to process');
     if (inputs.length > MAX_INPUTS) throw bad('/inline_text', `has more than ${MAX_INPUTS} lines`);
   } else if (body.kind === 3) {
     if (!body.payload_url) throw bad('/payload_url', 'is required for transcription (the audio file)');
@@ -135,28 +182,63 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     required_capabilities: body.required_capabilities ?? [],
     runner_args: body.runner_args ?? [],
     timeout_seconds: body.timeout_seconds ?? 300,
-    estimates: Object.fromEntries(Object.entries(body).filter(([k, v]) => k.startsWith('estimated_') && typeof v === 'number')) as Record<string, number>,
+    estimates: Object.fromEntries(
+      Object.entries(body).filter(([k, v]) => k.startsWith('estimated_') && typeof v === 'number'),
+    ) as Record<string, number>,
     estimated_units: cost.units,
     ...(inputs ? { inputs } : {}),
   };
   const jobId = newId('job');
   const pool = executionPool({ kind: body.kind, requires_tee: body.requires_tee });
-  if (pool === 'sovereign') await refuseWithoutSovereignNode(ctx, { kind: body.kind, execution_pool: pool, model, strict_jurisdiction: spec.strict_jurisdiction, region: spec.region, green_only: spec.green_only, min_reputation: spec.min_reputation, required_capabilities: spec.required_capabilities, max_price_micro_per_unit: maxPriceMicro });
-  const estimatedDurationMs = body.estimated_duration_ms ?? (body.estimated_gpu_seconds ? body.estimated_gpu_seconds * 1000 : 60_000);
+  if (pool === 'sovereign')
+    await refuseWithoutSovereignNode(ctx, {
+      kind: body.kind,
+      execution_pool: pool,
+      model,
+      strict_jurisdiction: spec.strict_jurisdiction,
+      region: spec.region,
+      green_only: spec.green_only,
+      min_reputation: spec.min_reputation,
+      required_capabilities: spec.required_capabilities,
+      max_price_micro_per_unit: maxPriceMicro,
+    });
+  const estimatedDurationMs =
+    body.estimated_duration_ms ?? (body.estimated_gpu_seconds ? body.estimated_gpu_seconds * 1000 : 60_000);
   const job = await ctx.db.transaction(async (tx) => {
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
     await store.insertJob(tx, {
-      id: jobId, org_id: principal.orgId, buyer_id: principal.buyerId, kind: body.kind, execution_pool: pool, budget_cents: budgetCents,
-      max_price_micro_per_unit: maxPriceMicro, spec, estimated_cost_micro: cost.max_micro, estimated_duration_ms: estimatedDurationMs, hold_id: holdId,
+      id: jobId,
+      org_id: principal.orgId,
+      buyer_id: principal.buyerId,
+      kind: body.kind,
+      execution_pool: pool,
+      budget_cents: budgetCents,
+      max_price_micro_per_unit: maxPriceMicro,
+      spec,
+      estimated_cost_micro: cost.max_micro,
+      estimated_duration_ms: estimatedDurationMs,
+      hold_id: holdId,
     });
-    await store.addJobEvent(tx, jobId, 'job_submitted', { budget_cents: budgetCents, region: spec.region, strict_jurisdiction: spec.strict_jurisdiction, kind: body.kind, execution_pool: pool, hold_id: holdId });
+    await store.addJobEvent(tx, jobId, 'job_submitted', {
+      budget_cents: budgetCents,
+      region: spec.region,
+      strict_jurisdiction: spec.strict_jurisdiction,
+      kind: body.kind,
+      execution_pool: pool,
+      hold_id: holdId,
+    });
     const queued = await store.moveJob(tx, jobId, 'pending');
     if (!queued) throw new Error('a new job could not be queued');
     await openJobRun(tx, queued);
     return queued;
   });
   await ctx.bus.publish('jobs', jobId);
-  return { job_id: job.id, estimated_cost: microToCad(cost.max_micro), estimated_duration_ms: estimatedDurationMs, status: job.status };
+  return {
+    job_id: job.id,
+    estimated_cost: microToCad(cost.max_micro),
+    estimated_duration_ms: estimatedDurationMs,
+    status: job.status,
+  };
 }
 
 /**
@@ -166,7 +248,10 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
 async function refuseWithoutSovereignNode(ctx: ServiceContext, job: MatchJob): Promise<void> {
   const nodes = await liveAttestedNodes(ctx.db, NODE_LIVE_SECONDS);
   if (nodes.some((n) => unmetConstraint(job, n) === undefined)) return;
-  const why = nodes.length === 0 ? 'no live node has a verified TEE attestation' : `no live node with a verified TEE attestation meets this job (${unmetConstraint(job, nodes[0] as MatchNode) ?? ''})`;
+  const why =
+    nodes.length === 0
+      ? 'no live node has a verified TEE attestation'
+      : `no live node with a verified TEE attestation meets this job (${unmetConstraint(job, nodes[0] as MatchNode) ?? ''})`;
   throw new ApiError('no_capacity', `sovereign job refused: ${why}; nothing was held`);
 }
 
@@ -183,7 +268,12 @@ export async function submitRepositoryJob(
   ctx: ServiceContext,
   tx: Queryable,
   owner: { orgId: string; buyerId: string },
-  input: { payload: Record<string, unknown>; strict_jurisdiction: string | null; requires_tee: boolean; timeout_seconds: number },
+  input: {
+    payload: Record<string, unknown>;
+    strict_jurisdiction: string | null;
+    requires_tee: boolean;
+    timeout_seconds: number;
+  },
 ): Promise<store.JobRow> {
   const kind = findJobKind(9);
   if (!kind) throw new Error('job kind 9 is missing from the catalogue');
@@ -191,19 +281,50 @@ export async function submitRepositoryJob(
   const budgetCents = Math.ceil(maxPriceMicro / 10_000);
   const cost = estimateCost(9, { estimated_runs: 1 });
   const spec: store.JobSpec = {
-    model: null, region: null, strict_jurisdiction: input.strict_jurisdiction, delivery_mode: 'inline', inline_text: null, output_file: null, payload_url: null,
-    delivery_artifact_put_url: null, delivery_manifest_put_url: null, delivery_webhook_url: null, min_reputation: null, green_only: false,
-    requires_tee: input.requires_tee, required_capabilities: ['capsule'], runner_args: [], timeout_seconds: input.timeout_seconds,
-    estimates: { estimated_runs: 1 }, estimated_units: cost.units, repository_work: input.payload,
+    model: null,
+    region: null,
+    strict_jurisdiction: input.strict_jurisdiction,
+    delivery_mode: 'inline',
+    inline_text: null,
+    output_file: null,
+    payload_url: null,
+    delivery_artifact_put_url: null,
+    delivery_manifest_put_url: null,
+    delivery_webhook_url: null,
+    min_reputation: null,
+    green_only: false,
+    requires_tee: input.requires_tee,
+    required_capabilities: ['capsule'],
+    runner_args: [],
+    timeout_seconds: input.timeout_seconds,
+    estimates: { estimated_runs: 1 },
+    estimated_units: cost.units,
+    repository_work: input.payload,
   };
   const jobId = newId('job');
   const { holdId } = await ctx.ledger.within(tx).hold(owner.orgId, budgetCents, jobId);
   const pool = executionPool({ kind: 9, requires_tee: input.requires_tee });
   await store.insertJob(tx, {
-    id: jobId, org_id: owner.orgId, buyer_id: owner.buyerId, kind: 9, execution_pool: pool, budget_cents: budgetCents,
-    max_price_micro_per_unit: maxPriceMicro, spec, estimated_cost_micro: cost.max_micro, estimated_duration_ms: input.timeout_seconds * 1000, hold_id: holdId,
+    id: jobId,
+    org_id: owner.orgId,
+    buyer_id: owner.buyerId,
+    kind: 9,
+    execution_pool: pool,
+    budget_cents: budgetCents,
+    max_price_micro_per_unit: maxPriceMicro,
+    spec,
+    estimated_cost_micro: cost.max_micro,
+    estimated_duration_ms: input.timeout_seconds * 1000,
+    hold_id: holdId,
   });
-  await store.addJobEvent(tx, jobId, 'job_submitted', { budget_cents: budgetCents, region: null, strict_jurisdiction: spec.strict_jurisdiction, kind: 9, execution_pool: pool, hold_id: holdId });
+  await store.addJobEvent(tx, jobId, 'job_submitted', {
+    budget_cents: budgetCents,
+    region: null,
+    strict_jurisdiction: spec.strict_jurisdiction,
+    kind: 9,
+    execution_pool: pool,
+    hold_id: holdId,
+  });
   const queued = await store.moveJob(tx, jobId, 'pending');
   if (!queued) throw new Error('a new job could not be queued');
   await openJobRun(tx, queued);
@@ -212,7 +333,10 @@ export async function submitRepositoryJob(
 
 async function meteredUnits(ctx: ServiceContext, job: store.JobRow): Promise<number | null> {
   if (job.status !== 'completed' || !job.work_id) return null;
-  const { rows } = await ctx.db.query<{ metering_units: number }>('SELECT metering_units FROM receipts WHERE work_id = $1', [job.work_id]);
+  const { rows } = await ctx.db.query<{ metering_units: number }>(
+    'SELECT metering_units FROM receipts WHERE work_id = $1',
+    [job.work_id],
+  );
   return rows[0]?.metering_units ?? null;
 }
 
@@ -222,7 +346,11 @@ export async function getJob(ctx: ServiceContext, principal: Principal, jobId: s
   return jobView(job, await meteredUnits(ctx, job));
 }
 
-export async function listJobs(ctx: ServiceContext, principal: Principal, q: { status?: JobStatus; limit?: number; offset?: number }) {
+export async function listJobs(
+  ctx: ServiceContext,
+  principal: Principal,
+  q: { status?: JobStatus; limit?: number; offset?: number },
+) {
   const limit = q.limit ?? 50;
   const offset = q.offset ?? 0;
   const { rows, total } = await store.listJobs(ctx.db, principal.orgId, { status: q.status, limit, offset });
@@ -238,9 +366,28 @@ export async function cancelJob(ctx: ServiceContext, principal: Principal, jobId
     const moved = await store.moveJob(tx, jobId, 'cancelled', { failure_reason: 'cancelled by the buyer' });
     if (!moved) throw new ApiError('conflict', `job ${jobId} changed state; try again`);
     if (current.hold_id) await ctx.ledger.within(tx).release(current.hold_id);
-    if (current.work_id) await tx.query("UPDATE work_items SET status = 'cancelled', updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')", [current.work_id]);
-    await store.addJobEvent(tx, jobId, 'job_cancelled', { previous_status: current.status, by: principal.buyerId, node_id: current.node_id, released_cents: current.budget_cents });
-    await closeJobRun(tx, ctx.secrets, current, 'cancelled', endedWithoutResult(current, 'job.cancelled', `cancelled by ${principal.buyerId} while ${current.status}`, { previous_status: current.status, by: principal.buyerId, node_id: current.node_id }));
+    if (current.work_id)
+      await tx.query(
+        "UPDATE work_items SET status = 'cancelled', updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')",
+        [current.work_id],
+      );
+    await store.addJobEvent(tx, jobId, 'job_cancelled', {
+      previous_status: current.status,
+      by: principal.buyerId,
+      node_id: current.node_id,
+      released_cents: current.budget_cents,
+    });
+    await closeJobRun(
+      tx,
+      ctx.secrets,
+      current,
+      'cancelled',
+      endedWithoutResult(current, 'job.cancelled', `cancelled by ${principal.buyerId} while ${current.status}`, {
+        previous_status: current.status,
+        by: principal.buyerId,
+        node_id: current.node_id,
+      }),
+    );
     await enqueueTerminalWebhook(tx, moved);
     return moved;
   });
@@ -254,7 +401,10 @@ export async function jobAudit(ctx: ServiceContext, principal: Principal, jobId:
   const events = await store.listJobEvents(ctx.db, jobId);
   // Every hold, charge and release of the job is its own row (docs/billing.md).
   const ledger = await ledgerOfRef(ctx.db, principal.orgId, jobId);
-  const receipts = await ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM receipts WHERE job_id = $1 AND org_id = $2', [jobId, principal.orgId]);
+  const receipts = await ctx.db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM receipts WHERE job_id = $1 AND org_id = $2',
+    [jobId, principal.orgId],
+  );
   return {
     job_id: job.id,
     buyer_id: job.buyer_id,
@@ -273,7 +423,8 @@ export async function jobAudit(ctx: ServiceContext, principal: Principal, jobId:
 export async function jobResult(ctx: ServiceContext, principal: Principal, jobId: string) {
   const job = await store.findJob(ctx.db, principal.orgId, jobId);
   if (!job) throw new ApiError('not_found', `job ${jobId} not found`);
-  if (job.status !== 'completed' || !job.work_id) throw new ApiError('conflict', `job ${jobId} is ${job.status}; a result exists once it is completed`);
+  if (job.status !== 'completed' || !job.work_id)
+    throw new ApiError('conflict', `job ${jobId} is ${job.status}; a result exists once it is completed`);
   const blob = await ctx.blobs.get(`results/${job.work_id}`);
   if (!blob) throw new ApiError('not_found', `the result of job ${jobId} is no longer stored`);
   return { ...blob, resultHash: job.result_hash ?? blob.sha256, fileName: job.spec.output_file };

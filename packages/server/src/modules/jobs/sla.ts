@@ -18,7 +18,15 @@ export async function sla(ctx: ServiceContext, principal: Principal, windowHours
     'SELECT status, count(*)::int AS n FROM jobs WHERE org_id = $1 AND created_at >= $2 GROUP BY status',
     [principal.orgId, since],
   );
-  const totals: Record<string, number> = { submitted: 0, pending: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
+  const totals: Record<string, number> = {
+    submitted: 0,
+    pending: 0,
+    assigned: 0,
+    running: 0,
+    completed: 0,
+    failed: 0,
+    cancelled: 0,
+  };
   for (const row of counts) totals[row.status] = row.n;
   totals.submitted = Object.values(totals).reduce((a, b) => a + b, 0);
   totals.finished = (totals.completed ?? 0) + (totals.failed ?? 0) + (totals.cancelled ?? 0);

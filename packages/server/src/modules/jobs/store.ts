@@ -58,13 +58,38 @@ export interface JobRow {
 
 export async function insertJob(
   db: Queryable,
-  job: Pick<JobRow, 'id' | 'org_id' | 'buyer_id' | 'kind' | 'execution_pool' | 'budget_cents' | 'max_price_micro_per_unit' | 'spec' | 'estimated_cost_micro' | 'estimated_duration_ms' | 'hold_id'>,
+  job: Pick<
+    JobRow,
+    | 'id'
+    | 'org_id'
+    | 'buyer_id'
+    | 'kind'
+    | 'execution_pool'
+    | 'budget_cents'
+    | 'max_price_micro_per_unit'
+    | 'spec'
+    | 'estimated_cost_micro'
+    | 'estimated_duration_ms'
+    | 'hold_id'
+  >,
 ): Promise<JobRow> {
   const { rows } = await db.query<JobRow>(
     `INSERT INTO jobs (id, org_id, buyer_id, kind, status, execution_pool, budget_cents, max_price_micro_per_unit, spec,
                        estimated_cost_micro, estimated_duration_ms, hold_id)
      VALUES ($1, $2, $3, $4, 'submitted', $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
-    [job.id, job.org_id, job.buyer_id, job.kind, job.execution_pool, job.budget_cents, job.max_price_micro_per_unit, JSON.stringify(job.spec), job.estimated_cost_micro, job.estimated_duration_ms, job.hold_id],
+    [
+      job.id,
+      job.org_id,
+      job.buyer_id,
+      job.kind,
+      job.execution_pool,
+      job.budget_cents,
+      job.max_price_micro_per_unit,
+      JSON.stringify(job.spec),
+      job.estimated_cost_micro,
+      job.estimated_duration_ms,
+      job.hold_id,
+    ],
   );
   const row = rows[0];
   if (!row) throw new Error('job insert returned nothing');
@@ -73,7 +98,10 @@ export async function insertJob(
 
 /** The job if it belongs to the organization (another organization's job does not exist for you). */
 export async function findJob(db: Queryable, orgId: string, jobId: string, lock = false): Promise<JobRow | undefined> {
-  const { rows } = await db.query<JobRow>(`SELECT * FROM jobs WHERE id = $1 AND org_id = $2 ${lock ? 'FOR UPDATE' : ''}`, [jobId, orgId]);
+  const { rows } = await db.query<JobRow>(
+    `SELECT * FROM jobs WHERE id = $1 AND org_id = $2 ${lock ? 'FOR UPDATE' : ''}`,
+    [jobId, orgId],
+  );
   return rows[0];
 }
 
@@ -82,12 +110,19 @@ export async function findJobById(db: Queryable, jobId: string, lock = false): P
   return rows[0];
 }
 
-export async function listJobs(db: Queryable, orgId: string, q: { status?: JobStatus; limit: number; offset: number }): Promise<{ rows: JobRow[]; total: number }> {
+export async function listJobs(
+  db: Queryable,
+  orgId: string,
+  q: { status?: JobStatus; limit: number; offset: number },
+): Promise<{ rows: JobRow[]; total: number }> {
   const { rows } = await db.query<JobRow>(
     'SELECT * FROM jobs WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4',
     [orgId, q.status ?? null, q.limit, q.offset],
   );
-  const count = await db.query<{ total: number }>('SELECT count(*)::int AS total FROM jobs WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)', [orgId, q.status ?? null]);
+  const count = await db.query<{ total: number }>(
+    'SELECT count(*)::int AS total FROM jobs WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)',
+    [orgId, q.status ?? null],
+  );
   return { rows, total: count.rows[0]?.total ?? 0 };
 }
 
@@ -95,8 +130,20 @@ export async function listJobs(db: Queryable, orgId: string, q: { status?: JobSt
  * Moves a job to `to` if its current state allows it; returns the updated row, or undefined when
  * the job was not in a state that may move there (someone else moved it first).
  */
-export async function moveJob(db: Queryable, jobId: string, to: JobStatus, set: Partial<Record<string, unknown>> = {}): Promise<JobRow | undefined> {
-  const timestamps: Partial<Record<JobStatus, string>> = { pending: 'pending_at', assigned: 'assigned_at', running: 'started_at', completed: 'completed_at', failed: 'completed_at', cancelled: 'completed_at' };
+export async function moveJob(
+  db: Queryable,
+  jobId: string,
+  to: JobStatus,
+  set: Partial<Record<string, unknown>> = {},
+): Promise<JobRow | undefined> {
+  const timestamps: Partial<Record<JobStatus, string>> = {
+    pending: 'pending_at',
+    assigned: 'assigned_at',
+    running: 'started_at',
+    completed: 'completed_at',
+    failed: 'completed_at',
+    cancelled: 'completed_at',
+  };
   const columns = Object.keys(set);
   if (columns.some((c) => !/^[a-z_]+$/.test(c))) throw new Error('moveJob: bad column name');
   const assignments = columns.map((c, i) => `${c} = $${i + 4}`);
@@ -109,11 +156,26 @@ export async function moveJob(db: Queryable, jobId: string, to: JobStatus, set: 
   return rows[0];
 }
 
-export async function addJobEvent(db: Queryable, jobId: string, type: string, details: Record<string, unknown> = {}): Promise<void> {
-  await db.query('INSERT INTO job_events (job_id, type, details, at) VALUES ($1, $2, $3, clock_timestamp())', [jobId, type, JSON.stringify(details)]);
+export async function addJobEvent(
+  db: Queryable,
+  jobId: string,
+  type: string,
+  details: Record<string, unknown> = {},
+): Promise<void> {
+  await db.query('INSERT INTO job_events (job_id, type, details, at) VALUES ($1, $2, $3, clock_timestamp())', [
+    jobId,
+    type,
+    JSON.stringify(details),
+  ]);
 }
 
-export async function listJobEvents(db: Queryable, jobId: string): Promise<{ at: Date; type: string; details: Record<string, unknown> }[]> {
-  const { rows } = await db.query<{ at: Date; type: string; details: Record<string, unknown> }>('SELECT at, type, details FROM job_events WHERE job_id = $1 ORDER BY id', [jobId]);
+export async function listJobEvents(
+  db: Queryable,
+  jobId: string,
+): Promise<{ at: Date; type: string; details: Record<string, unknown> }[]> {
+  const { rows } = await db.query<{ at: Date; type: string; details: Record<string, unknown> }>(
+    'SELECT at, type, details FROM job_events WHERE job_id = $1 ORDER BY id',
+    [jobId],
+  );
   return rows;
 }

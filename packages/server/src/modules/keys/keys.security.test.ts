@@ -26,7 +26,12 @@ describe('minting keys: no credential grants more than it holds', () => {
   afterAll(() => t.close());
 
   const mint = (credential: string, scopes: string[]) =>
-    t.app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(credential), payload: { label: 'minted', scopes } });
+    t.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/api-keys',
+      headers: bearer(credential),
+      payload: { label: 'minted', scopes },
+    });
 
   it('every pair (creator key scope x requested scope) of the scope table', async () => {
     const outcomes: string[] = [];
@@ -52,7 +57,12 @@ describe('minting keys: no credential grants more than it holds', () => {
     expect(res.json().message).toContain("cannot grant 'buyer', 'operator'");
     expect(res.json().message).not.toContain("'keys:read'");
     // no scopes means the default ["buyer"], which keys:write does not imply
-    const byDefault = await t.app.inject({ method: 'POST', url: '/api/v1/auth/api-keys', headers: bearer(keysOnly), payload: {} });
+    const byDefault = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/api-keys',
+      headers: bearer(keysOnly),
+      payload: {},
+    });
     expect(byDefault.statusCode).toBe(403);
     expect((await mint(keysOnly, ['keys:write'])).statusCode).toBe(201);
     // a buyer key mints parts of buyer, but never operator nor a resource buyer lacks
@@ -65,8 +75,17 @@ describe('minting keys: no credential grants more than it holds', () => {
 
   it("sessions: an owner's and an admin's mint any scope; a member's only what buyer and operator imply", async () => {
     const join = async (email: string, role: 'admin' | 'member') => {
-      const inv = await t.app.inject({ method: 'POST', url: '/api/v1/organizations/current/invites', headers: bearer(owner.token), payload: { email, role } });
-      const acc = await t.app.inject({ method: 'POST', url: '/api/v1/organizations/invites/accept', payload: { token: inv.json().invite_token, password: 'member password 1' } });
+      const inv = await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/organizations/current/invites',
+        headers: bearer(owner.token),
+        payload: { email, role },
+      });
+      const acc = await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/organizations/invites/accept',
+        payload: { token: inv.json().invite_token, password: 'member password 1' },
+      });
       expect(acc.statusCode).toBe(200);
       return acc.json().token as string;
     };

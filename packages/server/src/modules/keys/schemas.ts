@@ -24,7 +24,8 @@ export const APIKeyCreateRequest = Type.Object(
       Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
         minItems: 1,
         maxItems: 20,
-        description: 'default `["buyer"]`; `buyer`, `read-only`, `write-only`, `buyer:read`, `operator`, or `resource[:read|write]`',
+        description:
+          'default `["buyer"]`; `buyer`, `read-only`, `write-only`, `buyer:read`, `operator`, or `resource[:read|write]`',
       }),
     ),
   },
@@ -36,7 +37,10 @@ export const APIKeyCreateResponse = Type.Object(
   { $id: 'APIKeyCreateResponse' },
 );
 
-export const APIKeyListResponse = Type.Object({ keys: Type.Array(Type.Ref(APIKeyRecord)) }, { $id: 'APIKeyListResponse' });
+export const APIKeyListResponse = Type.Object(
+  { keys: Type.Array(Type.Ref(APIKeyRecord)) },
+  { $id: 'APIKeyListResponse' },
+);
 
 export const APIKeyRevokeRequest = Type.Object(
   { reason: Type.String({ minLength: 1, maxLength: 500 }) },

@@ -18,7 +18,16 @@ const RECORD_COLUMNS = `id AS key_id, prefix, hash_alg, label, buyer_id, scopes,
 
 export async function insertKey(
   db: Queryable,
-  key: { keyId: string; orgId: string; buyerId: string; prefix: string; hash: string; hashAlg: string; label: string; scopes: string[] },
+  key: {
+    keyId: string;
+    orgId: string;
+    buyerId: string;
+    prefix: string;
+    hash: string;
+    hashAlg: string;
+    label: string;
+    scopes: string[];
+  },
 ): Promise<KeyRecordRow> {
   const { rows } = await db.query<KeyRecordRow>(
     `INSERT INTO api_keys (id, org_id, buyer_id, prefix, hash, hash_alg, label, scopes)
@@ -40,12 +49,20 @@ export async function listKeys(db: Queryable, orgId: string, buyerId?: string): 
 }
 
 export async function findKey(db: Queryable, orgId: string, keyId: string): Promise<KeyRecordRow | undefined> {
-  const { rows } = await db.query<KeyRecordRow>(`SELECT ${RECORD_COLUMNS} FROM api_keys WHERE org_id = $1 AND id = $2`, [orgId, keyId]);
+  const { rows } = await db.query<KeyRecordRow>(
+    `SELECT ${RECORD_COLUMNS} FROM api_keys WHERE org_id = $1 AND id = $2`,
+    [orgId, keyId],
+  );
   return rows[0];
 }
 
 /** Revokes the key if it is not already; returns the record, or undefined if it was already revoked. */
-export async function revokeKey(db: Queryable, orgId: string, keyId: string, reason: string): Promise<KeyRecordRow | undefined> {
+export async function revokeKey(
+  db: Queryable,
+  orgId: string,
+  keyId: string,
+  reason: string,
+): Promise<KeyRecordRow | undefined> {
   const { rows } = await db.query<KeyRecordRow>(
     `UPDATE api_keys SET revoked_at = now(), revoked_reason = $3
       WHERE org_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING ${RECORD_COLUMNS}`,

@@ -3,7 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { chunkText, countTokens } from './chunking.js';
 
 const sentence = (i: number) => `Sentence number ${i} says something about subject ${i % 5} in a few plain words.`;
-const paragraphs = (n: number, per: number) => Array.from({ length: n }, (_, p) => Array.from({ length: per }, (_, s) => sentence(p * per + s)).join(' ')).join('\n\n');
+const paragraphs = (n: number, per: number) =>
+  Array.from({ length: n }, (_, p) => Array.from({ length: per }, (_, s) => sentence(p * per + s)).join(' ')).join(
+    '\n\n',
+  );
 
 describe('token-aware chunking with overlap', () => {
   it('counts cl100k tokens, special-token markers as plain text', () => {
@@ -64,18 +67,23 @@ describe('token-aware chunking with overlap', () => {
 
   it('holds for any text: within size, in order, inside the text, covering every non-blank character', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.string({ maxLength: 1500 }), fc.integer({ min: 8, max: 120 }), fc.integer({ min: 0, max: 60 }), async (text, size, overlap) => {
-        const chunks = await chunkText(text, { size, overlap });
-        let covered = 0;
-        for (const c of chunks) {
-          expect(c.tokens).toBeLessThanOrEqual(size);
-          expect(text.slice(c.start, c.end)).toBe(c.text);
-          expect(c.start).toBeGreaterThanOrEqual(0);
-          if (c.start > covered) expect(text.slice(covered, c.start).trim()).toBe('');
-          covered = Math.max(covered, c.end);
-        }
-        expect(text.slice(covered).trim()).toBe('');
-      }),
+      fc.asyncProperty(
+        fc.string({ maxLength: 1500 }),
+        fc.integer({ min: 8, max: 120 }),
+        fc.integer({ min: 0, max: 60 }),
+        async (text, size, overlap) => {
+          const chunks = await chunkText(text, { size, overlap });
+          let covered = 0;
+          for (const c of chunks) {
+            expect(c.tokens).toBeLessThanOrEqual(size);
+            expect(text.slice(c.start, c.end)).toBe(c.text);
+            expect(c.start).toBeGreaterThanOrEqual(0);
+            if (c.start > covered) expect(text.slice(covered, c.start).trim()).toBe('');
+            covered = Math.max(covered, c.end);
+          }
+          expect(text.slice(covered).trim()).toBe('');
+        },
+      ),
       { numRuns: 150 },
     );
   });

@@ -69,7 +69,13 @@ function spans(text: string, start: number, end: number, separator: RegExp): { s
 }
 
 /** Adds `slice[from, to)` without its leading and trailing whitespace, unless it is blank. */
-function pushTrimmed(out: { start: number; end: number }[], slice: string, offset: number, from: number, to: number): void {
+function pushTrimmed(
+  out: { start: number; end: number }[],
+  slice: string,
+  offset: number,
+  from: number,
+  to: number,
+): void {
   let a = from;
   let b = to;
   while (a < b && /\s/.test(slice[a] ?? '')) a++;
@@ -85,7 +91,7 @@ function hardSplit(text: string, start: number, end: number, size: number, count
     let length = Math.max(1, Math.min(end - at, size * 4));
     let tokens = count(text.slice(at, at + length));
     while (tokens > size && length > 1) {
-      length = Math.max(1, Math.floor((length * size) / tokens * 0.9));
+      length = Math.max(1, Math.floor(((length * size) / tokens) * 0.9));
       tokens = count(text.slice(at, at + length));
     }
     // Never cut a surrogate pair in two.
@@ -100,7 +106,15 @@ function hardSplit(text: string, start: number, end: number, size: number, count
   return out;
 }
 
-function piecesOf(text: string, start: number, end: number, level: number, size: number, count: TokenCounter, out: Piece[]): void {
+function piecesOf(
+  text: string,
+  start: number,
+  end: number,
+  level: number,
+  size: number,
+  count: TokenCounter,
+  out: Piece[],
+): void {
   for (const span of spans(text, start, end, SEPARATORS[level] ?? /\s+/g)) {
     if (level < SENTENCE_LEVEL) {
       piecesOf(text, span.start, span.end, level + 1, size, count, out);
@@ -124,7 +138,11 @@ const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
  * const chunks = await chunkText(longText, { size: 200, overlap: 40 });
  * chunks[1].text.startsWith(lastSentenceOf(chunks[0].text)); // true when that sentence fits the overlap
  */
-export async function chunkText(text: string, options: ChunkOptions, count: TokenCounter = countTokens): Promise<TextChunk[]> {
+export async function chunkText(
+  text: string,
+  options: ChunkOptions,
+  count: TokenCounter = countTokens,
+): Promise<TextChunk[]> {
   const { size } = options;
   const overlap = Math.min(options.overlap, Math.floor(size / 2));
   if (!Number.isInteger(size) || size < 1) throw new RangeError('chunk size must be a positive integer');
@@ -137,7 +155,8 @@ export async function chunkText(text: string, options: ChunkOptions, count: Toke
   }
   const chunks: TextChunk[] = [];
   const sliceOf = (group: readonly Piece[]) => text.slice(group[0]?.start ?? 0, group[group.length - 1]?.end ?? 0);
-  const estimate = (group: readonly Piece[]) => group.reduce((sum, p, i) => sum + p.tokens + (i > 0 ? JOIN_TOKENS : 0), 0);
+  const estimate = (group: readonly Piece[]) =>
+    group.reduce((sum, p, i) => sum + p.tokens + (i > 0 ? JOIN_TOKENS : 0), 0);
   /** Emits the longest head of `group` whose exact count fits (at least one piece); returns how many pieces it took. */
   const emit = async (group: readonly Piece[]): Promise<number> => {
     let n = group.length;

@@ -23,8 +23,10 @@ function declaredFormat(declared: string | undefined, name: string | undefined):
   const type = (declared ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
   const ext = extensionOf(name);
   if (type === 'application/pdf' || ext === 'pdf') return 'application/pdf';
-  if (type === 'text/html' || type === 'application/xhtml+xml' || ext === 'html' || ext === 'htm' || ext === 'xhtml') return 'text/html';
-  if (type === 'text/markdown' || type === 'text/x-markdown' || ext === 'md' || ext === 'markdown' || ext === 'mdx') return 'text/markdown';
+  if (type === 'text/html' || type === 'application/xhtml+xml' || ext === 'html' || ext === 'htm' || ext === 'xhtml')
+    return 'text/html';
+  if (type === 'text/markdown' || type === 'text/x-markdown' || ext === 'md' || ext === 'markdown' || ext === 'mdx')
+    return 'text/markdown';
   if (type === 'text/plain' || ext === 'txt') return 'text/plain';
   return undefined;
 }
@@ -37,12 +39,22 @@ function declaredFormat(declared: string | undefined, name: string | undefined):
  * @example
  * detectFormat(Buffer.from('# Title'), { name: 'notes.md' }); // 'text/markdown'
  */
-export function detectFormat(bytes: Buffer, hints: { name?: string | undefined; declared?: string | undefined }): DocumentFormat {
+export function detectFormat(
+  bytes: Buffer,
+  hints: { name?: string | undefined; declared?: string | undefined },
+): DocumentFormat {
   if (bytes.subarray(0, 5).toString('latin1') === '%PDF-') return 'application/pdf';
   const declared = declaredFormat(hints.declared, hints.name);
-  if (declared === 'application/pdf') throw new ApiError('unsupported_media_type', `${hints.name ?? 'the document'} is named or declared a PDF but is not one (no %PDF- header)`);
+  if (declared === 'application/pdf')
+    throw new ApiError(
+      'unsupported_media_type',
+      `${hints.name ?? 'the document'} is named or declared a PDF but is not one (no %PDF- header)`,
+    );
   if (bytes.includes(0) || !isUtf8(bytes)) {
-    throw new ApiError('unsupported_media_type', `${hints.name ?? 'the document'} is neither a PDF nor UTF-8 text; send ${SUPPORTED}`);
+    throw new ApiError(
+      'unsupported_media_type',
+      `${hints.name ?? 'the document'} is neither a PDF nor UTF-8 text; send ${SUPPORTED}`,
+    );
   }
   if (declared) return declared;
   const head = bytes.subarray(0, 1024).toString('utf8').trimStart().toLowerCase();
@@ -114,12 +126,21 @@ export async function extractText(bytes: Buffer, format: DocumentFormat): Promis
         text = out.text.join('\n\n');
         await pdf.destroy();
       } catch (err) {
-        throw new ApiError('invalid_request', `the PDF could not be read: ${err instanceof Error ? err.message : String(err)}`);
+        throw new ApiError(
+          'invalid_request',
+          `the PDF could not be read: ${err instanceof Error ? err.message : String(err)}`,
+        );
       }
       break;
     }
   }
   text = normalizeText(text);
-  if (text === '') throw new ApiError('invalid_request', format === 'application/pdf' ? 'the PDF has no extractable text (scanned pages are not OCRed)' : 'the document has no text');
+  if (text === '')
+    throw new ApiError(
+      'invalid_request',
+      format === 'application/pdf'
+        ? 'the PDF has no extractable text (scanned pages are not OCRed)'
+        : 'the document has no text',
+    );
   return pages === undefined ? { text } : { text, pages };
 }

@@ -94,13 +94,32 @@ async function extractAndChunk(ctx: ServiceContext, doc: DocumentRow, model: str
   if (!blob) throw new ApiError('internal', 'the uploaded bytes of this document are missing');
   // In a worker thread with a heap limit and a deadline: a hostile document fails alone.
   const { textChars, pages, chunks } = await parseDocument(
-    { bytes: blob.bytes, format: doc.content_type as DocumentFormat, chunkSize: doc.chunk_size, chunkOverlap: doc.chunk_overlap },
+    {
+      bytes: blob.bytes,
+      format: doc.content_type as DocumentFormat,
+      chunkSize: doc.chunk_size,
+      chunkOverlap: doc.chunk_overlap,
+    },
     ctx.config.knowledge.parse,
   );
-  const rows = chunks.map((c, i) => ({ id: newId('chk'), ordinal: i, text: c.text, sha256: sha256Hex(c.text), tokens: c.tokens, char_start: c.start, char_end: c.end }));
+  const rows = chunks.map((c, i) => ({
+    id: newId('chk'),
+    ordinal: i,
+    text: c.text,
+    sha256: sha256Hex(c.text),
+    tokens: c.tokens,
+    char_start: c.start,
+    char_end: c.end,
+  }));
   const tokens = rows.reduce((sum, r) => sum + r.tokens, 0);
   return ctx.db.transaction(async (tx) => {
-    const progress = { phase: 'embedding' as const, chunk_count: rows.length, text_chars: textChars, token_count: tokens, ...(pages === undefined ? {} : { pages }) };
+    const progress = {
+      phase: 'embedding' as const,
+      chunk_count: rows.length,
+      text_chars: textChars,
+      token_count: tokens,
+      ...(pages === undefined ? {} : { pages }),
+    };
     if (!(await renewLease(tx, doc.id, owner, leaseSeconds, progress))) return false;
     await replaceChunks(tx, doc, model, rows);
     return true;
@@ -118,25 +137,40 @@ async function settleInterrupted(ctx: ServiceContext, doc: DocumentRow, owner: s
   const left = await unsettledBatches(ctx.db, doc.org_id, doc.id);
   const running = left.filter((r) => r.status === 'running');
   for (const r of running) {
-    await endRequest(ctx, r.id, { status: 'cancelled', error: 'the ingestion it was for was taken over by another instance', cancelWork: true });
+    await endRequest(ctx, r.id, {
+      status: 'cancelled',
+      error: 'the ingestion it was for was taken over by another instance',
+      cancelWork: true,
+    });
   }
-  const completed = running.length > 0 ? (await unsettledBatches(ctx.db, doc.org_id, doc.id)).filter((r) => r.status === 'completed') : left.filter((r) => r.status === 'completed');
+  const completed =
+    running.length > 0
+      ? (await unsettledBatches(ctx.db, doc.org_id, doc.id)).filter((r) => r.status === 'completed')
+      : left.filter((r) => r.status === 'completed');
   for (const r of completed) {
     const blob = r.work_id ? await ctx.blobs.get(`results/${r.work_id}`) : undefined;
     if (!blob) {
-      ctx.log.warn({ document_id: doc.id, request_id: r.id }, 'knowledge: a completed ingestion request has no stored result; its chunks are embedded again');
+      ctx.log.warn(
+        { document_id: doc.id, request_id: r.id },
+        'knowledge: a completed ingestion request has no stored result; its chunks are embedded again',
+      );
       continue;
     }
     const vectors = embeddingVectors(blob.bytes, r.model, r.chunk_ids.length);
     const pending = new Set(r.pending);
-    const rows = r.chunk_ids.flatMap((id, i) => (pending.has(id) ? [{ id, embedding: unitVector(vectors[i] ?? []) }] : []));
+    const rows = r.chunk_ids.flatMap((id, i) =>
+      pending.has(id) ? [{ id, embedding: unitVector(vectors[i] ?? []) }] : [],
+    );
     const kept = await ctx.db.transaction(async (tx) => {
       if (!(await renewLease(tx, doc.id, owner, ctx.config.knowledge.leaseSeconds))) return false;
       await storeEmbeddings(tx, ctx.vectorSearch, doc.id, r.id, rows);
       return true;
     });
     if (!kept) return false;
-    ctx.log.info({ document_id: doc.id, request_id: r.id, chunks: rows.length }, 'knowledge: stored the vectors of a batch paid before an interruption');
+    ctx.log.info(
+      { document_id: doc.id, request_id: r.id, chunks: rows.length },
+      'knowledge: stored the vectors of a batch paid before an interruption',
+    );
   }
   return true;
 }
@@ -145,7 +179,14 @@ async function settleInterrupted(ctx: ServiceContext, doc: DocumentRow, owner: s
  * Embeds the document's pending chunks, batch by batch. `signal` stops the work; `requests`
  * (aborted by a graceful stop, not by a halt) cancels the embeddings requests in flight.
  */
-async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string, owner: string, signal: AbortSignal, requests: AbortSignal): Promise<void> {
+async function embedPending(
+  ctx: ServiceContext,
+  doc: DocumentRow,
+  model: string,
+  owner: string,
+  signal: AbortSignal,
+  requests: AbortSignal,
+): Promise<void> {
   const { embedBatch, embedConcurrency, leaseSeconds, retryBaseMs } = ctx.config.knowledge;
   const principal = principalFor(doc.org_id, doc.created_by);
   const inFlight = new Set<string>();
@@ -166,13 +207,21 @@ async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string
           model,
           texts: batch.map((c) => c.text),
           // The receipt then says which chunks its signed result embeds.
-          audit: { purpose: 'knowledge_base_ingestion', knowledge_base_id: doc.kb_id, document_id: doc.id, chunk_ids: batch.map((c) => c.id) },
+          audit: {
+            purpose: 'knowledge_base_ingestion',
+            knowledge_base_id: doc.kb_id,
+            document_id: doc.id,
+            chunk_ids: batch.map((c) => c.id),
+          },
           signal: requests,
         });
       } catch (err) {
         if (signal.aborted) throw new Stop('stopped');
         if (!(err instanceof ApiError) || !RETRYABLE.has(err.code) || attempt >= EMBED_TRIES) throw err;
-        ctx.log.info({ document_id: doc.id, attempt, err: err.message }, 'knowledge: embeddings batch failed; retrying');
+        ctx.log.info(
+          { document_id: doc.id, attempt, err: err.message },
+          'knowledge: embeddings batch failed; retrying',
+        );
         await sleep(retryBaseMs * 2 ** (attempt - 1), signal);
       }
     }
@@ -190,7 +239,13 @@ async function embedPending(ctx: ServiceContext, doc: DocumentRow, model: string
         if (signal.aborted) throw new Stop('stopped');
         const stored = await ctx.db.transaction(async (tx) => {
           if (!(await renewLease(tx, doc.id, owner, leaseSeconds))) return false;
-          await storeEmbeddings(tx, ctx.vectorSearch, doc.id, requestId, batch.map((c, i) => ({ id: c.id, embedding: vectors[i] ?? [] })));
+          await storeEmbeddings(
+            tx,
+            ctx.vectorSearch,
+            doc.id,
+            requestId,
+            batch.map((c, i) => ({ id: c.id, embedding: vectors[i] ?? [] })),
+          );
           return true;
         });
         if (!stored) throw new Stop('lease lost');
@@ -229,18 +284,21 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number; 
 
   const ingest = async (doc: DocumentRow, signal: AbortSignal, requests: AbortSignal) => {
     // Keeps the lease while long embeddings requests run; a lost lease stops the work.
-    const keeper = setInterval(() => {
-      if (signal.aborted) return;
-      void renewLease(ctx.db, doc.id, owner, leaseSeconds).then(
-        (kept) => {
-          if (kept) return;
-          const entry = active.get(doc.id);
-          entry?.controller.abort(new Stop('lease lost'));
-          entry?.requests.abort(new Stop('lease lost'));
-        },
-        () => undefined,
-      );
-    }, Math.max(500, (leaseSeconds * 1000) / 3));
+    const keeper = setInterval(
+      () => {
+        if (signal.aborted) return;
+        void renewLease(ctx.db, doc.id, owner, leaseSeconds).then(
+          (kept) => {
+            if (kept) return;
+            const entry = active.get(doc.id);
+            entry?.controller.abort(new Stop('lease lost'));
+            entry?.requests.abort(new Stop('lease lost'));
+          },
+          () => undefined,
+        );
+      },
+      Math.max(500, (leaseSeconds * 1000) / 3),
+    );
     keeper.unref();
     try {
       if (doc.attempts > MAX_ATTEMPTS) {
@@ -248,19 +306,29 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number; 
         await ctx.db.transaction((tx) => finishDocument(tx, doc.id, { status: 'failed', error, owner }));
         return;
       }
-      const { rows } = await ctx.db.query<{ embedding_model: string }>('SELECT embedding_model FROM knowledge_bases WHERE id = $1', [doc.kb_id]);
+      const { rows } = await ctx.db.query<{ embedding_model: string }>(
+        'SELECT embedding_model FROM knowledge_bases WHERE id = $1',
+        [doc.kb_id],
+      );
       const model = rows[0]?.embedding_model;
       if (!model) return; // deleted meanwhile
-      if ((doc.phase === 'queued' || doc.phase === 'extracting') && !(await extractAndChunk(ctx, doc, model, owner))) return;
+      if ((doc.phase === 'queued' || doc.phase === 'extracting') && !(await extractAndChunk(ctx, doc, model, owner)))
+        return;
       if (signal.aborted) return;
       if (!(await settleInterrupted(ctx, doc, owner))) return;
       await embedPending(ctx, doc, model, owner, signal, requests);
       await finishDocument(ctx.db, doc.id, { status: 'ready', owner });
     } catch (err) {
       if (signal.aborted || err instanceof Stop) return;
-      const message = err instanceof ApiError && err.code !== 'internal' ? err.message : 'internal error while ingesting the document';
-      if (!(err instanceof ApiError) || err.code === 'internal') ctx.log.error({ err, document_id: doc.id }, 'knowledge: ingestion failed');
-      await ctx.db.transaction((tx) => finishDocument(tx, doc.id, { status: 'failed', error: message.slice(0, 1000), owner })).catch(() => undefined);
+      const message =
+        err instanceof ApiError && err.code !== 'internal'
+          ? err.message
+          : 'internal error while ingesting the document';
+      if (!(err instanceof ApiError) || err.code === 'internal')
+        ctx.log.error({ err, document_id: doc.id }, 'knowledge: ingestion failed');
+      await ctx.db
+        .transaction((tx) => finishDocument(tx, doc.id, { status: 'failed', error: message.slice(0, 1000), owner }))
+        .catch(() => undefined);
     } finally {
       clearInterval(keeper);
       if (!halted) await releaseLease(ctx.db, doc.id, owner).catch(() => undefined);

@@ -4,9 +4,35 @@ import { openDb } from '../../platform/db/index.js';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { MAX_ATTEMPTS, startIngestor, type Ingestor } from './ingest.js';
 
-type Doc = { id: string; status: string; phase: string; chunk_count: number; embedded_count: number; progress: number; error: string | null; token_count: number | null };
+type Doc = {
+  id: string;
+  status: string;
+  phase: string;
+  chunk_count: number;
+  embedded_count: number;
+  progress: number;
+  error: string | null;
+  token_count: number | null;
+};
 
-const WORDS = ['river', 'granite', 'harbour', 'lantern', 'orchard', 'signal', 'meadow', 'copper', 'glacier', 'falcon', 'thunder', 'willow', 'compass', 'ember', 'quartz', 'tundra'];
+const WORDS = [
+  'river',
+  'granite',
+  'harbour',
+  'lantern',
+  'orchard',
+  'signal',
+  'meadow',
+  'copper',
+  'glacier',
+  'falcon',
+  'thunder',
+  'willow',
+  'compass',
+  'ember',
+  'quartz',
+  'tundra',
+];
 
 /** About `bytes` of varied prose: sentences of words from a small vocabulary, in paragraphs. */
 function prose(bytes: number): string {
@@ -24,7 +50,9 @@ function prose(bytes: number): string {
 describe('ingestion of a 5 MB document, with progress visible while it runs', () => {
   let f: GatewayFixture;
   beforeAll(async () => {
-    f = await startGatewayFixture({ env: { SVC_KB_EMBED_BATCH: '256', SVC_KB_MAX_DOCUMENT_BYTES: String(8 * 1024 * 1024) } });
+    f = await startGatewayFixture({
+      env: { SVC_KB_EMBED_BATCH: '256', SVC_KB_MAX_DOCUMENT_BYTES: String(8 * 1024 * 1024) },
+    });
     await f.addNode({ concurrency: 4 });
   });
   afterAll(() => f.close());
@@ -36,7 +64,11 @@ describe('ingestion of a 5 MB document, with progress visible while it runs', ()
     const form = new FormData();
     form.append('file', new Blob([text], { type: 'text/plain' }), 'big.txt');
     const started = Date.now();
-    const res = await fetch(`${f.server.url}/api/v1/knowledge-bases/${kbId}/documents`, { method: 'POST', headers: { authorization: `Bearer ${f.buyer.apiKey}` }, body: form });
+    const res = await fetch(`${f.server.url}/api/v1/knowledge-bases/${kbId}/documents`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${f.buyer.apiKey}` },
+      body: form,
+    });
     expect(res.status).toBe(202);
     const accepted = (await res.json()) as Doc;
     expect(accepted).toMatchObject({ status: 'processing', chunk_count: 0, embedded_count: 0 });
@@ -44,7 +76,8 @@ describe('ingestion of a 5 MB document, with progress visible while it runs', ()
 
     const seen: Doc[] = [];
     const done = await eventually(async () => {
-      const doc = (await f.api('GET', `/api/v1/knowledge-bases/${kbId}/documents/${accepted.id}`)).json as unknown as Doc;
+      const doc = (await f.api('GET', `/api/v1/knowledge-bases/${kbId}/documents/${accepted.id}`))
+        .json as unknown as Doc;
       seen.push(doc);
       if (doc.status === 'failed') throw new Error(`failed: ${doc.error}`);
       return doc.status === 'ready' ? doc : undefined;
@@ -53,7 +86,13 @@ describe('ingestion of a 5 MB document, with progress visible while it runs', ()
     expect(done).toMatchObject({ embedded_count: done.chunk_count, progress: 1, phase: 'done' });
     expect(done.token_count).toBeGreaterThan(1_000_000);
     // Progress was visible: part-way states with a known chunk count, never going backwards.
-    const partial = seen.filter((d) => d.phase === 'embedding' && d.chunk_count === done.chunk_count && d.embedded_count > 0 && d.embedded_count < d.chunk_count);
+    const partial = seen.filter(
+      (d) =>
+        d.phase === 'embedding' &&
+        d.chunk_count === done.chunk_count &&
+        d.embedded_count > 0 &&
+        d.embedded_count < d.chunk_count,
+    );
     expect(partial.length).toBeGreaterThan(0);
     const counts = seen.map((d) => d.embedded_count);
     expect(counts).toEqual([...counts].sort((a, b) => a - b));
@@ -68,7 +107,12 @@ describe('ingestion of a 5 MB document, with progress visible while it runs', ()
 
 describe('ingestion survives its instance stopping: another instance takes the document over', () => {
   let store: TestStore;
-  const env = { SVC_KB_LEASE_SECONDS: '2', SVC_KB_EMBED_BATCH: '4', SVC_KB_EMBED_CONCURRENCY: '1', SVC_SHUTDOWN_GRACE_MS: '500' };
+  const env = {
+    SVC_KB_LEASE_SECONDS: '2',
+    SVC_KB_EMBED_BATCH: '4',
+    SVC_KB_EMBED_CONCURRENCY: '1',
+    SVC_SHUTDOWN_GRACE_MS: '500',
+  };
   beforeAll(async () => {
     store = await createTestStore();
   });
@@ -77,14 +121,22 @@ describe('ingestion survives its instance stopping: another instance takes the d
   it('resumes after the lease runs out, keeping what was embedded, and fails a document interrupted too often', async () => {
     const a = await startGatewayFixture({ env, store });
     await a.addNode({ upstream: { delayMs: 100 } });
-    const kbId = String((await a.api('POST', '/api/v1/knowledge-bases', { name: 'kb', chunk_size: 32, chunk_overlap: 0 })).json.id);
-    const up = await a.api('POST', `/api/v1/knowledge-bases/${kbId}/documents`, { name: 'notes.txt', text: prose(6000) });
+    const kbId = String(
+      (await a.api('POST', '/api/v1/knowledge-bases', { name: 'kb', chunk_size: 32, chunk_overlap: 0 })).json.id,
+    );
+    const up = await a.api('POST', `/api/v1/knowledge-bases/${kbId}/documents`, {
+      name: 'notes.txt',
+      text: prose(6000),
+    });
     const docId = String(up.json.id);
     const path = `/api/v1/knowledge-bases/${kbId}/documents/${docId}`;
     await eventually(async () => ((await a.api('GET', path)).json.embedded_count as number) >= 8, 30_000);
     // A crash: the instance stops where it is and never gives its lease back.
     a.server.app.knowledgeIngestor.halt();
-    const before = await a.server.ctx.db.query<{ id: string; embedded_by: string }>('SELECT id, embedded_by FROM kb_chunks WHERE document_id = $1 AND embedding IS NOT NULL', [docId]);
+    const before = await a.server.ctx.db.query<{ id: string; embedded_by: string }>(
+      'SELECT id, embedded_by FROM kb_chunks WHERE document_id = $1 AND embedding IS NOT NULL',
+      [docId],
+    );
     const stopped = (await a.api('GET', path)).json as unknown as Doc;
     expect(stopped.status).toBe('processing');
     expect(stopped.embedded_count).toBeLessThan(stopped.chunk_count);
@@ -133,7 +185,9 @@ describe('no embeddings batch is paid twice when ingestion is taken over mid-bat
   let f: GatewayFixture;
   const started: Ingestor[] = [];
   beforeAll(async () => {
-    f = await startGatewayFixture({ env: { SVC_KB_LEASE_SECONDS: '2', SVC_KB_EMBED_BATCH: '4', SVC_KB_EMBED_CONCURRENCY: '1' } });
+    f = await startGatewayFixture({
+      env: { SVC_KB_LEASE_SECONDS: '2', SVC_KB_EMBED_BATCH: '4', SVC_KB_EMBED_CONCURRENCY: '1' },
+    });
   });
   afterAll(async () => {
     for (const ingestor of started) ingestor.halt();
@@ -149,7 +203,14 @@ describe('no embeddings batch is paid twice when ingestion is taken over mid-bat
       )
     ).rows;
   const embeddedBy = async (docId: string) =>
-    new Map((await f.server.ctx.db.query<{ id: string; embedded_by: string | null }>('SELECT id, embedded_by FROM kb_chunks WHERE document_id = $1', [docId])).rows.map((r) => [r.id, r.embedded_by]));
+    new Map(
+      (
+        await f.server.ctx.db.query<{ id: string; embedded_by: string | null }>(
+          'SELECT id, embedded_by FROM kb_chunks WHERE document_id = $1',
+          [docId],
+        )
+      ).rows.map((r) => [r.id, r.embedded_by]),
+    );
   /** Another instance on the same store (the test's own ingestor loop, as `svc serve` starts one). */
   const anotherInstance = () => {
     const ingestor = startIngestor(f.server.ctx, { sweepMs: 200 });
@@ -159,13 +220,24 @@ describe('no embeddings batch is paid twice when ingestion is taken over mid-bat
 
   it('stores the vectors of a batch that completed after the stop, and cancels one still running at the takeover', async () => {
     const node = await f.addNode({ upstream: { delayMs: 600 } });
-    const kbId = String((await f.api('POST', '/api/v1/knowledge-bases', { name: 'kb', chunk_size: 32, chunk_overlap: 0 })).json.id);
-    const docId = String((await f.api('POST', `/api/v1/knowledge-bases/${kbId}/documents`, { name: 'notes.txt', text: prose(3000) })).json.id);
+    const kbId = String(
+      (await f.api('POST', '/api/v1/knowledge-bases', { name: 'kb', chunk_size: 32, chunk_overlap: 0 })).json.id,
+    );
+    const docId = String(
+      (await f.api('POST', `/api/v1/knowledge-bases/${kbId}/documents`, { name: 'notes.txt', text: prose(3000) })).json
+        .id,
+    );
 
     // 1. The first instance stops while a batch is on the node; the node finishes it and it is paid.
-    const paidBeforeTakeover = await eventually(async () => (await batches(docId)).find((b) => b.status === 'running'), 30_000);
+    const paidBeforeTakeover = await eventually(
+      async () => (await batches(docId)).find((b) => b.status === 'running'),
+      30_000,
+    );
     f.server.app.knowledgeIngestor.halt();
-    const completed = await eventually(async () => (await batches(docId)).find((b) => b.id === paidBeforeTakeover.id && b.status === 'completed'), 10_000);
+    const completed = await eventually(
+      async () => (await batches(docId)).find((b) => b.id === paidBeforeTakeover.id && b.status === 'completed'),
+      10_000,
+    );
     const unstored = await embeddedBy(docId);
     expect(completed.chunk_ids.every((id) => unstored.get(id) === null)).toBe(true);
 
@@ -182,7 +254,10 @@ describe('no embeddings batch is paid twice when ingestion is taken over mid-bat
     }, 20_000);
     // Running, and on the upstream (so the 8 s delay applies to it).
     await eventually(() => upstream.requests.length > asked, 20_000);
-    const stillRunning = await eventually(async () => (await batches(docId)).find((b) => b.status === 'running'), 20_000);
+    const stillRunning = await eventually(
+      async () => (await batches(docId)).find((b) => b.status === 'running'),
+      20_000,
+    );
     second.halt();
 
     // 3. A third takes over while that batch is still on the node: it cancels it and embeds the rest.

@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, createTestStore, signUp, startTestServer, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import {
+  createTestApp,
+  createTestStore,
+  signUp,
+  startTestServer,
+  type TestApp,
+  type TestBuyer,
+} from '../../../test/harness.js';
 import { eventually } from '../../../test/gateway-fixture.js';
 import { markdownNesting } from './parse.js';
 
@@ -19,7 +26,12 @@ describe('ingestion limits: a hostile document fails alone, with a reason, and t
     server = await startTestServer();
     Object.assign(defaults, server.ctx.config.knowledge.parse);
     buyer = await signUp(server.app);
-    const kb = await server.app.inject({ method: 'POST', url: '/api/v1/knowledge-bases', headers: { authorization: `Bearer ${buyer.apiKey}` }, payload: { name: 'limits' } });
+    const kb = await server.app.inject({
+      method: 'POST',
+      url: '/api/v1/knowledge-bases',
+      headers: { authorization: `Bearer ${buyer.apiKey}` },
+      payload: { name: 'limits' },
+    });
     kbId = kb.json().id as string;
   });
   afterAll(() => server.stop());
@@ -27,14 +39,22 @@ describe('ingestion limits: a hostile document fails alone, with a reason, and t
   async function ingest(text: string, name: string): Promise<Doc> {
     const form = new FormData();
     form.append('file', new Blob([text], { type: name.endsWith('.md') ? 'text/markdown' : 'text/plain' }), name);
-    const res = await fetch(`${server.url}/api/v1/knowledge-bases/${kbId}/documents`, { method: 'POST', headers: { authorization: `Bearer ${buyer.apiKey}` }, body: form });
+    const res = await fetch(`${server.url}/api/v1/knowledge-bases/${kbId}/documents`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${buyer.apiKey}` },
+      body: form,
+    });
     expect(res.status).toBe(202);
     const { id } = (await res.json()) as Doc;
     return eventually(async () => {
       // The server answers other requests while the document is parsed.
       const health = await fetch(`${server.url}/api/v1/health`);
       expect(health.status).toBe(200);
-      const doc = (await (await fetch(`${server.url}/api/v1/knowledge-bases/${kbId}/documents/${id}`, { headers: { authorization: `Bearer ${buyer.apiKey}` } })).json()) as Doc;
+      const doc = (await (
+        await fetch(`${server.url}/api/v1/knowledge-bases/${kbId}/documents/${id}`, {
+          headers: { authorization: `Bearer ${buyer.apiKey}` },
+        })
+      ).json()) as Doc;
       return doc.status === 'processing' ? undefined : doc;
     }, 90_000);
   }
@@ -49,7 +69,10 @@ describe('ingestion limits: a hostile document fails alone, with a reason, and t
     const text = nestedList(3000);
     expect(text.length).toBeGreaterThan(9_000_000);
     const doc = await ingest(text, 'nested.md');
-    expect(doc).toMatchObject({ status: 'failed', error: `the document nests about 2999 levels deep (lists, quotes or indentation); the limit is ${defaults.maxNesting}` });
+    expect(doc).toMatchObject({
+      status: 'failed',
+      error: `the document nests about 2999 levels deep (lists, quotes or indentation); the limit is ${defaults.maxNesting}`,
+    });
   }, 120_000);
 
   it('past the nesting check, the same document blows the worker heap, not the server', async () => {
@@ -76,7 +99,10 @@ describe('ingestion limits: a hostile document fails alone, with a reason, and t
   it('a document making more chunks than allowed fails', async () => {
     Object.assign(server.ctx.config.knowledge.parse, { maxChunks: 2 });
     try {
-      const doc = await ingest(Array.from({ length: 400 }, (_, i) => `Paragraph ${i} says something about rivers and granite.`).join('\n\n'), 'many.txt');
+      const doc = await ingest(
+        Array.from({ length: 400 }, (_, i) => `Paragraph ${i} says something about rivers and granite.`).join('\n\n'),
+        'many.txt',
+      );
       expect(doc.status).toBe('failed');
       expect(doc.error).toMatch(/^the document makes \d+ chunks; the limit is 2$/);
     } finally {
@@ -95,14 +121,29 @@ describe('resumed ingestion starts only once the server listens', () => {
       first.app.knowledgeIngestor.halt();
       const buyer = await signUp(first.app);
       const auth = { authorization: `Bearer ${buyer.apiKey}` };
-      const kb = await first.app.inject({ method: 'POST', url: '/api/v1/knowledge-bases', headers: auth, payload: { name: 'resume' } });
-      const upload = await first.app.inject({ method: 'POST', url: `/api/v1/knowledge-bases/${kb.json().id as string}/documents`, headers: auth, payload: { name: 'a.txt', text: 'some text' } });
+      const kb = await first.app.inject({
+        method: 'POST',
+        url: '/api/v1/knowledge-bases',
+        headers: auth,
+        payload: { name: 'resume' },
+      });
+      const upload = await first.app.inject({
+        method: 'POST',
+        url: `/api/v1/knowledge-bases/${kb.json().id as string}/documents`,
+        headers: auth,
+        payload: { name: 'a.txt', text: 'some text' },
+      });
       expect(upload.statusCode).toBe(202);
       await first.close();
       // The next instance is built (routes, ingestor) but not listening yet: it leaves the document alone.
       const next = await createTestApp({ store });
       second = next;
-      const attempts = async () => (await next.ctx.db.query<{ attempts: number }>('SELECT attempts FROM kb_documents WHERE id = $1', [upload.json().id])).rows[0]?.attempts;
+      const attempts = async () =>
+        (
+          await next.ctx.db.query<{ attempts: number }>('SELECT attempts FROM kb_documents WHERE id = $1', [
+            upload.json().id,
+          ])
+        ).rows[0]?.attempts;
       await new Promise((r) => setTimeout(r, 1_500));
       expect(await attempts()).toBe(0);
       await next.app.listen({ port: 0, host: '127.0.0.1' });

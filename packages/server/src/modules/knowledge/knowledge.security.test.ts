@@ -22,12 +22,22 @@ describe('knowledge bases: scopes and tenancy', () => {
     kbId = String((await f.api('POST', '/api/v1/knowledge-bases', { name: 'Shared notes' })).json.id);
     other = await signUp(f.server.app);
     otherKb = String((await f.api('POST', '/api/v1/knowledge-bases', { name: 'Private notes' }, other.apiKey)).json.id);
-    await f.api('POST', `/api/v1/knowledge-bases/${otherKb}/documents`, { name: 'secret.txt', text: 'The secret volcano password is magma lava eruption.' }, other.apiKey);
+    await f.api(
+      'POST',
+      `/api/v1/knowledge-bases/${otherKb}/documents`,
+      { name: 'secret.txt', text: 'The secret volcano password is magma lava eruption.' },
+      other.apiKey,
+    );
   });
   afterAll(() => f.close());
 
   it('lets a write-only key upload but not list, read, search, create, delete or ground a chat', async () => {
-    const up = await f.api('POST', `/api/v1/knowledge-bases/${kbId}/documents`, { name: 'volcanoes.txt', text: VOLCANO_FACTS.join('\n\n') }, writeOnly);
+    const up = await f.api(
+      'POST',
+      `/api/v1/knowledge-bases/${kbId}/documents`,
+      { name: 'volcanoes.txt', text: VOLCANO_FACTS.join('\n\n') },
+      writeOnly,
+    );
     expect(up.status).toBe(202);
     expect(up.json).toMatchObject({ name: 'volcanoes.txt', status: 'processing' });
     docId = String(up.json.id);
@@ -43,20 +53,54 @@ describe('knowledge bases: scopes and tenancy', () => {
     ];
     for (const [method, path, body] of refused) {
       const res = await f.api(method, path, body, writeOnly);
-      expect(`${method} ${path}: ${res.status} ${String(res.json.error)}`).toBe(`${method} ${path}: 403 insufficient_scope`);
+      expect(`${method} ${path}: ${res.status} ${String(res.json.error)}`).toBe(
+        `${method} ${path}: 403 insufficient_scope`,
+      );
     }
     // Inference is allowed, but grounding would read the knowledge base's content.
-    const chat = await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'lava?' }], knowledge_base: kbId }, writeOnly);
+    const chat = await f.api(
+      'POST',
+      '/v1/chat/completions',
+      { model: 'tinyllama', messages: [{ role: 'user', content: 'lava?' }], knowledge_base: kbId },
+      writeOnly,
+    );
     expect(chat.status).toBe(403);
-    expect(chat.json).toMatchObject({ error: { code: 'insufficient_scope', type: 'permission_error', message: expect.stringContaining('knowledge_bases:read') } });
-    expect((await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] }, writeOnly)).status).toBe(200);
+    expect(chat.json).toMatchObject({
+      error: {
+        code: 'insufficient_scope',
+        type: 'permission_error',
+        message: expect.stringContaining('knowledge_bases:read'),
+      },
+    });
+    expect(
+      (
+        await f.api(
+          'POST',
+          '/v1/chat/completions',
+          { model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }] },
+          writeOnly,
+        )
+      ).status,
+    ).toBe(200);
   });
 
   it('lets a read-only key list, read and search but not upload, create or delete', async () => {
-    await eventually(async () => (await f.api('GET', `/api/v1/knowledge-bases/${kbId}/documents/${docId}`, undefined, readOnly)).json.status === 'ready', 30_000);
+    await eventually(
+      async () =>
+        (await f.api('GET', `/api/v1/knowledge-bases/${kbId}/documents/${docId}`, undefined, readOnly)).json.status ===
+        'ready',
+      30_000,
+    );
     expect((await f.api('GET', '/api/v1/knowledge-bases', undefined, readOnly)).json.total).toBe(1);
-    expect((await f.api('GET', `/api/v1/knowledge-bases/${kbId}/documents`, undefined, readOnly)).json.documents).toHaveLength(1);
-    const search = await f.api('POST', `/api/v1/knowledge-bases/${kbId}/search`, { query: 'lava volcano', top_k: 2 }, readOnly);
+    expect(
+      (await f.api('GET', `/api/v1/knowledge-bases/${kbId}/documents`, undefined, readOnly)).json.documents,
+    ).toHaveLength(1);
+    const search = await f.api(
+      'POST',
+      `/api/v1/knowledge-bases/${kbId}/search`,
+      { query: 'lava volcano', top_k: 2 },
+      readOnly,
+    );
     expect(search.status).toBe(200);
     expect((search.json.results as Json[])[0]?.document_id).toBe(docId);
     for (const [method, path, body] of [
@@ -66,7 +110,9 @@ describe('knowledge bases: scopes and tenancy', () => {
       ['DELETE', `/api/v1/knowledge-bases/${kbId}`],
     ] as const) {
       const res = await f.api(method, path, body, readOnly);
-      expect(`${method} ${path}: ${res.status} ${String(res.json.error)}`).toBe(`${method} ${path}: 403 insufficient_scope`);
+      expect(`${method} ${path}: ${res.status} ${String(res.json.error)}`).toBe(
+        `${method} ${path}: 403 insufficient_scope`,
+      );
     }
   });
 
@@ -89,12 +135,32 @@ describe('knowledge bases: scopes and tenancy', () => {
       const res = await f.api(method, path, body);
       expect(`${method} ${path}: ${res.status} ${String(res.json.error)}`).toBe(`${method} ${path}: 404 not_found`);
     }
-    const chat = await f.api('POST', '/v1/chat/completions', { model: 'tinyllama', messages: [{ role: 'user', content: 'secret password?' }], knowledge_base: otherKb });
-    expect(chat.json).toEqual({ error: { message: `knowledge base ${otherKb} not found`, type: 'invalid_request_error', param: null, code: 'not_found' } });
-    expect(((await f.api('GET', '/api/v1/knowledge-bases')).json.knowledge_bases as Json[]).map((k) => k.id)).toEqual([kbId]);
+    const chat = await f.api('POST', '/v1/chat/completions', {
+      model: 'tinyllama',
+      messages: [{ role: 'user', content: 'secret password?' }],
+      knowledge_base: otherKb,
+    });
+    expect(chat.json).toEqual({
+      error: {
+        message: `knowledge base ${otherKb} not found`,
+        type: 'invalid_request_error',
+        param: null,
+        code: 'not_found',
+      },
+    });
+    expect(((await f.api('GET', '/api/v1/knowledge-bases')).json.knowledge_bases as Json[]).map((k) => k.id)).toEqual([
+      kbId,
+    ]);
     // Their data is intact.
-    expect((await f.api('GET', `/api/v1/knowledge-bases/${otherKb}/documents/${otherDoc}`, undefined, other.apiKey)).status).toBe(200);
-    expect(((await f.api('GET', `/api/v1/knowledge-bases/${otherKb}/documents`, undefined, other.apiKey)).json.documents as Json[]).map((d) => d.name)).toEqual(['secret.txt']);
+    expect(
+      (await f.api('GET', `/api/v1/knowledge-bases/${otherKb}/documents/${otherDoc}`, undefined, other.apiKey)).status,
+    ).toBe(200);
+    expect(
+      (
+        (await f.api('GET', `/api/v1/knowledge-bases/${otherKb}/documents`, undefined, other.apiKey)).json
+          .documents as Json[]
+      ).map((d) => d.name),
+    ).toEqual(['secret.txt']);
   });
 
   it('works with a session token like a buyer key', async () => {

@@ -68,23 +68,32 @@ export function markdownNesting(text: string): number {
 }
 
 /** The bounded parse itself (what the worker runs). Throws invalid_request naming the limit. */
-export async function parseBounded(input: ParseInput, limits: Pick<ParseLimits, 'maxNesting' | 'maxTextChars' | 'maxChunks'>): Promise<ParsedDocument> {
+export async function parseBounded(
+  input: ParseInput,
+  limits: Pick<ParseLimits, 'maxNesting' | 'maxTextChars' | 'maxChunks'>,
+): Promise<ParsedDocument> {
   const bytes = Buffer.from(input.bytes.buffer, input.bytes.byteOffset, input.bytes.byteLength);
   if (input.format === 'text/markdown') {
     const depth = markdownNesting(bytes.toString('utf8'));
-    if (depth > limits.maxNesting) throw refused(`the document nests about ${depth} levels deep (lists, quotes or indentation); the limit is ${limits.maxNesting}`);
+    if (depth > limits.maxNesting)
+      throw refused(
+        `the document nests about ${depth} levels deep (lists, quotes or indentation); the limit is ${limits.maxNesting}`,
+      );
   }
   let extracted: { text: string; pages?: number };
   try {
     extracted = await extractText(bytes, input.format);
   } catch (err) {
-    if (err instanceof RangeError && /call stack/i.test(err.message)) throw refused('the document is nested too deeply to parse');
+    if (err instanceof RangeError && /call stack/i.test(err.message))
+      throw refused('the document is nested too deeply to parse');
     throw err;
   }
   const { text, pages } = extracted;
-  if (text.length > limits.maxTextChars) throw refused(`the document's text is ${text.length} characters; the limit is ${limits.maxTextChars}`);
+  if (text.length > limits.maxTextChars)
+    throw refused(`the document's text is ${text.length} characters; the limit is ${limits.maxTextChars}`);
   const chunks = await chunkText(text, { size: input.chunkSize, overlap: input.chunkOverlap });
-  if (chunks.length > limits.maxChunks) throw refused(`the document makes ${chunks.length} chunks; the limit is ${limits.maxChunks}`);
+  if (chunks.length > limits.maxChunks)
+    throw refused(`the document makes ${chunks.length} chunks; the limit is ${limits.maxChunks}`);
   return { textChars: text.length, ...(pages === undefined ? {} : { pages }), chunks };
 }
 
@@ -105,7 +114,11 @@ export function parseDocument(input: ParseInput, limits: ParseLimits): Promise<P
   return new Promise<ParsedDocument>((resolve, reject) => {
     const worker = new Worker(BOOT, {
       workerData: { entry: ENTRY.href },
-      resourceLimits: { maxOldGenerationSizeMb: limits.heapMb, maxYoungGenerationSizeMb: Math.max(8, Math.floor(limits.heapMb / 8)), stackSizeMb: 4 },
+      resourceLimits: {
+        maxOldGenerationSizeMb: limits.heapMb,
+        maxYoungGenerationSizeMb: Math.max(8, Math.floor(limits.heapMb / 8)),
+        stackSizeMb: 4,
+      },
       stdout: false,
       stderr: false,
     });
@@ -117,15 +130,31 @@ export function parseDocument(input: ParseInput, limits: ParseLimits): Promise<P
       fn();
       void worker.terminate();
     };
-    const deadline = setTimeout(() => settle(() => reject(refused(`parsing the document took longer than ${limits.timeoutMs} ms`))), limits.timeoutMs);
+    const deadline = setTimeout(
+      () => settle(() => reject(refused(`parsing the document took longer than ${limits.timeoutMs} ms`))),
+      limits.timeoutMs,
+    );
     worker.once('message', (answer: WorkerAnswer) =>
-      settle(() => (answer.ok ? resolve(answer.parsed) : reject(answer.refused ? refused(answer.message) : new Error(answer.message)))),
+      settle(() =>
+        answer.ok
+          ? resolve(answer.parsed)
+          : reject(answer.refused ? refused(answer.message) : new Error(answer.message)),
+      ),
     );
     worker.once('error', (err: Error & { code?: string }) =>
-      settle(() => reject(err.code === 'ERR_WORKER_OUT_OF_MEMORY' ? refused(`parsing the document needed more than ${limits.heapMb} MB of memory`) : err)),
+      settle(() =>
+        reject(
+          err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+            ? refused(`parsing the document needed more than ${limits.heapMb} MB of memory`)
+            : err,
+        ),
+      ),
     );
     worker.once('exit', (code) => settle(() => reject(new Error(`the document parser stopped (exit code ${code})`))));
     const { format, chunkSize, chunkOverlap } = input;
-    worker.postMessage({ input: { bytes: input.bytes, format, chunkSize, chunkOverlap }, limits: { maxNesting: limits.maxNesting, maxTextChars: limits.maxTextChars, maxChunks: limits.maxChunks } });
+    worker.postMessage({
+      input: { bytes: input.bytes, format, chunkSize, chunkOverlap },
+      limits: { maxNesting: limits.maxNesting, maxTextChars: limits.maxTextChars, maxChunks: limits.maxChunks },
+    });
   });
 }

@@ -29,11 +29,31 @@ export async function searchKnowledgeBase(
   ctx: ServiceContext,
   principal: Principal,
   kb: KnowledgeBaseRow,
-  ask: { query: string; topK: number; route?: Pick<RouteAsk, 'jurisdiction' | 'strict_jurisdiction' | 'requires_tee'>; purpose: string; forRequest?: string },
+  ask: {
+    query: string;
+    topK: number;
+    route?: Pick<RouteAsk, 'jurisdiction' | 'strict_jurisdiction' | 'requires_tee'>;
+    purpose: string;
+    forRequest?: string;
+  },
 ): Promise<{ hits: ChunkHit[]; queryRequestId: string }> {
-  const audit = { purpose: ask.purpose, knowledge_base_id: kb.id, ...(ask.forRequest ? { for_request_id: ask.forRequest } : {}) };
-  const { vectors, requestId } = await embedTexts(ctx, principal, { model: kb.embedding_model, texts: [ask.query], audit, ...(ask.route ? { route: ask.route } : {}) });
-  const hits = await searchChunks(ctx.db, ctx.vectorSearch, { kbId: kb.id, model: kb.embedding_model, query: vectors[0] ?? [], topK: ask.topK });
+  const audit = {
+    purpose: ask.purpose,
+    knowledge_base_id: kb.id,
+    ...(ask.forRequest ? { for_request_id: ask.forRequest } : {}),
+  };
+  const { vectors, requestId } = await embedTexts(ctx, principal, {
+    model: kb.embedding_model,
+    texts: [ask.query],
+    audit,
+    ...(ask.route ? { route: ask.route } : {}),
+  });
+  const hits = await searchChunks(ctx.db, ctx.vectorSearch, {
+    kbId: kb.id,
+    model: kb.embedding_model,
+    query: vectors[0] ?? [],
+    topK: ask.topK,
+  });
   return { hits, queryRequestId: requestId };
 }
 
@@ -55,11 +75,23 @@ export function sourcesMessage(kbName: string, hits: readonly ChunkHit[]): strin
  * The evidence event of a grounded request: every chunk the model was given (document, chunk,
  * SHA-256 of its text, score, rank), hashed into the request's evidence run like any event.
  */
-export function retrievedEvent(kbName: string, retrieval: { knowledge_base_id: string; embedding_model: string; query_request_id: string | null; chunks: { rank: number; document_id: string; chunk_id: string; sha256: string; score: number }[] }): EvidenceEvent {
+export function retrievedEvent(
+  kbName: string,
+  retrieval: {
+    knowledge_base_id: string;
+    embedding_model: string;
+    query_request_id: string | null;
+    chunks: { rank: number; document_id: string; chunk_id: string; sha256: string; score: number }[];
+  },
+): EvidenceEvent {
   const best = retrieval.chunks[0];
   return {
     type: 'knowledge.retrieved',
-    summary: `${retrieval.chunks.length} chunks retrieved from knowledge base ${retrieval.knowledge_base_id} (${kbName})${best ? `, best ${best.chunk_id} at ${best.score.toFixed(4)}` : ''}`.slice(0, 500),
+    summary:
+      `${retrieval.chunks.length} chunks retrieved from knowledge base ${retrieval.knowledge_base_id} (${kbName})${best ? `, best ${best.chunk_id} at ${best.score.toFixed(4)}` : ''}`.slice(
+        0,
+        500,
+      ),
     metadata: retrieval,
     causedBy: ['request.received'],
   };
@@ -81,16 +113,26 @@ export async function groundChat(ctx: ServiceContext, principal: Principal, call
   const ask = call.knowledgeBase;
   if (!ask) return call;
   if (!scopesGrant(principal.scopes, 'knowledge_bases:read')) {
-    throw new ApiError('insufficient_scope', `knowledge_base needs knowledge_bases:read, which this credential's scopes (${principal.scopes.join(', ')}) do not grant`);
+    throw new ApiError(
+      'insufficient_scope',
+      `knowledge_base needs knowledge_bases:read, which this credential's scopes (${principal.scopes.join(', ')}) do not grant`,
+    );
   }
   const kb = await knowledgeBaseOf(ctx.db, principal, ask.id);
   const messages = call.payload.messages as { role: string; content: string }[];
-  const question = [...messages].reverse().find((m) => m.role === 'user')?.content ?? messages[messages.length - 1]?.content ?? '';
+  const question =
+    [...messages].reverse().find((m) => m.role === 'user')?.content ?? messages[messages.length - 1]?.content ?? '';
   const topK = ask.topK ?? DEFAULT_CHAT_TOP_K;
   const { hits, queryRequestId } =
     question.trim() === ''
       ? { hits: [], queryRequestId: null }
-      : await searchKnowledgeBase(ctx, principal, kb, { query: question, topK, route: call.route, purpose: 'knowledge_base_query', forRequest: call.id });
+      : await searchKnowledgeBase(ctx, principal, kb, {
+          query: question,
+          topK,
+          route: call.route,
+          purpose: 'knowledge_base_query',
+          forRequest: call.id,
+        });
   const sources = hits.map((h, i) => ({
     index: i + 1,
     document_id: h.document_id,
@@ -101,9 +143,20 @@ export async function groundChat(ctx: ServiceContext, principal: Principal, call
     sha256: h.sha256,
     text: h.text,
   }));
-  const chunks = hits.map((h, i) => ({ rank: i + 1, document_id: h.document_id, chunk_id: h.chunk_id, sha256: h.sha256, score: h.score }));
+  const chunks = hits.map((h, i) => ({
+    rank: i + 1,
+    document_id: h.document_id,
+    chunk_id: h.chunk_id,
+    sha256: h.sha256,
+    score: h.score,
+  }));
   const grounded = withSystemContext(call, sourcesMessage(kb.name, hits), { sources });
-  const retrieval = { knowledge_base_id: kb.id, embedding_model: kb.embedding_model, query_request_id: queryRequestId, chunks };
+  const retrieval = {
+    knowledge_base_id: kb.id,
+    embedding_model: kb.embedding_model,
+    query_request_id: queryRequestId,
+    chunks,
+  };
   return {
     ...grounded,
     audit: { ...call.audit, retrieval },
@@ -112,7 +165,17 @@ export async function groundChat(ctx: ServiceContext, principal: Principal, call
       await call.onOpen?.(tx);
       await insertRetrievals(
         tx,
-        chunks.map((c) => ({ request_id: call.id, rank: c.rank, org_id: principal.orgId, kb_id: kb.id, document_id: c.document_id, chunk_id: c.chunk_id, chunk_sha256: c.sha256, score: c.score, query_request_id: queryRequestId })),
+        chunks.map((c) => ({
+          request_id: call.id,
+          rank: c.rank,
+          org_id: principal.orgId,
+          kb_id: kb.id,
+          document_id: c.document_id,
+          chunk_id: c.chunk_id,
+          chunk_sha256: c.sha256,
+          score: c.score,
+          query_request_id: queryRequestId,
+        })),
       );
     },
   };

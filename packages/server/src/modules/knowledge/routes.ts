@@ -55,13 +55,20 @@ function jsonOrMultipart(): FastifySchemaCompiler<unknown> {
 async function readUpload(request: FastifyRequest, maxBytes: number): Promise<service.Upload> {
   if (!request.isMultipart()) {
     const body = request.body as { name: string; text: string; content_type?: string } | null | undefined;
-    if (!body) throw new ApiError('invalid_request', 'send JSON {name, text} or multipart/form-data with the document in the field "file"', [{ path: '/', message: 'must be object' }]);
+    if (!body)
+      throw new ApiError(
+        'invalid_request',
+        'send JSON {name, text} or multipart/form-data with the document in the field "file"',
+        [{ path: '/', message: 'must be object' }],
+      );
     return { name: body.name, bytes: Buffer.from(body.text, 'utf8'), declared: body.content_type };
   }
   const fields: Record<string, string> = {};
   let file: { bytes: Buffer; filename: string; mimetype: string } | undefined;
   try {
-    for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 4096, parts: 12 } })) {
+    for await (const part of request.parts({
+      limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 4096, parts: 12 },
+    })) {
       if (part.type === 'file') {
         const bytes = await part.toBuffer();
         if (part.fieldname === 'file' && !file) file = { bytes, filename: part.filename, mimetype: part.mimetype };
@@ -71,13 +78,21 @@ async function readUpload(request: FastifyRequest, maxBytes: number): Promise<se
     }
   } catch (err) {
     const code = (err as { code?: string }).code;
-    if (code === 'FST_REQ_FILE_TOO_LARGE') throw new ApiError('payload_too_large', `the document is larger than ${maxBytes} bytes`);
-    if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError('payload_too_large', 'too many parts in the form');
+    if (code === 'FST_REQ_FILE_TOO_LARGE')
+      throw new ApiError('payload_too_large', `the document is larger than ${maxBytes} bytes`);
+    if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT')
+      throw new ApiError('payload_too_large', 'too many parts in the form');
     throw err;
   }
-  if (!file) throw new ApiError('invalid_request', 'the form has no file: send the document in the field "file"', [{ path: '/file', message: 'is required' }]);
+  if (!file)
+    throw new ApiError('invalid_request', 'the form has no file: send the document in the field "file"', [
+      { path: '/file', message: 'is required' },
+    ]);
   const name = (fields.name ?? file.filename).trim();
-  if (name === '' || name.length > 256) throw new ApiError('invalid_request', 'name (or the file name) must be 1 to 256 characters', [{ path: '/name', message: 'must be 1 to 256 characters' }]);
+  if (name === '' || name.length > 256)
+    throw new ApiError('invalid_request', 'name (or the file name) must be 1 to 256 characters', [
+      { path: '/name', message: 'must be 1 to 256 characters' },
+    ]);
   const declared = fields.content_type ?? (file.mimetype === 'application/octet-stream' ? undefined : file.mimetype);
   return { name, bytes: file.bytes, declared };
 }
@@ -102,25 +117,53 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
 
   app.post(
     '/api/v1/knowledge-bases',
-    { config: write, schema: { summary: 'Create a knowledge base', tags, body: CreateKnowledgeBaseRequest, response: { 201: Type.Ref(KnowledgeBase) } } },
-    async (request, reply) => reply.code(201).send(await service.createKnowledgeBase(ctx, principalOf(request), request.body)),
+    {
+      config: write,
+      schema: {
+        summary: 'Create a knowledge base',
+        tags,
+        body: CreateKnowledgeBaseRequest,
+        response: { 201: Type.Ref(KnowledgeBase) },
+      },
+    },
+    async (request, reply) =>
+      reply.code(201).send(await service.createKnowledgeBase(ctx, principalOf(request), request.body)),
   );
 
   app.get(
     '/api/v1/knowledge-bases',
-    { config: read, schema: { summary: "The organization's knowledge bases, newest first", tags, querystring: Type.Object(Paging), response: { 200: KnowledgeBaseList } } },
+    {
+      config: read,
+      schema: {
+        summary: "The organization's knowledge bases, newest first",
+        tags,
+        querystring: Type.Object(Paging),
+        response: { 200: KnowledgeBaseList },
+      },
+    },
     async (request) => service.listKnowledgeBases(ctx, principalOf(request), request.query),
   );
 
   app.get(
     '/api/v1/knowledge-bases/:id',
-    { config: read, schema: { summary: 'One knowledge base', tags, params: KbParams, response: { 200: Type.Ref(KnowledgeBase) } } },
+    {
+      config: read,
+      schema: { summary: 'One knowledge base', tags, params: KbParams, response: { 200: Type.Ref(KnowledgeBase) } },
+    },
     async (request) => service.getKnowledgeBase(ctx, principalOf(request), request.params.id),
   );
 
   app.delete(
     '/api/v1/knowledge-bases/:id',
-    { config: write, schema: { summary: 'Delete a knowledge base with its documents and chunks', tags, params: KbParams, response: { 200: Deleted } } },
+    {
+      config: write,
+      schema: {
+        summary: 'Delete a knowledge base with its documents and chunks',
+        tags,
+        params: KbParams,
+        response: { 200: Deleted },
+      },
+    },
     async (request) => service.deleteKnowledgeBase(ctx, principalOf(request), request.params.id),
   );
 
@@ -132,7 +175,8 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
       bodyLimit: maxBytes * 2 + 1024 * 1024,
       validatorCompiler: jsonOrMultipart(),
       schema: {
-        summary: 'Upload a document: JSON {name, text} or multipart/form-data with `file` (plain text, Markdown, HTML, PDF); ingested in the background (202)',
+        summary:
+          'Upload a document: JSON {name, text} or multipart/form-data with `file` (plain text, Markdown, HTML, PDF); ingested in the background (202)',
         tags,
         consumes: ['application/json', 'multipart/form-data'],
         params: KbParams,
@@ -156,7 +200,10 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
         summary: "A knowledge base's documents, oldest first, with their ingestion status",
         tags,
         params: KbParams,
-        querystring: Type.Object({ ...Paging, status: Type.Optional(StringEnum(['processing', 'ready', 'failed'] as const)) }),
+        querystring: Type.Object({
+          ...Paging,
+          status: Type.Optional(StringEnum(['processing', 'ready', 'failed'] as const)),
+        }),
         response: { 200: KbDocumentList },
       },
     },
@@ -165,13 +212,24 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
 
   app.get(
     '/api/v1/knowledge-bases/:id/documents/:document_id',
-    { config: read, schema: { summary: 'One document: status, phase and chunk counts while it is ingested', tags, params: DocParams, response: { 200: Type.Ref(KbDocument) } } },
+    {
+      config: read,
+      schema: {
+        summary: 'One document: status, phase and chunk counts while it is ingested',
+        tags,
+        params: DocParams,
+        response: { 200: Type.Ref(KbDocument) },
+      },
+    },
     async (request) => service.getDocument(ctx, principalOf(request), request.params.id, request.params.document_id),
   );
 
   app.delete(
     '/api/v1/knowledge-bases/:id/documents/:document_id',
-    { config: write, schema: { summary: 'Delete a document with its chunks', tags, params: DocParams, response: { 200: Deleted } } },
+    {
+      config: write,
+      schema: { summary: 'Delete a document with its chunks', tags, params: DocParams, response: { 200: Deleted } },
+    },
     async (request) => service.deleteDocument(ctx, principalOf(request), request.params.id, request.params.document_id),
   );
 
@@ -179,7 +237,13 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
     '/api/v1/knowledge-bases/:id/search',
     {
       config: read,
-      schema: { summary: 'The chunks nearest to a query, best first (the query is embedded on a node: billed and receipted)', tags, params: KbParams, body: SearchRequest, response: { 200: SearchResponse } },
+      schema: {
+        summary: 'The chunks nearest to a query, best first (the query is embedded on a node: billed and receipted)',
+        tags,
+        params: KbParams,
+        body: SearchRequest,
+        response: { 200: SearchResponse },
+      },
     },
     async (request) => service.search(ctx, principalOf(request), request.params.id, request.body),
   );

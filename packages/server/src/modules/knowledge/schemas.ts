@@ -25,9 +25,25 @@ export const CreateKnowledgeBaseRequest = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 200 }),
     description: Type.Optional(Type.String({ maxLength: 2000 })),
-    embedding_model: Type.Optional(StringEnum(embeddingModels, { default: 'all-MiniLM-L6-v2', description: 'a catalogue embeddings model' })),
-    chunk_size: Type.Optional(Type.Integer({ minimum: 32, maximum: 2048, default: 200, description: 'most tokens in a chunk (cl100k_base tokens)' })),
-    chunk_overlap: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024, default: 40, description: 'tokens of whole sentences repeated between consecutive chunks; at most chunk_size / 2' })),
+    embedding_model: Type.Optional(
+      StringEnum(embeddingModels, { default: 'all-MiniLM-L6-v2', description: 'a catalogue embeddings model' }),
+    ),
+    chunk_size: Type.Optional(
+      Type.Integer({
+        minimum: 32,
+        maximum: 2048,
+        default: 200,
+        description: 'most tokens in a chunk (cl100k_base tokens)',
+      }),
+    ),
+    chunk_overlap: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 1024,
+        default: 40,
+        description: 'tokens of whole sentences repeated between consecutive chunks; at most chunk_size / 2',
+      }),
+    ),
   },
   { $id: 'CreateKnowledgeBaseRequest', additionalProperties: false },
 );
@@ -44,14 +60,21 @@ export const KnowledgeBase = Type.Object(
     chunk_overlap: Type.Integer(),
     document_count: Type.Integer(),
     chunk_count: Type.Integer({ description: 'chunks of ready documents' }),
-    search: StringEnum(['hnsw', 'exact'] as const, { description: 'hnsw: pgvector index; exact: every chunk scored (no pgvector on this store)' }),
+    search: StringEnum(['hnsw', 'exact'] as const, {
+      description: 'hnsw: pgvector index; exact: every chunk scored (no pgvector on this store)',
+    }),
     created_at: Type.String({ format: 'date-time' }),
   },
   { $id: 'KnowledgeBase' },
 );
 
 export const KnowledgeBaseList = Type.Object(
-  { knowledge_bases: Type.Array(Type.Ref(KnowledgeBase)), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() },
+  {
+    knowledge_bases: Type.Array(Type.Ref(KnowledgeBase)),
+    total: Type.Integer(),
+    limit: Type.Integer(),
+    offset: Type.Integer(),
+  },
   { $id: 'KnowledgeBaseList' },
 );
 
@@ -59,7 +82,11 @@ export const UploadDocumentRequest = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 256 }),
     text: Type.String({ minLength: 1, description: 'the document itself' }),
-    content_type: Type.Optional(StringEnum(['text/plain', 'text/markdown', 'text/html'] as const, { description: "default: from the name's extension, else text/plain" })),
+    content_type: Type.Optional(
+      StringEnum(['text/plain', 'text/markdown', 'text/html'] as const, {
+        description: "default: from the name's extension, else text/plain",
+      }),
+    ),
   },
   { $id: 'UploadDocumentRequest', additionalProperties: false },
 );
@@ -74,7 +101,9 @@ export const KbDocument = Type.Object(
     bytes: Type.Integer(),
     sha256: Type.String({ description: 'SHA-256 (hex) of the uploaded bytes' }),
     status: StringEnum(['processing', 'ready', 'failed'] as const),
-    phase: StringEnum(['queued', 'extracting', 'embedding', 'done'] as const, { description: 'where ingestion stands while processing' }),
+    phase: StringEnum(['queued', 'extracting', 'embedding', 'done'] as const, {
+      description: 'where ingestion stands while processing',
+    }),
     chunk_count: Type.Integer({ description: 'chunks the document was cut into (0 until extracted)' }),
     embedded_count: Type.Integer({ description: 'chunks embedded so far' }),
     progress: Type.Number({ description: 'embedded_count / chunk_count, 1 when ready' }),
@@ -110,7 +139,9 @@ export const SearchResponse = Type.Object(
     knowledge_base_id: Type.String(),
     model: Type.String(),
     search: StringEnum(['hnsw', 'exact'] as const),
-    query_request_id: Type.String({ description: 'the embeddings request that embedded the query (its receipt: GET /api/v1/job/receipts/{id})' }),
+    query_request_id: Type.String({
+      description: 'the embeddings request that embedded the query (its receipt: GET /api/v1/job/receipts/{id})',
+    }),
     results: Type.Array(
       Type.Object({
         document_id: Type.String(),

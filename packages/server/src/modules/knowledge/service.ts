@@ -50,7 +50,8 @@ export function documentView(d: store.DocumentRow) {
     phase: d.phase,
     chunk_count: d.chunk_count,
     embedded_count: d.embedded_count,
-    progress: d.status === 'ready' ? 1 : d.chunk_count > 0 ? Math.floor((d.embedded_count / d.chunk_count) * 1000) / 1000 : 0,
+    progress:
+      d.status === 'ready' ? 1 : d.chunk_count > 0 ? Math.floor((d.embedded_count / d.chunk_count) * 1000) / 1000 : 0,
     text_chars: d.text_chars,
     token_count: d.token_count,
     pages: d.pages,
@@ -61,22 +62,43 @@ export function documentView(d: store.DocumentRow) {
   };
 }
 
-export async function createKnowledgeBase(ctx: ServiceContext, principal: Principal, body: Static<typeof CreateKnowledgeBaseRequest>) {
+export async function createKnowledgeBase(
+  ctx: ServiceContext,
+  principal: Principal,
+  body: Static<typeof CreateKnowledgeBaseRequest>,
+) {
   const model = body.embedding_model ?? DEFAULT_EMBEDDING_MODEL;
-  if (findModel(model)?.type !== 'embeddings') throw new ApiError('invalid_request', `${model} is not an embeddings model`, [{ path: '/embedding_model', message: 'must be a catalogue embeddings model' }]);
+  if (findModel(model)?.type !== 'embeddings')
+    throw new ApiError('invalid_request', `${model} is not an embeddings model`, [
+      { path: '/embedding_model', message: 'must be a catalogue embeddings model' },
+    ]);
   const size = body.chunk_size ?? DEFAULT_CHUNK_SIZE;
   const overlap = body.chunk_overlap ?? Math.min(DEFAULT_CHUNK_OVERLAP, Math.floor(size / 2));
   if (overlap > Math.floor(size / 2)) {
-    throw new ApiError('invalid_request', `chunk_overlap must be at most half of chunk_size (${Math.floor(size / 2)})`, [{ path: '/chunk_overlap', message: `must be <= ${Math.floor(size / 2)}` }]);
+    throw new ApiError(
+      'invalid_request',
+      `chunk_overlap must be at most half of chunk_size (${Math.floor(size / 2)})`,
+      [{ path: '/chunk_overlap', message: `must be <= ${Math.floor(size / 2)}` }],
+    );
   }
   const kb = await store.insertKnowledgeBase(ctx.db, {
-    id: newId('kb'), org_id: principal.orgId, name: body.name.trim() || body.name, description: body.description ?? null,
-    embedding_model: model, chunk_size: size, chunk_overlap: overlap, created_by: principal.buyerId,
+    id: newId('kb'),
+    org_id: principal.orgId,
+    name: body.name.trim() || body.name,
+    description: body.description ?? null,
+    embedding_model: model,
+    chunk_size: size,
+    chunk_overlap: overlap,
+    created_by: principal.buyerId,
   });
   return knowledgeBaseView(ctx, kb);
 }
 
-export async function listKnowledgeBases(ctx: ServiceContext, principal: Principal, page: { limit?: number | undefined; offset?: number | undefined }) {
+export async function listKnowledgeBases(
+  ctx: ServiceContext,
+  principal: Principal,
+  page: { limit?: number | undefined; offset?: number | undefined },
+) {
   const limit = page.limit ?? 50;
   const offset = page.offset ?? 0;
   const { rows, total } = await store.listKnowledgeBases(ctx.db, principal.orgId, { limit, offset });
@@ -111,19 +133,34 @@ export interface Upload {
 export async function uploadDocument(ctx: ServiceContext, principal: Principal, kbId: string, upload: Upload) {
   const kb = await knowledgeBaseOf(ctx.db, principal, kbId);
   const max = ctx.config.knowledge.maxDocumentBytes;
-  if (upload.bytes.length > max) throw new ApiError('payload_too_large', `the document is ${upload.bytes.length} bytes; the most is ${max}`);
-  if (upload.bytes.length === 0) throw new ApiError('invalid_request', 'the document is empty', [{ path: '/file', message: 'is empty' }]);
+  if (upload.bytes.length > max)
+    throw new ApiError('payload_too_large', `the document is ${upload.bytes.length} bytes; the most is ${max}`);
+  if (upload.bytes.length === 0)
+    throw new ApiError('invalid_request', 'the document is empty', [{ path: '/file', message: 'is empty' }]);
   const format = detectFormat(upload.bytes, { name: upload.name, declared: upload.declared });
   const id = newId('doc');
   await ctx.blobs.put(sourceKey(id), upload.bytes, format);
   const doc = await store.insertDocument(ctx.db, {
-    id, kb_id: kb.id, org_id: principal.orgId, name: upload.name, content_type: format, bytes: upload.bytes.length,
-    sha256: createHash('sha256').update(upload.bytes).digest('hex'), chunk_size: kb.chunk_size, chunk_overlap: kb.chunk_overlap, created_by: principal.buyerId,
+    id,
+    kb_id: kb.id,
+    org_id: principal.orgId,
+    name: upload.name,
+    content_type: format,
+    bytes: upload.bytes.length,
+    sha256: createHash('sha256').update(upload.bytes).digest('hex'),
+    chunk_size: kb.chunk_size,
+    chunk_overlap: kb.chunk_overlap,
+    created_by: principal.buyerId,
   });
   return documentView(doc);
 }
 
-export async function listDocuments(ctx: ServiceContext, principal: Principal, kbId: string, q: { limit?: number | undefined; offset?: number | undefined; status?: store.DocumentStatus | undefined }) {
+export async function listDocuments(
+  ctx: ServiceContext,
+  principal: Principal,
+  kbId: string,
+  q: { limit?: number | undefined; offset?: number | undefined; status?: store.DocumentStatus | undefined },
+) {
   const kb = await knowledgeBaseOf(ctx.db, principal, kbId);
   const limit = q.limit ?? 50;
   const offset = q.offset ?? 0;
@@ -139,20 +176,38 @@ export async function getDocument(ctx: ServiceContext, principal: Principal, kbI
 
 /** Deletes a document with its chunks and bytes; an ingestion in progress stops at its next step. */
 export async function deleteDocument(ctx: ServiceContext, principal: Principal, kbId: string, documentId: string) {
-  if (!(await store.deleteDocument(ctx.db, principal.orgId, kbId, documentId))) throw new ApiError('not_found', `document ${documentId} not found in knowledge base ${kbId}`);
+  if (!(await store.deleteDocument(ctx.db, principal.orgId, kbId, documentId)))
+    throw new ApiError('not_found', `document ${documentId} not found in knowledge base ${kbId}`);
   await ctx.blobs.delete(sourceKey(documentId));
   return { id: documentId, deleted: true as const };
 }
 
-export async function search(ctx: ServiceContext, principal: Principal, kbId: string, body: Static<typeof SearchRequest>) {
+export async function search(
+  ctx: ServiceContext,
+  principal: Principal,
+  kbId: string,
+  body: Static<typeof SearchRequest>,
+) {
   const kb = await knowledgeBaseOf(ctx.db, principal, kbId);
-  const { hits, queryRequestId } = await searchKnowledgeBase(ctx, principal, kb, { query: body.query, topK: body.top_k ?? DEFAULT_SEARCH_TOP_K, purpose: 'knowledge_base_search' });
+  const { hits, queryRequestId } = await searchKnowledgeBase(ctx, principal, kb, {
+    query: body.query,
+    topK: body.top_k ?? DEFAULT_SEARCH_TOP_K,
+    purpose: 'knowledge_base_search',
+  });
   return {
     object: 'list' as const,
     knowledge_base_id: kb.id,
     model: kb.embedding_model,
     search: ctx.vectorSearch.mode,
     query_request_id: queryRequestId,
-    results: hits.map((h) => ({ document_id: h.document_id, document_name: h.document_name, chunk_id: h.chunk_id, chunk_index: h.chunk_index, score: h.score, sha256: h.sha256, text: h.text })),
+    results: hits.map((h) => ({
+      document_id: h.document_id,
+      document_name: h.document_name,
+      chunk_id: h.chunk_id,
+      chunk_index: h.chunk_index,
+      score: h.score,
+      sha256: h.sha256,
+      text: h.text,
+    })),
   };
 }

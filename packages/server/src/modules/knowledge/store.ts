@@ -51,7 +51,10 @@ const KB_COLUMNS = `k.*,
   (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id)::int AS document_count,
   (SELECT coalesce(sum(d.chunk_count), 0) FROM kb_documents d WHERE d.kb_id = k.id AND d.status = 'ready')::int AS chunk_count`;
 
-export async function insertKnowledgeBase(db: Queryable, kb: Omit<KnowledgeBaseRow, 'created_at' | 'document_count' | 'chunk_count'>): Promise<KnowledgeBaseRow> {
+export async function insertKnowledgeBase(
+  db: Queryable,
+  kb: Omit<KnowledgeBaseRow, 'created_at' | 'document_count' | 'chunk_count'>,
+): Promise<KnowledgeBaseRow> {
   await db.query(
     `INSERT INTO knowledge_bases (id, org_id, name, description, embedding_model, chunk_size, chunk_overlap, created_by)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -63,14 +66,28 @@ export async function insertKnowledgeBase(db: Queryable, kb: Omit<KnowledgeBaseR
 }
 
 /** One knowledge base of an organization; another organization's is not found. */
-export async function findKnowledgeBase(db: Queryable, orgId: string, id: string): Promise<KnowledgeBaseRow | undefined> {
-  const { rows } = await db.query<KnowledgeBaseRow>(`SELECT ${KB_COLUMNS} FROM knowledge_bases k WHERE k.id = $1 AND k.org_id = $2`, [id, orgId]);
+export async function findKnowledgeBase(
+  db: Queryable,
+  orgId: string,
+  id: string,
+): Promise<KnowledgeBaseRow | undefined> {
+  const { rows } = await db.query<KnowledgeBaseRow>(
+    `SELECT ${KB_COLUMNS} FROM knowledge_bases k WHERE k.id = $1 AND k.org_id = $2`,
+    [id, orgId],
+  );
   return rows[0];
 }
 
-export async function listKnowledgeBases(db: Queryable, orgId: string, page: { limit: number; offset: number }): Promise<{ rows: KnowledgeBaseRow[]; total: number }> {
+export async function listKnowledgeBases(
+  db: Queryable,
+  orgId: string,
+  page: { limit: number; offset: number },
+): Promise<{ rows: KnowledgeBaseRow[]; total: number }> {
   const [list, count] = await Promise.all([
-    db.query<KnowledgeBaseRow>(`SELECT ${KB_COLUMNS} FROM knowledge_bases k WHERE k.org_id = $1 ORDER BY k.created_at DESC, k.id DESC LIMIT $2 OFFSET $3`, [orgId, page.limit, page.offset]),
+    db.query<KnowledgeBaseRow>(
+      `SELECT ${KB_COLUMNS} FROM knowledge_bases k WHERE k.org_id = $1 ORDER BY k.created_at DESC, k.id DESC LIMIT $2 OFFSET $3`,
+      [orgId, page.limit, page.offset],
+    ),
     db.query<{ n: number }>('SELECT count(*)::int AS n FROM knowledge_bases WHERE org_id = $1', [orgId]),
   ]);
   return { rows: list.rows, total: count.rows[0]?.n ?? 0 };
@@ -78,14 +95,29 @@ export async function listKnowledgeBases(db: Queryable, orgId: string, page: { l
 
 /** Deletes a knowledge base with its documents and chunks; returns the ids of the documents it had. */
 export async function deleteKnowledgeBase(db: Queryable, orgId: string, id: string): Promise<string[] | undefined> {
-  const docs = await db.query<{ id: string }>('SELECT id FROM kb_documents WHERE kb_id = $1 AND org_id = $2', [id, orgId]);
+  const docs = await db.query<{ id: string }>('SELECT id FROM kb_documents WHERE kb_id = $1 AND org_id = $2', [
+    id,
+    orgId,
+  ]);
   const { rowCount } = await db.query('DELETE FROM knowledge_bases WHERE id = $1 AND org_id = $2', [id, orgId]);
   return rowCount === 1 ? docs.rows.map((r) => r.id) : undefined;
 }
 
 export async function insertDocument(
   db: Queryable,
-  d: Pick<DocumentRow, 'id' | 'kb_id' | 'org_id' | 'name' | 'content_type' | 'bytes' | 'sha256' | 'chunk_size' | 'chunk_overlap' | 'created_by'>,
+  d: Pick<
+    DocumentRow,
+    | 'id'
+    | 'kb_id'
+    | 'org_id'
+    | 'name'
+    | 'content_type'
+    | 'bytes'
+    | 'sha256'
+    | 'chunk_size'
+    | 'chunk_overlap'
+    | 'created_by'
+  >,
 ): Promise<DocumentRow> {
   const { rows } = await db.query<DocumentRow>(
     `INSERT INTO kb_documents (id, kb_id, org_id, name, content_type, bytes, sha256, chunk_size, chunk_overlap, created_by)
@@ -97,8 +129,16 @@ export async function insertDocument(
   return row;
 }
 
-export async function findDocument(db: Queryable, orgId: string, kbId: string, id: string): Promise<DocumentRow | undefined> {
-  const { rows } = await db.query<DocumentRow>('SELECT * FROM kb_documents WHERE id = $1 AND kb_id = $2 AND org_id = $3', [id, kbId, orgId]);
+export async function findDocument(
+  db: Queryable,
+  orgId: string,
+  kbId: string,
+  id: string,
+): Promise<DocumentRow | undefined> {
+  const { rows } = await db.query<DocumentRow>(
+    'SELECT * FROM kb_documents WHERE id = $1 AND kb_id = $2 AND org_id = $3',
+    [id, kbId, orgId],
+  );
   return rows[0];
 }
 
@@ -107,19 +147,30 @@ export async function documentById(db: Queryable, id: string): Promise<DocumentR
   return rows[0];
 }
 
-export async function listDocuments(db: Queryable, kbId: string, page: { limit: number; offset: number; status?: DocumentStatus | undefined }): Promise<{ rows: DocumentRow[]; total: number }> {
+export async function listDocuments(
+  db: Queryable,
+  kbId: string,
+  page: { limit: number; offset: number; status?: DocumentStatus | undefined },
+): Promise<{ rows: DocumentRow[]; total: number }> {
   const filter = page.status ? ' AND status = $2' : '';
   const params: unknown[] = page.status ? [kbId, page.status] : [kbId];
   const n = params.length;
   const [list, count] = await Promise.all([
-    db.query<DocumentRow>(`SELECT * FROM kb_documents WHERE kb_id = $1${filter} ORDER BY created_at, id LIMIT $${n + 1} OFFSET $${n + 2}`, [...params, page.limit, page.offset]),
+    db.query<DocumentRow>(
+      `SELECT * FROM kb_documents WHERE kb_id = $1${filter} ORDER BY created_at, id LIMIT $${n + 1} OFFSET $${n + 2}`,
+      [...params, page.limit, page.offset],
+    ),
     db.query<{ n: number }>(`SELECT count(*)::int AS n FROM kb_documents WHERE kb_id = $1${filter}`, params),
   ]);
   return { rows: list.rows, total: count.rows[0]?.n ?? 0 };
 }
 
 export async function deleteDocument(db: Queryable, orgId: string, kbId: string, id: string): Promise<boolean> {
-  const { rowCount } = await db.query('DELETE FROM kb_documents WHERE id = $1 AND kb_id = $2 AND org_id = $3', [id, kbId, orgId]);
+  const { rowCount } = await db.query('DELETE FROM kb_documents WHERE id = $1 AND kb_id = $2 AND org_id = $3', [
+    id,
+    kbId,
+    orgId,
+  ]);
   return rowCount === 1;
 }
 
@@ -127,7 +178,12 @@ export async function deleteDocument(db: Queryable, orgId: string, kbId: string,
  * Takes the oldest document waiting for ingestion whose lease is free or has run out (its
  * instance stopped), for `leaseSeconds`; `attempts` counts every take.
  */
-export async function claimDocument(db: Queryable, owner: string, leaseSeconds: number, onlyId?: string): Promise<DocumentRow | undefined> {
+export async function claimDocument(
+  db: Queryable,
+  owner: string,
+  leaseSeconds: number,
+  onlyId?: string,
+): Promise<DocumentRow | undefined> {
   const { rows } = await db.query<DocumentRow>(
     `UPDATE kb_documents SET lease_owner = $1, lease_until = now() + make_interval(secs => $2), attempts = attempts + 1, updated_at = now()
       WHERE id = (SELECT id FROM kb_documents
@@ -173,7 +229,11 @@ export async function releaseLease(db: Queryable, id: string, owner: string): Pr
  * document is never searched; its counts stay as they were). Only the lease holder may (when
  * `owner` is given). Call it inside a transaction.
  */
-export async function finishDocument(db: Queryable, id: string, end: { status: 'ready' | 'failed'; error?: string; owner?: string }): Promise<boolean> {
+export async function finishDocument(
+  db: Queryable,
+  id: string,
+  end: { status: 'ready' | 'failed'; error?: string; owner?: string },
+): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE kb_documents SET status = $2, phase = CASE WHEN $2 = 'ready' THEN 'done' ELSE phase END, error = $3,
             lease_owner = NULL, lease_until = NULL, updated_at = now(), completed_at = now()
@@ -195,13 +255,31 @@ export interface NewChunk {
 }
 
 /** Replaces a document's chunks (a retried extraction starts over), in batches of rows. */
-export async function replaceChunks(db: Queryable, doc: Pick<DocumentRow, 'id' | 'kb_id'>, model: string, chunks: readonly NewChunk[]): Promise<void> {
+export async function replaceChunks(
+  db: Queryable,
+  doc: Pick<DocumentRow, 'id' | 'kb_id'>,
+  model: string,
+  chunks: readonly NewChunk[],
+): Promise<void> {
   await db.query('DELETE FROM kb_chunks WHERE document_id = $1', [doc.id]);
   const perRow = 10;
   for (let i = 0; i < chunks.length; i += 500) {
     const batch = chunks.slice(i, i + 500);
-    const values = batch.map((_, j) => `(${Array.from({ length: perRow }, (_x, k) => `$${j * perRow + k + 1}`).join(', ')})`).join(', ');
-    const params = batch.flatMap((c) => [c.id, doc.id, doc.kb_id, model, String(c.ordinal), c.text, c.sha256, String(c.tokens), String(c.char_start), String(c.char_end)]);
+    const values = batch
+      .map((_, j) => `(${Array.from({ length: perRow }, (_x, k) => `$${j * perRow + k + 1}`).join(', ')})`)
+      .join(', ');
+    const params = batch.flatMap((c) => [
+      c.id,
+      doc.id,
+      doc.kb_id,
+      model,
+      String(c.ordinal),
+      c.text,
+      c.sha256,
+      String(c.tokens),
+      String(c.char_start),
+      String(c.char_end),
+    ]);
     await db.query(
       `INSERT INTO kb_chunks (id, document_id, kb_id, model, ordinal, text, sha256, tokens, char_start, char_end)
        SELECT v.id, v.document_id, v.kb_id, v.model, v.ordinal::int, v.text, v.sha256, v.tokens::int, v.char_start::int, v.char_end::int
@@ -212,7 +290,12 @@ export async function replaceChunks(db: Queryable, doc: Pick<DocumentRow, 'id' |
 }
 
 /** The next chunks of a document still without an embedding, skipping those in flight. */
-export async function pendingChunks(db: Queryable, documentId: string, limit: number, skip: readonly string[]): Promise<{ id: string; text: string }[]> {
+export async function pendingChunks(
+  db: Queryable,
+  documentId: string,
+  limit: number,
+  skip: readonly string[],
+): Promise<{ id: string; text: string }[]> {
   const { rows } = await db.query<{ id: string; text: string }>(
     `SELECT id, text FROM kb_chunks WHERE document_id = $1 AND embedding IS NULL ${skip.length > 0 ? 'AND NOT (id = ANY($3::text[]))' : ''} ORDER BY ordinal LIMIT $2`,
     skip.length > 0 ? [documentId, limit, `{${skip.join(',')}}`] : [documentId, limit],
@@ -287,19 +370,36 @@ export interface RetrievalRow {
   created_at: Date;
 }
 
-export async function insertRetrievals(db: Queryable, rows: readonly Omit<RetrievalRow, 'created_at'>[]): Promise<void> {
+export async function insertRetrievals(
+  db: Queryable,
+  rows: readonly Omit<RetrievalRow, 'created_at'>[],
+): Promise<void> {
   if (rows.length === 0) return;
   const perRow = 9;
-  const values = rows.map((_, i) => `(${Array.from({ length: perRow }, (_x, k) => `$${i * perRow + k + 1}`).join(', ')})`).join(', ');
+  const values = rows
+    .map((_, i) => `(${Array.from({ length: perRow }, (_x, k) => `$${i * perRow + k + 1}`).join(', ')})`)
+    .join(', ');
   await db.query(
     `INSERT INTO kb_retrievals (request_id, rank, org_id, kb_id, document_id, chunk_id, chunk_sha256, score, query_request_id)
      SELECT v.request_id, v.rank::int, v.org_id, v.kb_id, v.document_id, v.chunk_id, v.chunk_sha256, v.score::double precision, v.query_request_id
        FROM (VALUES ${values}) AS v(request_id, rank, org_id, kb_id, document_id, chunk_id, chunk_sha256, score, query_request_id)`,
-    rows.flatMap((r) => [r.request_id, String(r.rank), r.org_id, r.kb_id, r.document_id, r.chunk_id, r.chunk_sha256, String(r.score), r.query_request_id]),
+    rows.flatMap((r) => [
+      r.request_id,
+      String(r.rank),
+      r.org_id,
+      r.kb_id,
+      r.document_id,
+      r.chunk_id,
+      r.chunk_sha256,
+      String(r.score),
+      r.query_request_id,
+    ]),
   );
 }
 
 export async function retrievalRows(db: Queryable, requestId: string): Promise<RetrievalRow[]> {
-  const { rows } = await db.query<RetrievalRow>('SELECT * FROM kb_retrievals WHERE request_id = $1 ORDER BY rank', [requestId]);
+  const { rows } = await db.query<RetrievalRow>('SELECT * FROM kb_retrievals WHERE request_id = $1 ORDER BY rank', [
+    requestId,
+  ]);
   return rows;
 }

@@ -1,10 +1,23 @@
 import { hashedEmbedding } from '@svc/node-agent/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, createTestStore, signUp, TEST_STORE_KIND, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import {
+  createTestApp,
+  createTestStore,
+  signUp,
+  TEST_STORE_KIND,
+  type TestApp,
+  type TestBuyer,
+} from '../../../test/harness.js';
 import { seedKnowledgeBase } from '../../../test/knowledge-seed.js';
 import { searchChunks, unitVector } from './vector-search.js';
 
-const TOPICS = ['volcano lava magma eruption crater', 'sourdough flour yeast starter oven', 'tide moon ocean gravity coast', 'glacier ice snow valley cold', 'orbit rocket launch fuel stage'];
+const TOPICS = [
+  'volcano lava magma eruption crater',
+  'sourdough flour yeast starter oven',
+  'tide moon ocean gravity coast',
+  'glacier ice snow valley cold',
+  'orbit rocket launch fuel stage',
+];
 const textOf = (i: number) => `${TOPICS[i % TOPICS.length]} note ${i} ${i % 7 === 0 ? 'extra detail' : ''}`;
 const query = (text: string) => unitVector(hashedEmbedding(text, 384));
 
@@ -24,8 +37,24 @@ describe('vector search: pgvector with HNSW where available, exact SQL elsewhere
     exact = await createTestApp({ env: { SVC_KB_VECTOR_SEARCH: 'exact' } });
     buyerA = await signUp(auto.app);
     buyerE = await signUp(exact.app);
-    kbA = (await seedKnowledgeBase(auto.ctx.db, auto.ctx.vectorSearch, { orgId: buyerA.orgId, buyerId: buyerA.buyerId, chunks: 600, text: textOf, perDocument: 200 })).kbId;
-    kbE = (await seedKnowledgeBase(exact.ctx.db, exact.ctx.vectorSearch, { orgId: buyerE.orgId, buyerId: buyerE.buyerId, chunks: 600, text: textOf, perDocument: 200 })).kbId;
+    kbA = (
+      await seedKnowledgeBase(auto.ctx.db, auto.ctx.vectorSearch, {
+        orgId: buyerA.orgId,
+        buyerId: buyerA.buyerId,
+        chunks: 600,
+        text: textOf,
+        perDocument: 200,
+      })
+    ).kbId;
+    kbE = (
+      await seedKnowledgeBase(exact.ctx.db, exact.ctx.vectorSearch, {
+        orgId: buyerE.orgId,
+        buyerId: buyerE.buyerId,
+        chunks: 600,
+        text: textOf,
+        perDocument: 200,
+      })
+    ).kbId;
   });
   afterAll(async () => {
     await auto.close();
@@ -35,13 +64,25 @@ describe('vector search: pgvector with HNSW where available, exact SQL elsewhere
   it('uses pgvector wherever the extension exists (always on PGlite), else falls back to exact with a warning at start', async () => {
     if (await pgvectorAvailable(auto)) {
       expect(auto.ctx.vectorSearch).toMatchObject({ mode: 'hnsw', column: 'vector' });
-      const { rows } = await auto.ctx.db.query<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE tablename = 'kb_chunks' AND indexdef LIKE '%hnsw%' ORDER BY 1");
-      expect(rows.map((r) => r.indexname)).toEqual(['kb_chunks_hnsw_all_minilm_l6_v2', 'kb_chunks_hnsw_nomic_embed_text']);
+      const { rows } = await auto.ctx.db.query<{ indexname: string }>(
+        "SELECT indexname FROM pg_indexes WHERE tablename = 'kb_chunks' AND indexdef LIKE '%hnsw%' ORDER BY 1",
+      );
+      expect(rows.map((r) => r.indexname)).toEqual([
+        'kb_chunks_hnsw_all_minilm_l6_v2',
+        'kb_chunks_hnsw_nomic_embed_text',
+      ]);
     } else {
       // Debian's PostgreSQL has no pgvector: this is the path CI's PostgreSQL pass takes.
       expect(TEST_STORE_KIND).toBe('postgres');
-      expect(auto.ctx.vectorSearch).toMatchObject({ mode: 'exact', column: 'array', pgvector: null, reason: 'the pgvector extension is not installed on this PostgreSQL server' });
-      expect(auto.logs.text()).toContain('knowledge-base search is exact, not indexed: the pgvector extension is not installed on this PostgreSQL server');
+      expect(auto.ctx.vectorSearch).toMatchObject({
+        mode: 'exact',
+        column: 'array',
+        pgvector: null,
+        reason: 'the pgvector extension is not installed on this PostgreSQL server',
+      });
+      expect(auto.logs.text()).toContain(
+        'knowledge-base search is exact, not indexed: the pgvector extension is not installed on this PostgreSQL server',
+      );
     }
     expect(exact.ctx.vectorSearch).toMatchObject({ mode: 'exact', column: 'array' });
     expect(exact.logs.text()).toContain('knowledge-base search is exact');
@@ -50,8 +91,18 @@ describe('vector search: pgvector with HNSW where available, exact SQL elsewhere
   it('ranks the nearest chunks first, with cosine scores, and both modes agree', async () => {
     // Chunk 35's own text: it alone scores 1; many others tie just below it.
     const q = query(textOf(35));
-    const a = await searchChunks(auto.ctx.db, auto.ctx.vectorSearch, { kbId: kbA, model: 'all-MiniLM-L6-v2', query: q, topK: 10 });
-    const e = await searchChunks(exact.ctx.db, exact.ctx.vectorSearch, { kbId: kbE, model: 'all-MiniLM-L6-v2', query: q, topK: 10 });
+    const a = await searchChunks(auto.ctx.db, auto.ctx.vectorSearch, {
+      kbId: kbA,
+      model: 'all-MiniLM-L6-v2',
+      query: q,
+      topK: 10,
+    });
+    const e = await searchChunks(exact.ctx.db, exact.ctx.vectorSearch, {
+      kbId: kbE,
+      model: 'all-MiniLM-L6-v2',
+      query: q,
+      topK: 10,
+    });
     for (const hits of [a, e]) {
       expect(hits).toHaveLength(10);
       expect(hits[0]?.text).toBe(textOf(35));
@@ -61,14 +112,27 @@ describe('vector search: pgvector with HNSW where available, exact SQL elsewhere
       expect([...scores].sort((x, y) => y - x)).toEqual(scores);
       // Unit vectors: the score is their dot product.
       const second = query(hits[1]?.text ?? '');
-      expect(hits[1]?.score).toBeCloseTo(q.reduce((sum, x, i) => sum + x * (second[i] ?? 0), 0), 5);
+      expect(hits[1]?.score).toBeCloseTo(
+        q.reduce((sum, x, i) => sum + x * (second[i] ?? 0), 0),
+        5,
+      );
     }
     expect(a.map((h) => h.score.toFixed(5))).toEqual(e.map((h) => h.score.toFixed(5)));
   });
 
   it("returns only the knowledge base's own chunks, top_k of them even when another knowledge base holds nearer ones", async () => {
-    const small = await seedKnowledgeBase(auto.ctx.db, auto.ctx.vectorSearch, { orgId: buyerA.orgId, buyerId: buyerA.buyerId, chunks: 12, text: (i) => `rocket launch ${i}` });
-    const hits = await searchChunks(auto.ctx.db, auto.ctx.vectorSearch, { kbId: small.kbId, model: 'all-MiniLM-L6-v2', query: query('volcano lava magma eruption crater'), topK: 10 });
+    const small = await seedKnowledgeBase(auto.ctx.db, auto.ctx.vectorSearch, {
+      orgId: buyerA.orgId,
+      buyerId: buyerA.buyerId,
+      chunks: 12,
+      text: (i) => `rocket launch ${i}`,
+    });
+    const hits = await searchChunks(auto.ctx.db, auto.ctx.vectorSearch, {
+      kbId: small.kbId,
+      model: 'all-MiniLM-L6-v2',
+      query: query('volcano lava magma eruption crater'),
+      topK: 10,
+    });
     expect(hits).toHaveLength(10);
     expect(new Set(hits.map((h) => h.document_id))).toEqual(new Set(small.documentIds));
   });
@@ -98,18 +162,36 @@ describe('a store that gains pgvector later', () => {
     try {
       const first = await createTestApp({ store, env: { SVC_KB_VECTOR_SEARCH: 'exact' } });
       const buyer = await signUp(first.app);
-      const { kbId } = await seedKnowledgeBase(first.ctx.db, first.ctx.vectorSearch, { orgId: buyer.orgId, buyerId: buyer.buyerId, chunks: 50, text: textOf });
+      const { kbId } = await seedKnowledgeBase(first.ctx.db, first.ctx.vectorSearch, {
+        orgId: buyer.orgId,
+        buyerId: buyer.buyerId,
+        chunks: 50,
+        text: textOf,
+      });
       const q = query(textOf(18));
-      const before = await searchChunks(first.ctx.db, first.ctx.vectorSearch, { kbId, model: 'all-MiniLM-L6-v2', query: q, topK: 5 });
+      const before = await searchChunks(first.ctx.db, first.ctx.vectorSearch, {
+        kbId,
+        model: 'all-MiniLM-L6-v2',
+        query: q,
+        topK: 5,
+      });
       await first.close();
       const second = await createTestApp({ store });
       try {
         if (!(await pgvectorAvailable(second))) return;
         expect(second.ctx.vectorSearch).toMatchObject({ mode: 'hnsw', column: 'vector' });
-        const after = await searchChunks(second.ctx.db, second.ctx.vectorSearch, { kbId, model: 'all-MiniLM-L6-v2', query: q, topK: 5 });
+        const after = await searchChunks(second.ctx.db, second.ctx.vectorSearch, {
+          kbId,
+          model: 'all-MiniLM-L6-v2',
+          query: q,
+          topK: 5,
+        });
         expect(after[0]?.chunk_id).toBe(before[0]?.chunk_id);
         expect(after.map((h) => h.score.toFixed(5))).toEqual(before.map((h) => h.score.toFixed(5)));
-        const { rows } = await second.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM kb_chunks WHERE kb_id = $1 AND embedding IS NOT NULL', [kbId]);
+        const { rows } = await second.ctx.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM kb_chunks WHERE kb_id = $1 AND embedding IS NOT NULL',
+          [kbId],
+        );
         expect(rows[0]?.n).toBe(50);
       } finally {
         await second.close();

@@ -36,7 +36,8 @@ function modelLiteral(model: string): string {
 
 function dimensionsOf(model: string): number {
   const found = EMBEDDING_MODELS().find((m) => m.id === model);
-  if (!found || !Number.isInteger(found.dimensions) || found.dimensions <= 0) throw new Error(`${model} is not a catalogue embeddings model`);
+  if (!found || !Number.isInteger(found.dimensions) || found.dimensions <= 0)
+    throw new Error(`${model} is not a catalogue embeddings model`);
   return found.dimensions;
 }
 
@@ -139,9 +140,14 @@ export interface ChunkHit {
  * @example
  * const hits = await searchChunks(db, search, { kbId, model: 'all-MiniLM-L6-v2', query: unitVector(v), topK: 5 });
  */
-export async function searchChunks(db: Db, search: VectorSearch, q: { kbId: string; model: string; query: readonly number[]; topK: number }): Promise<ChunkHit[]> {
+export async function searchChunks(
+  db: Db,
+  search: VectorSearch,
+  q: { kbId: string; model: string; query: readonly number[]; topK: number },
+): Promise<ChunkHit[]> {
   const dims = dimensionsOf(q.model);
-  if (q.query.length !== dims) throw new Error(`a ${q.model} query vector has ${dims} dimensions, not ${q.query.length}`);
+  if (q.query.length !== dims)
+    throw new Error(`a ${q.model} query vector has ${dims} dimensions, not ${q.query.length}`);
   const columns = 'n.chunk_id, n.document_id, d.name AS document_name, n.chunk_index, n.text, n.sha256';
   if (search.mode === 'exact') {
     const { rows } = await db.query<ChunkHit>(

@@ -19,7 +19,11 @@ function checkOrigin(ctx: ServiceContext, request: FastifyRequest): void {
   if (origin === undefined) return;
   const self = `${request.protocol}://${request.headers.host ?? ''}`;
   const allowed = new Set([new URL(ctx.config.publicUrl).origin, self, ...ctx.config.mcpAllowedOrigins]);
-  if (!allowed.has(origin)) throw new ApiError('forbidden', `origin ${origin} may not use /mcp (allowed: this server's own origin and SVC_MCP_ALLOWED_ORIGINS)`);
+  if (!allowed.has(origin))
+    throw new ApiError(
+      'forbidden',
+      `origin ${origin} may not use /mcp (allowed: this server's own origin and SVC_MCP_ALLOWED_ORIGINS)`,
+    );
 }
 
 function credentialHeaders(request: FastifyRequest): Credential {
@@ -46,7 +50,8 @@ export async function mcpRoutes(app: App, ctx: ServiceContext): Promise<void> {
       const server = createMcpServer(app, credentialHeaders(request), SERVICE_VERSION);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       // The transport writes the response itself: keep the headers set so far (request id, rate limits).
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
+      for (const [name, value] of Object.entries(reply.getHeaders()))
+        if (value !== undefined) reply.raw.setHeader(name, value);
       reply.hijack();
       reply.raw.on('close', () => {
         void transport.close();
@@ -58,7 +63,9 @@ export async function mcpRoutes(app: App, ctx: ServiceContext): Promise<void> {
       } catch (err) {
         ctx.log.error({ err }, 'mcp request failed');
         if (!reply.raw.headersSent) {
-          reply.raw.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32603, message: 'internal error' }, id: null }));
+          reply.raw
+            .writeHead(500, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32603, message: 'internal error' }, id: null }));
         }
       }
     },
@@ -72,7 +79,12 @@ export async function mcpRoutes(app: App, ctx: ServiceContext): Promise<void> {
       schema: { summary: `${method} /mcp: 405, this endpoint is stateless (POST only)`, tags },
       handler: async (request) => {
         checkOrigin(ctx, request);
-        throw new ApiError('method_not_allowed', `${method} /mcp is not supported: the MCP endpoint is stateless; POST JSON-RPC messages`, undefined, { allow: 'POST' });
+        throw new ApiError(
+          'method_not_allowed',
+          `${method} /mcp is not supported: the MCP endpoint is stateless; POST JSON-RPC messages`,
+          undefined,
+          { allow: 'POST' },
+        );
       },
     });
   }

@@ -56,16 +56,24 @@ export async function verifyNodeRequest(ctx: ServiceContext, request: FastifyReq
   const nodeId = header(request, NODE_HEADERS.node);
   const timestamp = header(request, NODE_HEADERS.timestamp);
   const signature = header(request, NODE_HEADERS.signature);
-  if (!nodeId || !timestamp || !signature) throw refuse(`send ${NODE_HEADERS.node}, ${NODE_HEADERS.timestamp} and ${NODE_HEADERS.signature}`);
+  if (!nodeId || !timestamp || !signature)
+    throw refuse(`send ${NODE_HEADERS.node}, ${NODE_HEADERS.timestamp} and ${NODE_HEADERS.signature}`);
   // Canonical digits only: the signed string carries the header as sent, and the protocol's
   // signing string refuses a leading zero.
-  if (!/^(?:0|[1-9]\d{0,15})$/.test(timestamp)) throw refuse('timestamp must be unix milliseconds in canonical decimal digits (no sign, no leading zero)');
+  if (!/^(?:0|[1-9]\d{0,15})$/.test(timestamp))
+    throw refuse('timestamp must be unix milliseconds in canonical decimal digits (no sign, no leading zero)');
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(nodeId)) throw refuse('unknown node');
-  if (Math.abs(Date.now() - Number(timestamp)) > NODE_MAX_CLOCK_SKEW_MS) throw refuse('timestamp is more than 60 s from the server clock');
+  if (Math.abs(Date.now() - Number(timestamp)) > NODE_MAX_CLOCK_SKEW_MS)
+    throw refuse('timestamp is more than 60 s from the server clock');
   if (!/^[0-9a-f]{128}$/.test(signature)) throw refuse('signature must be 128 lowercase hex characters');
   let message: Buffer;
   try {
-    message = requestMessage({ method: request.method, pathWithQuery: request.url, timestamp, body: request.rawBody ?? Buffer.alloc(0) });
+    message = requestMessage({
+      method: request.method,
+      pathWithQuery: request.url,
+      timestamp,
+      body: request.rawBody ?? Buffer.alloc(0),
+    });
   } catch (err) {
     if (err instanceof ProtocolError) throw refuse(err.message); // a path no node could have signed
     throw err;

@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp } from '../../../test/harness.js';
 
-const vectors = JSON.parse(readFileSync(new URL('../../../../protocol/vectors/ed25519-weak-public-keys.json', import.meta.url), 'utf8')) as {
+const vectors = JSON.parse(
+  readFileSync(new URL('../../../../protocol/vectors/ed25519-weak-public-keys.json', import.meta.url), 'utf8'),
+) as {
   small_order_canonical: { hex: string; order: number }[];
   small_order_non_canonical: { hex: string }[];
 };
@@ -20,7 +22,12 @@ describe('nodes: small-order and non-canonical Ed25519 keys are refused', () => 
   afterAll(() => t.close());
 
   it('registration with the identity point is a 400 that says why', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/api/v1/node/register', headers: bearer(operatorKey), payload: { pubkey: IDENTITY, country: 'CA', signature: FORGED } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/node/register',
+      headers: bearer(operatorKey),
+      payload: { pubkey: IDENTITY, country: 'CA', signature: FORGED },
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toMatchObject({
       error: 'invalid_request',
@@ -31,8 +38,17 @@ describe('nodes: small-order and non-canonical Ed25519 keys are refused', () => 
 
   it('every published small-order encoding is refused at registration', async () => {
     for (const { hex } of [...vectors.small_order_canonical, ...vectors.small_order_non_canonical]) {
-      const res = await t.app.inject({ method: 'POST', url: '/api/v1/node/register', headers: bearer(operatorKey), payload: { pubkey: hex, signature: FORGED } });
-      expect([hex, res.statusCode, res.json().message]).toEqual([hex, 400, expect.stringMatching(/^pubkey is (a small-order point|a non-canonical encoding)/)]);
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/node/register',
+        headers: bearer(operatorKey),
+        payload: { pubkey: hex, signature: FORGED },
+      });
+      expect([hex, res.statusCode, res.json().message]).toEqual([
+        hex,
+        400,
+        expect.stringMatching(/^pubkey is (a small-order point|a non-canonical encoding)/),
+      ]);
     }
     const { rows } = await t.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM nodes');
     expect(rows[0]?.n).toBe(0);
@@ -41,7 +57,12 @@ describe('nodes: small-order and non-canonical Ed25519 keys are refused', () => 
   it('a node whose stored key is the identity (registered before this check) cannot sign requests or receipts', async () => {
     const node = await createTestNode(t.app, operatorKey);
     await t.ctx.db.query('UPDATE nodes SET pubkey = $1 WHERE id = $2', [IDENTITY, node.nodeId]);
-    const heartbeat = await node.call('POST', '/api/v1/node/heartbeat', { load: 0, active_work: [] }, { signature: FORGED });
+    const heartbeat = await node.call(
+      'POST',
+      '/api/v1/node/heartbeat',
+      { load: 0, active_work: [] },
+      { signature: FORGED },
+    );
     expect([heartbeat.statusCode, heartbeat.json().message]).toEqual([401, expect.stringMatching(/bad signature/)]);
   });
 });

@@ -8,7 +8,16 @@ import { deliverResult, failWork, submitReceipt } from '../receipts/service.js';
 import { NodeReceiptRequest, Receipt, ResultRequest } from '../receipts/schemas.js';
 import { heartbeat, pollWork } from '../scheduler/node-work.js';
 import { nodeOf } from './node-auth.js';
-import { HeartbeatRequest, HeartbeatResponse, NodeEarningsResponse, NodeListQuery, NodeListResponse, NodeRegisterRequest, NodeRegisterResponse, NodeSummary } from './schemas.js';
+import {
+  HeartbeatRequest,
+  HeartbeatResponse,
+  NodeEarningsResponse,
+  NodeListQuery,
+  NodeListResponse,
+  NodeRegisterRequest,
+  NodeRegisterResponse,
+  NodeSummary,
+} from './schemas.js';
 import { listNodeSummaries, nodeEarnings, registerNode } from './service.js';
 
 const tags = ['nodes'];
@@ -16,14 +25,25 @@ const node = { auth: { node: true as const } };
 const WorkParams = Type.Object({ work_id: Type.String({ pattern: '^wrk_[a-z0-9]{26}$' }) });
 
 /** The work item of the long-poll (one shape with the channel's `work` message, in packages/protocol). */
-const WorkItem = Type.Object({ ...WorkItemSchema.properties, lease_expires_at: Type.String({ format: 'date-time' }) }, { $id: 'WorkItem' });
+const WorkItem = Type.Object(
+  { ...WorkItemSchema.properties, lease_expires_at: Type.String({ format: 'date-time' }) },
+  { $id: 'WorkItem' },
+);
 
 export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.addSchema(NodeSummary);
   app.addSchema(WorkItem);
   app.post(
     '/api/v1/node/register',
-    { config: { auth: { permission: 'nodes:write' } }, schema: { summary: 'Register a node (operator key; signed with the node key)', tags, body: NodeRegisterRequest, response: { 200: NodeRegisterResponse } } },
+    {
+      config: { auth: { permission: 'nodes:write' } },
+      schema: {
+        summary: 'Register a node (operator key; signed with the node key)',
+        tags,
+        body: NodeRegisterRequest,
+        response: { 200: NodeRegisterResponse },
+      },
+    },
     async (request) => registerNode(ctx, principalOf(request), request.body),
   );
   app.get(
@@ -33,19 +53,34 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
       schema: {
         summary: 'Long-poll for assigned work (signed node request)',
         tags,
-        querystring: Type.Object({ wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 30_000, default: 25_000 })), max: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, default: 1 })) }),
+        querystring: Type.Object({
+          wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 30_000, default: 25_000 })),
+          max: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, default: 1 })),
+        }),
         response: { 200: Type.Object({ work: Type.Array(Type.Ref(WorkItem)) }) },
       },
     },
     async (request) => {
       const abort = new AbortController();
       request.raw.once('close', () => abort.abort());
-      return pollWork(ctx, nodeOf(request), { waitMs: request.query.wait_ms ?? 25_000, max: request.query.max ?? 1, signal: abort.signal });
+      return pollWork(ctx, nodeOf(request), {
+        waitMs: request.query.wait_ms ?? 25_000,
+        max: request.query.max ?? 1,
+        signal: abort.signal,
+      });
     },
   );
   app.post(
     '/api/v1/node/heartbeat',
-    { config: node, schema: { summary: 'Liveness, load and lease renewal; answers the work to stop', tags, body: HeartbeatRequest, response: { 200: HeartbeatResponse } } },
+    {
+      config: node,
+      schema: {
+        summary: 'Liveness, load and lease renewal; answers the work to stop',
+        tags,
+        body: HeartbeatRequest,
+        response: { 200: HeartbeatResponse },
+      },
+    },
     async (request) => heartbeat(ctx, nodeOf(request), request.body),
   );
   app.post(
@@ -53,7 +88,13 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
     {
       config: node,
       bodyLimit: 96 * 1024 * 1024,
-      schema: { summary: 'Upload the result of leased work', tags, params: WorkParams, body: ResultRequest, response: { 200: Type.Object({ work_id: Type.String(), result_hash: Type.String(), status: Type.String() }) } },
+      schema: {
+        summary: 'Upload the result of leased work',
+        tags,
+        params: WorkParams,
+        body: ResultRequest,
+        response: { 200: Type.Object({ work_id: Type.String(), result_hash: Type.String(), status: Type.String() }) },
+      },
     },
     async (request) => deliverResult(ctx, nodeOf(request), request.params.work_id, request.body),
   );
@@ -61,13 +102,31 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
     '/api/v1/node/work/:work_id/fail',
     {
       config: node,
-      schema: { summary: 'Report that leased work failed', tags, params: WorkParams, body: Type.Object({ message: Type.String({ minLength: 1, maxLength: 2000 }), retryable: Type.Optional(Type.Boolean()) }, { additionalProperties: false }), response: { 200: MessageResponse } },
+      schema: {
+        summary: 'Report that leased work failed',
+        tags,
+        params: WorkParams,
+        body: Type.Object(
+          { message: Type.String({ minLength: 1, maxLength: 2000 }), retryable: Type.Optional(Type.Boolean()) },
+          { additionalProperties: false },
+        ),
+        response: { 200: MessageResponse },
+      },
     },
     async (request) => failWork(ctx, nodeOf(request), request.params.work_id, request.body),
   );
   app.post(
     '/api/v1/node/receipt',
-    { config: node, bodyLimit: 96 * 1024 * 1024, schema: { summary: 'Submit the SVC1 receipt of delivered work; completes it', tags, body: NodeReceiptRequest, response: { 200: Receipt } } },
+    {
+      config: node,
+      bodyLimit: 96 * 1024 * 1024,
+      schema: {
+        summary: 'Submit the SVC1 receipt of delivered work; completes it',
+        tags,
+        body: NodeReceiptRequest,
+        response: { 200: Receipt },
+      },
+    },
     async (request) => submitReceipt(ctx, nodeOf(request), request.body),
   );
   app.get(
@@ -76,16 +135,27 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
       // nodes:read: buyer, read-only and operator keys; a buyer needs no operator scope to see the public capacity.
       config: { auth: { permission: 'nodes:read' } },
       schema: {
-        summary: "Your organization's nodes; with scope=all every online node's public capacity (country, region, models, hardware; no operator name or organization). Buyer, read-only and operator keys",
-        description: 'GET /api/v1/nodes lists the caller\'s organization\'s nodes, online or not (filters status, country, model). GET /api/v1/nodes?scope=all&country=CA lists every online node in Canada, whoever operates it: the public capacity a buyer can route to (docs/marketplace.md).',
-        tags, querystring: NodeListQuery, response: { 200: NodeListResponse },
+        summary:
+          "Your organization's nodes; with scope=all every online node's public capacity (country, region, models, hardware; no operator name or organization). Buyer, read-only and operator keys",
+        description:
+          "GET /api/v1/nodes lists the caller's organization's nodes, online or not (filters status, country, model). GET /api/v1/nodes?scope=all&country=CA lists every online node in Canada, whoever operates it: the public capacity a buyer can route to (docs/marketplace.md).",
+        tags,
+        querystring: NodeListQuery,
+        response: { 200: NodeListResponse },
       },
     },
     async (request) => listNodeSummaries(ctx, principalOf(request), request.query),
   );
   app.get(
     '/api/v1/nodes/earnings',
-    { config: { auth: { permission: 'payouts:read' } }, schema: { summary: "What your organization's nodes earned, per node", tags, response: { 200: NodeEarningsResponse } } },
+    {
+      config: { auth: { permission: 'payouts:read' } },
+      schema: {
+        summary: "What your organization's nodes earned, per node",
+        tags,
+        response: { 200: NodeEarningsResponse },
+      },
+    },
     async (request) => nodeEarnings(ctx, principalOf(request)),
   );
 }

@@ -24,7 +24,9 @@ export const NodeRegisterRequest = Type.Object(
     models: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
     capabilities: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9_:-]{1,64}$' }), { maxItems: 64 })),
     max_concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
-    price_micro_per_unit: Type.Optional(Type.Record(Type.String({ pattern: '^([1-9]|10)$' }), Type.Number({ minimum: 0, maximum: 1e9 }))),
+    price_micro_per_unit: Type.Optional(
+      Type.Record(Type.String({ pattern: '^([1-9]|10)$' }), Type.Number({ minimum: 0, maximum: 1e9 })),
+    ),
     green: Type.Optional(Type.Boolean()),
     name: Type.Optional(Type.String({ maxLength: 100 })),
   },
@@ -32,12 +34,22 @@ export const NodeRegisterRequest = Type.Object(
 );
 
 export const NodeRegisterResponse = Type.Object(
-  { node_id: Type.String(), status: Type.String(), poll_interval_ms: Type.Integer(), server_public_key: Type.String(), lease_seconds: Type.Integer({ description: 'heartbeat at least three times per lease' }), channel: Type.Optional(Type.String({ description: 'the node channel (a WebSocket) this server offers' })) },
+  {
+    node_id: Type.String(),
+    status: Type.String(),
+    poll_interval_ms: Type.Integer(),
+    server_public_key: Type.String(),
+    lease_seconds: Type.Integer({ description: 'heartbeat at least three times per lease' }),
+    channel: Type.Optional(Type.String({ description: 'the node channel (a WebSocket) this server offers' })),
+  },
   { $id: 'NodeRegisterResponse' },
 );
 
 /** The body of `POST /api/v1/node/heartbeat` (one shape with the channel's `heartbeat`, in packages/protocol). */
-export const HeartbeatRequest = Type.Object(HeartbeatBodySchema.properties, { $id: 'HeartbeatRequest', additionalProperties: false });
+export const HeartbeatRequest = Type.Object(HeartbeatBodySchema.properties, {
+  $id: 'HeartbeatRequest',
+  additionalProperties: false,
+});
 
 export const HeartbeatResponse = Type.Object(
   { cancel: Type.Array(Type.String()), lease_expires_at: Type.String({ format: 'date-time' }) },
@@ -61,7 +73,10 @@ export const NodeSummary = Type.Object(
     region: Type.String(),
     country: Type.String(),
     models: Type.Array(Type.String()),
-    attestation: Type.String({ description: '`none`, or `<method>:verified` / `<method>:unverified` / `<method>:expired` (re-attestation due: SVC_TEE_REATTEST_HOURS)' }),
+    attestation: Type.String({
+      description:
+        '`none`, or `<method>:verified` / `<method>:unverified` / `<method>:expired` (re-attestation due: SVC_TEE_REATTEST_HOURS)',
+    }),
     load: Type.Number(),
     last_seen: Type.Integer({ description: 'unix seconds; 0 if never' }),
   },
@@ -74,18 +89,30 @@ export const NodeListQuery = Type.Object({
   status: Type.Optional(Type.Union([Type.Literal('online'), Type.Literal('offline')])),
   country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })),
   model: Type.Optional(Type.String({ maxLength: 64 })),
-  scope: Type.Optional(Type.Union([Type.Literal('mine'), Type.Literal('all')], { description: '`mine` (default): your organization\'s nodes; `all`: every online node (public fields)' })),
+  scope: Type.Optional(
+    Type.Union([Type.Literal('mine'), Type.Literal('all')], {
+      description: "`mine` (default): your organization's nodes; `all`: every online node (public fields)",
+    }),
+  ),
 });
 
-export const NodeListResponse = Type.Object({ nodes: Type.Array(Type.Ref(NodeSummary)), total: Type.Integer() }, { $id: 'NodeListResponse' });
+export const NodeListResponse = Type.Object(
+  { nodes: Type.Array(Type.Ref(NodeSummary)), total: Type.Integer() },
+  { $id: 'NodeListResponse' },
+);
 
 export const NodeEarningsResponse = Type.Object(
   {
     currency: Type.Literal('CAD'),
     total_cents: Type.Integer({ description: "the organization's node earnings, after the platform fee" }),
-    payable_cents: Type.Integer({ description: 'what payouts may pay now: earnings less the part earned from free-tier credit, less payouts, at most the paid credit available (docs/billing.md)' }),
+    payable_cents: Type.Integer({
+      description:
+        'what payouts may pay now: earnings less the part earned from free-tier credit, less payouts, at most the paid credit available (docs/billing.md)',
+    }),
     payable: Type.Number({ description: 'payable_cents in CAD' }),
-    non_payable_micro: Type.Integer({ description: 'earnings from free-tier credit (promotional, never payable), micro-CAD' }),
+    non_payable_micro: Type.Integer({
+      description: 'earnings from free-tier credit (promotional, never payable), micro-CAD',
+    }),
     nodes: Type.Array(
       Type.Object({
         node_id: Type.String(),

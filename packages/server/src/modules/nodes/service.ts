@@ -1,4 +1,11 @@
-import { NODE_CHANNEL_PATH, ed25519PublicKeyHexProblem, findJobKind, findModel, registerMessage, verifyHex } from '@svc/protocol';
+import {
+  NODE_CHANNEL_PATH,
+  ed25519PublicKeyHexProblem,
+  findJobKind,
+  findModel,
+  registerMessage,
+  verifyHex,
+} from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -38,31 +45,54 @@ export function cappedPrices(prices: Record<string, number>, multiple: number): 
   for (const [kind, price] of Object.entries(prices)) {
     const ceiling = priceCeilingMicro(Number(kind), multiple);
     if (price > ceiling) {
-      throw new ApiError('invalid_request', `price_micro_per_unit for kind ${kind} is ${price} micro-CAD; the most a node may ask is ${ceiling} (SVC_MAX_PRICE_MULTIPLE x the catalogue maximum)`, [
-        { path: `/price_micro_per_unit/${kind}`, message: `must be at most ${ceiling}` },
-      ]);
+      throw new ApiError(
+        'invalid_request',
+        `price_micro_per_unit for kind ${kind} is ${price} micro-CAD; the most a node may ask is ${ceiling} (SVC_MAX_PRICE_MULTIPLE x the catalogue maximum)`,
+        [{ path: `/price_micro_per_unit/${kind}`, message: `must be at most ${ceiling}` }],
+      );
     }
   }
   return prices;
 }
 
-export async function registerNode(ctx: ServiceContext, principal: Principal, body: RegisterInput & Record<string, unknown>) {
+export async function registerNode(
+  ctx: ServiceContext,
+  principal: Principal,
+  body: RegisterInput & Record<string, unknown>,
+) {
   const { signature, ...unsigned } = body;
   // node:crypto would verify signatures under a small-order key, which anyone can forge.
   const keyProblem = ed25519PublicKeyHexProblem(body.pubkey);
-  if (keyProblem) throw new ApiError('invalid_request', `pubkey ${keyProblem}`, [{ path: '/pubkey', message: keyProblem }]);
+  if (keyProblem)
+    throw new ApiError('invalid_request', `pubkey ${keyProblem}`, [{ path: '/pubkey', message: keyProblem }]);
   if (!verifyHex(registerMessage(body.pubkey, unsigned), signature, body.pubkey)) {
-    throw new ApiError('unauthorized', 'registration signature does not verify: sign "SVC-NODE-REGISTER-v1\\n" + pubkey + "\\n" + sha256hex(JCS(body without signature))');
+    throw new ApiError(
+      'unauthorized',
+      'registration signature does not verify: sign "SVC-NODE-REGISTER-v1\\n" + pubkey + "\\n" + sha256hex(JCS(body without signature))',
+    );
   }
   const models = (body.models as string[] | undefined) ?? [];
   const unknown = models.filter((m) => !findModel(m));
   if (unknown.length) {
-    throw new ApiError('invalid_request', `unknown catalogue model ${unknown.map((m) => `'${m}'`).join(', ')}`, unknown.map((m) => ({ path: `/models/${models.indexOf(m)}`, message: 'not in the catalogue' })));
+    throw new ApiError(
+      'invalid_request',
+      `unknown catalogue model ${unknown.map((m) => `'${m}'`).join(', ')}`,
+      unknown.map((m) => ({ path: `/models/${models.indexOf(m)}`, message: 'not in the catalogue' })),
+    );
   }
   const attestationMethod = (body.attestation_method as number | undefined) ?? 0;
-  if (!(attestationMethod in ATTESTATION_METHODS)) throw new ApiError('invalid_request', `attestation_method ${attestationMethod} is not one of 0-3`, [{ path: '/attestation_method', message: 'must be 0, 1, 2 or 3' }]);
+  if (!(attestationMethod in ATTESTATION_METHODS))
+    throw new ApiError('invalid_request', `attestation_method ${attestationMethod} is not one of 0-3`, [
+      { path: '/attestation_method', message: 'must be 0, 1, 2 or 3' },
+    ]);
   const nodeId = newId('node');
-  const verified = attestationMethod !== 0 && (await ctx.attestation.verify({ nodeId, method: attestationMethod, evidence: body.attestation_evidence as string | undefined }));
+  const verified =
+    attestationMethod !== 0 &&
+    (await ctx.attestation.verify({
+      nodeId,
+      method: attestationMethod,
+      evidence: body.attestation_evidence as string | undefined,
+    }));
   const gpuModel = (body.gpu_model as string | undefined) ?? null;
   const row = await upsertNode(ctx.db, {
     id: nodeId,
@@ -81,7 +111,10 @@ export async function registerNode(ctx: ServiceContext, principal: Principal, bo
       models,
       capabilities: [...new Set([...((body.capabilities as string[] | undefined) ?? []), gpuModel ? 'gpu' : 'cpu'])],
       max_concurrency: (body.max_concurrency as number | undefined) ?? 1,
-      price_micro_per_unit: cappedPrices((body.price_micro_per_unit as Record<string, number> | undefined) ?? {}, ctx.config.maxPriceMultiple),
+      price_micro_per_unit: cappedPrices(
+        (body.price_micro_per_unit as Record<string, number> | undefined) ?? {},
+        ctx.config.maxPriceMultiple,
+      ),
       green: (body.green as boolean | undefined) ?? false,
       attestation_method: attestationMethod,
       attestation_verified: verified,
@@ -92,9 +125,19 @@ export async function registerNode(ctx: ServiceContext, principal: Principal, bo
     },
   });
   if (!row) throw new ApiError('conflict', 'this node key is registered to another organization');
-  ctx.log.info({ node_id: row.id, org_id: principal.orgId, country: row.country, models: row.models }, 'node registered');
+  ctx.log.info(
+    { node_id: row.id, org_id: principal.orgId, country: row.country, models: row.models },
+    'node registered',
+  );
   await ctx.bus.publish('nodes', row.id);
-  return { node_id: row.id, status: 'online', poll_interval_ms: POLL_INTERVAL_MS, server_public_key: ctx.secrets.active.public_key_hex, lease_seconds: ctx.config.leaseSeconds, channel: NODE_CHANNEL_PATH };
+  return {
+    node_id: row.id,
+    status: 'online',
+    poll_interval_ms: POLL_INTERVAL_MS,
+    server_public_key: ctx.secrets.active.public_key_hex,
+    lease_seconds: ctx.config.leaseSeconds,
+    channel: NODE_CHANNEL_PATH,
+  };
 }
 
 export function isLive(node: Pick<NodeRow, 'last_seen'>, now = Date.now()): boolean {
@@ -102,7 +145,10 @@ export function isLive(node: Pick<NodeRow, 'last_seen'>, now = Date.now()): bool
 }
 
 /** NodeSummary `attestation`: `none`, or `<method>:verified|unverified|expired`. */
-export function attestationLabel(node: Pick<NodeRow, 'attestation_method' | 'attestation_verified' | 'attestation_expires_at'>, now = Date.now()): string {
+export function attestationLabel(
+  node: Pick<NodeRow, 'attestation_method' | 'attestation_verified' | 'attestation_expires_at'>,
+  now = Date.now(),
+): string {
   if (node.attestation_method === 0) return 'none';
   const method = ATTESTATION_METHODS[node.attestation_method] ?? 'unknown';
   if (isAttested(node, now)) return `${method}:verified`;
@@ -135,7 +181,14 @@ export function nodeSummary(node: NodeRow) {
 export async function listNodeSummaries(
   ctx: ServiceContext,
   principal: Principal,
-  query: { limit?: number; offset?: number; status?: 'online' | 'offline'; country?: string; model?: string; scope?: 'mine' | 'all' },
+  query: {
+    limit?: number;
+    offset?: number;
+    status?: 'online' | 'offline';
+    country?: string;
+    model?: string;
+    scope?: 'mine' | 'all';
+  },
 ) {
   const all = query.scope === 'all';
   const { rows, total } = await listNodes(ctx.db, {
@@ -148,7 +201,10 @@ export async function listNodeSummaries(
     liveSeconds: NODE_LIVE_SECONDS,
   });
   // The public capacity names no operator: another organization's node shows no name.
-  return { nodes: rows.map((n) => (n.org_id === principal.orgId ? nodeSummary(n) : { ...nodeSummary(n), name: '' })), total };
+  return {
+    nodes: rows.map((n) => (n.org_id === principal.orgId ? nodeSummary(n) : { ...nodeSummary(n), name: '' })),
+    total,
+  };
 }
 
 /**
@@ -156,7 +212,10 @@ export async function listNodeSummaries(
  * fee, and what payouts may pay of it (`payable_cents`: earnings from free-tier credit excluded).
  */
 export async function nodeEarnings(ctx: ServiceContext, principal: Principal) {
-  const [nodes, payable] = await Promise.all([earningsByNode(ctx.db, principal.orgId), payableEarnings(ctx.db, principal.orgId)]);
+  const [nodes, payable] = await Promise.all([
+    earningsByNode(ctx.db, principal.orgId),
+    payableEarnings(ctx.db, principal.orgId),
+  ]);
   return {
     currency: 'CAD' as const,
     total_cents: nodes.reduce((sum, n) => sum + n.earned_cents, 0),

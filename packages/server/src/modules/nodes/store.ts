@@ -28,7 +28,10 @@ export interface NodeRow {
   last_seen: Date | null;
 }
 
-export type NodeFields = Omit<NodeRow, 'id' | 'org_id' | 'pubkey' | 'active_work' | 'reputation' | 'load' | 'last_seen' | 'attestation_expires_at'> & {
+export type NodeFields = Omit<
+  NodeRow,
+  'id' | 'org_id' | 'pubkey' | 'active_work' | 'reputation' | 'load' | 'last_seen' | 'attestation_expires_at'
+> & {
   attestation_expires_at?: Date | null;
   bandwidth_mbps: number | null;
   geohash_bucket: number | null;
@@ -39,7 +42,10 @@ export type NodeFields = Omit<NodeRow, 'id' | 'org_id' | 'pubkey' | 'active_work
  * Inserts the node, or updates it when the same key registers again under the same organization.
  * Returns undefined when the key belongs to another organization.
  */
-export async function upsertNode(db: Queryable, node: { id: string; orgId: string; pubkey: string; fields: NodeFields }): Promise<NodeRow | undefined> {
+export async function upsertNode(
+  db: Queryable,
+  node: { id: string; orgId: string; pubkey: string; fields: NodeFields },
+): Promise<NodeRow | undefined> {
   const f = node.fields;
   const { rows } = await db.query<NodeRow>(
     `INSERT INTO nodes (id, org_id, pubkey, name, device_type, device_class, gpu_model, cpu_cores, ram_bytes, vram_bytes,
@@ -57,27 +63,61 @@ export async function upsertNode(db: Queryable, node: { id: string; orgId: strin
       WHERE nodes.org_id = EXCLUDED.org_id
      RETURNING *`,
     [
-      node.id, node.orgId, node.pubkey, f.name, f.device_type, f.device_class, f.gpu_model, f.cpu_cores, f.ram_bytes, f.vram_bytes,
-      f.country, f.region, f.models, f.capabilities, f.max_concurrency, JSON.stringify(f.price_micro_per_unit), f.green,
-      f.attestation_method, f.attestation_verified, f.bandwidth_mbps, f.geohash_bucket, f.sensors, f.attestation_expires_at ?? null,
+      node.id,
+      node.orgId,
+      node.pubkey,
+      f.name,
+      f.device_type,
+      f.device_class,
+      f.gpu_model,
+      f.cpu_cores,
+      f.ram_bytes,
+      f.vram_bytes,
+      f.country,
+      f.region,
+      f.models,
+      f.capabilities,
+      f.max_concurrency,
+      JSON.stringify(f.price_micro_per_unit),
+      f.green,
+      f.attestation_method,
+      f.attestation_verified,
+      f.bandwidth_mbps,
+      f.geohash_bucket,
+      f.sensors,
+      f.attestation_expires_at ?? null,
     ],
   );
   return rows[0];
 }
 
 /** In the sovereign pool now: verified, and the verification has not lapsed (SVC_TEE_REATTEST_HOURS). */
-export function isAttested(node: Pick<NodeRow, 'attestation_verified' | 'attestation_expires_at'>, now = Date.now()): boolean {
-  return node.attestation_verified && node.attestation_expires_at !== null && node.attestation_expires_at.getTime() > now;
+export function isAttested(
+  node: Pick<NodeRow, 'attestation_verified' | 'attestation_expires_at'>,
+  now = Date.now(),
+): boolean {
+  return (
+    node.attestation_verified && node.attestation_expires_at !== null && node.attestation_expires_at.getTime() > now
+  );
 }
 
 /** Records the outcome of an attestation on the node: verified until `expiresAt`, or not verified. */
-export async function setNodeAttestation(db: Queryable, nodeId: string, a: { method: number; verified: boolean; expiresAt: Date | null }): Promise<void> {
-  await db.query('UPDATE nodes SET attestation_method = $2, attestation_verified = $3, attestation_expires_at = $4, updated_at = now() WHERE id = $1', [nodeId, a.method, a.verified, a.expiresAt]);
+export async function setNodeAttestation(
+  db: Queryable,
+  nodeId: string,
+  a: { method: number; verified: boolean; expiresAt: Date | null },
+): Promise<void> {
+  await db.query(
+    'UPDATE nodes SET attestation_method = $2, attestation_verified = $3, attestation_expires_at = $4, updated_at = now() WHERE id = $1',
+    [nodeId, a.method, a.verified, a.expiresAt],
+  );
 }
 
 /** Verified nodes whose verification lapsed leave the pool; returns their ids. */
 export async function expireAttestations(db: Queryable): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>('UPDATE nodes SET attestation_verified = false WHERE attestation_verified AND (attestation_expires_at IS NULL OR attestation_expires_at <= now()) RETURNING id');
+  const { rows } = await db.query<{ id: string }>(
+    'UPDATE nodes SET attestation_verified = false WHERE attestation_verified AND (attestation_expires_at IS NULL OR attestation_expires_at <= now()) RETURNING id',
+  );
   return rows.map((r) => r.id);
 }
 
@@ -96,7 +136,11 @@ export async function findNode(db: Queryable, nodeId: string): Promise<NodeRow |
 }
 
 /** Records a signed call: the node is live. */
-export async function touchNode(db: Queryable, nodeId: string, heartbeat?: { load?: number; models?: string[]; freeVram?: number; activeWork?: number }): Promise<void> {
+export async function touchNode(
+  db: Queryable,
+  nodeId: string,
+  heartbeat?: { load?: number; models?: string[]; freeVram?: number; activeWork?: number },
+): Promise<void> {
   if (!heartbeat) {
     await db.query('UPDATE nodes SET last_seen = now() WHERE id = $1', [nodeId]);
     return;
@@ -105,13 +149,22 @@ export async function touchNode(db: Queryable, nodeId: string, heartbeat?: { loa
     `UPDATE nodes SET last_seen = now(), load = COALESCE($2, load), models = COALESCE($3, models),
        free_vram_bytes = COALESCE($4, free_vram_bytes), active_work = COALESCE($5, active_work) WHERE id = $1`,
     // `load` is a `real`: a denormal double (2e-237) is out of its range, so keep six decimals.
-    [nodeId, heartbeat.load === undefined ? null : Math.round(heartbeat.load * 1e6) / 1e6, heartbeat.models ?? null, heartbeat.freeVram ?? null, heartbeat.activeWork ?? null],
+    [
+      nodeId,
+      heartbeat.load === undefined ? null : Math.round(heartbeat.load * 1e6) / 1e6,
+      heartbeat.models ?? null,
+      heartbeat.freeVram ?? null,
+      heartbeat.activeWork ?? null,
+    ],
   );
 }
 
 /** Remembers a request signature; false when it was already seen (a replay). */
 export async function rememberSignature(db: Queryable, signature: string): Promise<boolean> {
-  const { rowCount } = await db.query('INSERT INTO node_request_nonces (signature) VALUES ($1) ON CONFLICT DO NOTHING', [signature]);
+  const { rowCount } = await db.query(
+    'INSERT INTO node_request_nonces (signature) VALUES ($1) ON CONFLICT DO NOTHING',
+    [signature],
+  );
   return rowCount === 1;
 }
 
@@ -119,7 +172,11 @@ export async function rememberSignature(db: Queryable, signature: string): Promi
  * Records a verified signature and reads the node's row, in one statement: `fresh` is false when
  * the signature was seen before (a replay); `node` is undefined when there is no such node.
  */
-export async function rememberSignatureAndRead(db: Queryable, nodeId: string, signature: string): Promise<{ node: NodeRow | undefined; fresh: boolean }> {
+export async function rememberSignatureAndRead(
+  db: Queryable,
+  nodeId: string,
+  signature: string,
+): Promise<{ node: NodeRow | undefined; fresh: boolean }> {
   const { rows } = await db.query<NodeRow & { seen_first: boolean }>(
     `WITH seen AS (INSERT INTO node_request_nonces (signature) VALUES ($2) ON CONFLICT DO NOTHING RETURNING 1)
      SELECT n.*, EXISTS (SELECT 1 FROM seen) AS seen_first FROM nodes n WHERE n.id = $1`,
@@ -137,12 +194,29 @@ export async function forgetOldSignatures(db: Queryable): Promise<void> {
 
 export async function listNodes(
   db: Queryable,
-  filter: { orgId?: string; online?: boolean; country?: string; model?: string; limit: number; offset: number; liveSeconds: number },
+  filter: {
+    orgId?: string;
+    online?: boolean;
+    country?: string;
+    model?: string;
+    limit: number;
+    offset: number;
+    liveSeconds: number;
+  },
 ): Promise<{ rows: NodeRow[]; total: number }> {
   const where = `($1::text IS NULL OR org_id = $1) AND ($2::text IS NULL OR country = $2) AND ($3::text IS NULL OR $3 = ANY(models))
     AND ($4::boolean IS NULL OR (last_seen > now() - make_interval(secs => $5)) = $4)`;
-  const params = [filter.orgId ?? null, filter.country ?? null, filter.model ?? null, filter.online ?? null, filter.liveSeconds];
-  const { rows } = await db.query<NodeRow>(`SELECT * FROM nodes WHERE ${where} ORDER BY created_at, id LIMIT $6 OFFSET $7`, [...params, filter.limit, filter.offset]);
+  const params = [
+    filter.orgId ?? null,
+    filter.country ?? null,
+    filter.model ?? null,
+    filter.online ?? null,
+    filter.liveSeconds,
+  ];
+  const { rows } = await db.query<NodeRow>(
+    `SELECT * FROM nodes WHERE ${where} ORDER BY created_at, id LIMIT $6 OFFSET $7`,
+    [...params, filter.limit, filter.offset],
+  );
   const count = await db.query<{ total: number }>(`SELECT count(*)::int AS total FROM nodes WHERE ${where}`, params);
   return { rows, total: count.rows[0]?.total ?? 0 };
 }
@@ -151,7 +225,10 @@ export async function listNodes(
  * An organization's `earning` ledger rows, summed per node: each row's `ref` is the job or the
  * gateway request it paid for, and that names the node that did the work.
  */
-export async function earningsByNode(db: Queryable, orgId: string): Promise<{ node_id: string; earned_cents: number; work_items: number }[]> {
+export async function earningsByNode(
+  db: Queryable,
+  orgId: string,
+): Promise<{ node_id: string; earned_cents: number; work_items: number }[]> {
   const { rows } = await db.query<{ node_id: string; earned_cents: number; work_items: number }>(
     `SELECT COALESCE(j.node_id, g.node_id) AS node_id, sum(t.amount_cents)::bigint AS earned_cents, count(*)::int AS work_items
        FROM credit_transactions t

@@ -28,7 +28,12 @@ describe.each([
   it('PUTs an object up to its size limit and GETs it back, with no key', async () => {
     expect(server.ctx.objects.kind).toBe(Object.keys(env()).length > 0 ? 's3' : 'local');
     const body = randomBytes(3 * 1024 * 1024);
-    const put = presignObjectUrl(server.ctx, { method: 'PUT', key: 'outputs/job_1/mesh.ply', ttlSeconds: 60, maxBytes: body.length });
+    const put = presignObjectUrl(server.ctx, {
+      method: 'PUT',
+      key: 'outputs/job_1/mesh.ply',
+      ttlSeconds: 60,
+      maxBytes: body.length,
+    });
     const stored = await fetch(local(put), { method: 'PUT', headers: { 'content-type': 'model/x-ply' }, body });
     expect(stored.status).toBe(200);
     expect(await stored.json()).toEqual({ key: 'outputs/job_1/mesh.ply', bytes: body.length });
@@ -40,7 +45,12 @@ describe.each([
   });
 
   it('refuses a body over the limit, storing nothing', async () => {
-    const put = presignObjectUrl(server.ctx, { method: 'PUT', key: 'outputs/job_2/big.bin', ttlSeconds: 60, maxBytes: 10 });
+    const put = presignObjectUrl(server.ctx, {
+      method: 'PUT',
+      key: 'outputs/job_2/big.bin',
+      ttlSeconds: 60,
+      maxBytes: 10,
+    });
     const res = await fetch(local(put), { method: 'PUT', body: Buffer.alloc(11) });
     expect(res.status).toBe(413);
     expect(((await res.json()) as { error: string }).error).toBe('payload_too_large');
@@ -50,15 +60,40 @@ describe.each([
   it('answers 403 to an expired, altered or wrong-method URL, and 404 to a missing object', async () => {
     await server.ctx.objects.put('inputs/a.jpg', Buffer.from('jpeg'));
     const get = presignObjectUrl(server.ctx, { method: 'GET', key: 'inputs/a.jpg', ttlSeconds: 60 });
-    const expired = presignObjectUrl(server.ctx, { method: 'GET', key: 'inputs/a.jpg', ttlSeconds: 60, now: Date.now() - 3_600_000 });
+    const expired = presignObjectUrl(server.ctx, {
+      method: 'GET',
+      key: 'inputs/a.jpg',
+      ttlSeconds: 60,
+      now: Date.now() - 3_600_000,
+    });
     const cases: [string, string, number, string][] = [
       [local(get), 'GET', 200, ''],
       [local(expired), 'GET', 403, 'this object URL has expired'],
-      [local(get).replace('inputs%2Fa.jpg', 'inputs%2Fb.jpg'), 'GET', 403, 'this object URL is not valid for GET (missing, altered or for another object)'],
-      [local(get).replace(/expires=\d+/, 'expires=9999999999'), 'GET', 403, 'this object URL is not valid for GET (missing, altered or for another object)'],
+      [
+        local(get).replace('inputs%2Fa.jpg', 'inputs%2Fb.jpg'),
+        'GET',
+        403,
+        'this object URL is not valid for GET (missing, altered or for another object)',
+      ],
+      [
+        local(get).replace(/expires=\d+/, 'expires=9999999999'),
+        'GET',
+        403,
+        'this object URL is not valid for GET (missing, altered or for another object)',
+      ],
       [local(get), 'PUT', 403, 'this object URL is not valid for PUT (missing, altered or for another object)'],
-      [`${server.url}/api/v1/objects/inputs%2Fa.jpg`, 'GET', 403, 'this object URL is not valid for GET (missing, altered or for another object)'],
-      [local(presignObjectUrl(server.ctx, { method: 'GET', key: 'inputs/none.jpg', ttlSeconds: 60 })), 'GET', 404, 'object not found'],
+      [
+        `${server.url}/api/v1/objects/inputs%2Fa.jpg`,
+        'GET',
+        403,
+        'this object URL is not valid for GET (missing, altered or for another object)',
+      ],
+      [
+        local(presignObjectUrl(server.ctx, { method: 'GET', key: 'inputs/none.jpg', ttlSeconds: 60 })),
+        'GET',
+        404,
+        'object not found',
+      ],
     ];
     for (const [url, method, status, message] of cases) {
       const res = await fetch(url, { method, ...(method === 'PUT' ? { body: 'x' } : {}) });
@@ -72,8 +107,12 @@ describe.each([
 describe('presigned object URL signatures', () => {
   const ctx = { secrets: { sessionSecret: Buffer.alloc(32, 1) }, config: { publicUrl: 'https://svc.example' } };
   it('bind the method, the key, the expiry and the size limit', () => {
-    expect(() => presignObjectUrl(ctx, { method: 'PUT', key: 'a/../b.bin', ttlSeconds: 10 })).toThrow('invalid object key');
-    const url = new URL(presignObjectUrl(ctx, { method: 'PUT', key: 'a/b.bin', ttlSeconds: 10, maxBytes: 5, now: 1_000_000 }));
+    expect(() => presignObjectUrl(ctx, { method: 'PUT', key: 'a/../b.bin', ttlSeconds: 10 })).toThrow(
+      'invalid object key',
+    );
+    const url = new URL(
+      presignObjectUrl(ctx, { method: 'PUT', key: 'a/b.bin', ttlSeconds: 10, maxBytes: 5, now: 1_000_000 }),
+    );
     expect(url.pathname).toBe('/api/v1/objects/a%2Fb.bin');
     const ok = Object.fromEntries(url.searchParams) as Record<string, string>;
     expect(ok).toMatchObject({ method: 'PUT', expires: '1010', max_bytes: '5' });

@@ -22,27 +22,52 @@ export async function organizationRoutes(app: App, ctx: ServiceContext): Promise
   app.addSchema(OrganizationMember);
   app.get(
     '/api/v1/organizations/current',
-    { config: { auth: { permission: 'organization:read' } }, schema: { summary: 'The current organization and your membership', tags, response: { 200: OrganizationResponse } } },
+    {
+      config: { auth: { permission: 'organization:read' } },
+      schema: {
+        summary: 'The current organization and your membership',
+        tags,
+        response: { 200: OrganizationResponse },
+      },
+    },
     async (request) => currentOrganization(ctx, principalOf(request)),
   );
   app.get(
     '/api/v1/organizations/current/members',
-    { config: { auth: { permission: 'organization:read' } }, schema: { summary: 'Members and their roles', tags, response: { 200: OrganizationMembersResponse } } },
+    {
+      config: { auth: { permission: 'organization:read' } },
+      schema: { summary: 'Members and their roles', tags, response: { 200: OrganizationMembersResponse } },
+    },
     async (request) => members(ctx, principalOf(request)),
   );
   app.post(
     '/api/v1/organizations/current/invites',
     {
       config: { auth: { permission: 'organization:write' }, noStore: true },
-      schema: { summary: 'Invite someone (owners and admins)', tags, body: OrganizationInviteRequest, response: { 201: OrganizationInviteResponse } },
+      schema: {
+        summary: 'Invite someone (owners and admins)',
+        tags,
+        body: OrganizationInviteRequest,
+        response: { 201: OrganizationInviteResponse },
+      },
     },
-    async (request, reply) => reply.code(201).send(await invite(ctx, principalOf(request), { email: request.body.email, role: request.body.role ?? 'member' })),
+    async (request, reply) =>
+      reply
+        .code(201)
+        .send(
+          await invite(ctx, principalOf(request), { email: request.body.email, role: request.body.role ?? 'member' }),
+        ),
   );
   app.post(
     '/api/v1/organizations/invites/accept',
     {
       config: { auth: { public: true }, noStore: true },
-      schema: { summary: 'Accept an invite: join with an existing account or create one', tags, body: OrganizationAcceptInviteRequest, response: { 200: AuthResponse } },
+      schema: {
+        summary: 'Accept an invite: join with an existing account or create one',
+        tags,
+        body: OrganizationAcceptInviteRequest,
+        response: { 200: AuthResponse },
+      },
     },
     async (request) => acceptInvite(ctx, request.body),
   );
@@ -50,7 +75,13 @@ export async function organizationRoutes(app: App, ctx: ServiceContext): Promise
     '/api/v1/organizations/current/members/:buyer_id',
     {
       config: { auth: { permission: 'organization:write' } },
-      schema: { summary: "Change a member's role (owners and admins)", tags, params: BuyerIdParams, body: MemberRoleRequest, response: { 200: OrganizationResponse } },
+      schema: {
+        summary: "Change a member's role (owners and admins)",
+        tags,
+        params: BuyerIdParams,
+        body: MemberRoleRequest,
+        response: { 200: OrganizationResponse },
+      },
     },
     async (request) => changeRole(ctx, principalOf(request), request.params.buyer_id, request.body.role),
   );
@@ -58,7 +89,12 @@ export async function organizationRoutes(app: App, ctx: ServiceContext): Promise
     '/api/v1/organizations/current/members/:buyer_id',
     {
       config: { auth: { permission: 'organization:write' } },
-      schema: { summary: 'Remove a member (owners and admins); their keys here are revoked', tags, params: BuyerIdParams, response: { 200: MessageResponse } },
+      schema: {
+        summary: 'Remove a member (owners and admins); their keys here are revoked',
+        tags,
+        params: BuyerIdParams,
+        response: { 200: MessageResponse },
+      },
     },
     async (request) => removeMember(ctx, principalOf(request), request.params.buyer_id),
   );

@@ -7,7 +7,13 @@ export const Organization = Type.Object(
 );
 
 export const OrganizationMember = Type.Object(
-  { buyer_id: Type.String(), email: Type.String(), name: Type.String(), created_at: Type.String({ format: 'date-time' }), role: RoleSchema },
+  {
+    buyer_id: Type.String(),
+    email: Type.String(),
+    name: Type.String(),
+    created_at: Type.String({ format: 'date-time' }),
+    role: RoleSchema,
+  },
   { $id: 'OrganizationMember' },
 );
 
@@ -39,10 +45,17 @@ export const OrganizationInviteResponse = Type.Object(
 );
 
 export const OrganizationAcceptInviteRequest = Type.Object(
-  { token: Type.String({ minLength: 1, maxLength: 200 }), password: Password, name: Type.Optional(Type.String({ maxLength: 200 })) },
+  {
+    token: Type.String({ minLength: 1, maxLength: 200 }),
+    password: Password,
+    name: Type.Optional(Type.String({ maxLength: 200 })),
+  },
   { $id: 'OrganizationAcceptInviteRequest', additionalProperties: false },
 );
 
-export const MemberRoleRequest = Type.Object({ role: RoleSchema }, { $id: 'MemberRoleRequest', additionalProperties: false });
+export const MemberRoleRequest = Type.Object(
+  { role: RoleSchema },
+  { $id: 'MemberRoleRequest', additionalProperties: false },
+);
 
 export const BuyerIdParams = Type.Object({ buyer_id: Type.String({ pattern: '^buy_[a-z0-9]{26}$' }) });

@@ -29,13 +29,20 @@ export async function currentOrganization(ctx: ServiceContext, principal: Princi
 }
 
 export async function members(ctx: ServiceContext, principal: Principal) {
-  return { organization: await organizationOf(ctx.db, principal.orgId), members: (await store.listMembers(ctx.db, principal.orgId)).map(memberView) };
+  return {
+    organization: await organizationOf(ctx.db, principal.orgId),
+    members: (await store.listMembers(ctx.db, principal.orgId)).map(memberView),
+  };
 }
 
 const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
 
 /** Owners and admins invite; the token is single-use, valid 7 days, and stored only as a hash. */
-export async function invite(ctx: ServiceContext, principal: Principal, input: { email: string; role: 'admin' | 'member' }) {
+export async function invite(
+  ctx: ServiceContext,
+  principal: Principal,
+  input: { email: string; role: 'admin' | 'member' },
+) {
   requireManager(principal, 'invite members');
   const email = normalizeEmail(input.email);
   const existing = await accounts.findBuyerByEmail(ctx.db, email);
@@ -44,7 +51,15 @@ export async function invite(ctx: ServiceContext, principal: Principal, input: {
   }
   const token = randomBytes(32).toString('base64url');
   const expiresAt = new Date(Date.now() + INVITE_TTL_DAYS * 86_400_000);
-  await store.insertInvite(ctx.db, { id: newId('inv'), orgId: principal.orgId, email, role: input.role, tokenHash: hashToken(token), invitedBy: principal.buyerId, expiresAt });
+  await store.insertInvite(ctx.db, {
+    id: newId('inv'),
+    orgId: principal.orgId,
+    email,
+    role: input.role,
+    tokenHash: hashToken(token),
+    invitedBy: principal.buyerId,
+    expiresAt,
+  });
   return {
     organization: await organizationOf(ctx.db, principal.orgId),
     email,
@@ -59,9 +74,14 @@ export async function invite(ctx: ServiceContext, principal: Principal, input: {
  * Accepts an invite: joins an existing account (its password must match) or creates one, makes
  * the invited organization its current one, and starts a session there.
  */
-export async function acceptInvite(ctx: ServiceContext, input: { token: string; password: string; name?: string | undefined }) {
+export async function acceptInvite(
+  ctx: ServiceContext,
+  input: { token: string; password: string; name?: string | undefined },
+) {
   const existingHash = await ctx.db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ email: string }>('SELECT email FROM invites WHERE token_hash = $1', [hashToken(input.token)]);
+    const { rows } = await tx.query<{ email: string }>('SELECT email FROM invites WHERE token_hash = $1', [
+      hashToken(input.token),
+    ]);
     const email = rows[0]?.email;
     return email ? (await accounts.findBuyerByEmail(tx, email))?.password_hash : undefined;
   });
@@ -76,16 +96,29 @@ export async function acceptInvite(ctx: ServiceContext, input: { token: string; 
     let buyer = await accounts.findBuyerByEmail(tx, inv.email);
     if (!buyer) {
       if (!newHash) throw new ApiError('conflict', 'the account changed while accepting; try again');
-      buyer = await accounts.insertBuyer(tx, { id: newId('buy'), email: inv.email, name: input.name?.trim() ?? '', passwordHash: newHash, defaultOrgId: inv.org_id });
+      buyer = await accounts.insertBuyer(tx, {
+        id: newId('buy'),
+        email: inv.email,
+        name: input.name?.trim() ?? '',
+        passwordHash: newHash,
+        defaultOrgId: inv.org_id,
+      });
       if (!buyer) throw new ApiError('conflict', 'an account with this email was just created; try again');
     }
-    if (!(await store.findMember(tx, inv.org_id, buyer.id))) await accounts.insertMembership(tx, { orgId: inv.org_id, buyerId: buyer.id, role: inv.role });
+    if (!(await store.findMember(tx, inv.org_id, buyer.id)))
+      await accounts.insertMembership(tx, { orgId: inv.org_id, buyerId: buyer.id, role: inv.role });
     await accounts.setDefaultOrg(tx, buyer.id, inv.org_id);
     const org = await accounts.findOrganization(tx, inv.org_id);
     const role = await accounts.findRole(tx, inv.org_id, buyer.id);
     if (!org || !role) throw new ApiError('not_found', 'organization not found');
     const token = await startSession(ctx, tx, buyer.id, org.id);
-    return { buyer_id: buyer.id, email: buyer.email, name: buyer.name, token, organization: { id: org.id, name: org.name, created_at: org.created_at.toISOString(), role } };
+    return {
+      buyer_id: buyer.id,
+      email: buyer.email,
+      name: buyer.name,
+      token,
+      organization: { id: org.id, name: org.name, created_at: org.created_at.toISOString(), role },
+    };
   });
 }
 
@@ -99,8 +132,10 @@ export async function changeRole(ctx: ServiceContext, principal: Principal, buye
     const owners = await store.lockOwners(tx, principal.orgId);
     const target = await store.findMember(tx, principal.orgId, buyerId, true);
     if (!target) throw new ApiError('not_found', `member ${buyerId} not found`);
-    if ((role === 'owner' || target.role === 'owner') && principal.role !== 'owner') throw new ApiError('forbidden', 'only an owner can grant or remove the owner role');
-    if (target.role === 'owner' && role !== 'owner' && owners <= 1) throw new ApiError('conflict', 'the last owner cannot be demoted; make someone else owner first');
+    if ((role === 'owner' || target.role === 'owner') && principal.role !== 'owner')
+      throw new ApiError('forbidden', 'only an owner can grant or remove the owner role');
+    if (target.role === 'owner' && role !== 'owner' && owners <= 1)
+      throw new ApiError('conflict', 'the last owner cannot be demoted; make someone else owner first');
     await store.setRole(tx, principal.orgId, buyerId, role);
     return { organization: await organizationOf(tx, principal.orgId), member: memberView({ ...target, role }) };
   });
@@ -115,7 +150,8 @@ export async function removeMember(ctx: ServiceContext, principal: Principal, bu
     const owners = await store.lockOwners(tx, principal.orgId);
     const target = await store.findMember(tx, principal.orgId, buyerId, true);
     if (!target) throw new ApiError('not_found', `member ${buyerId} not found`);
-    if (target.role === 'owner' && principal.role !== 'owner') throw new ApiError('forbidden', 'only an owner can remove an owner');
+    if (target.role === 'owner' && principal.role !== 'owner')
+      throw new ApiError('forbidden', 'only an owner can remove an owner');
     if (target.role === 'owner' && owners <= 1) throw new ApiError('conflict', 'the last owner cannot be removed');
     await store.deleteMember(tx, principal.orgId, buyerId);
     await revokeKeysOf(tx, principal.orgId, buyerId, 'member removed from the organization');

@@ -20,7 +20,12 @@ export async function listMembers(db: Queryable, orgId: string): Promise<MemberR
 }
 
 /** The member, locked for update when inside a transaction. */
-export async function findMember(db: Queryable, orgId: string, buyerId: string, forUpdate = false): Promise<MemberRow | undefined> {
+export async function findMember(
+  db: Queryable,
+  orgId: string,
+  buyerId: string,
+  forUpdate = false,
+): Promise<MemberRow | undefined> {
   const { rows } = await db.query<MemberRow>(
     `SELECT ${MEMBER_COLUMNS} FROM memberships m JOIN buyers b ON b.id = m.buyer_id
       WHERE m.org_id = $1 AND m.buyer_id = $2 ${forUpdate ? 'FOR UPDATE OF m' : ''}`,
@@ -31,7 +36,10 @@ export async function findMember(db: Queryable, orgId: string, buyerId: string, 
 
 /** Locks the organization's owner rows and counts them, so two demotions cannot race past the last owner. */
 export async function lockOwners(db: Queryable, orgId: string): Promise<number> {
-  const { rows } = await db.query<{ buyer_id: string }>(`SELECT buyer_id FROM memberships WHERE org_id = $1 AND role = 'owner' FOR UPDATE`, [orgId]);
+  const { rows } = await db.query<{ buyer_id: string }>(
+    `SELECT buyer_id FROM memberships WHERE org_id = $1 AND role = 'owner' FOR UPDATE`,
+    [orgId],
+  );
   return rows.length;
 }
 
@@ -41,7 +49,10 @@ export async function setRole(db: Queryable, orgId: string, buyerId: string, rol
 
 export async function deleteMember(db: Queryable, orgId: string, buyerId: string): Promise<void> {
   await db.query('DELETE FROM memberships WHERE org_id = $1 AND buyer_id = $2', [orgId, buyerId]);
-  await db.query('UPDATE sessions SET revoked_at = now() WHERE org_id = $1 AND buyer_id = $2 AND revoked_at IS NULL', [orgId, buyerId]);
+  await db.query('UPDATE sessions SET revoked_at = now() WHERE org_id = $1 AND buyer_id = $2 AND revoked_at IS NULL', [
+    orgId,
+    buyerId,
+  ]);
   // Their next login lands in another organization of theirs, if they have one.
   await db.query(
     `UPDATE buyers SET default_org_id = COALESCE((SELECT org_id FROM memberships WHERE buyer_id = $2 ORDER BY created_at LIMIT 1), default_org_id)
@@ -61,7 +72,15 @@ export interface InviteRow {
 
 export async function insertInvite(
   db: Queryable,
-  invite: { id: string; orgId: string; email: string; role: 'admin' | 'member'; tokenHash: string; invitedBy: string; expiresAt: Date },
+  invite: {
+    id: string;
+    orgId: string;
+    email: string;
+    role: 'admin' | 'member';
+    tokenHash: string;
+    invitedBy: string;
+    expiresAt: Date;
+  },
 ): Promise<void> {
   await db.query(
     'INSERT INTO invites (id, org_id, email, role, token_hash, invited_by, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',

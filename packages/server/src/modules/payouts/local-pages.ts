@@ -16,7 +16,10 @@ import { findTopup } from './store.js';
  * the same verification and the same {@link applyPaymentEvent} as a webhook. No money moves.
  */
 
-const Params = Type.Object({ page: StringEnum(['onboarding', 'checkout'] as const), id: Type.String({ minLength: 1, maxLength: 100 }) });
+const Params = Type.Object({
+  page: StringEnum(['onboarding', 'checkout'] as const),
+  id: Type.String({ minLength: 1, maxLength: 100 }),
+});
 const Query = Type.Object({
   expires: Type.Optional(Type.String({ maxLength: 20 })),
   signature: Type.Optional(Type.String({ maxLength: 80 })),
@@ -44,16 +47,30 @@ function isLocal(provider: ServiceContext['payments']): provider is LocalPayment
   return provider.name === 'local';
 }
 
-async function describe(ctx: ServiceContext, kind: LocalPage, id: string): Promise<{ title: string; text: string; actions: [string, string][] }> {
+async function describe(
+  ctx: ServiceContext,
+  kind: LocalPage,
+  id: string,
+): Promise<{ title: string; text: string; actions: [string, string][] }> {
   if (kind === 'onboarding') {
-    return { title: 'Payout onboarding', text: `Payout account <code>${escape(id)}</code>. Submitting marks it onboarded; payouts to it are recorded as pending until an administrator marks them paid (<code>svc payouts mark-paid</code>).`, actions: [['complete', 'Complete onboarding']] };
+    return {
+      title: 'Payout onboarding',
+      text: `Payout account <code>${escape(id)}</code>. Submitting marks it onboarded; payouts to it are recorded as pending until an administrator marks them paid (<code>svc payouts mark-paid</code>).`,
+      actions: [['complete', 'Complete onboarding']],
+    };
   }
   const topup = await findTopup(ctx.db, id);
   if (!topup) throw new ApiError('not_found', `top-up ${id} not found`);
   return {
     title: 'Checkout',
     text: `Top-up <code>${escape(id)}</code>: <strong>${centsToCad(topup.amount_cents).toFixed(2)} ${escape(topup.currency)}</strong> of credit (status: ${escape(topup.status)}).`,
-    actions: topup.status === 'pending' ? [['pay', 'Pay'], ['cancel', 'Cancel']] : [],
+    actions:
+      topup.status === 'pending'
+        ? [
+            ['pay', 'Pay'],
+            ['cancel', 'Cancel'],
+          ]
+        : [],
   };
 }
 
@@ -64,35 +81,71 @@ async function eventFor(ctx: ServiceContext, kind: LocalPage, id: string, action
   if (!topup) throw new ApiError('not_found', `top-up ${id} not found`);
   const sessionId = topup.provider_ref ?? '';
   if (action === 'cancel') return { id: eventId, type: 'checkout.expired', sessionId, topupId: id };
-  return { id: eventId, type: 'checkout.completed', sessionId, topupId: id, amountCents: topup.amount_cents, currency: topup.currency, paid: true };
+  return {
+    id: eventId,
+    type: 'checkout.completed',
+    sessionId,
+    topupId: id,
+    amountCents: topup.amount_cents,
+    currency: topup.currency,
+    paid: true,
+  };
 }
 
 export async function localPageRoutes(app: App, ctx: ServiceContext, deps: PaymentDeps): Promise<void> {
   await app.register(async (plugin) => {
     const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
     // The pages' forms post url-encoded; only these routes accept that.
-    scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 1024 }, (_request, body, done) => {
-      done(null, Object.fromEntries(new URLSearchParams(String(body))));
-    });
+    scope.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string', bodyLimit: 1024 },
+      (_request, body, done) => {
+        done(null, Object.fromEntries(new URLSearchParams(String(body))));
+      },
+    );
     const checked = (params: { page: LocalPage; id: string }, query: { expires?: string; signature?: string }) => {
       const provider = ctx.payments;
-      if (!isLocal(provider)) throw new ApiError('not_found', 'the local payment provider is not in use on this server');
+      if (!isLocal(provider))
+        throw new ApiError('not_found', 'the local payment provider is not in use on this server');
       const verdict = provider.checkPage(params.page, params.id, query);
-      if (verdict !== 'ok') throw new ApiError(verdict === 'expired' ? 'forbidden' : 'not_found', verdict === 'expired' ? 'this link has expired; ask for a new one' : 'no such page');
+      if (verdict !== 'ok')
+        throw new ApiError(
+          verdict === 'expired' ? 'forbidden' : 'not_found',
+          verdict === 'expired' ? 'this link has expired; ask for a new one' : 'no such page',
+        );
       return provider;
     };
 
-    scope.get('/pay/local/:page/:id', { config: { auth: { public: true } }, schema: { hide: true, params: Params, querystring: Query } }, async (request, reply) => {
-      checked(request.params, request.query);
-      const { title, text, actions } = await describe(ctx, request.params.page, request.params.id);
-      const buttons = actions.map(([value, label]) => `<button type="submit" name="action" value="${value}">${escape(label)}</button>`).join('');
-      const form = buttons ? `<form method="post">${buttons}</form>` : `<p><a href="${escape(safeReturn(ctx, request.query.return))}">Back to SVC</a></p>`;
-      return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(page(title, `<p>${text}</p>${form}`));
-    });
+    scope.get(
+      '/pay/local/:page/:id',
+      { config: { auth: { public: true } }, schema: { hide: true, params: Params, querystring: Query } },
+      async (request, reply) => {
+        checked(request.params, request.query);
+        const { title, text, actions } = await describe(ctx, request.params.page, request.params.id);
+        const buttons = actions
+          .map(([value, label]) => `<button type="submit" name="action" value="${value}">${escape(label)}</button>`)
+          .join('');
+        const form = buttons
+          ? `<form method="post">${buttons}</form>`
+          : `<p><a href="${escape(safeReturn(ctx, request.query.return))}">Back to SVC</a></p>`;
+        return reply
+          .type('text/html; charset=utf-8')
+          .header('cache-control', 'no-store')
+          .send(page(title, `<p>${text}</p>${form}`));
+      },
+    );
 
     scope.post(
       '/pay/local/:page/:id',
-      { config: { auth: { public: true } }, schema: { hide: true, params: Params, querystring: Query, body: Type.Optional(Type.Object({ action: Type.Optional(Type.String({ maxLength: 20 })) })) } },
+      {
+        config: { auth: { public: true } },
+        schema: {
+          hide: true,
+          params: Params,
+          querystring: Query,
+          body: Type.Optional(Type.Object({ action: Type.Optional(Type.String({ maxLength: 20 })) })),
+        },
+      },
       async (request, reply) => {
         const provider = checked(request.params, request.query);
         const event = await eventFor(ctx, request.params.page, request.params.id, request.body?.action ?? 'pay');

@@ -21,7 +21,15 @@ import {
   TopupListResponse,
   WebhookResponse,
 } from './schemas.js';
-import { applyPaymentEvent, connectAccount, createTopup, onboardingUrl, payoutRecord, topupRecord, type PaymentDeps } from './service.js';
+import {
+  applyPaymentEvent,
+  connectAccount,
+  createTopup,
+  onboardingUrl,
+  payoutRecord,
+  topupRecord,
+  type PaymentDeps,
+} from './service.js';
 import { findAccountOfOrg, findTopup, listPayouts, listTopups } from './store.js';
 
 const tags = ['payouts'];
@@ -32,7 +40,13 @@ function requirePayoutManager(principal: Principal): void {
 }
 
 export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void> {
-  const deps: PaymentDeps = { db: ctx.db, ledger: ctx.ledger, payments: ctx.payments, config: ctx.config, log: ctx.log };
+  const deps: PaymentDeps = {
+    db: ctx.db,
+    ledger: ctx.ledger,
+    payments: ctx.payments,
+    config: ctx.config,
+    log: ctx.log,
+  };
   app.addSchema(Payout);
   app.addSchema(Topup);
 
@@ -41,7 +55,8 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
     {
       config: { auth: { permission: 'payouts:write' } },
       schema: {
-        summary: "Creates the organization's payout account at the payment provider (one per organization; a second call returns it)",
+        summary:
+          "Creates the organization's payout account at the payment provider (one per organization; a second call returns it)",
         tags,
         body: NodeConnectCreateRequest,
         response: { 200: NodeConnectCreateResponse, 201: NodeConnectCreateResponse },
@@ -51,14 +66,21 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
       const principal = principalOf(request);
       requirePayoutManager(principal);
       const { account, created } = await connectAccount(deps, principal.orgId, request.body);
-      return reply.code(created ? 201 : 200).send({ account_id: account.account_id, provider: account.provider, onboarded: account.onboarded });
+      return reply
+        .code(created ? 201 : 200)
+        .send({ account_id: account.account_id, provider: account.provider, onboarded: account.onboarded });
     },
   );
   app.post(
     '/api/v1/node/connect/onboarding',
     {
       config: { auth: { permission: 'payouts:write' } },
-      schema: { summary: 'A fresh onboarding link for the payout account', tags, body: NodeConnectOnboardingRequest, response: { 200: NodeConnectOnboardingResponse } },
+      schema: {
+        summary: 'A fresh onboarding link for the payout account',
+        tags,
+        body: NodeConnectOnboardingRequest,
+        response: { 200: NodeConnectOnboardingResponse },
+      },
     },
     async (request) => {
       const principal = principalOf(request);
@@ -76,20 +98,33 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
       const principal = principalOf(request);
       requirePayoutManager(principal);
       const account = await findAccountOfOrg(ctx.db, principal.orgId);
-      return { account_id: account?.account_id ?? null, onboarded: account?.onboarded ?? false, provider: ctx.payments.name, moves_real_money: ctx.payments.movesRealMoney };
+      return {
+        account_id: account?.account_id ?? null,
+        onboarded: account?.onboarded ?? false,
+        provider: ctx.payments.name,
+        moves_real_money: ctx.payments.movesRealMoney,
+      };
     },
   );
   app.get(
     '/api/v1/payouts',
     {
       config: { auth: { permission: 'payouts:read' } },
-      schema: { summary: "The organization's payouts, newest first, and what is payable now", tags, querystring: PageQuery, response: { 200: PayoutListResponse } },
+      schema: {
+        summary: "The organization's payouts, newest first, and what is payable now",
+        tags,
+        querystring: PageQuery,
+        response: { 200: PayoutListResponse },
+      },
     },
     async (request) => {
       const principal = principalOf(request);
       requirePayoutManager(principal);
       const { limit = 50, offset = 0 } = request.query;
-      const [page, payable] = await Promise.all([listPayouts(ctx.db, principal.orgId, { limit, offset }), payableEarnings(ctx.db, principal.orgId).then((p) => p.payable_cents)]);
+      const [page, payable] = await Promise.all([
+        listPayouts(ctx.db, principal.orgId, { limit, offset }),
+        payableEarnings(ctx.db, principal.orgId).then((p) => p.payable_cents),
+      ]);
       return {
         payouts: page.rows.map(payoutRecord),
         total: page.total,
@@ -108,7 +143,8 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
     {
       config: { auth: { permission: 'billing:write' } },
       schema: {
-        summary: 'Starts a top-up: returns the checkout page; the credit is added once, when the payment provider confirms',
+        summary:
+          'Starts a top-up: returns the checkout page; the credit is added once, when the payment provider confirms',
         tags: ['billing'],
         body: TopupCreateRequest,
         response: { 201: Topup },
@@ -124,7 +160,12 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
     '/api/v1/billing/topups',
     {
       config: { auth: { permission: 'billing:read' } },
-      schema: { summary: "The organization's top-ups, newest first", tags: ['billing'], querystring: PageQuery, response: { 200: TopupListResponse } },
+      schema: {
+        summary: "The organization's top-ups, newest first",
+        tags: ['billing'],
+        querystring: PageQuery,
+        response: { 200: TopupListResponse },
+      },
     },
     async (request) => {
       const { limit = 50, offset = 0 } = request.query;
@@ -150,14 +191,16 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
     {
       config: { auth: { public: true } },
       schema: {
-        summary: "The payment provider's events, verified with its own signature scheme (Stripe-Signature for `stripe`); replays change nothing",
+        summary:
+          "The payment provider's events, verified with its own signature scheme (Stripe-Signature for `stripe`); replays change nothing",
         tags,
         params: ProviderParams,
         response: { 200: WebhookResponse },
       },
     },
     async (request) => {
-      if (request.params.provider !== ctx.payments.name) throw new ApiError('not_found', `no payment provider '${request.params.provider}' on this server`);
+      if (request.params.provider !== ctx.payments.name)
+        throw new ApiError('not_found', `no payment provider '${request.params.provider}' on this server`);
       const raw = request.rawBody;
       if (!raw) throw new ApiError('invalid_request', 'a webhook body must be JSON');
       let event;

@@ -6,10 +6,18 @@ const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union(
 const Country = Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2, upper case' });
 const AccountId = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9_]+$' });
 
-export const NodeConnectCreateRequest = Type.Object({ email: Email, country: Country }, { additionalProperties: false });
-export const NodeConnectCreateResponse = Type.Object({ account_id: Type.String(), provider: Type.String(), onboarded: Type.Boolean() }, { $id: 'NodeConnectCreateResponse' });
+export const NodeConnectCreateRequest = Type.Object(
+  { email: Email, country: Country },
+  { additionalProperties: false },
+);
+export const NodeConnectCreateResponse = Type.Object(
+  { account_id: Type.String(), provider: Type.String(), onboarded: Type.Boolean() },
+  { $id: 'NodeConnectCreateResponse' },
+);
 export const NodeConnectOnboardingRequest = Type.Object({ account_id: AccountId }, { additionalProperties: false });
-export const NodeConnectOnboardingResponse = Type.Object({ url: Type.String({ description: "the provider's onboarding page (single use; ask again for a fresh one)" }) });
+export const NodeConnectOnboardingResponse = Type.Object({
+  url: Type.String({ description: "the provider's onboarding page (single use; ask again for a fresh one)" }),
+});
 export const NodeConnectStatusResponse = Type.Object(
   {
     account_id: Nullable(Type.String({ description: 'null until POST /api/v1/node/connect' })),
@@ -56,7 +64,10 @@ export const PayoutListResponse = Type.Object(
   { $id: 'PayoutListResponse' },
 );
 
-export const TopupCreateRequest = Type.Object({ amount_cents: Type.Integer({ description: 'whole cents of CAD credit to buy' }) }, { additionalProperties: false });
+export const TopupCreateRequest = Type.Object(
+  { amount_cents: Type.Integer({ description: 'whole cents of CAD credit to buy' }) },
+  { additionalProperties: false },
+);
 export const Topup = Type.Object(
   {
     topup_id: Type.String(),
@@ -78,4 +89,7 @@ export const TopupListResponse = Type.Object(
 );
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
 export const ProviderParams = Type.Object({ provider: Type.String({ minLength: 1, maxLength: 40 }) });
-export const WebhookResponse = Type.Object({ received: Type.Boolean(), outcome: StringEnum(['applied', 'duplicate', 'ignored'] as const) });
+export const WebhookResponse = Type.Object({
+  received: Type.Boolean(),
+  outcome: StringEnum(['applied', 'duplicate', 'ignored'] as const),
+});

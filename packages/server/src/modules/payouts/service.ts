@@ -41,17 +41,28 @@ const CURRENCY = 'CAD';
 // --- Payout accounts ---
 
 /** `POST /node/connect`: the organization's payout account, created at the provider once. */
-export async function connectAccount(deps: PaymentDeps, orgId: string, input: { email: string; country: string }): Promise<{ account: PayoutAccountRow; created: boolean }> {
+export async function connectAccount(
+  deps: PaymentDeps,
+  orgId: string,
+  input: { email: string; country: string },
+): Promise<{ account: PayoutAccountRow; created: boolean }> {
   const existing = await findAccountOfOrg(deps.db, orgId);
   if (existing) return { account: existing, created: false };
   const { accountId } = await deps.payments.createAccount({ orgId, email: input.email, country: input.country });
-  return insertAccount(deps.db, { org_id: orgId, provider: deps.payments.name, account_id: accountId, email: input.email, country: input.country });
+  return insertAccount(deps.db, {
+    org_id: orgId,
+    provider: deps.payments.name,
+    account_id: accountId,
+    email: input.email,
+    country: input.country,
+  });
 }
 
 /** `POST /node/connect/onboarding`: a fresh onboarding link for the caller's own account (else 404). */
 export async function onboardingUrl(deps: PaymentDeps, orgId: string, accountId: string): Promise<string> {
   const account = await findAccountOfOrg(deps.db, orgId);
-  if (!account || account.account_id !== accountId) throw new ApiError('not_found', `payout account ${accountId} not found`);
+  if (!account || account.account_id !== accountId)
+    throw new ApiError('not_found', `payout account ${accountId} not found`);
   const back = `${deps.config.publicUrl}/payouts`;
   const { url } = await deps.payments.onboardingLink({ accountId, returnUrl: back, refreshUrl: back });
   return url;
@@ -75,7 +86,11 @@ export function topupRecord(row: TopupRow) {
 }
 
 /** `POST /billing/topups`: a pending top-up and the provider's checkout page for it. Credit comes with the provider's confirmation. */
-export async function createTopup(deps: PaymentDeps, principal: { orgId: string; buyerId: string }, amountCents: number): Promise<TopupRow> {
+export async function createTopup(
+  deps: PaymentDeps,
+  principal: { orgId: string; buyerId: string },
+  amountCents: number,
+): Promise<TopupRow> {
   const { topupMinCents, topupMaxCents } = deps.config.payments;
   if (!Number.isSafeInteger(amountCents) || amountCents < topupMinCents || amountCents > topupMaxCents) {
     throw new ApiError('invalid_request', `amount_cents must be an integer from ${topupMinCents} to ${topupMaxCents}`, [
@@ -83,9 +98,23 @@ export async function createTopup(deps: PaymentDeps, principal: { orgId: string;
     ]);
   }
   const id = newId('topup');
-  await insertTopup(deps.db, { id, orgId: principal.orgId, provider: deps.payments.name, amountCents, currency: CURRENCY, createdBy: principal.buyerId });
+  await insertTopup(deps.db, {
+    id,
+    orgId: principal.orgId,
+    provider: deps.payments.name,
+    amountCents,
+    currency: CURRENCY,
+    createdBy: principal.buyerId,
+  });
   const back = `${deps.config.publicUrl}/billing?topup=${id}`;
-  const session = await deps.payments.createCheckout({ topupId: id, orgId: principal.orgId, amountCents, currency: CURRENCY, successUrl: back, cancelUrl: back });
+  const session = await deps.payments.createCheckout({
+    topupId: id,
+    orgId: principal.orgId,
+    amountCents,
+    currency: CURRENCY,
+    successUrl: back,
+    cancelUrl: back,
+  });
   const row = await setTopupCheckout(deps.db, id, session.sessionId, session.url);
   if (!row) throw new Error(`top-up ${id} vanished`);
   return row;
@@ -103,11 +132,13 @@ export type EventOutcome = 'applied' | 'duplicate' | 'ignored';
 export async function applyPaymentEvent(deps: PaymentDeps, event: PaymentEvent): Promise<EventOutcome> {
   const provider = deps.payments.name;
   return deps.db.transaction(async (tx) => {
-    if (!(await recordEvent(tx, provider, event.id, event.type === 'ignored' ? event.providerType : event.type))) return 'duplicate';
+    if (!(await recordEvent(tx, provider, event.id, event.type === 'ignored' ? event.providerType : event.type)))
+      return 'duplicate';
     switch (event.type) {
       case 'account.updated': {
         const orgId = await setOnboarded(tx, provider, event.accountId, event.onboarded);
-        if (!orgId) deps.log?.warn({ account_id: event.accountId }, 'payments: account.updated for an account we do not know');
+        if (!orgId)
+          deps.log?.warn({ account_id: event.accountId }, 'payments: account.updated for an account we do not know');
         return orgId ? 'applied' : 'ignored';
       }
       case 'checkout.completed':
@@ -115,7 +146,9 @@ export async function applyPaymentEvent(deps: PaymentDeps, event: PaymentEvent):
       case 'checkout.expired': {
         const topup = await findTopup(tx, event.topupId, { lock: true });
         if (!topup || topup.provider !== provider) return 'ignored';
-        return (await closeTopup(tx, topup.id, 'failed', 'the checkout expired or the payment failed')) ? 'applied' : 'ignored';
+        return (await closeTopup(tx, topup.id, 'failed', 'the checkout expired or the payment failed'))
+          ? 'applied'
+          : 'ignored';
       }
       case 'ignored':
         return 'ignored';
@@ -123,20 +156,42 @@ export async function applyPaymentEvent(deps: PaymentDeps, event: PaymentEvent):
   });
 }
 
-async function completeTopup(deps: PaymentDeps, tx: Queryable, event: Extract<PaymentEvent, { type: 'checkout.completed' }>): Promise<EventOutcome> {
+async function completeTopup(
+  deps: PaymentDeps,
+  tx: Queryable,
+  event: Extract<PaymentEvent, { type: 'checkout.completed' }>,
+): Promise<EventOutcome> {
   const topup = await findTopup(tx, event.topupId, { lock: true });
-  if (!topup || topup.provider !== deps.payments.name || (topup.provider_ref && topup.provider_ref !== event.sessionId)) {
-    deps.log?.warn({ topup_id: event.topupId, session: event.sessionId }, 'payments: checkout completed for an unknown top-up');
+  if (
+    !topup ||
+    topup.provider !== deps.payments.name ||
+    (topup.provider_ref && topup.provider_ref !== event.sessionId)
+  ) {
+    deps.log?.warn(
+      { topup_id: event.topupId, session: event.sessionId },
+      'payments: checkout completed for an unknown top-up',
+    );
     return 'ignored';
   }
   if (topup.status !== 'pending' || !event.paid) return 'ignored';
   if (event.amountCents !== topup.amount_cents || event.currency.toUpperCase() !== topup.currency) {
-    await closeTopup(tx, topup.id, 'failed', `the provider confirmed ${event.amountCents} ${event.currency}, not ${topup.amount_cents} ${topup.currency}`);
+    await closeTopup(
+      tx,
+      topup.id,
+      'failed',
+      `the provider confirmed ${event.amountCents} ${event.currency}, not ${topup.amount_cents} ${topup.currency}`,
+    );
     deps.log?.error({ topup_id: topup.id }, 'payments: confirmed amount differs from the top-up; no credit added');
     return 'applied';
   }
   await closeTopup(tx, topup.id, 'paid');
-  await deps.ledger.within(tx).credit(topup.org_id, topup.amount_cents, { txType: 'topup', description: `top-up ${topup.id} (${deps.payments.name})`, ref: topup.id });
+  await deps.ledger
+    .within(tx)
+    .credit(topup.org_id, topup.amount_cents, {
+      txType: 'topup',
+      description: `top-up ${topup.id} (${deps.payments.name})`,
+      ref: topup.id,
+    });
   return 'applied';
 }
 
@@ -176,7 +231,15 @@ export function payoutIdempotencyKey(payoutId: string): string {
 function outcomeUnknown(err: unknown): boolean {
   const type = (err as { type?: string } | null)?.type;
   const status = (err as { statusCode?: number } | null)?.statusCode;
-  return type === 'StripeConnectionError' || type === 'StripeAPIError' || type === 'StripeRateLimitError' || status === undefined || status >= 500 || status === 409 || status === 429;
+  return (
+    type === 'StripeConnectionError' ||
+    type === 'StripeAPIError' ||
+    type === 'StripeRateLimitError' ||
+    status === undefined ||
+    status >= 500 ||
+    status === 409 ||
+    status === 429
+  );
 }
 
 /**
@@ -197,14 +260,23 @@ async function sendPayout(deps: PaymentDeps, payout: PayoutRow): Promise<PayoutR
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
     if (outcomeUnknown(err)) {
-      deps.log?.warn({ payout_id: payout.id, err: reason }, 'payouts: transfer outcome unknown; will retry with the same idempotency key');
+      deps.log?.warn(
+        { payout_id: payout.id, err: reason },
+        'payouts: transfer outcome unknown; will retry with the same idempotency key',
+      );
       return payout;
     }
     deps.log?.error({ payout_id: payout.id, err: reason }, 'payouts: transfer refused');
     return deps.db.transaction(async (tx) => {
       const failed = await failPayout(tx, payout.id, reason.slice(0, 500));
       if (!failed) return payout;
-      await deps.ledger.within(tx).credit(payout.org_id, payout.amount_cents, { txType: 'payout_reversal', description: `payout ${payout.id} failed: ${reason.slice(0, 200)}`, ref: payout.id });
+      await deps.ledger
+        .within(tx)
+        .credit(payout.org_id, payout.amount_cents, {
+          txType: 'payout_reversal',
+          description: `payout ${payout.id} failed: ${reason.slice(0, 200)}`,
+          ref: payout.id,
+        });
       return failed;
     });
   }
@@ -230,7 +302,13 @@ async function openPayout(deps: PaymentDeps, account: PayoutAccountRow, now: Dat
       period_start: await nextPeriodStart(tx, account.org_id, now),
       period_end: now,
     });
-    await deps.ledger.within(tx).charge(account.org_id, amount * 10_000, { txType: 'payout', description: `payout ${id} to ${account.account_id}`, ref: id });
+    await deps.ledger
+      .within(tx)
+      .charge(account.org_id, amount * 10_000, {
+        txType: 'payout',
+        description: `payout ${id} to ${account.account_id}`,
+        ref: id,
+      });
     return payout;
   });
 }
@@ -245,7 +323,8 @@ async function openPayout(deps: PaymentDeps, account: PayoutAccountRow, now: Dat
  */
 export async function runPayouts(deps: PaymentDeps, now = new Date()): Promise<PayoutRunReport> {
   const report: PayoutRunReport = { created: [], resent: [], below_minimum: 0 };
-  for (const payout of await unsentPayouts(deps.db, deps.payments.name)) report.resent.push(await sendPayout(deps, payout));
+  for (const payout of await unsentPayouts(deps.db, deps.payments.name))
+    report.resent.push(await sendPayout(deps, payout));
   for (const account of await onboardedAccounts(deps.db, deps.payments.name)) {
     const payout = await openPayout(deps, account, now);
     if (!payout) {
@@ -279,7 +358,8 @@ export function startPayoutSchedule(deps: PaymentDeps): () => Promise<void> {
   const tick = (resendOnly: boolean) => {
     if (stopped) return;
     running = (async () => {
-      if (resendOnly) for (const payout of await unsentPayouts(deps.db, deps.payments.name)) await sendPayout(deps, payout);
+      if (resendOnly)
+        for (const payout of await unsentPayouts(deps.db, deps.payments.name)) await sendPayout(deps, payout);
       else await runPayouts(deps);
     })().catch((err: unknown) => deps.log?.error({ err }, 'payouts: run failed; retrying at the next interval'));
   };

@@ -1,6 +1,16 @@
 import { generateEd25519, requestMessage, sha256Hex, signHex, signSvc1, svc1Message } from '@svc/protocol';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer, type TestNode, type WorkItem } from '../../../test/harness.js';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  signUp,
+  type TestApp,
+  type TestBuyer,
+  type TestNode,
+  type WorkItem,
+} from '../../../test/harness.js';
 
 describe('receipts and node requests are verified strictly; refused ones charge nothing', () => {
   let t: TestApp;
@@ -11,7 +21,8 @@ describe('receipts and node requests are verified strictly; refused ones charge 
   const output = '{"answer":42}';
   /** 2,000,000 tokens at the 0.05 micro-CAD floor: 10 cents. */
   const UNITS = 2_000_000;
-  const balance = async () => (await t.app.inject({ method: 'GET', url: '/api/v1/billing/balance', headers: bearer(buyer.apiKey) })).json();
+  const balance = async () =>
+    (await t.app.inject({ method: 'GET', url: '/api/v1/billing/balance', headers: bearer(buyer.apiKey) })).json();
 
   beforeAll(async () => {
     t = await createTestApp();
@@ -20,7 +31,12 @@ describe('receipts and node requests are verified strictly; refused ones charge 
     const key = await createKey(t.app, operator, ['operator']);
     node = await createTestNode(t.app, key);
     other = await createTestNode(t.app, key);
-    await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' } });
+    await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' },
+    });
     const [w] = await node.poll();
     if (!w) throw new Error('no work');
     work = w;
@@ -28,10 +44,20 @@ describe('receipts and node requests are verified strictly; refused ones charge 
   afterAll(() => t.close());
 
   it('refuses node requests with a bad signature, a stale timestamp, an unknown node or a replay', async () => {
-    const badSig = await node.call('POST', '/api/v1/node/heartbeat', { active_work: [] }, { signature: 'ab'.repeat(64) });
+    const badSig = await node.call(
+      'POST',
+      '/api/v1/node/heartbeat',
+      { active_work: [] },
+      { signature: 'ab'.repeat(64) },
+    );
     expect(badSig.statusCode).toBe(401);
     expect(badSig.json().message).toContain('bad signature');
-    const stale = await node.call('POST', '/api/v1/node/heartbeat', { active_work: [] }, { timestamp: Date.now() - 61_000 });
+    const stale = await node.call(
+      'POST',
+      '/api/v1/node/heartbeat',
+      { active_work: [] },
+      { timestamp: Date.now() - 61_000 },
+    );
     expect(stale.json().message).toContain('60 s');
     // Same bytes, same timestamp, same signature: a replay.
     const ts = Date.now();
@@ -42,8 +68,21 @@ describe('receipts and node requests are verified strictly; refused ones charge 
     expect(again.json().message).toContain('replayed');
     // The signature covers the body: another body under a signature for the first fails.
     const ts2 = Date.now() + 1;
-    const sigForFirstBody = signHex(requestMessage({ method: 'POST', pathWithQuery: '/api/v1/node/heartbeat', timestamp: ts2, body: JSON.stringify({ active_work: [] }) }), node.privateKey);
-    const tampered = await node.call('POST', '/api/v1/node/heartbeat', { active_work: ['x'] }, { timestamp: ts2, signature: sigForFirstBody });
+    const sigForFirstBody = signHex(
+      requestMessage({
+        method: 'POST',
+        pathWithQuery: '/api/v1/node/heartbeat',
+        timestamp: ts2,
+        body: JSON.stringify({ active_work: [] }),
+      }),
+      node.privateKey,
+    );
+    const tampered = await node.call(
+      'POST',
+      '/api/v1/node/heartbeat',
+      { active_work: ['x'] },
+      { timestamp: ts2, signature: sigForFirstBody },
+    );
     expect(tampered.statusCode).toBe(401);
     expect(tampered.json().message).toContain('bad signature');
   });
@@ -54,7 +93,9 @@ describe('receipts and node requests are verified strictly; refused ones charge 
     try {
       const res = await node.call('GET', '/api/v1/node/work?wait_ms=0&max=1');
       expect(res.statusCode).toBe(200);
-      const auth = queries.mock.calls.map(([sql]) => sql).filter((sql) => sql.includes('node_request_nonces') || /FROM nodes\b/.test(sql));
+      const auth = queries.mock.calls
+        .map(([sql]) => sql)
+        .filter((sql) => sql.includes('node_request_nonces') || /FROM nodes\b/.test(sql));
       expect(auth).toHaveLength(1);
       expect(auth[0]).toContain('node_request_nonces');
     } finally {
@@ -63,7 +104,12 @@ describe('receipts and node requests are verified strictly; refused ones charge 
   });
 
   it('refuses a result whose bytes do not hash to result_hash', async () => {
-    const res = await node.call('POST', `/api/v1/node/work/${work.work_id}/result`, { output, encoding: 'utf8', result_hash: sha256Hex('something else'), metering_units: UNITS });
+    const res = await node.call('POST', `/api/v1/node/work/${work.work_id}/result`, {
+      output,
+      encoding: 'utf8',
+      result_hash: sha256Hex('something else'),
+      metering_units: UNITS,
+    });
     expect(res.statusCode).toBe(400);
   });
 
@@ -78,17 +124,40 @@ describe('receipts and node requests are verified strictly; refused ones charge 
     expect((await node.deliver(work, output, UNITS)).statusCode).toBe(200); // identical re-upload
     expect((await node.deliver(work, `${output} `, UNITS)).statusCode).toBe(409); // a different result
     const forger = generateEd25519().privateKey;
-    const forged = signHex(svc1Message({ job_id: work.job_id, node_public_key_hex: node.pubkey, result_hash_hex: sha256Hex(output), metering_units: UNITS }), forger);
+    const forged = signHex(
+      svc1Message({
+        job_id: work.job_id,
+        node_public_key_hex: node.pubkey,
+        result_hash_hex: sha256Hex(output),
+        metering_units: UNITS,
+      }),
+      forger,
+    );
     const f = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS, signature: forged });
     expect(f.statusCode).toBe(400);
     expect(f.json().message).toContain('does not verify');
     const mismatched = await node.receipt(work, { result_hash: sha256Hex('other'), metering_units: UNITS });
     expect(mismatched.statusCode).toBe(400);
     expect(mismatched.json().message).toContain('differs from the delivered result');
-    const units = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS, signature: signSvc1({ job_id: work.job_id, node_public_key_hex: node.pubkey, result_hash_hex: sha256Hex(output), metering_units: UNITS + 1 }, node.privateKey) });
+    const units = await node.receipt(work, {
+      result_hash: sha256Hex(output),
+      metering_units: UNITS,
+      signature: signSvc1(
+        {
+          job_id: work.job_id,
+          node_public_key_hex: node.pubkey,
+          result_hash_hex: sha256Hex(output),
+          metering_units: UNITS + 1,
+        },
+        node.privateKey,
+      ),
+    });
     expect(units.statusCode).toBe(400);
     expect((await other.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS })).statusCode).toBe(404);
-    expect((await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS, pubkey: other.pubkey })).statusCode).toBe(403);
+    expect(
+      (await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS, pubkey: other.pubkey }))
+        .statusCode,
+    ).toBe(403);
     expect(await balance()).toMatchObject({ balance_cents: 500, held_cents: 100 });
   });
 
@@ -99,7 +168,9 @@ describe('receipts and node requests are verified strictly; refused ones charge 
     const dup = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS });
     expect(dup.statusCode).toBe(409);
     expect(await balance()).toEqual(after);
-    const rows = await t.ctx.db.query<{ n: number }>("SELECT count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge'");
+    const rows = await t.ctx.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge'",
+    );
     expect(rows.rows[0]?.n).toBe(1);
     expect(after).toMatchObject({ balance_cents: 490, held_cents: 0 });
   });
@@ -118,35 +189,70 @@ describe('a receipt may carry its result inline', () => {
   afterAll(() => t.close());
 
   const leaseOne = async (): Promise<WorkItem> => {
-    await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' } });
+    await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' },
+    });
     const [w] = await node.poll();
     if (!w) throw new Error('no work');
     return w;
   };
-  const upload = (output: string, hash = sha256Hex(output)) => ({ output, encoding: 'utf8', content_type: 'application/json', result_hash: hash, metering_units: 10 });
+  const upload = (output: string, hash = sha256Hex(output)) => ({
+    output,
+    encoding: 'utf8',
+    content_type: 'application/json',
+    result_hash: hash,
+    metering_units: 10,
+  });
   const storedResult = async (workId: string) => (await t.ctx.blobs.get(`results/${workId}`))?.bytes.toString('utf8');
 
   it('stores the result and accepts the receipt in one call', async () => {
     const work = await leaseOne();
     const output = '{"inline":true}';
-    const res = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: 10, result: upload(output) });
+    const res = await node.receipt(work, {
+      result_hash: sha256Hex(output),
+      metering_units: 10,
+      result: upload(output),
+    });
     expect(res.statusCode).toBe(200);
     expect(await storedResult(work.work_id)).toBe(output);
-    const job = (await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${work.job_id}`, headers: bearer(buyer.apiKey) })).json();
+    const job = (
+      await t.app.inject({
+        method: 'GET',
+        url: `/api/v1/marketplace/jobs/${work.job_id}`,
+        headers: bearer(buyer.apiKey),
+      })
+    ).json();
     expect(job).toMatchObject({ status: 'completed', result_hash: sha256Hex(output) });
   });
 
   it('refuses an inline result whose bytes do not hash, or that is not the receipted one, and stores nothing', async () => {
     const work = await leaseOne();
     const output = '{"inline":2}';
-    const badBytes = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: 10, result: upload('{"other":1}', sha256Hex(output)) });
+    const badBytes = await node.receipt(work, {
+      result_hash: sha256Hex(output),
+      metering_units: 10,
+      result: upload('{"other":1}', sha256Hex(output)),
+    });
     expect(badBytes.statusCode).toBe(400);
     expect(badBytes.json().details).toEqual([{ path: '/result/result_hash', message: 'does not match the output' }]);
-    const otherResult = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: 10, result: upload('{"other":1}') });
+    const otherResult = await node.receipt(work, {
+      result_hash: sha256Hex(output),
+      metering_units: 10,
+      result: upload('{"other":1}'),
+    });
     expect(otherResult.statusCode).toBe(400);
     expect(otherResult.json().details).toEqual([{ path: '/result/result_hash', message: 'differs from /result_hash' }]);
     expect(await storedResult(work.work_id)).toBeUndefined();
-    const job = (await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${work.job_id}`, headers: bearer(buyer.apiKey) })).json();
+    const job = (
+      await t.app.inject({
+        method: 'GET',
+        url: `/api/v1/marketplace/jobs/${work.job_id}`,
+        headers: bearer(buyer.apiKey),
+      })
+    ).json();
     expect(job.status).not.toBe('completed');
   });
 
@@ -155,10 +261,18 @@ describe('a receipt may carry its result inline', () => {
     const output = '{"inline":3}';
     expect((await node.deliver(work, output, 10)).statusCode).toBe(200);
     const different = '{"inline":4}';
-    const refused = await node.receipt(work, { result_hash: sha256Hex(different), metering_units: 10, result: upload(different) });
+    const refused = await node.receipt(work, {
+      result_hash: sha256Hex(different),
+      metering_units: 10,
+      result: upload(different),
+    });
     expect(refused.statusCode).toBe(400);
     expect(refused.json().message).toContain('differs from the delivered result');
-    const same = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: 10, result: upload(output) });
+    const same = await node.receipt(work, {
+      result_hash: sha256Hex(output),
+      metering_units: 10,
+      result: upload(output),
+    });
     expect(same.statusCode).toBe(200);
     expect(await storedResult(work.work_id)).toBe(output);
   });

@@ -41,7 +41,12 @@ export interface ResultUpload {
 function resultBytes(body: ResultUpload, path: string): Buffer {
   const bytes = Buffer.from(body.output, body.encoding === 'base64' ? 'base64' : 'utf8');
   const actual = createHash('sha256').update(bytes).digest('hex');
-  if (actual !== body.result_hash) throw new ApiError('invalid_request', `result_hash ${body.result_hash} does not match the SHA-256 of the output (${actual})`, [{ path, message: 'does not match the output' }]);
+  if (actual !== body.result_hash)
+    throw new ApiError(
+      'invalid_request',
+      `result_hash ${body.result_hash} does not match the SHA-256 of the output (${actual})`,
+      [{ path, message: 'does not match the output' }],
+    );
   return bytes;
 }
 
@@ -50,13 +55,28 @@ function resultBytes(body: ResultUpload, path: string): Buffer {
  * transaction, completed), in the caller's transaction when `db` is one. False when the work was
  * no longer leased without a result (it changed state).
  */
-async function storeResult(ctx: ServiceContext, db: Queryable, workId: string, bytes: Buffer, body: ResultUpload, status: 'delivered' | 'completed' = 'delivered'): Promise<boolean> {
+async function storeResult(
+  ctx: ServiceContext,
+  db: Queryable,
+  workId: string,
+  bytes: Buffer,
+  body: ResultUpload,
+  status: 'delivered' | 'completed' = 'delivered',
+): Promise<boolean> {
   const contentType = body.content_type ?? 'application/json';
   await ctx.blobs.within(db).put(`results/${workId}`, bytes, contentType);
   const { rowCount } = await db.query(
     `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
       WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
-    [workId, body.result_hash, contentType, bytes.length, body.metering_units, body.usage ? JSON.stringify(body.usage) : null, status],
+    [
+      workId,
+      body.result_hash,
+      contentType,
+      bytes.length,
+      body.metering_units,
+      body.usage ? JSON.stringify(body.usage) : null,
+      status,
+    ],
   );
   return rowCount === 1;
 }
@@ -69,11 +89,14 @@ export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: 
   const work = await openWorkOf(ctx, node, workId);
   const bytes = resultBytes(body, '/result_hash');
   if (work.result_hash !== null) {
-    if (work.result_hash === body.result_hash) return { work_id: workId, result_hash: body.result_hash, status: work.status };
+    if (work.result_hash === body.result_hash)
+      return { work_id: workId, result_hash: body.result_hash, status: work.status };
     throw new ApiError('conflict', `work ${workId} already has a different result`);
   }
-  if (work.status !== 'leased') throw new ApiError('conflict', `work ${workId} is ${work.status}; no result is accepted`);
-  if (!(await storeResult(ctx, ctx.db, workId, bytes, body))) throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
+  if (work.status !== 'leased')
+    throw new ApiError('conflict', `work ${workId} is ${work.status}; no result is accepted`);
+  if (!(await storeResult(ctx, ctx.db, workId, bytes, body)))
+    throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
   return { work_id: workId, result_hash: body.result_hash, status: 'delivered' };
 }
 
@@ -88,13 +111,33 @@ export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: 
 export async function submitReceipt(
   ctx: ServiceContext,
   node: NodeRow,
-  body: { job_id: string; pubkey: string; result_hash: string; signature: string; metering_units: number; metadata?: Record<string, unknown>; result?: ResultUpload },
+  body: {
+    job_id: string;
+    pubkey: string;
+    result_hash: string;
+    signature: string;
+    metering_units: number;
+    metadata?: Record<string, unknown>;
+    result?: ResultUpload;
+  },
 ) {
-  if (body.pubkey !== node.pubkey) throw new ApiError('forbidden', 'pubkey is not the key of the node making the request');
-  const fields = { job_id: body.job_id, node_public_key_hex: body.pubkey, result_hash_hex: body.result_hash, metering_units: body.metering_units };
-  if (!verifySvc1(fields, body.signature)) throw new ApiError('invalid_request', 'the SVC1 signature does not verify for these fields and this node key', [{ path: '/signature', message: 'does not verify' }]);
+  if (body.pubkey !== node.pubkey)
+    throw new ApiError('forbidden', 'pubkey is not the key of the node making the request');
+  const fields = {
+    job_id: body.job_id,
+    node_public_key_hex: body.pubkey,
+    result_hash_hex: body.result_hash,
+    metering_units: body.metering_units,
+  };
+  if (!verifySvc1(fields, body.signature))
+    throw new ApiError('invalid_request', 'the SVC1 signature does not verify for these fields and this node key', [
+      { path: '/signature', message: 'does not verify' },
+    ]);
   const inline = body.result;
-  if (inline && inline.result_hash !== body.result_hash) throw new ApiError('invalid_request', "result.result_hash differs from the receipt's result_hash", [{ path: '/result/result_hash', message: 'differs from /result_hash' }]);
+  if (inline && inline.result_hash !== body.result_hash)
+    throw new ApiError('invalid_request', "result.result_hash differs from the receipt's result_hash", [
+      { path: '/result/result_hash', message: 'differs from /result_hash' },
+    ]);
   const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
   const outcome = await ctx.db.transaction(async (tx) => {
     const locked = await lockWorkForReceipt(tx, body.job_id, node.id);
@@ -104,14 +147,34 @@ export async function submitReceipt(
     // An inline result is stored as completed at once: if a check below refuses the receipt, the
     // transaction rolls the result back with it.
     let resultCompleted = false;
-    if (inline && inlineBytes && work.status === 'leased' && work.result_hash === null && (await storeResult(ctx, tx, work.id, inlineBytes, inline, 'completed'))) {
-      work = { ...work, status: 'delivered', result_hash: inline.result_hash, metering_units: inline.metering_units, usage: inline.usage ?? null };
+    if (
+      inline &&
+      inlineBytes &&
+      work.status === 'leased' &&
+      work.result_hash === null &&
+      (await storeResult(ctx, tx, work.id, inlineBytes, inline, 'completed'))
+    ) {
+      work = {
+        ...work,
+        status: 'delivered',
+        result_hash: inline.result_hash,
+        metering_units: inline.metering_units,
+        usage: inline.usage ?? null,
+      };
       resultCompleted = true;
     }
     if (work.status !== 'delivered' || work.result_hash === null) {
-      throw new ApiError('conflict', work.status === 'leased' ? 'deliver the result (POST /api/v1/node/work/{work_id}/result) before the receipt' : `work is ${work.status}; no receipt is accepted`);
+      throw new ApiError(
+        'conflict',
+        work.status === 'leased'
+          ? 'deliver the result (POST /api/v1/node/work/{work_id}/result) before the receipt'
+          : `work is ${work.status}; no receipt is accepted`,
+      );
     }
-    if (work.result_hash !== body.result_hash) throw new ApiError('invalid_request', 'result_hash differs from the delivered result', [{ path: '/result_hash', message: 'differs from the delivered result' }]);
+    if (work.result_hash !== body.result_hash)
+      throw new ApiError('invalid_request', 'result_hash differs from the delivered result', [
+        { path: '/result_hash', message: 'differs from the delivered result' },
+      ]);
     const job = work.type === 'job' ? await findJobById(tx, work.job_id, true) : undefined;
     if (work.type === 'job' && (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status))) {
       throw new ApiError('conflict', `job ${body.job_id} is no longer leased to this node`);
@@ -121,29 +184,77 @@ export async function submitReceipt(
     const sovereign = job?.execution_pool === 'sovereign' || gateway?.metadata.requires_tee === true;
     const attestation = sovereign ? await attestationSummary(tx, node.id) : null;
     const receipt = await insertReceipt(tx, {
-      id: newId('rcpt'), job_id: body.job_id, work_id: work.id, org_id: work.org_id, node_id: node.id, node_public_key: node.pubkey,
-      result_hash: body.result_hash, metering_units: body.metering_units, signature: body.signature,
-      metadata: { ...(body.metadata ?? {}), node_country: node.country, node_region: node.region, gpu_model: node.gpu_model, ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}), ...(attestation ? { attestation } : {}) },
+      id: newId('rcpt'),
+      job_id: body.job_id,
+      work_id: work.id,
+      org_id: work.org_id,
+      node_id: node.id,
+      node_public_key: node.pubkey,
+      result_hash: body.result_hash,
+      metering_units: body.metering_units,
+      signature: body.signature,
+      metadata: {
+        ...(body.metadata ?? {}),
+        node_country: node.country,
+        node_region: node.region,
+        gpu_model: node.gpu_model,
+        ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}),
+        ...(attestation ? { attestation } : {}),
+      },
     });
     const evidenceNode = attestation ? { ...node, attestation } : node;
     if (!resultCompleted) await setWorkStatus(tx, work.id, 'completed');
-    if (gateway) return { receipt, job: undefined, request: await completeFromReceipt(ctx, tx, gateway, { work, node: evidenceNode, receipt }) };
+    if (gateway)
+      return {
+        receipt,
+        job: undefined,
+        request: await completeFromReceipt(ctx, tx, gateway, { work, node: evidenceNode, receipt }),
+      };
     if (!job) return { receipt, job: undefined };
     const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
     const settlement = job.hold_id
-      ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, { description: `job ${job.id}: ${body.metering_units} units on ${node.id}`, ref: job.id })
+      ? await ctx.ledger
+          .within(tx)
+          .settle(job.hold_id, usageMicro, {
+            description: `job ${job.id}: ${body.metering_units} units on ${node.id}`,
+            ref: job.id,
+          })
       : { charged_cents: 0, charged_micro: 0, free_micro: 0, released_cents: 0, transaction: null };
-    const earned = job.hold_id ? await ctx.ledger.within(tx).earn(node.org_id, settlement, { description: `job ${job.id} on ${node.id}`, ref: job.id }) : null;
+    const earned = job.hold_id
+      ? await ctx.ledger
+          .within(tx)
+          .earn(node.org_id, settlement, { description: `job ${job.id} on ${node.id}`, ref: job.id })
+      : null;
     const earning = earned?.cents ?? 0;
-    const completed = await moveJob(tx, job.id, 'completed', { result_hash: body.result_hash, charged_cents: settlement.charged_cents, charged_micro: settlement.charged_micro });
+    const completed = await moveJob(tx, job.id, 'completed', {
+      result_hash: body.result_hash,
+      charged_cents: settlement.charged_cents,
+      charged_micro: settlement.charged_micro,
+    });
     await closeJobRun(tx, ctx.secrets, job, 'completed', [
       ...receiptEvents(receipt, evidenceNode, work.id),
       ledgerCharged(job.hold_id, settlement, earned?.transaction ?? null, 'receipt.verified'),
-      { type: 'job.completed', summary: `completed on ${node.id}: ${body.metering_units} units, result ${body.result_hash.slice(0, 16)}...`, metadata: { result_hash: body.result_hash, receipt_id: receipt.id, metering_units: body.metering_units, charged_cents: settlement.charged_cents }, causedBy: ['receipt.verified'] },
+      {
+        type: 'job.completed',
+        summary: `completed on ${node.id}: ${body.metering_units} units, result ${body.result_hash.slice(0, 16)}...`,
+        metadata: {
+          result_hash: body.result_hash,
+          receipt_id: receipt.id,
+          metering_units: body.metering_units,
+          charged_cents: settlement.charged_cents,
+        },
+        causedBy: ['receipt.verified'],
+      },
     ]);
     await addJobEvent(tx, job.id, 'job_completed', {
-      result_hash: body.result_hash, node_id: node.id, receipt_id: receipt.id, metering_units: body.metering_units,
-      charged_cents: settlement.charged_cents, charged_micro: settlement.charged_micro, released_cents: settlement.released_cents, operator_earning_cents: earning,
+      result_hash: body.result_hash,
+      node_id: node.id,
+      receipt_id: receipt.id,
+      metering_units: body.metering_units,
+      charged_cents: settlement.charged_cents,
+      charged_micro: settlement.charged_micro,
+      released_cents: settlement.released_cents,
+      operator_earning_cents: earning,
     });
     if (completed) await enqueueTerminalWebhook(tx, completed);
     return { receipt, job: completed };
@@ -151,11 +262,21 @@ export async function submitReceipt(
   if (outcome.job && (outcome.job.spec.delivery_artifact_put_url || outcome.job.spec.delivery_manifest_put_url)) {
     const blob = await ctx.blobs.get(`results/${outcome.job.work_id}`);
     const job = outcome.job;
-    if (blob) void deliverArtifacts(ctx, job, blob, outcome.receipt.id).catch((err: unknown) => ctx.log.error({ err, job_id: job.id }, 'artifact delivery failed'));
+    if (blob)
+      void deliverArtifacts(ctx, job, blob, outcome.receipt.id).catch((err: unknown) =>
+        ctx.log.error({ err, job_id: job.id }, 'artifact delivery failed'),
+      );
   }
   // A gateway request waits for its receipt: here (handed over with the answer), or on another
   // instance (told over the bus; it reads the outcome from the store).
-  const handedOver = 'request' in outcome && outcome.request !== undefined && ctx.hub.completed(outcome.receipt.work_id, { receiptId: outcome.receipt.id, request: outcome.request, ...(inlineBytes ? { output: inlineBytes } : {}) });
+  const handedOver =
+    'request' in outcome &&
+    outcome.request !== undefined &&
+    ctx.hub.completed(outcome.receipt.work_id, {
+      receiptId: outcome.receipt.id,
+      request: outcome.request,
+      ...(inlineBytes ? { output: inlineBytes } : {}),
+    });
   if (!outcome.job && !handedOver) await ctx.bus.publish('work', outcome.receipt.work_id);
   // The waiting client's answer goes out before this acknowledgement: its request runs on from
   // here in microtasks, and the node is not waiting on anyone (its result is stored).
@@ -164,11 +285,17 @@ export async function submitReceipt(
 }
 
 /** A node reports it could not do the work: retryable -> back to the queue (3 attempts), else failed. */
-export async function failWork(ctx: ServiceContext, node: NodeRow, workId: string, body: { message: string; retryable?: boolean }) {
+export async function failWork(
+  ctx: ServiceContext,
+  node: NodeRow,
+  workId: string,
+  body: { message: string; retryable?: boolean },
+) {
   const work = await openWorkOf(ctx, node, workId);
   const requeued = await ctx.db.transaction(async (tx) => {
     const locked = await findWork(tx, workId, true);
-    if (!locked || !['leased', 'delivered'].includes(locked.status)) throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
+    if (!locked || !['leased', 'delivered'].includes(locked.status))
+      throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
     await setWorkStatus(tx, workId, 'failed');
     if (work.type !== 'job') {
       await noteWorkFailure(tx, workId, body.message, body.retryable ?? false);
@@ -176,19 +303,48 @@ export async function failWork(ctx: ServiceContext, node: NodeRow, workId: strin
     }
     const job = await findJobById(tx, work.job_id, true);
     if (!job || job.work_id !== workId) return false;
-    await addJobEvent(tx, job.id, 'job_attempt_failed', { node_id: node.id, work_id: workId, message: body.message, retryable: body.retryable ?? false });
-    const attemptFailed = { type: 'job.attempt_failed', summary: `${node.id} reported a failure: ${body.message}`.slice(0, 500), metadata: { node_id: node.id, work_id: workId, message: body.message, retryable: body.retryable ?? false } };
+    await addJobEvent(tx, job.id, 'job_attempt_failed', {
+      node_id: node.id,
+      work_id: workId,
+      message: body.message,
+      retryable: body.retryable ?? false,
+    });
+    const attemptFailed = {
+      type: 'job.attempt_failed',
+      summary: `${node.id} reported a failure: ${body.message}`.slice(0, 500),
+      metadata: { node_id: node.id, work_id: workId, message: body.message, retryable: body.retryable ?? false },
+    };
     const next = body.retryable ? afterLostAttempt(job.attempts) : 'failed';
     if (next === 'pending') {
       await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
       await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: body.message });
-      await recordEvents(tx, job.id, [attemptFailed, { type: 'job.requeued', summary: 'back in the queue for another node', metadata: { attempt: job.attempts, reason: body.message }, causedBy: ['job.attempt_failed'] }]);
+      await recordEvents(tx, job.id, [
+        attemptFailed,
+        {
+          type: 'job.requeued',
+          summary: 'back in the queue for another node',
+          metadata: { attempt: job.attempts, reason: body.message },
+          causedBy: ['job.attempt_failed'],
+        },
+      ]);
       return true;
     }
     const failed = await moveJob(tx, job.id, 'failed', { failure_reason: body.message });
     if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
-    await addJobEvent(tx, job.id, 'job_failed', { reason: body.message, attempts: job.attempts, released_cents: job.budget_cents });
-    await closeJobRun(tx, ctx.secrets, job, 'failed', [attemptFailed, ...endedWithoutResult(job, 'job.failed', `failed after ${job.attempts} attempt(s): ${body.message}`.slice(0, 500), { reason: body.message, attempts: job.attempts })]);
+    await addJobEvent(tx, job.id, 'job_failed', {
+      reason: body.message,
+      attempts: job.attempts,
+      released_cents: job.budget_cents,
+    });
+    await closeJobRun(tx, ctx.secrets, job, 'failed', [
+      attemptFailed,
+      ...endedWithoutResult(
+        job,
+        'job.failed',
+        `failed after ${job.attempts} attempt(s): ${body.message}`.slice(0, 500),
+        { reason: body.message, attempts: job.attempts },
+      ),
+    ]);
     if (failed) await enqueueTerminalWebhook(tx, failed);
     return false;
   });

@@ -16,11 +16,25 @@ export interface ReceiptRow {
   created_at: Date;
 }
 
-export async function insertReceipt(db: Queryable, r: Omit<ReceiptRow, 'signature_version' | 'created_at'>): Promise<ReceiptRow> {
+export async function insertReceipt(
+  db: Queryable,
+  r: Omit<ReceiptRow, 'signature_version' | 'created_at'>,
+): Promise<ReceiptRow> {
   const { rows } = await db.query<ReceiptRow>(
     `INSERT INTO receipts (id, job_id, work_id, org_id, node_id, node_public_key, result_hash, metering_units, signature, metadata)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
-    [r.id, r.job_id, r.work_id, r.org_id, r.node_id, r.node_public_key, r.result_hash, r.metering_units, r.signature, JSON.stringify(r.metadata)],
+    [
+      r.id,
+      r.job_id,
+      r.work_id,
+      r.org_id,
+      r.node_id,
+      r.node_public_key,
+      r.result_hash,
+      r.metering_units,
+      r.signature,
+      JSON.stringify(r.metadata),
+    ],
   );
   const row = rows[0];
   if (!row) throw new Error('receipt insert returned nothing');
@@ -34,11 +48,20 @@ export async function receiptOfWork(db: Queryable, workId: string): Promise<Rece
 }
 
 export async function receiptsOfJob(db: Queryable, orgId: string, jobId: string): Promise<ReceiptRow[]> {
-  const { rows } = await db.query<ReceiptRow>('SELECT * FROM receipts WHERE org_id = $1 AND job_id = $2 ORDER BY created_at, id', [orgId, jobId]);
+  const { rows } = await db.query<ReceiptRow>(
+    'SELECT * FROM receipts WHERE org_id = $1 AND job_id = $2 ORDER BY created_at, id',
+    [orgId, jobId],
+  );
   return rows;
 }
 
-export async function receiptsBetween(db: Queryable, orgId: string, from: Date, to: Date, limit: number): Promise<ReceiptRow[]> {
+export async function receiptsBetween(
+  db: Queryable,
+  orgId: string,
+  from: Date,
+  to: Date,
+  limit: number,
+): Promise<ReceiptRow[]> {
   const { rows } = await db.query<ReceiptRow>(
     'SELECT * FROM receipts WHERE org_id = $1 AND created_at >= $2 AND created_at < $3 ORDER BY created_at, id LIMIT $4',
     [orgId, from, to, limit],
@@ -66,7 +89,11 @@ export function receiptView(r: ReceiptRow) {
  * The latest work for `jobId` leased to `nodeId`, locked, and whether a receipt already exists for
  * it: what a receipt submission checks first, in one statement.
  */
-export async function lockWorkForReceipt(db: Queryable, jobId: string, nodeId: string): Promise<(WorkRow & { has_receipt: boolean }) | undefined> {
+export async function lockWorkForReceipt(
+  db: Queryable,
+  jobId: string,
+  nodeId: string,
+): Promise<(WorkRow & { has_receipt: boolean }) | undefined> {
   const { rows } = await db.query<WorkRow & { has_receipt: boolean }>(
     `SELECT w.*, EXISTS (SELECT 1 FROM receipts r WHERE r.work_id = w.id) AS has_receipt
        FROM work_items w WHERE w.job_id = $1 AND w.node_id = $2 ORDER BY w.created_at DESC LIMIT 1 FOR UPDATE OF w`,

@@ -70,7 +70,9 @@ const NODE_WAKE_KEEP_MS = 10_000;
  * that is eligible for it (not every waiting node, which would make each submission cost one
  * claim per waiting node); any other signal (a requeue) wakes all.
  */
-export async function createJobSignal(ctx: Pick<ServiceContext, 'bus' | 'db'>): Promise<{ signal: JobSignal; close: () => Promise<void> }> {
+export async function createJobSignal(
+  ctx: Pick<ServiceContext, 'bus' | 'db'>,
+): Promise<{ signal: JobSignal; close: () => Promise<void> }> {
   const waiters = new Set<Waiter>();
   // Work leased to a node that is between two waits (claiming): its next wait returns at once.
   const missed = new Map<string, number>();

@@ -1,6 +1,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, eventually, signUp, watchPolls, type TestApp, type TestBuyer, type TestNode } from '../../../test/harness.js';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  eventually,
+  signUp,
+  watchPolls,
+  type TestApp,
+  type TestBuyer,
+  type TestNode,
+} from '../../../test/harness.js';
 import { sendWork } from '../gateway/service.js';
 import { insertLeasedWork } from '../gateway/store.js';
 import { startGatewayFixture } from '../../../test/gateway-fixture.js';
@@ -11,8 +22,14 @@ import type { WorkRow } from './store.js';
 describe("a node's re-poll skips the job claim while nothing was signalled", () => {
   it('skips after an empty claim until a job message (not a node: wake-up) or the recheck interval', async () => {
     let deliver: (payload: string) => void = () => undefined;
-    const bus = { publish: async () => undefined, subscribe: async (_: string, handler: (p: string) => void) => ((deliver = handler), async () => undefined) };
-    const { signal, close } = await createJobSignal({ bus, db: { query: async () => ({ rows: [], rowCount: 0 }) } as never });
+    const bus = {
+      publish: async () => undefined,
+      subscribe: async (_: string, handler: (p: string) => void) => ((deliver = handler), async () => undefined),
+    };
+    const { signal, close } = await createJobSignal({
+      bus,
+      db: { query: async () => ({ rows: [], rowCount: 0 }) } as never,
+    });
     expect(signal.shouldClaim('nd_1')).toBe(true);
     signal.nothingToClaim('nd_1', signal.generation());
     expect(signal.shouldClaim('nd_1')).toBe(false);
@@ -36,8 +53,14 @@ describe("a node's re-poll skips the job claim while nothing was signalled", () 
 
   it("skips the take of leased work after one that left none, until the node's own message or the recheck interval", async () => {
     let deliver: (payload: string) => void = () => undefined;
-    const bus = { publish: async () => undefined, subscribe: async (_: string, handler: (p: string) => void) => ((deliver = handler), async () => undefined) };
-    const { signal, close } = await createJobSignal({ bus, db: { query: async () => ({ rows: [], rowCount: 0 }) } as never });
+    const bus = {
+      publish: async () => undefined,
+      subscribe: async (_: string, handler: (p: string) => void) => ((deliver = handler), async () => undefined),
+    };
+    const { signal, close } = await createJobSignal({
+      bus,
+      db: { query: async () => ({ rows: [], rowCount: 0 }) } as never,
+    });
     expect(signal.shouldTakeLeased('nd_1')).toBe(true);
     signal.leasedDrained('nd_1', signal.leasedGeneration('nd_1'));
     expect(signal.shouldTakeLeased('nd_1')).toBe(false);
@@ -86,7 +109,12 @@ describe('claim skipping with a real server', () => {
     const polls = watchPolls(t.ctx);
     const waiting = node.poll({ waitMs: 10_000 });
     await polls.until(1);
-    const submitted = await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' } });
+    const submitted = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: { kind: 1, budget: 1, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'hi' },
+    });
     const [work] = await waiting;
     expect(work?.job_id).toBe(submitted.json().job_id);
   });
@@ -101,25 +129,55 @@ describe('claim skipping with a real server', () => {
     const waiting = node.poll({ waitMs: 10_000 });
     await polls.until(1);
     // What the gateway does: the work is leased to the node, then its message is sent.
-    const org = (await t.ctx.db.query<{ org_id: string }>('SELECT org_id FROM nodes WHERE id = $1', [node.nodeId])).rows[0]?.org_id ?? '';
-    await insertLeasedWork(t.ctx.db, { id: 'wrk_leased1', request_id: 'chatcmpl-leased1', org_id: org, node_id: node.nodeId, type: 'chat', model: 'tinyllama', payload: {}, stream: false, lease_seconds: 30 });
+    const org =
+      (await t.ctx.db.query<{ org_id: string }>('SELECT org_id FROM nodes WHERE id = $1', [node.nodeId])).rows[0]
+        ?.org_id ?? '';
+    await insertLeasedWork(t.ctx.db, {
+      id: 'wrk_leased1',
+      request_id: 'chatcmpl-leased1',
+      org_id: org,
+      node_id: node.nodeId,
+      type: 'chat',
+      model: 'tinyllama',
+      payload: {},
+      stream: false,
+      lease_seconds: 30,
+    });
     await t.ctx.bus.publish('jobs', `node:${node.nodeId}`);
     const [work] = await waiting;
     expect(work?.work_id).toBe('wrk_leased1');
   });
 
   it('work written dispatched for a poll that hung up before the hand-over goes back to the next poll', async () => {
-    const org = (await t.ctx.db.query<{ org_id: string }>('SELECT org_id FROM nodes WHERE id = $1', [node.nodeId])).rows[0]?.org_id ?? '';
+    const org =
+      (await t.ctx.db.query<{ org_id: string }>('SELECT org_id FROM nodes WHERE id = $1', [node.nodeId])).rows[0]
+        ?.org_id ?? '';
     const hangUp = new AbortController();
     const waiting = t.ctx.jobSignal.wait({ id: node.nodeId } as never, 10_000, hangUp.signal);
     const handoff = t.ctx.jobSignal.reserve(node.nodeId);
     expect(handoff).toBeDefined();
-    const row = await insertLeasedWork(t.ctx.db, { id: 'wrk_hungup1', request_id: 'chatcmpl-hungup1', org_id: org, node_id: node.nodeId, type: 'chat', model: 'tinyllama', payload: {}, stream: false, lease_seconds: 30, dispatched: true });
-    expect((await t.ctx.db.query('SELECT dispatched_at IS NOT NULL AS sent FROM work_items WHERE id = $1', ['wrk_hungup1'])).rows).toEqual([{ sent: true }]);
+    const row = await insertLeasedWork(t.ctx.db, {
+      id: 'wrk_hungup1',
+      request_id: 'chatcmpl-hungup1',
+      org_id: org,
+      node_id: node.nodeId,
+      type: 'chat',
+      model: 'tinyllama',
+      payload: {},
+      stream: false,
+      lease_seconds: 30,
+      dispatched: true,
+    });
+    expect(
+      (await t.ctx.db.query('SELECT dispatched_at IS NOT NULL AS sent FROM work_items WHERE id = $1', ['wrk_hungup1']))
+        .rows,
+    ).toEqual([{ sent: true }]);
     hangUp.abort();
     await sendWork(t.ctx, row, handoff);
     expect(await waiting).toBeUndefined();
-    expect((await t.ctx.db.query('SELECT dispatched_at FROM work_items WHERE id = $1', ['wrk_hungup1'])).rows).toEqual([{ dispatched_at: null }]);
+    expect((await t.ctx.db.query('SELECT dispatched_at FROM work_items WHERE id = $1', ['wrk_hungup1'])).rows).toEqual([
+      { dispatched_at: null },
+    ]);
     const [work] = await node.poll({ waitMs: 1_000 });
     expect(work?.work_id).toBe('wrk_hungup1');
   });
@@ -128,13 +186,21 @@ describe('claim skipping with a real server', () => {
 describe('gateway work handed to a waiting poll in memory', () => {
   const fakeSignal = async () => {
     let deliver: (payload: string) => void = () => undefined;
-    const bus = { publish: async () => undefined, subscribe: async (_: string, handler: (p: string) => void) => ((deliver = handler), async () => undefined) };
-    const { signal, close } = await createJobSignal({ bus, db: { query: async () => ({ rows: [], rowCount: 0 }) } as never });
+    const bus = {
+      publish: async () => undefined,
+      subscribe: async (_: string, handler: (p: string) => void) => ((deliver = handler), async () => undefined),
+    };
+    const { signal, close } = await createJobSignal({
+      bus,
+      db: { query: async () => ({ rows: [], rowCount: 0 }) } as never,
+    });
     return { signal, close, message: (payload: string) => deliver(payload) };
   };
-  const node = (id: string) => ({ id, country: 'CA', region: 'ca-east', attestation_verified: false, models: [], reputation: 1 }) as never;
+  const node = (id: string) =>
+    ({ id, country: 'CA', region: 'ca-east', attestation_verified: false, models: [], reputation: 1 }) as never;
   const row = { id: 'wrk_1' } as WorkRow;
-  const settled = async (p: Promise<unknown>) => Promise.race([p.then(() => true), new Promise((r) => setTimeout(() => r(false), 30))]);
+  const settled = async (p: Promise<unknown>) =>
+    Promise.race([p.then(() => true), new Promise((r) => setTimeout(() => r(false), 30))]);
 
   it('reserves only a waiting poll of that node, once; the poll gets the work, and ignores its timer meanwhile', async () => {
     const { signal, close, message } = await fakeSignal();
@@ -178,7 +244,10 @@ describe('gateway work handed to a waiting poll in memory', () => {
     const polls = watchPolls(f.server.ctx);
     try {
       await f.addNode();
-      const ask = () => f.openai().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+      const ask = () =>
+        f
+          .openai()
+          .chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
       await ask();
       const queries = vi.spyOn(f.server.ctx.db, 'query');
       const answers = [];
@@ -191,7 +260,10 @@ describe('gateway work handed to a waiting poll in memory', () => {
       vi.restoreAllMocks();
       expect(sql.filter((text) => text.includes('SET dispatched_at = now()'))).toEqual([]);
       expect(sql.filter((text) => text.includes('dispatched_at = NULL'))).toEqual([]);
-      const { rows } = await f.server.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM work_items WHERE job_id = ANY($1) AND dispatched_at IS NOT NULL', [answers.map((a) => a.id)]);
+      const { rows } = await f.server.ctx.db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM work_items WHERE job_id = ANY($1) AND dispatched_at IS NOT NULL',
+        [answers.map((a) => a.id)],
+      );
       expect(rows[0]?.n).toBe(5);
     } finally {
       await f.close();
@@ -204,7 +276,10 @@ describe('gateway work handed to a waiting poll in memory', () => {
     const watch = (req: IncomingMessage, res: ServerResponse) => res.on('finish', () => finished.push(req.url ?? ''));
     try {
       await f.addNode();
-      const ask = () => f.openai().chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+      const ask = () =>
+        f
+          .openai()
+          .chat.completions.create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
       await ask();
       f.server.app.server.on('request', watch);
       for (let i = 0; i < 5; i++) {

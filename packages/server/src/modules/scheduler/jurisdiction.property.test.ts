@@ -1,6 +1,14 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  signUp,
+  type TestApp,
+  type TestBuyer,
+} from '../../../test/harness.js';
 import { unmetConstraint, type MatchJob, type MatchNode } from './matching.js';
 
 const COUNTRIES = ['CA', 'US', 'FR', 'DE'] as const;
@@ -21,8 +29,31 @@ describe('jurisdiction pins are never violated', () => {
   it('holds for the matching rule over random nodes and jobs', () => {
     fc.assert(
       fc.property(nodeArb, jobArb, fc.double({ min: 0.01, max: 10, noNaN: true }), (n, j, maxPrice) => {
-        const node: MatchNode = { country: n.country, region: null, attestation_verified: n.attested, green: n.green, reputation: 100, capabilities: ['cpu'], gpu_model: null, cpu_cores: 4, ram_bytes: 0, vram_bytes: 0, models: ['tinyllama'], price_micro_per_unit: { '1': n.price } };
-        const job: MatchJob = { kind: 1, execution_pool: j.tee ? 'sovereign' : 'public', model: 'tinyllama', strict_jurisdiction: j.pin ?? null, region: null, green_only: j.green, min_reputation: null, required_capabilities: [], max_price_micro_per_unit: maxPrice };
+        const node: MatchNode = {
+          country: n.country,
+          region: null,
+          attestation_verified: n.attested,
+          green: n.green,
+          reputation: 100,
+          capabilities: ['cpu'],
+          gpu_model: null,
+          cpu_cores: 4,
+          ram_bytes: 0,
+          vram_bytes: 0,
+          models: ['tinyllama'],
+          price_micro_per_unit: { '1': n.price },
+        };
+        const job: MatchJob = {
+          kind: 1,
+          execution_pool: j.tee ? 'sovereign' : 'public',
+          model: 'tinyllama',
+          strict_jurisdiction: j.pin ?? null,
+          region: null,
+          green_only: j.green,
+          min_reputation: null,
+          required_capabilities: [],
+          max_price_micro_per_unit: maxPrice,
+        };
         const eligible = unmetConstraint(job, node) === undefined;
         if (eligible && j.pin) expect(node.country).toBe(j.pin);
         if (eligible && j.tee) expect(node.attestation_verified).toBe(true);
@@ -48,14 +79,32 @@ describe('jurisdiction pins are never violated', () => {
 
     it('assigns no job outside its pinned country, over random node fleets and job mixes', async () => {
       await fc.assert(
-        fc.asyncProperty(fc.array(fc.constantFrom(...COUNTRIES), { minLength: 1, maxLength: 4 }), fc.array(fc.option(fc.constantFrom(...COUNTRIES), { nil: undefined }), { minLength: 1, maxLength: 6 }), async (fleet, pins) => {
-          const nodes = await Promise.all(fleet.map((country) => createTestNode(t.app, operatorKey, { country, max_concurrency: 8 })));
-          for (const pin of pins) {
-            const res = await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.01, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'x', ...(pin ? { strict_jurisdiction: pin } : {}) } });
-            expect(res.statusCode).toBe(201);
-          }
-          await Promise.all(nodes.map((n) => n.poll({ max: 8 })));
-        }),
+        fc.asyncProperty(
+          fc.array(fc.constantFrom(...COUNTRIES), { minLength: 1, maxLength: 4 }),
+          fc.array(fc.option(fc.constantFrom(...COUNTRIES), { nil: undefined }), { minLength: 1, maxLength: 6 }),
+          async (fleet, pins) => {
+            const nodes = await Promise.all(
+              fleet.map((country) => createTestNode(t.app, operatorKey, { country, max_concurrency: 8 })),
+            );
+            for (const pin of pins) {
+              const res = await t.app.inject({
+                method: 'POST',
+                url: '/api/v1/marketplace/jobs',
+                headers: bearer(buyer.apiKey),
+                payload: {
+                  kind: 1,
+                  budget: 0.01,
+                  max_price_per_unit: 0.00001,
+                  currency: 'CAD',
+                  inline_text: 'x',
+                  ...(pin ? { strict_jurisdiction: pin } : {}),
+                },
+              });
+              expect(res.statusCode).toBe(201);
+            }
+            await Promise.all(nodes.map((n) => n.poll({ max: 8 })));
+          },
+        ),
         { numRuns: 12 },
       );
       const { rows } = await t.ctx.db.query<{ pin: string | null; country: string }>(

@@ -79,12 +79,15 @@ export function unmetConstraint(job: MatchJob, node: MatchNode): string | undefi
   if (job.strict_jurisdiction !== null && node.country !== job.strict_jurisdiction) {
     return `strict_jurisdiction ${job.strict_jurisdiction} (node is in ${node.country ?? 'an undeclared country'})`;
   }
-  if (job.execution_pool === 'sovereign' && !node.attestation_verified) return 'sovereign pool (node attestation not verified)';
+  if (job.execution_pool === 'sovereign' && !node.attestation_verified)
+    return 'sovereign pool (node attestation not verified)';
   if (job.region !== null && node.region !== job.region) return `region ${job.region}`;
   if (job.green_only && !node.green) return 'green_only';
-  if (job.min_reputation !== null && node.reputation < job.min_reputation) return `min_reputation ${job.min_reputation}`;
+  if (job.min_reputation !== null && node.reputation < job.min_reputation)
+    return `min_reputation ${job.min_reputation}`;
   if (job.model !== null && !node.models.includes(job.model)) return `model ${job.model}`;
-  if ((job.kind === 5 || job.kind === 6 || job.kind === 7) && !node.capabilities.includes('process')) return 'process runner';
+  if ((job.kind === 5 || job.kind === 6 || job.kind === 7) && !node.capabilities.includes('process'))
+    return 'process runner';
   if ((job.kind === 6 || job.kind === 7) && node.gpu_model === null) return 'gpu';
   if (job.kind === 9 && !node.capabilities.includes('capsule')) return 'repository capsule';
   for (const capability of job.required_capabilities) {

@@ -1,8 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, createTestStore, signUp, TEST_STORE_KIND, watchPolls, type TestApp, type TestStore } from '../../../test/harness.js';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  createTestStore,
+  signUp,
+  TEST_STORE_KIND,
+  watchPolls,
+  type TestApp,
+  type TestStore,
+} from '../../../test/harness.js';
 
 const onPostgres = TEST_STORE_KIND === 'postgres';
-if (!onPostgres) console.log('[svc test] SKIPPED two server instances on one store: needs PostgreSQL (runs in the DATABASE_URL pass)');
+if (!onPostgres)
+  console.log('[svc test] SKIPPED two server instances on one store: needs PostgreSQL (runs in the DATABASE_URL pass)');
 
 describe.skipIf(!onPostgres)('two server instances sharing one PostgreSQL', () => {
   let store: TestStore;
@@ -23,26 +35,56 @@ describe.skipIf(!onPostgres)('two server instances sharing one PostgreSQL', () =
   it('never assigns one job twice when nodes on both instances claim at once, and a job queued on one wakes a node waiting on the other', async () => {
     const buyer = await signUp(one.app);
     const operatorKey = await createKey(one.app, await signUp(one.app), ['operator']);
-    const nodesOne = await Promise.all(Array.from({ length: 4 }, () => createTestNode(one.app, operatorKey, { country: 'SE', max_concurrency: 10 })));
-    const nodesTwo = await Promise.all(Array.from({ length: 4 }, () => createTestNode(two.app, operatorKey, { country: 'SE', max_concurrency: 10 })));
+    const nodesOne = await Promise.all(
+      Array.from({ length: 4 }, () => createTestNode(one.app, operatorKey, { country: 'SE', max_concurrency: 10 })),
+    );
+    const nodesTwo = await Promise.all(
+      Array.from({ length: 4 }, () => createTestNode(two.app, operatorKey, { country: 'SE', max_concurrency: 10 })),
+    );
     // A node long-polling on instance two is woken by a job queued on instance one.
     const polls = watchPolls(two.ctx);
     const waiting = nodesTwo[0]?.poll({ waitMs: 10_000 });
     await polls.until(1);
     const started = Date.now();
-    await one.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.01, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'cross-instance', strict_jurisdiction: 'SE' } });
+    await one.app.inject({
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: {
+        kind: 1,
+        budget: 0.01,
+        max_price_per_unit: 0.00001,
+        currency: 'CAD',
+        inline_text: 'cross-instance',
+        strict_jurisdiction: 'SE',
+      },
+    });
     expect((await waiting)?.length).toBe(1);
     expect(Date.now() - started).toBeLessThan(3000);
 
     for (let i = 0; i < 40; i++) {
       const app = i % 2 === 0 ? one : two;
-      await app.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.01, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: `job ${i}`, strict_jurisdiction: 'SE' } });
+      await app.app.inject({
+        method: 'POST',
+        url: '/api/v1/marketplace/jobs',
+        headers: bearer(buyer.apiKey),
+        payload: {
+          kind: 1,
+          budget: 0.01,
+          max_price_per_unit: 0.00001,
+          currency: 'CAD',
+          inline_text: `job ${i}`,
+          strict_jurisdiction: 'SE',
+        },
+      });
     }
     const batches = await Promise.all([...nodesOne, ...nodesTwo].map((n) => n.poll({ max: 10 })));
     const jobIds = batches.flat().map((w) => w.job_id);
     expect(jobIds).toHaveLength(40);
     expect(new Set(jobIds).size).toBe(40);
-    const { rows } = await one.ctx.db.query<{ job_id: string; n: number }>('SELECT job_id, count(*)::int AS n FROM work_items GROUP BY job_id HAVING count(*) > 1');
+    const { rows } = await one.ctx.db.query<{ job_id: string; n: number }>(
+      'SELECT job_id, count(*)::int AS n FROM work_items GROUP BY job_id HAVING count(*) > 1',
+    );
     expect(rows).toEqual([]);
   });
 });

@@ -13,7 +13,11 @@ import { renewLeases, takeLeasedWork } from './store.js';
  * instance) until `waitMs` runs out, and looks again each time it is woken. Gateway work routed
  * to the node while it waits in this process is handed to the wait itself (`JobSignal.reserve`).
  */
-export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { waitMs: number; max: number; signal?: AbortSignal }) {
+export async function pollWork(
+  ctx: ServiceContext,
+  node: NodeRow,
+  options: { waitMs: number; max: number; signal?: AbortSignal },
+) {
   const deadline = Date.now() + options.waitMs;
   for (;;) {
     if (options.waitMs === 0 || ctx.jobSignal.shouldTakeLeased(node.id)) {
@@ -42,18 +46,36 @@ export async function pollWork(ctx: ServiceContext, node: NodeRow, options: { wa
  * longer holds (cancelled by the buyer, or the lease was lost and the job went elsewhere).
  * A job's first heartbeat moves it from `assigned` to `running`.
  */
-export async function heartbeat(ctx: ServiceContext, node: NodeRow, body: { load?: number; active_work?: string[]; models?: string[]; free_vram_bytes?: number }) {
+export async function heartbeat(
+  ctx: ServiceContext,
+  node: NodeRow,
+  body: { load?: number; active_work?: string[]; models?: string[]; free_vram_bytes?: number },
+) {
   const active = body.active_work ?? [];
   const { renewed, gone } = await renewLeases(ctx.db, node.id, active, ctx.config.leaseSeconds);
-  await touchNode(ctx.db, node.id, { load: body.load, models: body.models, freeVram: body.free_vram_bytes, activeWork: renewed.length });
+  await touchNode(ctx.db, node.id, {
+    load: body.load,
+    models: body.models,
+    freeVram: body.free_vram_bytes,
+    activeWork: renewed.length,
+  });
   if (renewed.length > 0) {
-    const { rows } = await ctx.db.query<{ job_id: string; id: string }>("SELECT job_id, id FROM work_items WHERE id = ANY($1) AND type = 'job'", [renewed]);
+    const { rows } = await ctx.db.query<{ job_id: string; id: string }>(
+      "SELECT job_id, id FROM work_items WHERE id = ANY($1) AND type = 'job'",
+      [renewed],
+    );
     for (const row of rows) {
       const started = await moveJob(ctx.db, row.job_id, 'running');
       if (!started) continue;
       await ctx.db.transaction(async (tx) => {
         await addJobEvent(tx, row.job_id, 'job_running', { node_id: node.id, work_id: row.id });
-        await recordEvents(tx, row.job_id, [{ type: 'job.started', summary: `${node.id} reported it is running the work`, metadata: { node_id: node.id, work_id: row.id } }]);
+        await recordEvents(tx, row.job_id, [
+          {
+            type: 'job.started',
+            summary: `${node.id} reported it is running the work`,
+            metadata: { node_id: node.id, work_id: row.id },
+          },
+        ]);
       });
     }
   }

@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  signUp,
+  type TestApp,
+  type TestBuyer,
+} from '../../../test/harness.js';
 import { sweepExpiredLeases } from './service.js';
 
 describe('the scheduler', () => {
@@ -7,12 +15,24 @@ describe('the scheduler', () => {
   let buyer: TestBuyer;
   let operatorKey: string;
   const submit = async (extra: Record<string, unknown> = {}) =>
-    (await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.05, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'x', ...extra } })).json().job_id as string;
+    (
+      await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/marketplace/jobs',
+        headers: bearer(buyer.apiKey),
+        payload: { kind: 1, budget: 0.05, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'x', ...extra },
+      })
+    ).json().job_id as string;
   const expireLeases = async () => {
-    await t.ctx.db.query("UPDATE work_items SET lease_expires_at = now() - interval '1 second' WHERE status IN ('leased', 'delivered')");
+    await t.ctx.db.query(
+      "UPDATE work_items SET lease_expires_at = now() - interval '1 second' WHERE status IN ('leased', 'delivered')",
+    );
     await sweepExpiredLeases(t.ctx);
   };
-  const job = async (id: string) => (await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${id}`, headers: bearer(buyer.apiKey) })).json();
+  const job = async (id: string) =>
+    (
+      await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${id}`, headers: bearer(buyer.apiKey) })
+    ).json();
 
   beforeAll(async () => {
     t = await createTestApp({ env: { SVC_RATE_LIMIT_BURST: '100000', SVC_ORG_RATE_LIMIT_BURST: '100000' } });
@@ -37,10 +57,24 @@ describe('the scheduler', () => {
     expect((await a.complete(first, 'late', 1_000_000)).statusCode).toBe(409);
     expect((await b.complete(second, 'done', 1_000_000)).statusCode).toBe(200);
     expect(await job(id)).toMatchObject({ status: 'completed', attempts: 2, node_id: b.nodeId });
-    const charges = await t.ctx.db.query<{ n: number }>("SELECT count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge' AND ref = $1", [id]);
+    const charges = await t.ctx.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge' AND ref = $1",
+      [id],
+    );
     expect(charges.rows[0]?.n).toBe(1);
-    const events = (await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${id}/audit`, headers: bearer(buyer.apiKey) })).json().events.map((e: { type: string }) => e.type);
-    expect(events).toEqual(['job_submitted', 'job_assigned', 'job_lease_lost', 'job_requeued', 'job_assigned', 'job_completed']);
+    const events = (
+      await t.app.inject({ method: 'GET', url: `/api/v1/marketplace/jobs/${id}/audit`, headers: bearer(buyer.apiKey) })
+    )
+      .json()
+      .events.map((e: { type: string }) => e.type);
+    expect(events).toEqual([
+      'job_submitted',
+      'job_assigned',
+      'job_lease_lost',
+      'job_requeued',
+      'job_assigned',
+      'job_completed',
+    ]);
   });
 
   it('fails a job after three lost leases and releases its hold', async () => {
@@ -52,7 +86,10 @@ describe('the scheduler', () => {
       await expireLeases();
     }
     expect(await job(id)).toMatchObject({ status: 'failed', attempts: 3 });
-    const hold = await t.ctx.db.query<{ status: string }>("SELECT h.status FROM credit_holds h JOIN jobs j ON j.hold_id = h.id WHERE j.id = $1", [id]);
+    const hold = await t.ctx.db.query<{ status: string }>(
+      'SELECT h.status FROM credit_holds h JOIN jobs j ON j.hold_id = h.id WHERE j.id = $1',
+      [id],
+    );
     expect(hold.rows[0]?.status).toBe('released');
   });
 
@@ -61,15 +98,26 @@ describe('the scheduler', () => {
     const id = await submit({ strict_jurisdiction: 'IN' });
     const [w1] = await node.poll();
     if (!w1) throw new Error('no work');
-    expect((await node.call('POST', `/api/v1/node/work/${w1.work_id}/fail`, { message: 'out of memory', retryable: true })).json().message).toContain('queued again');
+    expect(
+      (
+        await node.call('POST', `/api/v1/node/work/${w1.work_id}/fail`, { message: 'out of memory', retryable: true })
+      ).json().message,
+    ).toContain('queued again');
     const [w2] = await node.poll();
     if (!w2) throw new Error('no work');
-    await node.call('POST', `/api/v1/node/work/${w2.work_id}/fail`, { message: 'model refused the input', retryable: false });
+    await node.call('POST', `/api/v1/node/work/${w2.work_id}/fail`, {
+      message: 'model refused the input',
+      retryable: false,
+    });
     expect(await job(id)).toMatchObject({ status: 'failed', failure_reason: 'model refused the input' });
   });
 
   it('never gives one job to two nodes, with many nodes polling at once', async () => {
-    const nodes = await Promise.all(Array.from({ length: 6 }, () => createTestNode(t.app, operatorKey, { country: 'NZ', region: 'ap-se', max_concurrency: 4 })));
+    const nodes = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        createTestNode(t.app, operatorKey, { country: 'NZ', region: 'ap-se', max_concurrency: 4 }),
+      ),
+    );
     const ids = new Set<string>();
     for (let i = 0; i < 24; i++) ids.add(await submit({ strict_jurisdiction: 'NZ' }));
     const batches = await Promise.all(nodes.map((n) => n.poll({ max: 4 })));
@@ -80,11 +128,28 @@ describe('the scheduler', () => {
   });
 
   it('honours strict_jurisdiction, TEE, green, price and capability constraints', async () => {
-    const us = await createTestNode(t.app, operatorKey, { country: 'US', region: 'us-east', green: false, price_micro_per_unit: { '2': 0.3 } });
+    const us = await createTestNode(t.app, operatorKey, {
+      country: 'US',
+      region: 'us-east',
+      green: false,
+      price_micro_per_unit: { '2': 0.3 },
+    });
     const idCh = await submit({ strict_jurisdiction: 'CH' });
     expect(await us.poll()).toEqual([]);
     // No attested node is live: a sovereign job is refused at submission (docs/attestation.md), not queued.
-    const tee = await t.app.inject({ method: 'POST', url: '/api/v1/marketplace/jobs', headers: bearer(buyer.apiKey), payload: { kind: 1, budget: 0.05, max_price_per_unit: 0.00001, currency: 'CAD', inline_text: 'x', requires_tee: true } });
+    const tee = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: {
+        kind: 1,
+        budget: 0.05,
+        max_price_per_unit: 0.00001,
+        currency: 'CAD',
+        inline_text: 'x',
+        requires_tee: true,
+      },
+    });
     expect(tee.json()).toMatchObject({ code: 503, error: 'no_capacity' });
     const idGreen = await submit({ green_only: true, strict_jurisdiction: 'US' });
     const idCheap = await submit({ max_price_per_unit: 0.0000001, strict_jurisdiction: 'US' });

@@ -8,7 +8,15 @@ import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
 import { addJobEvent, findJobById, moveJob, type JobRow } from '../jobs/store.js';
 import { isAttested, type NodeRow } from '../nodes/store.js';
 import { askingPrice, unmetConstraint } from './matching.js';
-import { countOpenWork, insertWork, lockExpiredWork, lockStillPending, pendingJobs, setWorkStatus, type WorkRow } from './store.js';
+import {
+  countOpenWork,
+  insertWork,
+  lockExpiredWork,
+  lockStillPending,
+  pendingJobs,
+  setWorkStatus,
+  type WorkRow,
+} from './store.js';
 
 /** How many pending jobs one claim looks at before giving up for this poll. */
 const CLAIM_WINDOW = 200;
@@ -35,12 +43,26 @@ function payloadOf(job: JobRow): Record<string, unknown> {
   if (job.kind === 3) return { model: s.model, payload_url: s.payload_url };
   if (job.kind === 4) return { model: s.model, prompts: s.inputs ?? [] };
   if (job.kind === 9) return { ...(s.repository_work ?? {}), timeout_seconds: s.timeout_seconds };
-  return { runner_args: s.runner_args, timeout_seconds: s.timeout_seconds, inputs: s.inputs, payload_url: s.payload_url };
+  return {
+    runner_args: s.runner_args,
+    timeout_seconds: s.timeout_seconds,
+    inputs: s.inputs,
+    payload_url: s.payload_url,
+  };
 }
 
 /** The work item as the node receives it (docs/node-protocol.md). */
 export function workItemView(w: WorkRow) {
-  return { work_id: w.id, job_id: w.job_id, type: w.type, kind: w.kind, model: w.model, payload: w.payload, stream: w.stream, lease_expires_at: w.lease_expires_at.toISOString() };
+  return {
+    work_id: w.id,
+    job_id: w.job_id,
+    type: w.type,
+    kind: w.kind,
+    model: w.model,
+    payload: w.payload,
+    stream: w.stream,
+    lease_expires_at: w.lease_expires_at.toISOString(),
+  };
 }
 
 /**
@@ -49,42 +71,88 @@ export function workItemView(w: WorkRow) {
  * are locked with SKIP LOCKED, so two nodes or two server instances never take the same job; the
  * job's state guard makes a double assignment impossible.
  */
-export async function claimJobs(ctx: ServiceContext, node: NodeRow, max: number): Promise<{ work: WorkRow[]; noneEligible: boolean }> {
+export async function claimJobs(
+  ctx: ServiceContext,
+  node: NodeRow,
+  max: number,
+): Promise<{ work: WorkRow[]; noneEligible: boolean }> {
   return ctx.db.transaction(async (tx) => {
     const free = Math.min(max, node.max_concurrency - (await countOpenWork(tx, node.id)));
     if (free <= 0) return { work: [], noneEligible: false };
     const pools = isAttested(node) ? ['public', 'sovereign'] : ['public'];
     // Match on a snapshot, then lock only the chosen jobs: cheap, and SKIP LOCKED keeps two
     // claimers from waiting on each other. The window bounds how far back a node looks.
-    const eligible = (await pendingJobs(tx, pools, CLAIM_WINDOW)).filter((job) => unmetConstraint(matchJob(job), node) === undefined);
+    const eligible = (await pendingJobs(tx, pools, CLAIM_WINDOW)).filter(
+      (job) => unmetConstraint(matchJob(job), node) === undefined,
+    );
     if (eligible.length === 0) return { work: [], noneEligible: true };
     // Other claimers may hold the first choices: walk on through the eligible list, a slice at a time.
     const candidates: JobRow[] = [];
     // Lock exactly as many as still wanted, so no claimer holds rows it will not use.
-    for (let at = 0; at < eligible.length && candidates.length < free; ) {
+    for (let at = 0; at < eligible.length && candidates.length < free;) {
       const want = free - candidates.length;
-      candidates.push(...(await lockStillPending(tx, eligible.slice(at, at + want).map((j) => j.id))));
+      candidates.push(
+        ...(await lockStillPending(
+          tx,
+          eligible.slice(at, at + want).map((j) => j.id),
+        )),
+      );
       at += want;
     }
     const claimed: WorkRow[] = [];
     for (const job of candidates) {
       if (claimed.length >= free) break;
       const workId = newId('wrk');
-      const moved = await moveJob(tx, job.id, 'assigned', { node_id: node.id, work_id: workId, attempts: job.attempts + 1 });
-      if (!moved) continue;
-      const work = await insertWork(tx, {
-        id: workId, job_id: job.id, org_id: job.org_id, node_id: node.id, type: 'job', kind: job.kind, model: job.spec.model,
-        payload: payloadOf(job), stream: false, price_micro_per_unit: askingPrice(node, job.kind),
-      }, ctx.config.leaseSeconds);
-      await addJobEvent(tx, job.id, 'job_assigned', {
-        node_id: node.id, region: node.region, country: node.country, work_id: workId, attempt: job.attempts + 1,
-        price_micro_per_unit: work.price_micro_per_unit, latency_ms: moved.assigned_at && moved.pending_at ? moved.assigned_at.getTime() - moved.pending_at.getTime() : null,
+      const moved = await moveJob(tx, job.id, 'assigned', {
+        node_id: node.id,
+        work_id: workId,
+        attempts: job.attempts + 1,
       });
-      await recordEvents(tx, job.id, routed(
-        node,
-        { reason: `${node.id} polled for work and meets every constraint of the policy; the oldest eligible pending job goes first`, reputation: node.reputation, price_micro_per_unit: work.price_micro_per_unit },
-        { type: 'job.assigned', work_id: workId, attempt: job.attempts + 1, lease_expires_at: work.lease_expires_at.toISOString() },
-      ));
+      if (!moved) continue;
+      const work = await insertWork(
+        tx,
+        {
+          id: workId,
+          job_id: job.id,
+          org_id: job.org_id,
+          node_id: node.id,
+          type: 'job',
+          kind: job.kind,
+          model: job.spec.model,
+          payload: payloadOf(job),
+          stream: false,
+          price_micro_per_unit: askingPrice(node, job.kind),
+        },
+        ctx.config.leaseSeconds,
+      );
+      await addJobEvent(tx, job.id, 'job_assigned', {
+        node_id: node.id,
+        region: node.region,
+        country: node.country,
+        work_id: workId,
+        attempt: job.attempts + 1,
+        price_micro_per_unit: work.price_micro_per_unit,
+        latency_ms:
+          moved.assigned_at && moved.pending_at ? moved.assigned_at.getTime() - moved.pending_at.getTime() : null,
+      });
+      await recordEvents(
+        tx,
+        job.id,
+        routed(
+          node,
+          {
+            reason: `${node.id} polled for work and meets every constraint of the policy; the oldest eligible pending job goes first`,
+            reputation: node.reputation,
+            price_micro_per_unit: work.price_micro_per_unit,
+          },
+          {
+            type: 'job.assigned',
+            work_id: workId,
+            attempt: job.attempts + 1,
+            lease_expires_at: work.lease_expires_at.toISOString(),
+          },
+        ),
+      );
       claimed.push(work);
     }
     return { work: claimed, noneEligible: false };
@@ -105,18 +173,46 @@ export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
       const job = await findJobById(tx, work.job_id, true);
       if (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status)) continue;
       const next = afterLostAttempt(job.attempts);
-      await addJobEvent(tx, job.id, 'job_lease_lost', { node_id: work.node_id, work_id: work.id, attempt: job.attempts });
-      const lost = { type: 'job.lease_lost', summary: `${work.node_id} stopped renewing its lease on attempt ${job.attempts}`, metadata: { node_id: work.node_id, work_id: work.id, attempt: job.attempts } };
+      await addJobEvent(tx, job.id, 'job_lease_lost', {
+        node_id: work.node_id,
+        work_id: work.id,
+        attempt: job.attempts,
+      });
+      const lost = {
+        type: 'job.lease_lost',
+        summary: `${work.node_id} stopped renewing its lease on attempt ${job.attempts}`,
+        metadata: { node_id: work.node_id, work_id: work.id, attempt: job.attempts },
+      };
       if (next === 'pending') {
         await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
         await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: 'lease expired' });
-        await recordEvents(tx, job.id, [lost, { type: 'job.requeued', summary: 'back in the queue for another node', metadata: { attempt: job.attempts, reason: 'lease expired' }, causedBy: ['job.lease_lost'] }]);
+        await recordEvents(tx, job.id, [
+          lost,
+          {
+            type: 'job.requeued',
+            summary: 'back in the queue for another node',
+            metadata: { attempt: job.attempts, reason: 'lease expired' },
+            causedBy: ['job.lease_lost'],
+          },
+        ]);
         count++;
       } else {
-        const failed = await moveJob(tx, job.id, 'failed', { failure_reason: `no node completed it in ${job.attempts} attempts` });
+        const failed = await moveJob(tx, job.id, 'failed', {
+          failure_reason: `no node completed it in ${job.attempts} attempts`,
+        });
         if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
-        await addJobEvent(tx, job.id, 'job_failed', { reason: 'lease expired on the last attempt', attempts: job.attempts, released_cents: job.budget_cents });
-        await closeJobRun(tx, ctx.secrets, job, 'failed', [lost, ...endedWithoutResult(job, 'job.failed', `failed: no node completed it in ${job.attempts} attempts`, { reason: 'lease expired on the last attempt', attempts: job.attempts })]);
+        await addJobEvent(tx, job.id, 'job_failed', {
+          reason: 'lease expired on the last attempt',
+          attempts: job.attempts,
+          released_cents: job.budget_cents,
+        });
+        await closeJobRun(tx, ctx.secrets, job, 'failed', [
+          lost,
+          ...endedWithoutResult(job, 'job.failed', `failed: no node completed it in ${job.attempts} attempts`, {
+            reason: 'lease expired on the last attempt',
+            attempts: job.attempts,
+          }),
+        ]);
         if (failed) await enqueueTerminalWebhook(tx, failed);
       }
     }

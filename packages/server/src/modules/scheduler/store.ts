@@ -25,7 +25,10 @@ export interface WorkRow {
 
 /** Pending jobs of the pools a node may serve, oldest first, without locking them. */
 export async function pendingJobs(db: Queryable, pools: string[], limit: number): Promise<JobRow[]> {
-  const { rows } = await db.query<JobRow>(`SELECT * FROM jobs WHERE status = 'pending' AND execution_pool = ANY($1) ORDER BY pending_at, id LIMIT $2`, [pools, limit]);
+  const { rows } = await db.query<JobRow>(
+    `SELECT * FROM jobs WHERE status = 'pending' AND execution_pool = ANY($1) ORDER BY pending_at, id LIMIT $2`,
+    [pools, limit],
+  );
   return rows;
 }
 
@@ -35,7 +38,10 @@ export async function pendingJobs(db: Queryable, pools: string[], limit: number)
  */
 export async function lockStillPending(db: Queryable, jobIds: string[]): Promise<JobRow[]> {
   if (jobIds.length === 0) return [];
-  const { rows } = await db.query<JobRow>(`SELECT * FROM jobs WHERE id = ANY($1) AND status = 'pending' ORDER BY pending_at, id FOR UPDATE SKIP LOCKED`, [jobIds]);
+  const { rows } = await db.query<JobRow>(
+    `SELECT * FROM jobs WHERE id = ANY($1) AND status = 'pending' ORDER BY pending_at, id FOR UPDATE SKIP LOCKED`,
+    [jobIds],
+  );
   return rows;
 }
 
@@ -47,7 +53,19 @@ export async function insertWork(
   const { rows } = await db.query<WorkRow>(
     `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, price_micro_per_unit)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'leased', now() + make_interval(secs => $10), $11) RETURNING *`,
-    [w.id, w.job_id, w.org_id, w.node_id, w.type, w.kind, w.model, JSON.stringify(w.payload), w.stream, leaseSeconds, w.price_micro_per_unit],
+    [
+      w.id,
+      w.job_id,
+      w.org_id,
+      w.node_id,
+      w.type,
+      w.kind,
+      w.model,
+      JSON.stringify(w.payload),
+      w.stream,
+      leaseSeconds,
+      w.price_micro_per_unit,
+    ],
   );
   const row = rows[0];
   if (!row) throw new Error('work insert returned nothing');
@@ -58,7 +76,12 @@ export async function insertWork(
  * Hands out work already leased to this node but not yet sent to it (gateway requests routed
  * straight to it), oldest first: marks it dispatched and starts its lease now.
  */
-export async function takeLeasedWork(db: Queryable, nodeId: string, max: number, leaseSeconds = LEASE_SECONDS): Promise<WorkRow[]> {
+export async function takeLeasedWork(
+  db: Queryable,
+  nodeId: string,
+  max: number,
+  leaseSeconds = LEASE_SECONDS,
+): Promise<WorkRow[]> {
   const { rows } = await db.query<WorkRow>(
     `UPDATE work_items SET dispatched_at = now(), lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
       WHERE id IN (SELECT id FROM work_items WHERE node_id = $1 AND status = 'leased' AND dispatched_at IS NULL
@@ -71,12 +94,20 @@ export async function takeLeasedWork(db: Queryable, nodeId: string, max: number,
 }
 
 export async function countOpenWork(db: Queryable, nodeId: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM work_items WHERE node_id = $1 AND status IN ('leased', 'delivered')", [nodeId]);
+  const { rows } = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM work_items WHERE node_id = $1 AND status IN ('leased', 'delivered')",
+    [nodeId],
+  );
   return rows[0]?.n ?? 0;
 }
 
 /** Extends the leases of the listed work this node still holds; returns the ids it no longer holds. */
-export async function renewLeases(db: Queryable, nodeId: string, workIds: string[], leaseSeconds = LEASE_SECONDS): Promise<{ renewed: string[]; gone: string[] }> {
+export async function renewLeases(
+  db: Queryable,
+  nodeId: string,
+  workIds: string[],
+  leaseSeconds = LEASE_SECONDS,
+): Promise<{ renewed: string[]; gone: string[] }> {
   if (workIds.length === 0) return { renewed: [], gone: [] };
   const { rows } = await db.query<{ id: string }>(
     `UPDATE work_items SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
@@ -88,7 +119,9 @@ export async function renewLeases(db: Queryable, nodeId: string, workIds: string
 }
 
 export async function findWork(db: Queryable, workId: string, lock = false): Promise<WorkRow | undefined> {
-  const { rows } = await db.query<WorkRow>(`SELECT * FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`, [workId]);
+  const { rows } = await db.query<WorkRow>(`SELECT * FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`, [
+    workId,
+  ]);
   return rows[0];
 }
 

@@ -27,7 +27,9 @@ export const ConfigResponse = Type.Object(
 export const InferenceHealthResponse = Type.Object(
   {
     chat_models_in_catalog: Type.Integer(),
-    chat_models_with_capacity: Type.Integer({ description: 'chat models served by at least one node seen in the last 30 s' }),
+    chat_models_with_capacity: Type.Integer({
+      description: 'chat models served by at least one node seen in the last 30 s',
+    }),
     online_nodes_heartbeat_5m: Type.Integer({ description: 'nodes that made a signed call in the last 5 minutes' }),
     registered_nodes: Type.Integer(),
   },

@@ -17,7 +17,11 @@ export async function countNodes(db: Queryable, liveWindowSeconds: number): Prom
     `SELECT DISTINCT unnest(models) AS model FROM nodes WHERE last_seen > now() - make_interval(secs => $1)`,
     [liveWindowSeconds],
   );
-  return { registered: rows[0]?.registered ?? 0, online5m: rows[0]?.online5m ?? 0, chatModelsLive: live.rows.map((r) => r.model) };
+  return {
+    registered: rows[0]?.registered ?? 0,
+    online5m: rows[0]?.online5m ?? 0,
+    chatModelsLive: live.rows.map((r) => r.model),
+  };
 }
 
 /** True when the store answers `SELECT 1` within `timeoutMs`. */

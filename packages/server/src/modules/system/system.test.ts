@@ -31,20 +31,39 @@ describe('service endpoints', () => {
 
   it('config carries job_spec_version, dev_mode and the runner', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/api/v1/config', headers: bearer(buyer.apiKey) });
-    expect(res.json()).toMatchObject({ job_spec_version: '2026-11-01', dev_mode: false, default_runner_image: 'process', currency: 'CAD' });
+    expect(res.json()).toMatchObject({
+      job_spec_version: '2026-11-01',
+      dev_mode: false,
+      default_runner_image: 'process',
+      currency: 'CAD',
+    });
   });
 
   it('inference health counts nodes from the store', async () => {
-    const before = (await t.app.inject({ method: 'GET', url: '/api/v1/inference/health', headers: bearer(buyer.apiKey) })).json();
-    expect(before).toEqual({ chat_models_in_catalog: 3, chat_models_with_capacity: 0, online_nodes_heartbeat_5m: 0, registered_nodes: 0 });
+    const before = (
+      await t.app.inject({ method: 'GET', url: '/api/v1/inference/health', headers: bearer(buyer.apiKey) })
+    ).json();
+    expect(before).toEqual({
+      chat_models_in_catalog: 3,
+      chat_models_with_capacity: 0,
+      online_nodes_heartbeat_5m: 0,
+      registered_nodes: 0,
+    });
     await t.ctx.db.query(
       `INSERT INTO nodes (id, pubkey, models, last_seen) VALUES
         ('n1', 'a', '{phi-4,all-MiniLM-L6-v2}', now()),
         ('n2', 'b', '{tinyllama}', now() - interval '2 minutes'),
         ('n3', 'c', '{svc-llama-3.2-3b}', now() - interval '1 hour')`,
     );
-    const after = (await t.app.inject({ method: 'GET', url: '/api/v1/inference/health', headers: bearer(buyer.apiKey) })).json();
-    expect(after).toEqual({ chat_models_in_catalog: 3, chat_models_with_capacity: 1, online_nodes_heartbeat_5m: 2, registered_nodes: 3 });
+    const after = (
+      await t.app.inject({ method: 'GET', url: '/api/v1/inference/health', headers: bearer(buyer.apiKey) })
+    ).json();
+    expect(after).toEqual({
+      chat_models_in_catalog: 3,
+      chat_models_with_capacity: 1,
+      online_nodes_heartbeat_5m: 2,
+      registered_nodes: 3,
+    });
   });
 
   it('downloads names the agent version and a start command with this server URL', async () => {
@@ -56,7 +75,12 @@ describe('service endpoints', () => {
   it('publishes the active platform signing key', async () => {
     const res = (await t.app.inject({ method: 'GET', url: '/api/v1/keys/platform' })).json();
     expect(res.keys).toHaveLength(1);
-    expect(res.keys[0]).toMatchObject({ key_id: t.ctx.secrets.active.key_id, public_key_hex: t.ctx.secrets.active.public_key_hex, active: true, valid_until: null });
+    expect(res.keys[0]).toMatchObject({
+      key_id: t.ctx.secrets.active.key_id,
+      public_key_hex: t.ctx.secrets.active.public_key_hex,
+      active: true,
+      valid_until: null,
+    });
   });
 
   it('formats uptime compactly', () => {

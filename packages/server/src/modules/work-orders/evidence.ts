@@ -25,13 +25,23 @@ export async function orderBundle(ctx: ServiceContext, principal: Principal, id:
     snapshot: { ...view, timeout_seconds: order.spec.timeout_seconds, requires_tee: order.spec.requires_tee },
     decision: order.decision,
     result: order.result
-      ? { result_hash: order.result.result_hash, node_id: order.result.node_id, changed_paths: order.result.changed_paths, diff_sha256: order.result.diff_sha256, checks: view.checks, capsule: order.result.capsule }
+      ? {
+          result_hash: order.result.result_hash,
+          node_id: order.result.node_id,
+          changed_paths: order.result.changed_paths,
+          diff_sha256: order.result.diff_sha256,
+          checks: view.checks,
+          capsule: order.result.capsule,
+        }
       : null,
     job_receipt: receipt ? receiptView(receipt) : null,
     approvals: order.approvals,
     pr: order.pr,
     rollback: order.rollback ? { ...order.rollback, evidence: rollbackRun } : null,
   };
-  const bundle = await evidenceBundle(ctx, principal, id, { job: { type: 'work_order', ...view }, extra: { work_order: workOrder } });
+  const bundle = await evidenceBundle(ctx, principal, id, {
+    job: { type: 'work_order', ...view },
+    extra: { work_order: workOrder },
+  });
   return { ...bundle, fileName: `evidence-${id}.json` };
 }

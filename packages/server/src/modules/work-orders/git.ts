@@ -27,12 +27,28 @@ export interface Remote {
 
 function env(remote: Remote | null): Record<string, string> {
   const base: Record<string, string> = {
-    PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: tmpdir(), LANG: 'C.UTF-8', GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: '/bin/false',
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: tmpdir(),
+    LANG: 'C.UTF-8',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_ASKPASS: '/bin/false',
   };
   // Redirects are not followed: the egress check covered this URL, not wherever it points next.
   // A host that stops sending for 30 s is given up on (the overall limit is TIMEOUT_MS).
-  const config: [string, string][] = [['http.followRedirects', 'false'], ['protocol.ext.allow', 'never'], ['http.lowSpeedLimit', '1'], ['http.lowSpeedTime', '30'], ['user.name', 'SVC'], ['user.email', 'work-orders@svc.invalid']];
-  if (remote?.token) config.push(['http.extraHeader', `Authorization: Basic ${Buffer.from(`x-access-token:${remote.token}`).toString('base64')}`]);
+  const config: [string, string][] = [
+    ['http.followRedirects', 'false'],
+    ['protocol.ext.allow', 'never'],
+    ['http.lowSpeedLimit', '1'],
+    ['http.lowSpeedTime', '30'],
+    ['user.name', 'SVC'],
+    ['user.email', 'work-orders@svc.invalid'],
+  ];
+  if (remote?.token)
+    config.push([
+      'http.extraHeader',
+      `Authorization: Basic ${Buffer.from(`x-access-token:${remote.token}`).toString('base64')}`,
+    ]);
   base.GIT_CONFIG_COUNT = String(config.length);
   config.forEach(([k, v], i) => {
     base[`GIT_CONFIG_KEY_${i}`] = k;
@@ -43,7 +59,13 @@ function env(remote: Remote | null): Record<string, string> {
 
 async function git(cwd: string, args: string[], remote: Remote | null = null): Promise<string> {
   try {
-    const { stdout } = await run('git', args, { cwd, env: env(remote), timeout: TIMEOUT_MS, maxBuffer: 256 * 1024 * 1024, encoding: 'utf8' });
+    const { stdout } = await run('git', args, {
+      cwd,
+      env: env(remote),
+      timeout: TIMEOUT_MS,
+      maxBuffer: 256 * 1024 * 1024,
+      encoding: 'utf8',
+    });
     return stdout;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
@@ -70,7 +92,11 @@ async function scratch<T>(fn: (dir: string) => Promise<T>): Promise<T> {
  */
 export async function fetchBaseBundle(remote: Remote, branch: string): Promise<{ bundle: Buffer; commit: string }> {
   return scratch(async (dir) => {
-    await git(dir, ['clone', '--quiet', '--bare', '--single-branch', '--branch', branch, '--', remote.url, 'repo.git'], remote);
+    await git(
+      dir,
+      ['clone', '--quiet', '--bare', '--single-branch', '--branch', branch, '--', remote.url, 'repo.git'],
+      remote,
+    );
     const repo = join(dir, 'repo.git');
     const commit = (await git(repo, ['rev-parse', `refs/heads/${branch}`])).trim();
     await git(repo, ['bundle', 'create', '--quiet', join(dir, 'base.bundle'), `refs/heads/${branch}`]);
@@ -95,12 +121,20 @@ async function loadBundles(dir: string, baseBundle: Buffer, workBundle: Buffer, 
  * @example
  * await pushWorkBranch({ url, token }, { baseBundle, workBundle, workBranch: 'svc/wo-1', commit });
  */
-export async function pushWorkBranch(remote: Remote, input: { baseBundle: Buffer; workBundle: Buffer; workBranch: string; commit: string }): Promise<void> {
+export async function pushWorkBranch(
+  remote: Remote,
+  input: { baseBundle: Buffer; workBundle: Buffer; workBranch: string; commit: string },
+): Promise<void> {
   await scratch(async (dir) => {
     const repo = await loadBundles(dir, input.baseBundle, input.workBundle, input.workBranch);
     const head = (await git(repo, ['rev-parse', `refs/heads/${input.workBranch}`])).trim();
-    if (head !== input.commit) throw new GitError(`the work bundle's ${input.workBranch} is ${head}, the certified commit is ${input.commit}`);
-    await git(repo, ['push', '--quiet', '--', remote.url, `refs/heads/${input.workBranch}:refs/heads/${input.workBranch}`], remote);
+    if (head !== input.commit)
+      throw new GitError(`the work bundle's ${input.workBranch} is ${head}, the certified commit is ${input.commit}`);
+    await git(
+      repo,
+      ['push', '--quiet', '--', remote.url, `refs/heads/${input.workBranch}:refs/heads/${input.workBranch}`],
+      remote,
+    );
   });
 }
 
@@ -112,14 +146,27 @@ export async function pushWorkBranch(remote: Remote, input: { baseBundle: Buffer
  */
 export async function rollBack(
   remote: Remote,
-  input: { baseBundle: Buffer; workBundle: Buffer; baseBranch: string; baseCommit: string; commit: string; workBranch: string; rollbackBranch: string },
+  input: {
+    baseBundle: Buffer;
+    workBundle: Buffer;
+    baseBranch: string;
+    baseCommit: string;
+    commit: string;
+    workBranch: string;
+    rollbackBranch: string;
+  },
 ): Promise<{ outcome: 'reverted'; revert_commit: string } | { outcome: 'withdrawn' }> {
   return scratch(async (dir) => {
     const bare = await loadBundles(dir, input.baseBundle, input.workBundle, input.workBranch);
     await git(bare, ['fetch', '--quiet', '--', remote.url, `refs/heads/${input.baseBranch}:refs/remote-base`], remote);
-    const merged = await git(bare, ['merge-base', '--is-ancestor', input.commit, 'refs/remote-base']).then(() => true, () => false);
+    const merged = await git(bare, ['merge-base', '--is-ancestor', input.commit, 'refs/remote-base']).then(
+      () => true,
+      () => false,
+    );
     if (!merged) {
-      await git(bare, ['push', '--quiet', '--', remote.url, `:refs/heads/${input.workBranch}`], remote).catch(() => undefined);
+      await git(bare, ['push', '--quiet', '--', remote.url, `:refs/heads/${input.workBranch}`], remote).catch(
+        () => undefined,
+      );
       return { outcome: 'withdrawn' as const };
     }
     const work = join(dir, 'revert');

@@ -19,9 +19,14 @@ export interface HostRepo {
 
 export function hostRepoOf(config: Pick<Config, 'workOrders'>, repositoryUrl: string): HostRepo {
   const url = new URL(repositoryUrl);
-  const parts = url.pathname.replace(/\.git$/, '').split('/').filter(Boolean);
+  const parts = url.pathname
+    .replace(/\.git$/, '')
+    .split('/')
+    .filter(Boolean);
   const web = `${url.origin}/${parts.join('/')}`;
-  const github = config.workOrders.githubHosts.includes(url.host.toLowerCase()) || config.workOrders.githubHosts.includes(url.hostname.toLowerCase());
+  const github =
+    config.workOrders.githubHosts.includes(url.host.toLowerCase()) ||
+    config.workOrders.githubHosts.includes(url.hostname.toLowerCase());
   return { kind: github && parts.length === 2 ? 'github' : 'other', owner: parts[0] ?? '', name: parts[1] ?? '', web };
 }
 
@@ -39,7 +44,12 @@ function octokit(config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>, toke
     await checkOutboundUrl(target, { allowPrivate: config.allowPrivateEgress, path: '/repository_url' });
     return fetch(input, { ...init, redirect: 'error' });
   };
-  return new Octokit({ ...(token ? { auth: token } : {}), baseUrl: config.workOrders.githubApiUrl, request: { fetch: guarded }, log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } });
+  return new Octokit({
+    ...(token ? { auth: token } : {}),
+    baseUrl: config.workOrders.githubApiUrl,
+    request: { fetch: guarded },
+    log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+  });
 }
 
 /**
@@ -56,13 +66,37 @@ export async function openChangeRequest(
   pr: { branch: string; base: string; title: string; body: string },
 ): Promise<ChangeRequest> {
   const ref = (name: string) => encodeURIComponent(name).replace(/%2F/g, '/');
-  if (repo.kind !== 'github') return { kind: 'compare', url: `${repo.web}/compare/${ref(pr.base)}...${ref(pr.branch)}`, number: null, branch: pr.branch, base: pr.base };
-  const { data } = await octokit(config, token).rest.pulls.create({ owner: repo.owner, repo: repo.name, title: pr.title, head: pr.branch, base: pr.base, body: pr.body });
+  if (repo.kind !== 'github')
+    return {
+      kind: 'compare',
+      url: `${repo.web}/compare/${ref(pr.base)}...${ref(pr.branch)}`,
+      number: null,
+      branch: pr.branch,
+      base: pr.base,
+    };
+  const { data } = await octokit(config, token).rest.pulls.create({
+    owner: repo.owner,
+    repo: repo.name,
+    title: pr.title,
+    head: pr.branch,
+    base: pr.base,
+    body: pr.body,
+  });
   return { kind: 'pull_request', url: data.html_url, number: data.number, branch: pr.branch, base: pr.base };
 }
 
 /** Closes a pull request that will not be merged (a rollback before the merge). */
-export async function closePullRequest(config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>, repo: HostRepo, token: string | null, number: number): Promise<void> {
+export async function closePullRequest(
+  config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>,
+  repo: HostRepo,
+  token: string | null,
+  number: number,
+): Promise<void> {
   if (repo.kind !== 'github') return;
-  await octokit(config, token).rest.pulls.update({ owner: repo.owner, repo: repo.name, pull_number: number, state: 'closed' });
+  await octokit(config, token).rest.pulls.update({
+    owner: repo.owner,
+    repo: repo.name,
+    pull_number: number,
+    state: 'closed',
+  });
 }

@@ -25,68 +25,199 @@ const rollbackSubject = (id: string) => `${id}.rollback`;
 export function orderView(o: store.OrderRow) {
   const s = o.spec;
   return {
-    id: o.id, status: o.status, goal: s.goal, title: s.title, architecture_plan: s.architecture_plan, jurisdiction: s.jurisdiction, repository_url: s.repository_url,
-    repository_connection_id: o.repository_id, site_url: s.site_url, base_branch: s.base_branch, work_branch: s.work_branch, trust_tier: s.trust_tier,
-    policy_preset: s.policy_preset, allowed_paths: s.allowed_paths, forbidden_paths: s.forbidden_paths, required_checks: s.required_checks, model: s.model,
-    decision: o.decision as Record<string, unknown> | null, job_id: o.job_id, base_commit: o.base_commit, commit_sha: o.commit_sha,
+    id: o.id,
+    status: o.status,
+    goal: s.goal,
+    title: s.title,
+    architecture_plan: s.architecture_plan,
+    jurisdiction: s.jurisdiction,
+    repository_url: s.repository_url,
+    repository_connection_id: o.repository_id,
+    site_url: s.site_url,
+    base_branch: s.base_branch,
+    work_branch: s.work_branch,
+    trust_tier: s.trust_tier,
+    policy_preset: s.policy_preset,
+    allowed_paths: s.allowed_paths,
+    forbidden_paths: s.forbidden_paths,
+    required_checks: s.required_checks,
+    model: s.model,
+    decision: o.decision as Record<string, unknown> | null,
+    job_id: o.job_id,
+    base_commit: o.base_commit,
+    commit_sha: o.commit_sha,
     changed_paths: o.result?.changed_paths ?? [],
-    checks: (o.result?.checks ?? []).map((c) => ({ command: c.command, exit_code: c.exit_code, timed_out: c.timed_out, output_sha256: c.output_sha256, duration_ms: c.duration_ms })),
-    approvals: o.approvals, pr_url: typeof o.pr?.url === 'string' ? o.pr.url : null, pr: o.pr, rollback_point: o.base_commit, rollback: o.rollback,
-    failure_reason: o.failure_reason, evidence_path: `/api/v1/work/orders/${o.id}/evidence`, created_at: o.created_at.toISOString(), updated_at: o.updated_at.toISOString(),
+    checks: (o.result?.checks ?? []).map((c) => ({
+      command: c.command,
+      exit_code: c.exit_code,
+      timed_out: c.timed_out,
+      output_sha256: c.output_sha256,
+      duration_ms: c.duration_ms,
+    })),
+    approvals: o.approvals,
+    pr_url: typeof o.pr?.url === 'string' ? o.pr.url : null,
+    pr: o.pr,
+    rollback_point: o.base_commit,
+    rollback: o.rollback,
+    failure_reason: o.failure_reason,
+    evidence_path: `/api/v1/work/orders/${o.id}/evidence`,
+    created_at: o.created_at.toISOString(),
+    updated_at: o.updated_at.toISOString(),
   };
 }
 
-const bad = (path: string, message: string) => new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
+const bad = (path: string, message: string) =>
+  new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
 
 /**
  * Creates a work order: resolves the repository (a saved connection, or a public URL), expands
  * the preset, fetches the base branch for the node, and queues its kind 9 job; the order's
  * evidence run opens with it.
  */
-export async function createOrder(ctx: ServiceContext, principal: Principal, body: Static<typeof CreateWorkOrderRequest>) {
-  if (!body.repository_connection_id && !body.repository_url) throw bad('/repository_url', 'or repository_connection_id is required');
-  const repo = body.repository_connection_id ? await getRepository(ctx, principal, body.repository_connection_id) : null;
-  if (repo && body.repository_url && body.repository_url !== repo.repository_url) throw bad('/repository_url', "differs from the connection's repository_url");
+export async function createOrder(
+  ctx: ServiceContext,
+  principal: Principal,
+  body: Static<typeof CreateWorkOrderRequest>,
+) {
+  if (!body.repository_connection_id && !body.repository_url)
+    throw bad('/repository_url', 'or repository_connection_id is required');
+  const repo = body.repository_connection_id
+    ? await getRepository(ctx, principal, body.repository_connection_id)
+    : null;
+  if (repo && body.repository_url && body.repository_url !== repo.repository_url)
+    throw bad('/repository_url', "differs from the connection's repository_url");
   const repositoryUrl = repo?.repository_url ?? body.repository_url ?? '';
   await checkRepositoryUrl(ctx, repositoryUrl);
   if (body.site_url) await checkRepositoryUrl(ctx, body.site_url, '/site_url');
-  if (body.model !== undefined && findModel(body.model)?.type !== 'chat') throw bad('/model', 'must be a chat model of the catalogue (GET /v1/models)');
+  if (body.model !== undefined && findModel(body.model)?.type !== 'chat')
+    throw bad('/model', 'must be a chat model of the catalogue (GET /v1/models)');
   const id = newId('wo');
   const preset = body.policy_preset ?? 'custom';
-  const policy = expandPolicy(preset, { allowed_paths: body.allowed_paths, forbidden_paths: body.forbidden_paths, required_checks: body.required_checks });
+  const policy = expandPolicy(preset, {
+    allowed_paths: body.allowed_paths,
+    forbidden_paths: body.forbidden_paths,
+    required_checks: body.required_checks,
+  });
   const base = body.base_branch ?? repo?.default_branch ?? 'main';
   const workBranch = body.work_branch ?? `svc/${id}`;
   if (workBranch === base) throw bad('/work_branch', 'must differ from base_branch');
   const timeout = body.timeout_seconds ?? 900;
-  const staged = await stageBaseBundle(ctx, await remoteOf(ctx, repo, repositoryUrl), base, `wob-${id}.bundle`, timeout, '/base_branch');
+  const staged = await stageBaseBundle(
+    ctx,
+    await remoteOf(ctx, repo, repositoryUrl),
+    base,
+    `wob-${id}.bundle`,
+    timeout,
+    '/base_branch',
+  );
   const spec: store.OrderSpec = {
-    goal: body.goal, title: body.title ?? null, architecture_plan: body.architecture_plan ?? null, jurisdiction: body.jurisdiction ?? null, repository_url: repositoryUrl,
-    site_url: body.site_url ?? null, base_branch: base, work_branch: workBranch, trust_tier: body.trust_tier ?? 'certified', policy_preset: preset, ...policy,
-    model: body.model ?? null, requires_tee: body.requires_tee ?? false, timeout_seconds: timeout, base_bundle_key: staged.key,
+    goal: body.goal,
+    title: body.title ?? null,
+    architecture_plan: body.architecture_plan ?? null,
+    jurisdiction: body.jurisdiction ?? null,
+    repository_url: repositoryUrl,
+    site_url: body.site_url ?? null,
+    base_branch: base,
+    work_branch: workBranch,
+    trust_tier: body.trust_tier ?? 'certified',
+    policy_preset: preset,
+    ...policy,
+    model: body.model ?? null,
+    requires_tee: body.requires_tee ?? false,
+    timeout_seconds: timeout,
+    base_bundle_key: staged.key,
   };
   const payload: RepositoryWorkPayload = {
-    mode: 'execute', bundle_url: staged.url, base_branch: base, base_commit: staged.commit, timeout_seconds: timeout,
+    mode: 'execute',
+    bundle_url: staged.url,
+    base_branch: base,
+    base_commit: staged.commit,
+    timeout_seconds: timeout,
     order: {
-      work_order_id: id, goal: spec.goal, title: spec.title, architecture_plan: spec.architecture_plan, model: spec.model, base_branch: base, work_branch: workBranch,
-      allowed_paths: policy.allowed_paths, forbidden_paths: policy.forbidden_paths, required_checks: policy.required_checks, tooling: { package_managers: [], test_commands: [], files: [] },
+      work_order_id: id,
+      goal: spec.goal,
+      title: spec.title,
+      architecture_plan: spec.architecture_plan,
+      model: spec.model,
+      base_branch: base,
+      work_branch: workBranch,
+      allowed_paths: policy.allowed_paths,
+      forbidden_paths: policy.forbidden_paths,
+      required_checks: policy.required_checks,
+      tooling: { package_managers: [], test_commands: [], files: [] },
     },
   };
-  const snapshot = { policy_preset: preset, trust_tier: spec.trust_tier, ...policy, jurisdiction: spec.jurisdiction, requires_tee: spec.requires_tee, base_branch: base, work_branch: workBranch };
-  const queue = () => ctx.db.transaction(async (tx) => {
-    const job = await submitRepositoryJob(ctx, tx, principal, { payload: { ...payload }, strict_jurisdiction: spec.jurisdiction, requires_tee: spec.requires_tee, timeout_seconds: timeout });
-    const row = await store.insertOrder(tx, { id, org_id: principal.orgId, buyer_id: principal.buyerId, repository_id: repo?.id ?? null, spec, job_id: job.id, base_commit: staged.commit });
-    await openRun(
-      tx,
-      { org_id: principal.orgId, buyer_id: principal.buyerId, subject_type: 'work_order', job_id: id, summary: 'work order, open', jurisdiction: spec.jurisdiction, policy_id: policyId(snapshot), trust_tier: spec.trust_tier, work_type: 'repository_work' },
-      [
-        { type: 'work_order.created', summary: `work order created by ${principal.buyerId}: ${(spec.title ?? spec.goal).slice(0, 200)}`, metadata: { goal_sha256: sha256(spec.goal), title: spec.title, repository_url: repositoryUrl, repository_connection_id: repo?.id ?? null, model: spec.model } },
-        policyEvaluated(snapshot, `preset ${preset}, trust tier ${spec.trust_tier}: ${policy.allowed_paths.length} allowed globs, ${policy.forbidden_paths.length} forbidden, checks ${policy.required_checks.join(', ') || 'none'}`),
-        { type: 'preflight.completed', summary: `${base} fetched at ${staged.commit}: the rollback point`, metadata: { base_branch: base, base_commit: staged.commit }, causedBy: ['work_order.created'] },
-        { type: 'capsule.queued', summary: `kind 9 job ${job.id} queued for a node with a capsule`, metadata: { job_id: job.id, strict_jurisdiction: spec.jurisdiction, requires_tee: spec.requires_tee }, causedBy: ['policy.evaluated'] },
-      ],
-    );
-    return row;
-  });
+  const snapshot = {
+    policy_preset: preset,
+    trust_tier: spec.trust_tier,
+    ...policy,
+    jurisdiction: spec.jurisdiction,
+    requires_tee: spec.requires_tee,
+    base_branch: base,
+    work_branch: workBranch,
+  };
+  const queue = () =>
+    ctx.db.transaction(async (tx) => {
+      const job = await submitRepositoryJob(ctx, tx, principal, {
+        payload: { ...payload },
+        strict_jurisdiction: spec.jurisdiction,
+        requires_tee: spec.requires_tee,
+        timeout_seconds: timeout,
+      });
+      const row = await store.insertOrder(tx, {
+        id,
+        org_id: principal.orgId,
+        buyer_id: principal.buyerId,
+        repository_id: repo?.id ?? null,
+        spec,
+        job_id: job.id,
+        base_commit: staged.commit,
+      });
+      await openRun(
+        tx,
+        {
+          org_id: principal.orgId,
+          buyer_id: principal.buyerId,
+          subject_type: 'work_order',
+          job_id: id,
+          summary: 'work order, open',
+          jurisdiction: spec.jurisdiction,
+          policy_id: policyId(snapshot),
+          trust_tier: spec.trust_tier,
+          work_type: 'repository_work',
+        },
+        [
+          {
+            type: 'work_order.created',
+            summary: `work order created by ${principal.buyerId}: ${(spec.title ?? spec.goal).slice(0, 200)}`,
+            metadata: {
+              goal_sha256: sha256(spec.goal),
+              title: spec.title,
+              repository_url: repositoryUrl,
+              repository_connection_id: repo?.id ?? null,
+              model: spec.model,
+            },
+          },
+          policyEvaluated(
+            snapshot,
+            `preset ${preset}, trust tier ${spec.trust_tier}: ${policy.allowed_paths.length} allowed globs, ${policy.forbidden_paths.length} forbidden, checks ${policy.required_checks.join(', ') || 'none'}`,
+          ),
+          {
+            type: 'preflight.completed',
+            summary: `${base} fetched at ${staged.commit}: the rollback point`,
+            metadata: { base_branch: base, base_commit: staged.commit },
+            causedBy: ['work_order.created'],
+          },
+          {
+            type: 'capsule.queued',
+            summary: `kind 9 job ${job.id} queued for a node with a capsule`,
+            metadata: { job_id: job.id, strict_jurisdiction: spec.jurisdiction, requires_tee: spec.requires_tee },
+            causedBy: ['policy.evaluated'],
+          },
+        ],
+      );
+      return row;
+    });
   // The bundle is only useful with its order: a refusal (402 for credits) leaves nothing behind.
   const order = await queue().catch(async (err: unknown) => {
     await ctx.blobs.delete(staged.key);
@@ -97,7 +228,11 @@ export async function createOrder(ctx: ServiceContext, principal: Principal, bod
 }
 
 /** A work order of the caller's organization, its job's outcome applied first. */
-export async function loadOrder(ctx: ServiceContext, principal: Pick<Principal, 'orgId'>, id: string): Promise<store.OrderRow> {
+export async function loadOrder(
+  ctx: ServiceContext,
+  principal: Pick<Principal, 'orgId'>,
+  id: string,
+): Promise<store.OrderRow> {
   const order = await store.findOrder(ctx.db, principal.orgId, id);
   if (!order) throw new ApiError('not_found', `work order ${id} not found`);
   return isExecuting(order.status) ? syncOrder(ctx, order) : order;
@@ -106,13 +241,21 @@ export async function loadOrder(ctx: ServiceContext, principal: Pick<Principal, 
 function executeResultOf(bytes: Buffer): ExecuteResult | undefined {
   try {
     const parsed = JSON.parse(bytes.toString('utf8')) as ExecuteResult;
-    return parsed.mode === 'execute' && Array.isArray(parsed.changed_paths) && Array.isArray(parsed.checks) ? parsed : undefined;
+    return parsed.mode === 'execute' && Array.isArray(parsed.changed_paths) && Array.isArray(parsed.checks)
+      ? parsed
+      : undefined;
   } catch {
     return undefined;
   }
 }
 
-async function finishRun(ctx: ServiceContext, tx: Queryable, id: string, events: readonly EvidenceEvent[], status: string) {
+async function finishRun(
+  ctx: ServiceContext,
+  tx: Queryable,
+  id: string,
+  events: readonly EvidenceEvent[],
+  status: string,
+) {
   await closeRun(tx, ctx.secrets, id, events, `work order, ${status}`);
 }
 
@@ -136,52 +279,152 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
     let row = current;
     if (row.status === 'queued') {
       row = (await store.updateOrder(tx, row.id, 'queued', { status: 'running' })) ?? row;
-      await recordEvents(tx, row.id, [{ type: 'capsule.started', summary: `node ${job.node_id ?? 'unknown'} took job ${jobId}`, metadata: { job_id: jobId, node_id: job.node_id }, causedBy: ['capsule.queued'] }]);
+      await recordEvents(tx, row.id, [
+        {
+          type: 'capsule.started',
+          summary: `node ${job.node_id ?? 'unknown'} took job ${jobId}`,
+          metadata: { job_id: jobId, node_id: job.node_id },
+          causedBy: ['capsule.queued'],
+        },
+      ]);
     }
     if (job.status === 'failed' || job.status === 'cancelled') {
-      const failed = await store.updateOrder(tx, row.id, 'running', { status: 'failed', failure_reason: `the job ${job.status}: ${job.failure_reason ?? 'no reason given'}` });
-      await finishRun(ctx, tx, row.id, [{ type: 'work_order.failed', summary: `job ${jobId} ${job.status}`, metadata: { job_id: jobId, reason: job.failure_reason }, causedBy: ['capsule.started'] }], 'failed');
+      const failed = await store.updateOrder(tx, row.id, 'running', {
+        status: 'failed',
+        failure_reason: `the job ${job.status}: ${job.failure_reason ?? 'no reason given'}`,
+      });
+      await finishRun(
+        ctx,
+        tx,
+        row.id,
+        [
+          {
+            type: 'work_order.failed',
+            summary: `job ${jobId} ${job.status}`,
+            metadata: { job_id: jobId, reason: job.failure_reason },
+            causedBy: ['capsule.started'],
+          },
+        ],
+        'failed',
+      );
       return failed ?? row;
     }
     if (job.status !== 'completed') return row;
     const result = blob ? executeResultOf(blob.bytes) : undefined;
     const finished: EvidenceEvent = {
       type: 'capsule.finished',
-      summary: result ? `capsule exited ${String(result.capsule.exit_code)}${result.capsule.timed_out ? ' (time limit)' : ''}` : 'the node returned no work result',
+      summary: result
+        ? `capsule exited ${String(result.capsule.exit_code)}${result.capsule.timed_out ? ' (time limit)' : ''}`
+        : 'the node returned no work result',
       metadata: {
-        job_id: jobId, node_id: job.node_id, result_hash: job.result_hash, receipt_id: receipt?.id ?? null, node_public_key: receipt?.node_public_key ?? null,
-        exit_code: result?.capsule.exit_code ?? null, timed_out: result?.capsule.timed_out ?? null, output_sha256: result?.capsule.output_sha256 ?? null,
+        job_id: jobId,
+        node_id: job.node_id,
+        result_hash: job.result_hash,
+        receipt_id: receipt?.id ?? null,
+        node_public_key: receipt?.node_public_key ?? null,
+        exit_code: result?.capsule.exit_code ?? null,
+        timed_out: result?.capsule.timed_out ?? null,
+        output_sha256: result?.capsule.output_sha256 ?? null,
       },
       causedBy: ['capsule.started'],
     };
     if (!result || result.capsule.exit_code !== 0 || result.capsule.timed_out) {
-      const reason = !result ? 'the node returned no work result' : `the capsule ${result.capsule.timed_out ? 'ran out of time' : `exited ${String(result.capsule.exit_code)}`}`;
+      const reason = !result
+        ? 'the node returned no work result'
+        : `the capsule ${result.capsule.timed_out ? 'ran out of time' : `exited ${String(result.capsule.exit_code)}`}`;
       const failed = await store.updateOrder(tx, row.id, 'running', { status: 'failed', failure_reason: reason });
-      await finishRun(ctx, tx, row.id, [finished, { type: 'work_order.failed', summary: reason, metadata: { job_id: jobId }, causedBy: ['capsule.finished'] }], 'failed');
+      await finishRun(
+        ctx,
+        tx,
+        row.id,
+        [
+          finished,
+          { type: 'work_order.failed', summary: reason, metadata: { job_id: jobId }, causedBy: ['capsule.finished'] },
+        ],
+        'failed',
+      );
       return failed ?? row;
     }
     const workBundleKey = result.bundle_base64 ? `work-orders/${row.id}/work.bundle` : null;
-    if (workBundleKey && result.bundle_base64) await ctx.blobs.within(tx).put(workBundleKey, Buffer.from(result.bundle_base64, 'base64'), 'application/x-git-bundle');
+    if (workBundleKey && result.bundle_base64)
+      await ctx.blobs
+        .within(tx)
+        .put(workBundleKey, Buffer.from(result.bundle_base64, 'base64'), 'application/x-git-bundle');
     const spec = row.spec;
     const decision = certify(spec, result.changed_paths, result.checks, spec.trust_tier);
     const stored: store.StoredResult = {
-      changed_paths: result.changed_paths, diff: result.diff, diff_truncated: result.diff_truncated, diff_sha256: sha256(result.diff), checks: result.checks,
-      capsule: { ...result.capsule }, result_hash: job.result_hash ?? '', receipt_id: receipt?.id ?? null, node_id: job.node_id, work_bundle_key: workBundleKey,
+      changed_paths: result.changed_paths,
+      diff: result.diff,
+      diff_truncated: result.diff_truncated,
+      diff_sha256: sha256(result.diff),
+      checks: result.checks,
+      capsule: { ...result.capsule },
+      result_hash: job.result_hash ?? '',
+      receipt_id: receipt?.id ?? null,
+      node_id: job.node_id,
+      work_bundle_key: workBundleKey,
     };
     const status: WorkOrderStatus = decision.certification;
-    const next = await store.updateOrder(tx, row.id, 'running', { status, decision, commit_sha: result.commit_sha, result: stored });
+    const next = await store.updateOrder(tx, row.id, 'running', {
+      status,
+      decision,
+      commit_sha: result.commit_sha,
+      result: stored,
+    });
     const events: EvidenceEvent[] = [
       finished,
-      ...result.checks.map((c): EvidenceEvent => ({ type: 'check.executed', summary: `${c.command} exited ${String(c.exit_code)}`, metadata: { command: c.command, exit_code: c.exit_code, timed_out: c.timed_out, output_sha256: c.output_sha256 }, causedBy: ['capsule.finished'] })),
-      { type: 'diff.produced', summary: `${result.changed_paths.length} paths changed in ${result.commit_sha ?? 'no commit'}`, metadata: { base_commit: result.base_commit, commit_sha: result.commit_sha, changed_paths: result.changed_paths, diff_sha256: stored.diff_sha256, diff_truncated: result.diff_truncated }, causedBy: ['capsule.finished'] },
-      { type: 'certification.decided', summary: `${decision.certification}: ${decision.reasons.join('; ').slice(0, 400)}`, metadata: { ...decision }, causedBy: ['diff.produced', 'policy.evaluated'] },
+      ...result.checks.map((c): EvidenceEvent => ({
+        type: 'check.executed',
+        summary: `${c.command} exited ${String(c.exit_code)}`,
+        metadata: {
+          command: c.command,
+          exit_code: c.exit_code,
+          timed_out: c.timed_out,
+          output_sha256: c.output_sha256,
+        },
+        causedBy: ['capsule.finished'],
+      })),
+      {
+        type: 'diff.produced',
+        summary: `${result.changed_paths.length} paths changed in ${result.commit_sha ?? 'no commit'}`,
+        metadata: {
+          base_commit: result.base_commit,
+          commit_sha: result.commit_sha,
+          changed_paths: result.changed_paths,
+          diff_sha256: stored.diff_sha256,
+          diff_truncated: result.diff_truncated,
+        },
+        causedBy: ['capsule.finished'],
+      },
+      {
+        type: 'certification.decided',
+        summary: `${decision.certification}: ${decision.reasons.join('; ').slice(0, 400)}`,
+        metadata: { ...decision },
+        causedBy: ['diff.produced', 'policy.evaluated'],
+      },
     ];
     if (status === 'blocked') await finishRun(ctx, tx, row.id, events, 'blocked');
     else await recordEvents(tx, row.id, events);
     if (next && decision.auto_approve) {
-      const approval: store.Approval = { decision: 'approved', by: 'policy', role: 'policy', reason: `certified under trust tier ${spec.trust_tier}`, at: new Date().toISOString() };
-      const approved = await store.updateOrder(tx, row.id, 'certified', { status: 'approved', approvals: [...next.approvals, approval] });
-      await recordEvents(tx, row.id, [{ type: 'approval.recorded', summary: 'approved automatically: certified under the certified trust tier', metadata: { ...approval }, causedBy: ['certification.decided'] }]);
+      const approval: store.Approval = {
+        decision: 'approved',
+        by: 'policy',
+        role: 'policy',
+        reason: `certified under trust tier ${spec.trust_tier}`,
+        at: new Date().toISOString(),
+      };
+      const approved = await store.updateOrder(tx, row.id, 'certified', {
+        status: 'approved',
+        approvals: [...next.approvals, approval],
+      });
+      await recordEvents(tx, row.id, [
+        {
+          type: 'approval.recorded',
+          summary: 'approved automatically: certified under the certified trust tier',
+          metadata: { ...approval },
+          causedBy: ['certification.decided'],
+        },
+      ]);
       approvedHere = approved !== undefined;
       return approved ?? next;
     }
@@ -209,24 +452,60 @@ async function pushAndOpen(ctx: ServiceContext, order: store.OrderRow): Promise<
   const spec = order.spec;
   try {
     if (!order.commit_sha || !order.result?.work_bundle_key) throw new GitError('there is no commit to push');
-    const repo = order.repository_id ? await getRepository(ctx, { orgId: order.org_id } as Principal, order.repository_id).catch(() => null) : null;
+    const repo = order.repository_id
+      ? await getRepository(ctx, { orgId: order.org_id } as Principal, order.repository_id).catch(() => null)
+      : null;
     const remote = await remoteOf(ctx, repo, spec.repository_url);
     await checkRepositoryUrl(ctx, spec.repository_url);
-    const [base, work] = await Promise.all([ctx.blobs.get(spec.base_bundle_key), ctx.blobs.get(order.result.work_bundle_key)]);
+    const [base, work] = await Promise.all([
+      ctx.blobs.get(spec.base_bundle_key),
+      ctx.blobs.get(order.result.work_bundle_key),
+    ]);
     if (!base || !work) throw new GitError('the bundles of this order are no longer stored');
-    await pushWorkBranch(remote, { baseBundle: base.bytes, workBundle: work.bytes, workBranch: spec.work_branch, commit: order.commit_sha });
+    await pushWorkBranch(remote, {
+      baseBundle: base.bytes,
+      workBundle: work.bytes,
+      workBranch: spec.work_branch,
+      commit: order.commit_sha,
+    });
     const body = `${spec.goal}\n\n---\nSVC work order ${order.id}: ${order.decision?.certification ?? 'approved'}; rollback point ${order.base_commit ?? ''}.\nEvidence: ${ctx.config.publicUrl}/api/v1/work/orders/${order.id}/evidence/bundle`;
-    const pr = await openChangeRequest(ctx.config, hostRepoOf(ctx.config, spec.repository_url), remote.token, { branch: spec.work_branch, base: spec.base_branch, title: spec.title ?? spec.goal.slice(0, 100), body });
+    const pr = await openChangeRequest(ctx.config, hostRepoOf(ctx.config, spec.repository_url), remote.token, {
+      branch: spec.work_branch,
+      base: spec.base_branch,
+      title: spec.title ?? spec.goal.slice(0, 100),
+      body,
+    });
     return await ctx.db.transaction(async (tx) => {
-      const opened = await store.updateOrder(tx, order.id, 'approved', { status: 'pr_opened', pr: { ...pr }, failure_reason: null });
+      const opened = await store.updateOrder(tx, order.id, 'approved', {
+        status: 'pr_opened',
+        pr: { ...pr },
+        failure_reason: null,
+      });
       if (!opened) return order;
-      await finishRun(ctx, tx, order.id, [{ type: 'pr.opened', summary: `${pr.kind === 'pull_request' ? `pull request #${String(pr.number)}` : 'branch pushed'}: ${pr.url}`, metadata: { ...pr, commit_sha: order.commit_sha }, causedBy: ['approval.recorded'] }], 'pr_opened');
+      await finishRun(
+        ctx,
+        tx,
+        order.id,
+        [
+          {
+            type: 'pr.opened',
+            summary: `${pr.kind === 'pull_request' ? `pull request #${String(pr.number)}` : 'branch pushed'}: ${pr.url}`,
+            metadata: { ...pr, commit_sha: order.commit_sha },
+            causedBy: ['approval.recorded'],
+          },
+        ],
+        'pr_opened',
+      );
       return opened;
     });
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
     ctx.log.warn({ work_order_id: order.id, reason }, 'work order: push or pull request failed');
-    return (await store.updateOrder(ctx.db, order.id, 'approved', { failure_reason: `the pull request could not be opened: ${reason}`.slice(0, 1000) })) ?? order;
+    return (
+      (await store.updateOrder(ctx.db, order.id, 'approved', {
+        failure_reason: `the pull request could not be opened: ${reason}`.slice(0, 1000),
+      })) ?? order
+    );
   }
 }
 
@@ -235,18 +514,40 @@ async function pushAndOpen(ctx: ServiceContext, order: store.OrderRow): Promise<
  * pushes the branch and opens the pull request; approving an approved order whose pull request
  * failed tries it again.
  */
-export async function decide(ctx: ServiceContext, principal: Principal, id: string, decision: 'approved' | 'rejected', reason: string | undefined) {
+export async function decide(
+  ctx: ServiceContext,
+  principal: Principal,
+  id: string,
+  decision: 'approved' | 'rejected',
+  reason: string | undefined,
+) {
   requireManager(principal, `${decision === 'approved' ? 'approve' : 'reject'} work orders`);
   const order = await loadOrder(ctx, principal, id);
-  if (decision === 'approved' && order.status === 'approved' && !order.pr) return orderView(await openPullRequest(ctx, order));
+  if (decision === 'approved' && order.status === 'approved' && !order.pr)
+    return orderView(await openPullRequest(ctx, order));
   const updated = await ctx.db.transaction(async (tx) => {
     const current = await store.findOrder(tx, principal.orgId, id, true);
     if (!current) throw new ApiError('not_found', `work order ${id} not found`);
-    if (!canMove(current.status, decision)) throw new ApiError('conflict', `work order ${id} is ${current.status}; it cannot be ${decision}`);
-    const approval: store.Approval = { decision, by: principal.buyerId, role: principal.role, reason: reason ?? null, at: new Date().toISOString() };
-    const next = await store.updateOrder(tx, id, current.status, { status: decision, approvals: [...current.approvals, approval] });
+    if (!canMove(current.status, decision))
+      throw new ApiError('conflict', `work order ${id} is ${current.status}; it cannot be ${decision}`);
+    const approval: store.Approval = {
+      decision,
+      by: principal.buyerId,
+      role: principal.role,
+      reason: reason ?? null,
+      at: new Date().toISOString(),
+    };
+    const next = await store.updateOrder(tx, id, current.status, {
+      status: decision,
+      approvals: [...current.approvals, approval],
+    });
     if (!next) throw new ApiError('conflict', `work order ${id} changed state; try again`);
-    const event: EvidenceEvent = { type: 'approval.recorded', summary: `${decision} by ${principal.buyerId} (${principal.role})${reason ? `: ${reason.slice(0, 200)}` : ''}`, metadata: { ...approval }, causedBy: ['certification.decided'] };
+    const event: EvidenceEvent = {
+      type: 'approval.recorded',
+      summary: `${decision} by ${principal.buyerId} (${principal.role})${reason ? `: ${reason.slice(0, 200)}` : ''}`,
+      metadata: { ...approval },
+      causedBy: ['certification.decided'],
+    };
     if (decision === 'rejected') await finishRun(ctx, tx, id, [event], 'rejected');
     else await recordEvents(tx, id, [event]);
     return next;
@@ -262,41 +563,119 @@ export async function decide(ctx: ServiceContext, principal: Principal, id: stri
 export async function rollbackOrder(ctx: ServiceContext, principal: Principal, id: string, reason: string | undefined) {
   requireManager(principal, 'roll work orders back');
   const order = await loadOrder(ctx, principal, id);
-  if (!canMove(order.status, 'rolled_back')) throw new ApiError('conflict', `work order ${id} is ${order.status}; only an order with an opened pull request can be rolled back`);
+  if (!canMove(order.status, 'rolled_back'))
+    throw new ApiError(
+      'conflict',
+      `work order ${id} is ${order.status}; only an order with an opened pull request can be rolled back`,
+    );
   const spec = order.spec;
   const repo = order.repository_id ? await getRepository(ctx, principal, order.repository_id).catch(() => null) : null;
   const remote = await remoteOf(ctx, repo, spec.repository_url);
   await checkRepositoryUrl(ctx, spec.repository_url);
-  const [base, work] = await Promise.all([ctx.blobs.get(spec.base_bundle_key), order.result?.work_bundle_key ? ctx.blobs.get(order.result.work_bundle_key) : undefined]);
-  if (!base || !work || !order.commit_sha || !order.base_commit) throw new ApiError('conflict', `work order ${id} has no stored commit to roll back`);
+  const [base, work] = await Promise.all([
+    ctx.blobs.get(spec.base_bundle_key),
+    order.result?.work_bundle_key ? ctx.blobs.get(order.result.work_bundle_key) : undefined,
+  ]);
+  if (!base || !work || !order.commit_sha || !order.base_commit)
+    throw new ApiError('conflict', `work order ${id} has no stored commit to roll back`);
   const rollbackBranch = `${spec.work_branch}-rollback`;
   let outcome: Awaited<ReturnType<typeof rollBack>>;
   let pr: Awaited<ReturnType<typeof openChangeRequest>> | null = null;
   const host = hostRepoOf(ctx.config, spec.repository_url);
   try {
-    outcome = await rollBack(remote, { baseBundle: base.bytes, workBundle: work.bytes, baseBranch: spec.base_branch, baseCommit: order.base_commit, commit: order.commit_sha, workBranch: spec.work_branch, rollbackBranch });
+    outcome = await rollBack(remote, {
+      baseBundle: base.bytes,
+      workBundle: work.bytes,
+      baseBranch: spec.base_branch,
+      baseCommit: order.base_commit,
+      commit: order.commit_sha,
+      workBranch: spec.work_branch,
+      rollbackBranch,
+    });
     if (outcome.outcome === 'reverted') {
-      pr = await openChangeRequest(ctx.config, host, remote.token, { branch: rollbackBranch, base: spec.base_branch, title: `Revert: ${spec.title ?? spec.goal.slice(0, 90)}`, body: `Rolls SVC work order ${id} back to ${order.base_commit}.${reason ? `\n\n${reason}` : ''}` });
+      pr = await openChangeRequest(ctx.config, host, remote.token, {
+        branch: rollbackBranch,
+        base: spec.base_branch,
+        title: `Revert: ${spec.title ?? spec.goal.slice(0, 90)}`,
+        body: `Rolls SVC work order ${id} back to ${order.base_commit}.${reason ? `\n\n${reason}` : ''}`,
+      });
     } else if (typeof order.pr?.number === 'number') {
       await closePullRequest(ctx.config, host, remote.token, order.pr.number);
     }
   } catch (err) {
-    throw new ApiError('upstream_error', `the rollback could not be pushed: ${err instanceof Error ? err.message : String(err)}`);
+    throw new ApiError(
+      'upstream_error',
+      `the rollback could not be pushed: ${err instanceof Error ? err.message : String(err)}`,
+    );
   }
-  const rollback = { outcome: outcome.outcome, rollback_point: order.base_commit, branch: outcome.outcome === 'reverted' ? rollbackBranch : null, revert_commit: outcome.outcome === 'reverted' ? outcome.revert_commit : null, pr, by: principal.buyerId, reason: reason ?? null, at: new Date().toISOString(), evidence_subject: rollbackSubject(id) };
+  const rollback = {
+    outcome: outcome.outcome,
+    rollback_point: order.base_commit,
+    branch: outcome.outcome === 'reverted' ? rollbackBranch : null,
+    revert_commit: outcome.outcome === 'reverted' ? outcome.revert_commit : null,
+    pr,
+    by: principal.buyerId,
+    reason: reason ?? null,
+    at: new Date().toISOString(),
+    evidence_subject: rollbackSubject(id),
+  };
   const updated = await ctx.db.transaction(async (tx) => {
     const next = await store.updateOrder(tx, id, 'pr_opened', { status: 'rolled_back', rollback });
     if (!next) throw new ApiError('conflict', `work order ${id} changed state; try again`);
-    await openRun(tx, { org_id: principal.orgId, buyer_id: principal.buyerId, subject_type: 'work_order', job_id: rollbackSubject(id), summary: 'work order rollback', jurisdiction: spec.jurisdiction, policy_id: policyId({ work_order_id: id, rollback_point: order.base_commit }), trust_tier: spec.trust_tier, work_type: 'repository_work' }, [
-      { type: 'rollback.requested', summary: `rollback of ${id} to ${order.base_commit} by ${principal.buyerId}`, metadata: { work_order_id: id, rollback_point: order.base_commit, commit_sha: order.commit_sha, by: principal.buyerId, reason: reason ?? null } },
-    ]);
-    await closeRun(tx, ctx.secrets, rollbackSubject(id), [{ type: `rollback.${outcome.outcome}`, summary: outcome.outcome === 'reverted' ? `revert ${rollback.revert_commit ?? ''} pushed as ${rollbackBranch}${pr ? `: ${pr.url}` : ''}` : 'the change never reached the base branch: work branch withdrawn', metadata: { ...rollback }, causedBy: ['rollback.requested'] }], 'work order rollback, signed');
+    await openRun(
+      tx,
+      {
+        org_id: principal.orgId,
+        buyer_id: principal.buyerId,
+        subject_type: 'work_order',
+        job_id: rollbackSubject(id),
+        summary: 'work order rollback',
+        jurisdiction: spec.jurisdiction,
+        policy_id: policyId({ work_order_id: id, rollback_point: order.base_commit }),
+        trust_tier: spec.trust_tier,
+        work_type: 'repository_work',
+      },
+      [
+        {
+          type: 'rollback.requested',
+          summary: `rollback of ${id} to ${order.base_commit} by ${principal.buyerId}`,
+          metadata: {
+            work_order_id: id,
+            rollback_point: order.base_commit,
+            commit_sha: order.commit_sha,
+            by: principal.buyerId,
+            reason: reason ?? null,
+          },
+        },
+      ],
+    );
+    await closeRun(
+      tx,
+      ctx.secrets,
+      rollbackSubject(id),
+      [
+        {
+          type: `rollback.${outcome.outcome}`,
+          summary:
+            outcome.outcome === 'reverted'
+              ? `revert ${rollback.revert_commit ?? ''} pushed as ${rollbackBranch}${pr ? `: ${pr.url}` : ''}`
+              : 'the change never reached the base branch: work branch withdrawn',
+          metadata: { ...rollback },
+          causedBy: ['rollback.requested'],
+        },
+      ],
+      'work order rollback, signed',
+    );
     return next;
   });
   return orderView(updated);
 }
 
-export async function listOrders(ctx: ServiceContext, principal: Principal, q: { status?: WorkOrderStatus; limit?: number; offset?: number }) {
+export async function listOrders(
+  ctx: ServiceContext,
+  principal: Principal,
+  q: { status?: WorkOrderStatus; limit?: number; offset?: number },
+) {
   const limit = q.limit ?? 50;
   const offset = q.offset ?? 0;
   const { rows, total } = await store.listOrders(ctx.db, principal.orgId, { status: q.status, limit, offset });
@@ -306,12 +685,22 @@ export async function listOrders(ctx: ServiceContext, principal: Principal, q: {
 
 export async function orderDiff(ctx: ServiceContext, principal: Principal, id: string) {
   const o = await loadOrder(ctx, principal, id);
-  return { id: o.id, base_commit: o.base_commit, commit_sha: o.commit_sha, changed_paths: o.result?.changed_paths ?? [], diff: o.result?.diff ?? '', diff_truncated: o.result?.diff_truncated ?? false, diff_sha256: o.result?.diff_sha256 ?? null };
+  return {
+    id: o.id,
+    base_commit: o.base_commit,
+    commit_sha: o.commit_sha,
+    changed_paths: o.result?.changed_paths ?? [],
+    diff: o.result?.diff ?? '',
+    diff_truncated: o.result?.diff_truncated ?? false,
+    diff_sha256: o.result?.diff_sha256 ?? null,
+  };
 }
 
 /** Orders whose job may have moved on, for the background sweep (every organization). */
 export async function syncExecutingOrders(ctx: ServiceContext): Promise<number> {
-  const { rows } = await ctx.db.query<store.OrderRow>("SELECT * FROM work_orders WHERE status IN ('queued', 'running') ORDER BY updated_at LIMIT 50");
+  const { rows } = await ctx.db.query<store.OrderRow>(
+    "SELECT * FROM work_orders WHERE status IN ('queued', 'running') ORDER BY updated_at LIMIT 50",
+  );
   let moved = 0;
   for (const row of rows) if ((await syncOrder(ctx, row)).status !== row.status) moved += 1;
   return moved;

@@ -5,7 +5,15 @@ import picomatch from 'picomatch';
  * plain data in, plain data out, no IO.
  */
 
-export const POLICY_PRESETS = ['custom', 'review_only', 'standard_feature', 'frontend_ui', 'backend_api', 'sensitive_change', 'infra_change'] as const;
+export const POLICY_PRESETS = [
+  'custom',
+  'review_only',
+  'standard_feature',
+  'frontend_ui',
+  'backend_api',
+  'sensitive_change',
+  'infra_change',
+] as const;
 export type PolicyPreset = (typeof POLICY_PRESETS)[number];
 
 export const TRUST_TIERS = ['certified', 'reviewed'] as const;
@@ -23,11 +31,31 @@ const SECRETS_FORBIDDEN = ['.github/**', '**/*.pem', '**/.env*'];
 export const PRESETS: Readonly<Record<PolicyPreset, Readonly<WorkPolicy>>> = {
   custom: { allowed_paths: [], forbidden_paths: [], required_checks: [] },
   review_only: { allowed_paths: [], forbidden_paths: [], required_checks: [] },
-  standard_feature: { allowed_paths: ['src/**', 'test/**', 'tests/**', 'docs/**'], forbidden_paths: SECRETS_FORBIDDEN, required_checks: ['test'] },
-  frontend_ui: { allowed_paths: ['src/**', 'public/**', '**/*.css', '**/*.tsx'], forbidden_paths: SECRETS_FORBIDDEN, required_checks: ['test', 'lint'] },
-  backend_api: { allowed_paths: ['src/**', 'test/**', 'migrations/**'], forbidden_paths: SECRETS_FORBIDDEN, required_checks: ['test'] },
-  sensitive_change: { allowed_paths: [], forbidden_paths: [...SECRETS_FORBIDDEN, '**/auth/**', '**/security/**'], required_checks: ['test', 'lint'] },
-  infra_change: { allowed_paths: ['infra/**', 'deploy/**', 'Dockerfile', '**/*.tf'], forbidden_paths: [], required_checks: ['plan'] },
+  standard_feature: {
+    allowed_paths: ['src/**', 'test/**', 'tests/**', 'docs/**'],
+    forbidden_paths: SECRETS_FORBIDDEN,
+    required_checks: ['test'],
+  },
+  frontend_ui: {
+    allowed_paths: ['src/**', 'public/**', '**/*.css', '**/*.tsx'],
+    forbidden_paths: SECRETS_FORBIDDEN,
+    required_checks: ['test', 'lint'],
+  },
+  backend_api: {
+    allowed_paths: ['src/**', 'test/**', 'migrations/**'],
+    forbidden_paths: SECRETS_FORBIDDEN,
+    required_checks: ['test'],
+  },
+  sensitive_change: {
+    allowed_paths: [],
+    forbidden_paths: [...SECRETS_FORBIDDEN, '**/auth/**', '**/security/**'],
+    required_checks: ['test', 'lint'],
+  },
+  infra_change: {
+    allowed_paths: ['infra/**', 'deploy/**', 'Dockerfile', '**/*.tf'],
+    forbidden_paths: [],
+    required_checks: ['plan'],
+  },
 };
 
 const union = (a: readonly string[], b: readonly string[] | undefined) => [...new Set([...a, ...(b ?? [])])];
@@ -48,7 +76,11 @@ export function expandPolicy(preset: PolicyPreset, explicit: Partial<WorkPolicy>
     base.forbidden_paths.filter((glob) => !(explicit.allowed_paths ?? []).includes(glob)),
     explicit.forbidden_paths,
   );
-  return { allowed_paths: allowed, forbidden_paths: forbidden, required_checks: union(base.required_checks, explicit.required_checks) };
+  return {
+    allowed_paths: allowed,
+    forbidden_paths: forbidden,
+    required_checks: union(base.required_checks, explicit.required_checks),
+  };
 }
 
 /** One check the capsule ran, as the node reported it. */
@@ -83,7 +115,12 @@ const matcher = (globs: readonly string[]) => (globs.length === 0 ? () => false 
  * @example
  * certify({ allowed_paths: ['src/**'], forbidden_paths: [], required_checks: ['test'] }, ['src/a.ts'], [{ command: 'npm test', exit_code: 0 }], 'certified').certification; // 'certified'
  */
-export function certify(policy: WorkPolicy, changedPaths: readonly string[], checks: readonly ExecutedCheck[], trustTier: TrustTier): Decision {
+export function certify(
+  policy: WorkPolicy,
+  changedPaths: readonly string[],
+  checks: readonly ExecutedCheck[],
+  trustTier: TrustTier,
+): Decision {
   const isForbidden = matcher(policy.forbidden_paths);
   const isAllowed = matcher(policy.allowed_paths);
   const forbidden = changedPaths.filter((p) => isForbidden(p));
@@ -106,7 +143,10 @@ export function certify(policy: WorkPolicy, changedPaths: readonly string[], che
   else if (changedPaths.length > 0 && outside.length === 0) certification = 'certified';
   else certification = 'needs_review';
   if (certification === 'needs_review' && changedPaths.length === 0) reasons.push('the capsule changed nothing');
-  if (certification === 'certified') reasons.push(`every changed path is allowed and every required check passed (${changedPaths.length} paths, ${checks.length} checks)`);
+  if (certification === 'certified')
+    reasons.push(
+      `every changed path is allowed and every required check passed (${changedPaths.length} paths, ${checks.length} checks)`,
+    );
   return {
     certification,
     reasons,

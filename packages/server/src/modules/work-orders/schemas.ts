@@ -7,7 +7,10 @@ const Str = Type.String();
 const NullableStr = Type.Union([Type.String(), Type.Null()]);
 const Url = Type.String({ format: 'uri', maxLength: 2048 });
 /** A git branch name: no `..`, no leading or trailing slash, no spaces or control characters. */
-const Branch = Type.String({ pattern: '^(?!.*\\.\\.)(?!/)(?!.*/$)(?!-)[A-Za-z0-9._/-]{1,200}$', description: 'a git branch name' });
+const Branch = Type.String({
+  pattern: '^(?!.*\\.\\.)(?!/)(?!.*/$)(?!-)[A-Za-z0-9._/-]{1,200}$',
+  description: 'a git branch name',
+});
 const Glob = Type.String({ minLength: 1, maxLength: 300 });
 const Globs = Type.Array(Glob, { maxItems: 100 });
 const Country = Type.String({ pattern: '^[A-Z]{2}$' });
@@ -19,7 +22,13 @@ export const CreateWorkRepositoryRequest = Type.Object(
     repository_url: Url,
     default_branch: Type.Optional(Branch),
     label: Type.Optional(Type.String({ maxLength: 200 })),
-    repo_host_token: Type.Optional(Type.String({ minLength: 1, maxLength: 1000, description: 'stored encrypted (AES-256-GCM) for pushes and pull requests; never returned' })),
+    repo_host_token: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 1000,
+        description: 'stored encrypted (AES-256-GCM) for pushes and pull requests; never returned',
+      }),
+    ),
   },
   { $id: 'CreateWorkRepositoryRequest', additionalProperties: false },
 );
@@ -40,7 +49,10 @@ export const WorkRepositoryConnection = Type.Object(
   { $id: 'WorkRepositoryConnection' },
 );
 
-export const WorkRepositoryList = Type.Object({ repositories: Type.Array(Type.Ref('WorkRepositoryConnection')), total: Type.Integer() });
+export const WorkRepositoryList = Type.Object({
+  repositories: Type.Array(Type.Ref('WorkRepositoryConnection')),
+  total: Type.Integer(),
+});
 
 export const PreflightWorkRepositoryRequest = Type.Object(
   {
@@ -84,15 +96,26 @@ export const CreateWorkOrderRequest = Type.Object(
     forbidden_paths: Type.Optional(Globs),
     required_checks: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 50 })),
     policy_preset: Type.Optional(StringEnum(POLICY_PRESETS, { default: 'custom' })),
-    model: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the chat model the capsule asks (a catalogue id)' })),
+    model: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 100, description: 'the chat model the capsule asks (a catalogue id)' }),
+    ),
     requires_tee: Type.Optional(Type.Boolean()),
     timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600, default: 900 })),
   },
   { $id: 'CreateWorkOrderRequest', additionalProperties: false },
 );
 
-const Approval = Type.Object({ decision: StringEnum(['approved', 'rejected']), by: Str, role: Str, reason: NullableStr, at: Str });
-const Check = Type.Object({ command: Str, exit_code: Type.Union([Type.Integer(), Type.Null()]), timed_out: Type.Boolean(), output_sha256: Str }, { additionalProperties: true });
+const Approval = Type.Object({
+  decision: StringEnum(['approved', 'rejected']),
+  by: Str,
+  role: Str,
+  reason: NullableStr,
+  at: Str,
+});
+const Check = Type.Object(
+  { command: Str, exit_code: Type.Union([Type.Integer(), Type.Null()]), timed_out: Type.Boolean(), output_sha256: Str },
+  { additionalProperties: true },
+);
 
 export const WorkOrder = Type.Object(
   {
@@ -132,14 +155,22 @@ export const WorkOrder = Type.Object(
   { $id: 'WorkOrder' },
 );
 
-export const WorkOrderList = Type.Object({ orders: Type.Array(Type.Ref('WorkOrder')), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() });
+export const WorkOrderList = Type.Object({
+  orders: Type.Array(Type.Ref('WorkOrder')),
+  total: Type.Integer(),
+  limit: Type.Integer(),
+  offset: Type.Integer(),
+});
 export const WorkOrderListQuery = Type.Object({
   status: Type.Optional(StringEnum(WORK_ORDER_STATUSES)),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
 });
 
-export const DecisionRequest = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 2000 })) }, { additionalProperties: false });
+export const DecisionRequest = Type.Object(
+  { reason: Type.Optional(Type.String({ maxLength: 2000 })) },
+  { additionalProperties: false },
+);
 
 export const WorkOrderDiff = Type.Object({
   id: Str,

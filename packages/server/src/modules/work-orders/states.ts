@@ -1,5 +1,16 @@
 /** Work-order statuses and the moves between them (DESIGN.md section 15). Pure. */
-export const WORK_ORDER_STATUSES = ['queued', 'running', 'certified', 'needs_review', 'blocked', 'failed', 'approved', 'pr_opened', 'rejected', 'rolled_back'] as const;
+export const WORK_ORDER_STATUSES = [
+  'queued',
+  'running',
+  'certified',
+  'needs_review',
+  'blocked',
+  'failed',
+  'approved',
+  'pr_opened',
+  'rejected',
+  'rolled_back',
+] as const;
 export type WorkOrderStatus = (typeof WORK_ORDER_STATUSES)[number];
 
 const NEXT: Readonly<Record<WorkOrderStatus, readonly WorkOrderStatus[]>> = {

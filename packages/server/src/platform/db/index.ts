@@ -12,7 +12,9 @@ export { migrate } from './migrate.js';
  * `<dataDir>/pgdata`) and brings its schema up to date.
  */
 export async function openDb(options: { databaseUrl?: string | undefined; dataDir: string }): Promise<Db> {
-  const db = options.databaseUrl ? await createPostgresDb(options.databaseUrl) : await createPgliteDb(join(options.dataDir, 'pgdata'));
+  const db = options.databaseUrl
+    ? await createPostgresDb(options.databaseUrl)
+    : await createPgliteDb(join(options.dataDir, 'pgdata'));
   try {
     await migrate(db);
   } catch (err) {

@@ -17,7 +17,11 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
   return readdirSync(dir)
     .filter((file) => /^\d{4}_[a-z0-9_]+\.sql$/.test(file))
     .sort()
-    .map((file) => ({ version: Number(file.slice(0, 4)), name: file.slice(5, -4), sql: readFileSync(dir + file, 'utf8') }));
+    .map((file) => ({
+      version: Number(file.slice(0, 4)),
+      name: file.slice(5, -4),
+      sql: readFileSync(dir + file, 'utf8'),
+    }));
 }
 
 /**
@@ -29,7 +33,9 @@ export async function migrate(db: Db, migrations = loadMigrations()): Promise<nu
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const done = new Set((await tx.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
+    const done = new Set(
+      (await tx.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
+    );
     const applied: number[] = [];
     for (const m of migrations) {
       if (done.has(m.version)) continue;

@@ -72,7 +72,12 @@ class PreparedStatements {
  * inferred by the server), so the same SQL and values behave alike on both stores. The caller
  * holds PGlite's query lock.
  */
-async function runStatement<Row>(pg: PGlite, prepared: PreparedStatements, sql: string, params: readonly unknown[]): Promise<Results<Row>> {
+async function runStatement<Row>(
+  pg: PGlite,
+  prepared: PreparedStatements,
+  sql: string,
+  params: readonly unknown[],
+): Promise<Results<Row>> {
   const { name, parse: mustParse } = prepared.name(sql);
   const message = Buffer.concat([
     ...prepared.takeCloses(),
@@ -102,7 +107,8 @@ function result<Row>(r: Results<Row>): QueryResult<Row> {
 /** Statements inside a transaction: the transaction already holds PGlite's transaction lock. */
 function inTransaction(pg: PGlite, prepared: PreparedStatements, tx: Pick<PGlite, 'exec'>): Queryable {
   return {
-    query: <Row>(sql: string, params: readonly unknown[] = []) => pg._runExclusiveQuery(async () => result(await runStatement<Row>(pg, prepared, sql, params))),
+    query: <Row>(sql: string, params: readonly unknown[] = []) =>
+      pg._runExclusiveQuery(async () => result(await runStatement<Row>(pg, prepared, sql, params))),
     async exec(sql: string): Promise<void> {
       await tx.exec(sql);
     },

@@ -13,7 +13,9 @@ describe(`statements on the ${TEST_STORE_KIND} store`, () => {
   beforeAll(async () => {
     store = await createTestStore();
     db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
-    await db.exec('CREATE TABLE stmt_probe (id text PRIMARY KEY, doc jsonb, n bigint, ok boolean, bytes bytea, tags text[], at timestamptz)');
+    await db.exec(
+      'CREATE TABLE stmt_probe (id text PRIMARY KEY, doc jsonb, n bigint, ok boolean, bytes bytea, tags text[], at timestamptz)',
+    );
   });
   afterAll(async () => {
     await db.close();
@@ -25,12 +27,25 @@ describe(`statements on the ${TEST_STORE_KIND} store`, () => {
     const bytes = Buffer.from([0, 1, 127, 128, 255]);
     const inserted = await db.query<{ id: string }>(
       'INSERT INTO stmt_probe VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id',
-      ["it's \\ \"quoted\" ☃", JSON.stringify({ a: [1, 'two'] }), 9_007_199_254_740_991, true, bytes, ['x', 'y,z', 'with "quote"'], at],
+      [
+        'it\'s \\ "quoted" ☃',
+        JSON.stringify({ a: [1, 'two'] }),
+        9_007_199_254_740_991,
+        true,
+        bytes,
+        ['x', 'y,z', 'with "quote"'],
+        at,
+      ],
     );
-    expect(inserted).toEqual({ rows: [{ id: "it's \\ \"quoted\" ☃" }], rowCount: 1 });
-    const { rows } = await db.query<{ doc: unknown; n: number; ok: boolean; bytes: Uint8Array; tags: string[]; at: Date }>('SELECT doc, n, ok, bytes, tags, at FROM stmt_probe WHERE id = $1', [
-      "it's \\ \"quoted\" ☃",
-    ]);
+    expect(inserted).toEqual({ rows: [{ id: 'it\'s \\ "quoted" ☃' }], rowCount: 1 });
+    const { rows } = await db.query<{
+      doc: unknown;
+      n: number;
+      ok: boolean;
+      bytes: Uint8Array;
+      tags: string[];
+      at: Date;
+    }>('SELECT doc, n, ok, bytes, tags, at FROM stmt_probe WHERE id = $1', ['it\'s \\ "quoted" ☃']);
     expect(rows[0]?.doc).toEqual({ a: [1, 'two'] });
     expect(rows[0]?.n).toBe(9_007_199_254_740_991);
     expect(rows[0]?.ok).toBe(true);
@@ -38,15 +53,24 @@ describe(`statements on the ${TEST_STORE_KIND} store`, () => {
     expect(rows[0]?.tags).toEqual(['x', 'y,z', 'with "quote"']);
     expect(rows[0]?.at.getTime()).toBe(at.getTime());
     await db.query('INSERT INTO stmt_probe (id, doc, n, ok) VALUES ($1, $2, $3, $4)', ['nulls', null, undefined, null]);
-    expect((await db.query('SELECT doc, n, ok FROM stmt_probe WHERE id = $1', ['nulls'])).rows).toEqual([{ doc: null, n: null, ok: null }]);
+    expect((await db.query('SELECT doc, n, ok FROM stmt_probe WHERE id = $1', ['nulls'])).rows).toEqual([
+      { doc: null, n: null, ok: null },
+    ]);
     // A JavaScript array compares with ANY; an untyped parameter takes its type from the context.
-    expect((await db.query<{ id: string }>('SELECT id FROM stmt_probe WHERE id = ANY($1) ORDER BY id', [['nulls', 'nope']])).rows).toEqual([{ id: 'nulls' }]);
+    expect(
+      (await db.query<{ id: string }>('SELECT id FROM stmt_probe WHERE id = ANY($1) ORDER BY id', [['nulls', 'nope']]))
+        .rows,
+    ).toEqual([{ id: 'nulls' }]);
     expect((await db.query<{ v: number }>('SELECT $1::int + 1 AS v', ['41'])).rows).toEqual([{ v: 42 }]);
-    expect((await db.query('UPDATE stmt_probe SET ok = NOT coalesce(ok, false) WHERE id IS NOT NULL')).rowCount).toBe(2);
+    expect((await db.query('UPDATE stmt_probe SET ok = NOT coalesce(ok, false) WHERE id IS NOT NULL')).rowCount).toBe(
+      2,
+    );
   });
 
   it('keeps the SQLSTATE of a failed statement, and the next statement runs normally', async () => {
-    await expect(db.query('INSERT INTO stmt_probe (id) VALUES ($1)', ['nulls'])).rejects.toMatchObject({ code: '23505' });
+    await expect(db.query('INSERT INTO stmt_probe (id) VALUES ($1)', ['nulls'])).rejects.toMatchObject({
+      code: '23505',
+    });
     await expect(db.query('SELECT * FROM no_such_table')).rejects.toMatchObject({ code: '42P01' });
     await expect(db.query('SELECT $1::int', ['not a number'])).rejects.toMatchObject({ code: '22P02' });
     expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
@@ -63,32 +87,45 @@ describe(`statements on the ${TEST_STORE_KIND} store`, () => {
     await db.transaction(async (tx) => {
       await tx.query('INSERT INTO stmt_probe (id) VALUES ($1)', ['in-tx']);
     });
-    expect((await db.query<{ n: number }>("SELECT count(*)::int AS n FROM stmt_probe WHERE id = 'in-tx'")).rows).toEqual([{ n: 1 }]);
+    expect(
+      (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM stmt_probe WHERE id = 'in-tx'")).rows,
+    ).toEqual([{ n: 1 }]);
   });
 
   it('a statement run many times still answers after the table under it changes shape', async () => {
     await db.exec('CREATE TABLE stmt_shape (id text PRIMARY KEY, a int)');
     await db.query("INSERT INTO stmt_shape VALUES ('k', 1)");
     // Past five runs PostgreSQL keeps one plan for a prepared statement.
-    for (let i = 0; i < 7; i++) expect((await db.query('SELECT * FROM stmt_shape WHERE id = $1', ['k'])).rows).toEqual([{ id: 'k', a: 1 }]);
+    for (let i = 0; i < 7; i++)
+      expect((await db.query('SELECT * FROM stmt_shape WHERE id = $1', ['k'])).rows).toEqual([{ id: 'k', a: 1 }]);
     await db.exec('ALTER TABLE stmt_shape ADD COLUMN b text');
-    expect((await db.query('SELECT * FROM stmt_shape WHERE id = $1', ['k'])).rows).toEqual([{ id: 'k', a: 1, b: null }]);
+    expect((await db.query('SELECT * FROM stmt_shape WHERE id = $1', ['k'])).rows).toEqual([
+      { id: 'k', a: 1, b: null },
+    ]);
   });
 
-  it.runIf(TEST_STORE_KIND === 'pglite')('PGlite parses each statement once, closes what a failed first run left, and keeps at most 500', async () => {
-    const kept = async (text: string) => (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [text])).rows[0]?.n;
-    const sql = 'SELECT id FROM stmt_probe WHERE id = $1';
-    for (let i = 0; i < 3; i++) await db.query(sql, ['nulls']);
-    expect(await kept(sql)).toBe(1);
-    // Parsed, then failed at execution: the statement exists until the next one closes it.
-    const failing = 'INSERT INTO stmt_probe (id) VALUES ($1) RETURNING id';
-    await expect(db.query(failing, ['nulls'])).rejects.toMatchObject({ code: '23505' });
-    expect(await kept(failing)).toBe(0);
-    await db.query(failing, ['fresh']);
-    expect(await kept(failing)).toBe(1);
-    for (let i = 0; i < 600; i++) await db.query(`SELECT ${i} AS n WHERE $1::int IS NOT NULL`, [i]);
-    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements');
-    expect(rows[0]?.n).toBeLessThanOrEqual(501);
-    expect(rows[0]?.n).toBeGreaterThan(400);
-  });
+  it.runIf(TEST_STORE_KIND === 'pglite')(
+    'PGlite parses each statement once, closes what a failed first run left, and keeps at most 500',
+    async () => {
+      const kept = async (text: string) =>
+        (
+          await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [
+            text,
+          ])
+        ).rows[0]?.n;
+      const sql = 'SELECT id FROM stmt_probe WHERE id = $1';
+      for (let i = 0; i < 3; i++) await db.query(sql, ['nulls']);
+      expect(await kept(sql)).toBe(1);
+      // Parsed, then failed at execution: the statement exists until the next one closes it.
+      const failing = 'INSERT INTO stmt_probe (id) VALUES ($1) RETURNING id';
+      await expect(db.query(failing, ['nulls'])).rejects.toMatchObject({ code: '23505' });
+      expect(await kept(failing)).toBe(0);
+      await db.query(failing, ['fresh']);
+      expect(await kept(failing)).toBe(1);
+      for (let i = 0; i < 600; i++) await db.query(`SELECT ${i} AS n WHERE $1::int IS NOT NULL`, [i]);
+      const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements');
+      expect(rows[0]?.n).toBeLessThanOrEqual(501);
+      expect(rows[0]?.n).toBeGreaterThan(400);
+    },
+  );
 });

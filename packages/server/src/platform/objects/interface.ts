@@ -25,5 +25,6 @@ const KEY = /^[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/;
 
 /** Throws unless `key` is a safe object key (no `..`, no absolute path, no odd characters). */
 export function assertObjectKey(key: string): void {
-  if (!KEY.test(key) || key.split('/').some((s) => s === '.' || s === '..') || key.length > 1024) throw new Error(`invalid object key ${JSON.stringify(key)}`);
+  if (!KEY.test(key) || key.split('/').some((s) => s === '.' || s === '..') || key.length > 1024)
+    throw new Error(`invalid object key ${JSON.stringify(key)}`);
 }

@@ -28,13 +28,22 @@ function contract(name: string, open: () => ObjectStore) {
       expect((await drain(await store.read('a/b/one.txt')))?.toString()).toBe('hello');
       // A 12 MiB stream of unknown length (more than one multipart part on S3).
       const big = randomBytes(12 * 1024 * 1024);
-      const put = await store.put('big.bin', Readable.from((function* () {
-        for (let i = 0; i < big.length; i += 1024 * 1024) yield big.subarray(i, i + 1024 * 1024);
-      })()));
+      const put = await store.put(
+        'big.bin',
+        Readable.from(
+          (function* () {
+            for (let i = 0; i < big.length; i += 1024 * 1024) yield big.subarray(i, i + 1024 * 1024);
+          })(),
+        ),
+      );
       expect(put.bytes).toBe(big.length);
       expect(await store.stat('big.bin')).toMatchObject({ bytes: big.length });
       const back = await drain(await store.read('big.bin'));
-      expect(createHash('sha256').update(back ?? Buffer.alloc(0)).digest('hex')).toBe(createHash('sha256').update(big).digest('hex'));
+      expect(
+        createHash('sha256')
+          .update(back ?? Buffer.alloc(0))
+          .digest('hex'),
+      ).toBe(createHash('sha256').update(big).digest('hex'));
       expect(await store.delete('a/b/one.txt')).toBe(true);
       expect(await store.delete('a/b/one.txt')).toBe(false);
       expect(await store.stat('a/b/one.txt')).toBeUndefined();
@@ -44,7 +53,8 @@ function contract(name: string, open: () => ObjectStore) {
 
     it('refuses keys that could escape the store', async () => {
       const store = open();
-      for (const key of ['../x', '/abs', 'a//b', 'a/./b', 'a b', '']) await expect(store.put(key, Buffer.from('x'))).rejects.toThrow(/invalid object key/);
+      for (const key of ['../x', '/abs', 'a//b', 'a/./b', 'a b', ''])
+        await expect(store.put(key, Buffer.from('x'))).rejects.toThrow(/invalid object key/);
     });
   });
 }
@@ -61,16 +71,49 @@ afterAll(async () => {
 });
 
 contract('local directory', () => createLocalObjectStore(join(dir, 'objects')));
-contract('S3 (s3rver)', () => createS3ObjectStore({ bucket: s3.bucket, endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: s3.credentials }));
+contract('S3 (s3rver)', () =>
+  createS3ObjectStore({
+    bucket: s3.bucket,
+    endpoint: s3.endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: s3.credentials,
+  }),
+);
 
 describe('object store choice', () => {
   it('is the data-dir directory by default and S3 when SVC_S3_BUCKET is set', () => {
-    expect(createObjectStore(loadConfig({ 'data-dir': dir }, {})).location).toEqual({ kind: 'local', root: join(dir, 'objects') });
-    const config = loadConfig({ 'data-dir': dir }, { SVC_S3_BUCKET: 'svc-test', SVC_S3_ENDPOINT: 'http://127.0.0.1:9000', AWS_REGION: 'eu-west-3' });
-    expect(createObjectStore(config).location).toEqual({ kind: 's3', bucket: 'svc-test', endpoint: 'http://127.0.0.1:9000', region: 'eu-west-3', forcePathStyle: true });
-    const keyed = loadConfig({ 'data-dir': dir }, { SVC_S3_BUCKET: 'svc-test', AWS_ACCESS_KEY_ID: 'AKID', AWS_SECRET_ACCESS_KEY: 'secret' });
-    expect(keyed.s3).toEqual({ bucket: 'svc-test', endpoint: undefined, region: 'us-east-1', forcePathStyle: false, credentials: { accessKeyId: 'AKID', secretAccessKey: 'secret' } });
-    expect(() => loadConfig({}, { SVC_S3_ENDPOINT: 'http://127.0.0.1:9000' })).toThrow('SVC_S3_ENDPOINT is set but SVC_S3_BUCKET is not');
-    expect(() => loadConfig({}, { SVC_S3_BUCKET: 'Bad_Bucket' })).toThrow("SVC_S3_BUCKET must be an S3 bucket name, got 'Bad_Bucket'");
+    expect(createObjectStore(loadConfig({ 'data-dir': dir }, {})).location).toEqual({
+      kind: 'local',
+      root: join(dir, 'objects'),
+    });
+    const config = loadConfig(
+      { 'data-dir': dir },
+      { SVC_S3_BUCKET: 'svc-test', SVC_S3_ENDPOINT: 'http://127.0.0.1:9000', AWS_REGION: 'eu-west-3' },
+    );
+    expect(createObjectStore(config).location).toEqual({
+      kind: 's3',
+      bucket: 'svc-test',
+      endpoint: 'http://127.0.0.1:9000',
+      region: 'eu-west-3',
+      forcePathStyle: true,
+    });
+    const keyed = loadConfig(
+      { 'data-dir': dir },
+      { SVC_S3_BUCKET: 'svc-test', AWS_ACCESS_KEY_ID: 'AKID', AWS_SECRET_ACCESS_KEY: 'secret' },
+    );
+    expect(keyed.s3).toEqual({
+      bucket: 'svc-test',
+      endpoint: undefined,
+      region: 'us-east-1',
+      forcePathStyle: false,
+      credentials: { accessKeyId: 'AKID', secretAccessKey: 'secret' },
+    });
+    expect(() => loadConfig({}, { SVC_S3_ENDPOINT: 'http://127.0.0.1:9000' })).toThrow(
+      'SVC_S3_ENDPOINT is set but SVC_S3_BUCKET is not',
+    );
+    expect(() => loadConfig({}, { SVC_S3_BUCKET: 'Bad_Bucket' })).toThrow(
+      "SVC_S3_BUCKET must be an S3 bucket name, got 'Bad_Bucket'",
+    );
   });
 });

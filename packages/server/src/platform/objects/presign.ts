@@ -14,9 +14,17 @@ export type ObjectMethod = 'GET' | 'PUT';
 
 type Signer = { secrets: Pick<PlatformSecrets, 'sessionSecret'>; config: Pick<Config, 'publicUrl'> };
 
-function signature(secrets: Pick<PlatformSecrets, 'sessionSecret'>, method: ObjectMethod, key: string, expires: number, maxBytes: number | undefined): string {
+function signature(
+  secrets: Pick<PlatformSecrets, 'sessionSecret'>,
+  method: ObjectMethod,
+  key: string,
+  expires: number,
+  maxBytes: number | undefined,
+): string {
   const urlKey = createHmac('sha256', secrets.sessionSecret).update('svc-object-urls-v1').digest();
-  return createHmac('sha256', urlKey).update(`${method}\n${key}\n${expires}\n${maxBytes ?? ''}`).digest('hex');
+  return createHmac('sha256', urlKey)
+    .update(`${method}\n${key}\n${expires}\n${maxBytes ?? ''}`)
+    .digest('hex');
 }
 
 /**
@@ -25,7 +33,10 @@ function signature(secrets: Pick<PlatformSecrets, 'sessionSecret'>, method: Obje
  * @example
  * presignObjectUrl(ctx, { method: 'GET', key: 'cs_1-ab12', ttlSeconds: 3600 })
  */
-export function presignObjectUrl(ctx: Signer, options: { method: ObjectMethod; key: string; ttlSeconds: number; maxBytes?: number; now?: number }): string {
+export function presignObjectUrl(
+  ctx: Signer,
+  options: { method: ObjectMethod; key: string; ttlSeconds: number; maxBytes?: number; now?: number },
+): string {
   assertObjectKey(options.key);
   const expires = Math.floor((options.now ?? Date.now()) / 1000) + options.ttlSeconds;
   const path = encodeURIComponent(options.key);
@@ -41,9 +52,16 @@ export interface ObjectUrlQuery {
 }
 
 /** Checks a presigned object URL for `method`: ok (with its size limit for a PUT), expired, or invalid. Constant-time on the signature. */
-export function checkObjectUrl(ctx: Pick<Signer, 'secrets'>, method: ObjectMethod, key: string, query: ObjectUrlQuery, now = Date.now()): { status: 'ok'; maxBytes: number | undefined } | { status: 'expired' | 'invalid' } {
+export function checkObjectUrl(
+  ctx: Pick<Signer, 'secrets'>,
+  method: ObjectMethod,
+  key: string,
+  query: ObjectUrlQuery,
+  now = Date.now(),
+): { status: 'ok'; maxBytes: number | undefined } | { status: 'expired' | 'invalid' } {
   const { expires, signature: given } = query;
-  if (query.method !== method || !expires || !/^\d{1,12}$/.test(expires) || !given || !/^[0-9a-f]{64}$/.test(given)) return { status: 'invalid' };
+  if (query.method !== method || !expires || !/^\d{1,12}$/.test(expires) || !given || !/^[0-9a-f]{64}$/.test(given))
+    return { status: 'invalid' };
   if (query.max_bytes !== undefined && !/^\d{1,16}$/.test(query.max_bytes)) return { status: 'invalid' };
   try {
     assertObjectKey(key);

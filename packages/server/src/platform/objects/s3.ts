@@ -1,4 +1,10 @@
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  S3Client,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { Readable } from 'node:stream';
 import type { S3Config } from '../config.js';
@@ -24,7 +30,10 @@ const isMissing = (err: unknown) => {
  * @example
  * const objects = createS3ObjectStore({ bucket: 'svc', endpoint: 'http://127.0.0.1:9000', region: 'us-east-1', forcePathStyle: true });
  */
-export function createS3ObjectStore(config: S3Config, client = createS3Client(config)): ObjectStore & { client: S3Client; bucket: string } {
+export function createS3ObjectStore(
+  config: S3Config,
+  client = createS3Client(config),
+): ObjectStore & { client: S3Client; bucket: string } {
   const Bucket = config.bucket;
   return {
     kind: 's3',
@@ -36,14 +45,19 @@ export function createS3ObjectStore(config: S3Config, client = createS3Client(co
       let bytes = 0;
       const counted = Buffer.isBuffer(body) ? body : body.on('data', (chunk: Buffer) => (bytes += chunk.length));
       if (Buffer.isBuffer(counted)) bytes = counted.length;
-      await new Upload({ client, params: { Bucket, Key: key, Body: counted, ...(contentType ? { ContentType: contentType } : {}) } }).done();
+      await new Upload({
+        client,
+        params: { Bucket, Key: key, Body: counted, ...(contentType ? { ContentType: contentType } : {}) },
+      }).done();
       return { bytes };
     },
     async stat(key) {
       assertObjectKey(key);
       try {
         const head = await client.send(new HeadObjectCommand({ Bucket, Key: key }));
-        return head.ContentType ? { bytes: head.ContentLength ?? 0, contentType: head.ContentType } : { bytes: head.ContentLength ?? 0 };
+        return head.ContentType
+          ? { bytes: head.ContentLength ?? 0, contentType: head.ContentType }
+          : { bytes: head.ContentLength ?? 0 };
       } catch (err) {
         if (isMissing(err)) return undefined;
         throw err;

@@ -13,7 +13,10 @@ export { LOCAL_SIGNATURE_HEADER, type LocalPage, type LocalPaymentProvider } fro
  * `SVC_PAYMENT_PROVIDER=stripe`), else the offline `local` one, whose signing key is derived from
  * the platform's session secret so every instance sharing the database agrees.
  */
-export function createPaymentProvider(config: { payments: PaymentsConfig; publicUrl: string }, secrets: Pick<PlatformSecrets, 'sessionSecret'>): PaymentProvider {
+export function createPaymentProvider(
+  config: { payments: PaymentsConfig; publicUrl: string },
+  secrets: Pick<PlatformSecrets, 'sessionSecret'>,
+): PaymentProvider {
   const { payments } = config;
   if (payments.provider === 'stripe' && payments.stripe) return createStripeProvider(payments.stripe);
   const key = createHmac('sha256', secrets.sessionSecret).update('svc-local-payments-v1').digest();

@@ -12,13 +12,26 @@ export interface PaymentProvider {
   /** A fresh link where the operator completes onboarding at the provider. */
   onboardingLink(input: { accountId: string; returnUrl: string; refreshUrl: string }): Promise<{ url: string }>;
   /** A checkout page where the buyer pays `amountCents`; `topupId` comes back in the confirmation event. */
-  createCheckout(input: { topupId: string; orgId: string; amountCents: number; currency: string; successUrl: string; cancelUrl: string }): Promise<{ sessionId: string; url: string }>;
+  createCheckout(input: {
+    topupId: string;
+    orgId: string;
+    amountCents: number;
+    currency: string;
+    successUrl: string;
+    cancelUrl: string;
+  }): Promise<{ sessionId: string; url: string }>;
   /**
    * Sends a payout. The provider deduplicates on `idempotencyKey` (derived from the payout id), so
    * a retry after a crash never pays twice. `paid`: the money left; `pending`: the provider (or a
    * person, for `local`) confirms later.
    */
-  transfer(input: { payoutId: string; accountId: string; amountCents: number; currency: string; idempotencyKey: string }): Promise<{ ref: string; status: 'paid' | 'pending' }>;
+  transfer(input: {
+    payoutId: string;
+    accountId: string;
+    amountCents: number;
+    currency: string;
+    idempotencyKey: string;
+  }): Promise<{ ref: string; status: 'paid' | 'pending' }>;
   /**
    * Verifies a webhook with the provider's own scheme and returns what it says. Throws
    * {@link WebhookRejected} for an unsigned, badly signed or stale event.
@@ -29,7 +42,15 @@ export interface PaymentProvider {
 /** What a provider's event means to the platform; other event types are acknowledged and ignored. */
 export type PaymentEvent =
   | { id: string; type: 'account.updated'; accountId: string; onboarded: boolean }
-  | { id: string; type: 'checkout.completed'; sessionId: string; topupId: string; amountCents: number; currency: string; paid: boolean }
+  | {
+      id: string;
+      type: 'checkout.completed';
+      sessionId: string;
+      topupId: string;
+      amountCents: number;
+      currency: string;
+      paid: boolean;
+    }
   | { id: string; type: 'checkout.expired'; sessionId: string; topupId: string }
   | { id: string; type: 'ignored'; providerType: string };
 

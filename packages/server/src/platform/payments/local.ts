@@ -20,7 +20,12 @@ export interface LocalPaymentProvider extends PaymentProvider {
   /** A signed event body and its headers, as the webhook route receives them. */
   signEvent(event: PaymentEvent, now?: Date): { rawBody: Buffer; headers: Record<string, string> };
   /** `ok`, `expired` or `invalid` for a page link's query. */
-  checkPage(page: LocalPage, id: string, query: { expires?: string; signature?: string }, now?: Date): 'ok' | 'expired' | 'invalid';
+  checkPage(
+    page: LocalPage,
+    id: string,
+    query: { expires?: string; signature?: string },
+    now?: Date,
+  ): 'ok' | 'expired' | 'invalid';
 }
 
 /**
@@ -55,7 +60,13 @@ export function createLocalProvider(options: { publicUrl: () => string; key: Buf
     signEvent(event, now = new Date()) {
       const rawBody = Buffer.from(JSON.stringify(event), 'utf8');
       const t = Math.floor(now.getTime() / 1000);
-      return { rawBody, headers: { 'content-type': 'application/json', [LOCAL_SIGNATURE_HEADER]: `t=${t},v1=${mac(`${t}.${rawBody.toString('utf8')}`)}` } };
+      return {
+        rawBody,
+        headers: {
+          'content-type': 'application/json',
+          [LOCAL_SIGNATURE_HEADER]: `t=${t},v1=${mac(`${t}.${rawBody.toString('utf8')}`)}`,
+        },
+      };
     },
 
     parseWebhook(rawBody, headers, now = new Date()) {
@@ -65,8 +76,10 @@ export function createLocalProvider(options: { publicUrl: () => string; key: Buf
       if (!match) throw new WebhookRejected(`missing or malformed ${LOCAL_SIGNATURE_HEADER} header`);
       const [, t = '0', given = ''] = match;
       const expected = Buffer.from(mac(`${t}.${rawBody.toString('utf8')}`), 'hex');
-      if (!timingSafeEqual(expected, Buffer.from(given, 'hex'))) throw new WebhookRejected('signature does not match the body');
-      if (Math.abs(now.getTime() / 1000 - Number(t)) > WEBHOOK_TOLERANCE_SECONDS) throw new WebhookRejected('event timestamp outside the tolerance');
+      if (!timingSafeEqual(expected, Buffer.from(given, 'hex')))
+        throw new WebhookRejected('signature does not match the body');
+      if (Math.abs(now.getTime() / 1000 - Number(t)) > WEBHOOK_TOLERANCE_SECONDS)
+        throw new WebhookRejected('event timestamp outside the tolerance');
       let event: unknown;
       try {
         event = JSON.parse(rawBody.toString('utf8'));
@@ -94,7 +107,15 @@ function parseLocalEvent(value: unknown): PaymentEvent {
     case 'account.updated':
       return { id: str('id'), type: 'account.updated', accountId: str('accountId'), onboarded: e.onboarded === true };
     case 'checkout.completed':
-      return { id: str('id'), type: 'checkout.completed', sessionId: str('sessionId'), topupId: str('topupId'), amountCents: Number(e.amountCents), currency: str('currency'), paid: e.paid === true };
+      return {
+        id: str('id'),
+        type: 'checkout.completed',
+        sessionId: str('sessionId'),
+        topupId: str('topupId'),
+        amountCents: Number(e.amountCents),
+        currency: str('currency'),
+        paid: e.paid === true,
+      };
     case 'checkout.expired':
       return { id: str('id'), type: 'checkout.expired', sessionId: str('sessionId'), topupId: str('topupId') };
     default:

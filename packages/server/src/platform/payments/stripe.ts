@@ -24,7 +24,12 @@ function sdkConfig(apiBase: string | undefined): ConstructorParameters<typeof St
   const config: NonNullable<ConstructorParameters<typeof Stripe>[1]> = { maxNetworkRetries: 2, timeout: 30_000 };
   if (!apiBase) return config;
   const url = new URL(apiBase);
-  return { ...config, host: url.hostname, port: url.port || (url.protocol === 'https:' ? 443 : 80), protocol: url.protocol === 'http:' ? 'http' : 'https' };
+  return {
+    ...config,
+    host: url.hostname,
+    port: url.port || (url.protocol === 'https:' ? 443 : 80),
+    protocol: url.protocol === 'http:' ? 'http' : 'https',
+  };
 }
 
 function header(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
@@ -49,14 +54,25 @@ export function createStripeProvider(options: StripeOptions): PaymentProvider {
 
     async createAccount({ orgId, email, country }) {
       const account = await stripe.accounts.create(
-        { type: 'express', email, country, capabilities: { transfers: { requested: true } }, metadata: { org_id: orgId } },
+        {
+          type: 'express',
+          email,
+          country,
+          capabilities: { transfers: { requested: true } },
+          metadata: { org_id: orgId },
+        },
         { idempotencyKey: `svc-account-${orgId}` },
       );
       return { accountId: account.id };
     },
 
     async onboardingLink({ accountId, returnUrl, refreshUrl }) {
-      const link = await stripe.accountLinks.create({ account: accountId, type: 'account_onboarding', return_url: returnUrl, refresh_url: refreshUrl });
+      const link = await stripe.accountLinks.create({
+        account: accountId,
+        type: 'account_onboarding',
+        return_url: returnUrl,
+        refresh_url: refreshUrl,
+      });
       return { url: link.url };
     },
 
@@ -66,7 +82,16 @@ export function createStripeProvider(options: StripeOptions): PaymentProvider {
           mode: 'payment',
           client_reference_id: topupId,
           metadata: { topup_id: topupId, org_id: orgId },
-          line_items: [{ quantity: 1, price_data: { currency: currency.toLowerCase(), unit_amount: amountCents, product_data: { name: 'SVC credits' } } }],
+          line_items: [
+            {
+              quantity: 1,
+              price_data: {
+                currency: currency.toLowerCase(),
+                unit_amount: amountCents,
+                product_data: { name: 'SVC credits' },
+              },
+            },
+          ],
           success_url: successUrl,
           cancel_url: cancelUrl,
         },
@@ -78,7 +103,13 @@ export function createStripeProvider(options: StripeOptions): PaymentProvider {
 
     async transfer({ payoutId, accountId, amountCents, currency, idempotencyKey }) {
       const transfer = await stripe.transfers.create(
-        { amount: amountCents, currency: currency.toLowerCase(), destination: accountId, transfer_group: payoutId, metadata: { payout_id: payoutId } },
+        {
+          amount: amountCents,
+          currency: currency.toLowerCase(),
+          destination: accountId,
+          transfer_group: payoutId,
+          metadata: { payout_id: payoutId },
+        },
         { idempotencyKey },
       );
       return { ref: transfer.id, status: 'paid' };
@@ -89,7 +120,14 @@ export function createStripeProvider(options: StripeOptions): PaymentProvider {
       if (!signature) throw new WebhookRejected('missing Stripe-Signature header');
       let event: { id: string; type: string; data: { object: unknown } };
       try {
-        event = stripe.webhooks.constructEvent(rawBody, signature, options.webhookSecret, WEBHOOK_TOLERANCE_SECONDS, undefined, now.getTime());
+        event = stripe.webhooks.constructEvent(
+          rawBody,
+          signature,
+          options.webhookSecret,
+          WEBHOOK_TOLERANCE_SECONDS,
+          undefined,
+          now.getTime(),
+        );
       } catch (err) {
         throw new WebhookRejected(err instanceof Error ? err.message : 'signature verification failed');
       }
@@ -103,7 +141,12 @@ export function toPaymentEvent(id: string, type: string, object: StripeObject): 
   const topupId = object.client_reference_id ?? object.metadata?.topup_id ?? '';
   switch (type) {
     case 'account.updated':
-      return { id, type: 'account.updated', accountId: object.id ?? '', onboarded: object.details_submitted === true && object.payouts_enabled === true };
+      return {
+        id,
+        type: 'account.updated',
+        accountId: object.id ?? '',
+        onboarded: object.details_submitted === true && object.payouts_enabled === true,
+      };
     case 'checkout.session.completed':
     case 'checkout.session.async_payment_succeeded':
       return {

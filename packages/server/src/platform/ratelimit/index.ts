@@ -21,6 +21,10 @@ export function createRateLimiter(
   config: { redisUrl?: string | undefined },
   options: RedisRateLimiterOptions & MemoryRateLimiterOptions = {},
 ): RateLimiter {
-  if (config.redisUrl) return createRedisRateLimiter(config.redisUrl, { fallback: { maxKeys: options.maxKeys, now: options.now }, ...options });
+  if (config.redisUrl)
+    return createRedisRateLimiter(config.redisUrl, {
+      fallback: { maxKeys: options.maxKeys, now: options.now },
+      ...options,
+    });
   return createMemoryRateLimiter(options);
 }

@@ -34,7 +34,8 @@ const SWEEP_PER_TAKE = 4;
  */
 export function createMemoryRateLimiter(options: MemoryRateLimiterOptions = {}): MemoryRateLimiter {
   const maxKeys = options.maxKeys ?? 100_000;
-  if (!(Number.isInteger(maxKeys) && maxKeys > 0)) throw new RangeError(`maxKeys must be a positive integer, got ${maxKeys}`);
+  if (!(Number.isInteger(maxKeys) && maxKeys > 0))
+    throw new RangeError(`maxKeys must be a positive integer, got ${maxKeys}`);
   const now = options.now ?? (() => performance.now());
   // Map iteration follows insertion order; re-inserting on every take keeps the least recently
   // used bucket first.

@@ -104,7 +104,9 @@ describeWithRedis('redis rate limiter', () => {
 describe('redis rate limiter without a reachable Redis', () => {
   it('decides within 2 s from memory, reports the error, and still limits', async () => {
     const errors: Error[] = [];
-    const limiter = createRedisRateLimiter(`redis://127.0.0.1:${await closedPort()}`, { onError: (err) => errors.push(err) });
+    const limiter = createRedisRateLimiter(`redis://127.0.0.1:${await closedPort()}`, {
+      onError: (err) => errors.push(err),
+    });
     const rule = { ratePerSec: 0.001, burst: 2 };
     const started = Date.now();
     const first = await limiter.take('k', rule);
@@ -125,7 +127,10 @@ describe('redis rate limiter without a reachable Redis', () => {
     const address = silent.address();
     if (address === null || typeof address === 'string') throw new Error('no port');
     const errors: Error[] = [];
-    const limiter = createRedisRateLimiter(`redis://127.0.0.1:${address.port}`, { onError: (err) => errors.push(err), connectTimeoutMs: 300 });
+    const limiter = createRedisRateLimiter(`redis://127.0.0.1:${address.port}`, {
+      onError: (err) => errors.push(err),
+      connectTimeoutMs: 300,
+    });
     const started = Date.now();
     expect(await limiter.take('k', { ratePerSec: 1, burst: 1 })).toMatchObject({ allowed: true, remaining: 0 });
     expect(Date.now() - started).toBeLessThan(2_000);

@@ -60,7 +60,9 @@ function toError(err: unknown): Error {
 function parseReply(reply: unknown): { allowed: boolean; tokens: number } {
   if (Array.isArray(reply) && reply.length === 2) {
     const [allowed, tokensRaw] = reply as unknown[];
-    const tokens = Number(typeof tokensRaw === 'string' || Buffer.isBuffer(tokensRaw) ? tokensRaw.toString() : Number.NaN);
+    const tokens = Number(
+      typeof tokensRaw === 'string' || Buffer.isBuffer(tokensRaw) ? tokensRaw.toString() : Number.NaN,
+    );
     if ((allowed === 0 || allowed === 1) && Number.isFinite(tokens)) return { allowed: allowed === 1, tokens };
   }
   throw new Error('unexpected reply from the rate-limit script');

@@ -28,7 +28,16 @@ describe('takeTokens', () => {
 
   it('refills one token per 1/ratePerSec seconds after a burst', () => {
     const rule = { ratePerSec: 2, burst: 2 };
-    const results = run(rule, [{ atMs: 0 }, { atMs: 0 }, { atMs: 400 }, { atMs: 500 }, { atMs: 500 }, { atMs: 1500 }, { atMs: 1500 }, { atMs: 1500 }]);
+    const results = run(rule, [
+      { atMs: 0 },
+      { atMs: 0 },
+      { atMs: 400 },
+      { atMs: 500 },
+      { atMs: 500 },
+      { atMs: 1500 },
+      { atMs: 1500 },
+      { atMs: 1500 },
+    ]);
     expect(results.map((r) => r.decision.allowed)).toEqual([true, true, false, true, false, true, true, false]);
     expect(results[2]?.state.tokens).toBeCloseTo(0.8, 12);
   });
@@ -53,7 +62,10 @@ describe('takeTokens', () => {
   it('computes retryAfter for slow rates and costs above one', () => {
     const slow = run({ ratePerSec: 0.1, burst: 2 }, [{ atMs: 0, cost: 2 }, { atMs: 0 }])[1];
     expect(slow?.decision).toMatchObject({ allowed: false, retryAfterSeconds: 10, resetSeconds: 20 });
-    const heavy = run({ ratePerSec: 1, burst: 4 }, [{ atMs: 0, cost: 4 }, { atMs: 500, cost: 3 }])[1];
+    const heavy = run({ ratePerSec: 1, burst: 4 }, [
+      { atMs: 0, cost: 4 },
+      { atMs: 500, cost: 3 },
+    ])[1];
     expect(heavy?.decision).toMatchObject({ allowed: false, remaining: 0, retryAfterSeconds: 3, resetSeconds: 4 });
   });
 
@@ -67,7 +79,13 @@ describe('takeTokens', () => {
   it('never allows a cost above burst, says so through limit < cost, and asks to wait until full', () => {
     const rule = { ratePerSec: 1, burst: 10 };
     const fromFull = takeTokens(undefined, rule, 11, 0);
-    expect(fromFull.decision).toEqual({ allowed: false, limit: 10, remaining: 10, resetSeconds: 0, retryAfterSeconds: 1 });
+    expect(fromFull.decision).toEqual({
+      allowed: false,
+      limit: 10,
+      remaining: 10,
+      resetSeconds: 0,
+      retryAfterSeconds: 1,
+    });
     const afterWait = takeTokens(fromFull.state, rule, 11, 3_600_000);
     expect(afterWait.decision.allowed).toBe(false);
     const drained = takeTokens({ tokens: 4, updatedMs: 0 }, rule, 11, 0);
@@ -104,7 +122,10 @@ describe('takeTokens properties', () => {
     ratePerSec: fc.double({ min: 0.01, max: 1000, noNaN: true, noDefaultInfinity: true }),
     burst: fc.integer({ min: 1, max: 100 }),
   });
-  const stepsArb = fc.array(fc.record({ dtMs: fc.integer({ min: 0, max: 5_000 }), cost: fc.integer({ min: 0, max: 120 }) }), { minLength: 1, maxLength: 60 });
+  const stepsArb = fc.array(
+    fc.record({ dtMs: fc.integer({ min: 0, max: 5_000 }), cost: fc.integer({ min: 0, max: 120 }) }),
+    { minLength: 1, maxLength: 60 },
+  );
 
   it('keeps tokens within [0, burst] and decisions well-formed', () => {
     fc.assert(
@@ -167,7 +188,8 @@ describe('takeTokens properties', () => {
         if (denied.decision.allowed) return;
         const wait = denied.decision.retryAfterSeconds;
         expect(takeTokens(denied.state, rule, cost, nowMs + wait * 1000).decision.allowed).toBe(true);
-        if (wait > 1) expect(takeTokens(denied.state, rule, cost, nowMs + (wait - 1) * 1000).decision.allowed).toBe(false);
+        if (wait > 1)
+          expect(takeTokens(denied.state, rule, cost, nowMs + (wait - 1) * 1000).decision.allowed).toBe(false);
       }),
     );
   });

@@ -19,8 +19,10 @@ export const TOKEN_EPSILON = 1e-9;
  * assertRule({ ratePerSec: 0, burst: 5 }, 1); // RangeError: ratePerSec must be a positive number, got 0
  */
 export function assertRule(rule: RateRule, cost: number): void {
-  if (!(Number.isFinite(rule.ratePerSec) && rule.ratePerSec > 0)) throw new RangeError(`ratePerSec must be a positive number, got ${rule.ratePerSec}`);
-  if (!(Number.isFinite(rule.burst) && rule.burst > 0)) throw new RangeError(`burst must be a positive number, got ${rule.burst}`);
+  if (!(Number.isFinite(rule.ratePerSec) && rule.ratePerSec > 0))
+    throw new RangeError(`ratePerSec must be a positive number, got ${rule.ratePerSec}`);
+  if (!(Number.isFinite(rule.burst) && rule.burst > 0))
+    throw new RangeError(`burst must be a positive number, got ${rule.burst}`);
   if (!(Number.isFinite(cost) && cost >= 0)) throw new RangeError(`cost must be a number >= 0, got ${cost}`);
 }
 
@@ -32,7 +34,8 @@ export function assertRule(rule: RateRule, cost: number): void {
  * decide({ ratePerSec: 1, burst: 10 }, 1, true, 9); // { allowed: true, limit: 10, remaining: 9, resetSeconds: 1, retryAfterSeconds: 0 }
  */
 export function decide(rule: RateRule, cost: number, allowed: boolean, tokens: number): RateDecision {
-  const secondsUntil = (target: number): number => Math.max(0, Math.ceil((target - tokens - TOKEN_EPSILON) / rule.ratePerSec));
+  const secondsUntil = (target: number): number =>
+    Math.max(0, Math.ceil((target - tokens - TOKEN_EPSILON) / rule.ratePerSec));
   const resetSeconds = secondsUntil(rule.burst);
   let retryAfterSeconds = 0;
   if (!allowed) retryAfterSeconds = Math.max(1, cost > rule.burst ? resetSeconds : secondsUntil(cost));
