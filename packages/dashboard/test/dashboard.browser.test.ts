@@ -300,13 +300,11 @@ describe.skipIf(!HAVE_CHROMIUM)(
       const [receipt] = bundle.receipts;
       if (!receipt) throw new Error('the bundle has no receipt');
       receipt.metering_units += 1000;
-      await page
-        .getByTestId('bundle-file')
-        .setInputFiles({
-          name: 'tampered.json',
-          mimeType: 'application/json',
-          buffer: Buffer.from(JSON.stringify(bundle)),
-        });
+      await page.getByTestId('bundle-file').setInputFiles({
+        name: 'tampered.json',
+        mimeType: 'application/json',
+        buffer: Buffer.from(JSON.stringify(bundle)),
+      });
       await expect.poll(async () => verification.getAttribute('data-ok')).toBe('false');
       expect(await page.getByTestId('verdict').textContent()).toMatch(
         /^Verification failed: \d+ of \d+ checks failed \(file tampered.json\)/,

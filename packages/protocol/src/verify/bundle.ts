@@ -222,13 +222,11 @@ export async function verifyBundle(text: string, options: VerifyBundleOptions = 
 
   const evts = events.filter(isObj);
   const refs = evts.map((e) => ({ id: String(e.id), sequence: Number(e.sequence) }));
-  const edgeRefs = edges
-    .filter(isObj)
-    .map((e) => ({
-      from_event_id: String(e.from_event_id),
-      to_event_id: String(e.to_event_id),
-      edge_type: String(e.edge_type),
-    }));
+  const edgeRefs = edges.filter(isObj).map((e) => ({
+    from_event_id: String(e.from_event_id),
+    to_event_id: String(e.to_event_id),
+    edge_type: String(e.edge_type),
+  }));
   const hashes: string[] = [];
   for (const e of evts) {
     const input = {

@@ -48,13 +48,11 @@ async function rollbackRunProblem(
   if (run.job_id !== `${String(subject)}.rollback`) return `the rollback run is for ${String(run.job_id)}`;
   const events = graph.events.filter(isObj);
   const refs = events.map((e) => ({ id: String(e.id), sequence: Number(e.sequence) }));
-  const edges = graph.edges
-    .filter(isObj)
-    .map((e) => ({
-      from_event_id: String(e.from_event_id),
-      to_event_id: String(e.to_event_id),
-      edge_type: String(e.edge_type),
-    }));
+  const edges = graph.edges.filter(isObj).map((e) => ({
+    from_event_id: String(e.from_event_id),
+    to_event_id: String(e.to_event_id),
+    edge_type: String(e.edge_type),
+  }));
   const hashes: string[] = [];
   for (const [i, e] of events.entries()) {
     if (e.run_id !== run.id || e.sequence !== i + 1) return `rollback event ${i + 1} is out of place`;

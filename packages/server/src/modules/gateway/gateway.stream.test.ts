@@ -142,13 +142,11 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
 
   it('the openai client raises the mid-stream error as an APIError after the delivered chunks', async () => {
     node.upstream?.setFailure({ dropAfterChunks: 3 });
-    const stream = await f
-      .openai()
-      .chat.completions.create({
-        model: 'tinyllama',
-        messages: [{ role: 'user', content: 'alpha beta gamma delta' }],
-        stream: true,
-      });
+    const stream = await f.openai().chat.completions.create({
+      model: 'tinyllama',
+      messages: [{ role: 'user', content: 'alpha beta gamma delta' }],
+      stream: true,
+    });
     const got: string[] = [];
     const error = await (async () => {
       for await (const chunk of stream) got.push(chunk.choices[0]?.delta.content ?? '');

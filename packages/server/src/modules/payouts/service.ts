@@ -185,13 +185,11 @@ async function completeTopup(
     return 'applied';
   }
   await closeTopup(tx, topup.id, 'paid');
-  await deps.ledger
-    .within(tx)
-    .credit(topup.org_id, topup.amount_cents, {
-      txType: 'topup',
-      description: `top-up ${topup.id} (${deps.payments.name})`,
-      ref: topup.id,
-    });
+  await deps.ledger.within(tx).credit(topup.org_id, topup.amount_cents, {
+    txType: 'topup',
+    description: `top-up ${topup.id} (${deps.payments.name})`,
+    ref: topup.id,
+  });
   return 'applied';
 }
 
@@ -270,13 +268,11 @@ async function sendPayout(deps: PaymentDeps, payout: PayoutRow): Promise<PayoutR
     return deps.db.transaction(async (tx) => {
       const failed = await failPayout(tx, payout.id, reason.slice(0, 500));
       if (!failed) return payout;
-      await deps.ledger
-        .within(tx)
-        .credit(payout.org_id, payout.amount_cents, {
-          txType: 'payout_reversal',
-          description: `payout ${payout.id} failed: ${reason.slice(0, 200)}`,
-          ref: payout.id,
-        });
+      await deps.ledger.within(tx).credit(payout.org_id, payout.amount_cents, {
+        txType: 'payout_reversal',
+        description: `payout ${payout.id} failed: ${reason.slice(0, 200)}`,
+        ref: payout.id,
+      });
       return failed;
     });
   }
@@ -302,13 +298,11 @@ async function openPayout(deps: PaymentDeps, account: PayoutAccountRow, now: Dat
       period_start: await nextPeriodStart(tx, account.org_id, now),
       period_end: now,
     });
-    await deps.ledger
-      .within(tx)
-      .charge(account.org_id, amount * 10_000, {
-        txType: 'payout',
-        description: `payout ${id} to ${account.account_id}`,
-        ref: id,
-      });
+    await deps.ledger.within(tx).charge(account.org_id, amount * 10_000, {
+      txType: 'payout',
+      description: `payout ${id} to ${account.account_id}`,
+      ref: id,
+    });
     return payout;
   });
 }

@@ -213,12 +213,10 @@ export async function submitReceipt(
     if (!job) return { receipt, job: undefined };
     const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
     const settlement = job.hold_id
-      ? await ctx.ledger
-          .within(tx)
-          .settle(job.hold_id, usageMicro, {
-            description: `job ${job.id}: ${body.metering_units} units on ${node.id}`,
-            ref: job.id,
-          })
+      ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, {
+          description: `job ${job.id}: ${body.metering_units} units on ${node.id}`,
+          ref: job.id,
+        })
       : { charged_cents: 0, charged_micro: 0, free_micro: 0, released_cents: 0, transaction: null };
     const earned = job.hold_id
       ? await ctx.ledger
