@@ -39,6 +39,8 @@ export interface GatewayFixture {
     upstream?: OpenAITestServerOptions;
     engines?: EngineSet;
     concurrency?: number;
+    /** false keeps the agent on the HTTP long-poll and receipt routes (default: the node channel when offered). */
+    channel?: boolean;
   }): Promise<GatewayNode>;
   /** The official OpenAI client against the gateway; no retries, so every error is seen. */
   openai(apiKey?: string): OpenAI;
@@ -117,6 +119,7 @@ export async function startGatewayFixture(
         region: o.region ?? 'ca-central',
         gpuModel: o.gpuModel ?? 'NVIDIA L4',
         concurrency: o.concurrency ?? 4,
+        channel: o.channel,
         timing: TEST_TIMING,
         onEvent: (e) => events.push(e),
       });

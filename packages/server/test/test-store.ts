@@ -29,16 +29,17 @@ export const TEST_STORE_KIND: 'pglite' | 'postgres' = process.env.DATABASE_URL ?
  * the machine has a tmpfs. Elsewhere (the benches) it starts empty on disk and the first open
  * migrates it, as a new installation does.
  */
-export async function createTestStore(): Promise<TestStore> {
+export async function createTestStore(options: { empty?: boolean } = {}): Promise<TestStore> {
   const dataDir = mkdtempSync(join(process.env[STORE_ROOT_ENV] ?? tmpdir(), 'svc-test-'));
   const adminUrl = process.env.DATABASE_URL;
   if (!adminUrl) {
-    const template = process.env[PGLITE_TEMPLATE_ENV];
+    // `empty`: no template, for tests of the migrations themselves.
+    const template = options.empty ? undefined : process.env[PGLITE_TEMPLATE_ENV];
     if (template) copyPgliteTemplate(template, join(dataDir, 'pgdata'));
     return { dataDir, databaseUrl: undefined, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
   }
   const name = `svc_t_${randomBytes(6).toString('hex')}`;
-  const template = process.env[POSTGRES_TEMPLATE_ENV];
+  const template = options.empty ? undefined : process.env[POSTGRES_TEMPLATE_ENV];
   await adminQuery(adminUrl, template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;

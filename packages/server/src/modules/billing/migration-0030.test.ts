@@ -11,7 +11,7 @@ describe('migration 0030_ledger_exact over existing rows', () => {
   let store: TestStore;
   let db: Db;
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createTestStore({ empty: true });
     // Opened without migrating (openDb would apply every migration at once).
     db = store.databaseUrl
       ? await createPostgresDb(store.databaseUrl)

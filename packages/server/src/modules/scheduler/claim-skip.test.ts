@@ -275,7 +275,8 @@ describe('gateway work handed to a waiting poll in memory', () => {
     const finished: string[] = [];
     const watch = (req: IncomingMessage, res: ServerResponse) => res.on('finish', () => finished.push(req.url ?? ''));
     try {
-      await f.addNode();
+      // The HTTP receipt route: its ordering is what this asserts (the channel acks by message).
+      await f.addNode({ channel: false });
       const ask = () =>
         f
           .openai()
