@@ -1,3 +1,4 @@
+import { mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { FileStore } from '@tus/file-store';
@@ -37,7 +38,10 @@ const TUS_HEADERS = [
 /** The tus datastore writing where `objects` reads: the same directory, or the same bucket. */
 function tusStore(objects: ObjectStore): DataStore {
   const where = objects.location;
-  if (where.kind === 'local') return new FileStore({ directory: where.root });
+  if (where.kind === 'local') {
+    mkdirSync(where.root, { recursive: true });
+    return new FileStore({ directory: where.root });
+  }
   return new S3Store({
     s3ClientConfig: {
       bucket: where.bucket,
@@ -61,49 +65,58 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
     if (!call) throw { status_code: 500, body: 'upload request without its capture set' };
     return call;
   };
-  const datastore = tusStore(ctx.objects);
-  const tus = new Server({
-    path: '/api/v1/capture-sets/uploads',
-    datastore,
-    relativeLocation: true,
-    postReceiveInterval: 500,
-    namingFunction: (req) => `${callOf(req).set.id}-${randomBytes(16).toString('hex')}`,
-    generateUrl: (req, { id }) => `/api/v1/capture-sets/${callOf(req).set.id}/uploads/${id}`,
-    getFileIdFromRequest: (req, lastPath) => {
-      // An upload belongs to the set in its URL: another set's upload id is not found here.
-      if (!lastPath || !UPLOAD_ID.test(lastPath) || !lastPath.startsWith(`${callOf(req).set.id}-`)) return undefined;
-      return lastPath;
-    },
-    async onUploadCreate(req, upload) {
-      const path = upload.metadata?.path ?? upload.metadata?.relativePath ?? undefined;
-      try {
-        const { replaced } = await service.beginUpload(ctx, callOf(req).set, {
-          id: upload.id,
-          path: path ?? undefined,
-          size: upload.size,
-        });
-        if (replaced)
-          await ctx.objects
-            .delete(replaced)
-            .catch((err: unknown) => ctx.log.warn({ err, upload_id: replaced }, 'could not remove a replaced upload'));
-      } catch (err) {
-        if (err instanceof ApiError) throw { status_code: err.status, body: err.message };
-        throw err;
-      }
-      return {};
-    },
-    async onUploadFinish(req, upload) {
-      await service.recordProgress(ctx, callOf(req).set.id, upload.id, upload.offset);
-      return {};
-    },
-  });
-  tus.on(EVENTS.POST_RECEIVE, (req, upload) => {
-    const call = calls.get(req);
-    if (call)
-      void service
-        .recordProgress(ctx, call.set.id, upload.id, upload.offset)
-        .catch((err: unknown) => ctx.log.warn({ err }, 'could not record upload progress'));
-  });
+  // Built at the first upload: FileStore's constructor starts an un-awaited mkdir that throws from
+  // its callback, which must not outlive an app closed before any upload (and its data dir removed).
+  let built: { tus: Server; datastore: DataStore } | undefined;
+  const tusServer = () => (built ??= createTus());
+  const createTus = () => {
+    const datastore = tusStore(ctx.objects);
+    const tus = new Server({
+      path: '/api/v1/capture-sets/uploads',
+      datastore,
+      relativeLocation: true,
+      postReceiveInterval: 500,
+      namingFunction: (req) => `${callOf(req).set.id}-${randomBytes(16).toString('hex')}`,
+      generateUrl: (req, { id }) => `/api/v1/capture-sets/${callOf(req).set.id}/uploads/${id}`,
+      getFileIdFromRequest: (req, lastPath) => {
+        // An upload belongs to the set in its URL: another set's upload id is not found here.
+        if (!lastPath || !UPLOAD_ID.test(lastPath) || !lastPath.startsWith(`${callOf(req).set.id}-`)) return undefined;
+        return lastPath;
+      },
+      async onUploadCreate(req, upload) {
+        const path = upload.metadata?.path ?? upload.metadata?.relativePath ?? undefined;
+        try {
+          const { replaced } = await service.beginUpload(ctx, callOf(req).set, {
+            id: upload.id,
+            path: path ?? undefined,
+            size: upload.size,
+          });
+          if (replaced)
+            await ctx.objects
+              .delete(replaced)
+              .catch((err: unknown) =>
+                ctx.log.warn({ err, upload_id: replaced }, 'could not remove a replaced upload'),
+              );
+        } catch (err) {
+          if (err instanceof ApiError) throw { status_code: err.status, body: err.message };
+          throw err;
+        }
+        return {};
+      },
+      async onUploadFinish(req, upload) {
+        await service.recordProgress(ctx, callOf(req).set.id, upload.id, upload.offset);
+        return {};
+      },
+    });
+    tus.on(EVENTS.POST_RECEIVE, (req, upload) => {
+      const call = calls.get(req);
+      if (call)
+        void service
+          .recordProgress(ctx, call.set.id, upload.id, upload.offset)
+          .catch((err: unknown) => ctx.log.warn({ err }, 'could not record upload progress'));
+    });
+    return { tus, datastore };
+  };
 
   async function handle(request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) {
     const set = await service.uploadTarget(ctx, principalOf(request), request.params.id);
@@ -124,6 +137,7 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
     } as RequestInit);
     calls.set(webRequest, { set });
     let response: Response;
+    const { tus, datastore } = tusServer();
     try {
       response = await tus.handleWeb(webRequest);
     } finally {
