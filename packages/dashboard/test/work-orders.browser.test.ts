@@ -153,7 +153,7 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
       .first()
       .click();
     await page.getByTestId('work-order-status').getByText('needs_review').first().waitFor();
-    await page.getByText('outside the allowed paths: README.md').waitFor();
+    await page.getByText('outside the allowed paths: README.md', { exact: true }).waitFor();
     expect(await page.getByTestId('work-order-diff').textContent()).toContain('+# site, with docs');
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.getByText('Approved: the branch is pushed and the pull request opened.').waitFor();
