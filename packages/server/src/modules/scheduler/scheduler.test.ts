@@ -77,6 +77,16 @@ describe('the scheduler', () => {
     ]);
   });
 
+  it('does not tell a node to stop work it has just completed (its heartbeat can still list it)', async () => {
+    const a = await createTestNode(t.app, operatorKey, { country: 'JP', region: 'ap-ne' });
+    await submit({ strict_jurisdiction: 'JP' });
+    const [work] = await a.poll();
+    if (!work) throw new Error('no work');
+    expect((await a.complete(work, 'done', 1_000)).statusCode).toBe(200);
+    // The node lists the work until the answer to its receipt arrives; the heartbeat must not abort that.
+    expect((await a.heartbeat([work.work_id])).cancel).toEqual([]);
+  });
+
   it('fails a job after three lost leases and releases its hold', async () => {
     const node = await createTestNode(t.app, operatorKey, { country: 'BR', region: 'sa-east' });
     const id = await submit({ strict_jurisdiction: 'BR' });

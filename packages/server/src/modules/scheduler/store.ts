@@ -115,7 +115,16 @@ export async function renewLeases(
     [nodeId, workIds, leaseSeconds],
   );
   const renewed = rows.map((r) => r.id);
-  return { renewed, gone: workIds.filter((id) => !renewed.includes(id)) };
+  const rest = workIds.filter((id) => !renewed.includes(id));
+  if (rest.length === 0) return { renewed, gone: [] };
+  // Work this node has just finished (its receipt applied while the node still lists it, as its
+  // delivery answer is in flight) is not gone: telling the node to stop it would abort that answer.
+  const { rows: finished } = await db.query<{ id: string }>(
+    `SELECT id FROM work_items WHERE node_id = $1 AND id = ANY($2) AND status IN ('completed', 'failed')`,
+    [nodeId, rest],
+  );
+  const done = new Set(finished.map((r) => r.id));
+  return { renewed, gone: rest.filter((id) => !done.has(id)) };
 }
 
 export async function findWork(db: Queryable, workId: string, lock = false): Promise<WorkRow | undefined> {
