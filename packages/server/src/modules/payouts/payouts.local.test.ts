@@ -1,18 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createTestApp, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, signUp, type TestApp } from '../../../test/harness.js';
 import { markPayoutPaid, runPayouts } from './service.js';
 
 let t: TestApp;
-
-async function operatorKey(buyer: TestBuyer): Promise<string> {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/api/v1/auth/api-keys',
-    headers: bearer(buyer.token),
-    payload: { label: 'node', scopes: ['operator'] },
-  });
-  return (res.json() as { api_key: string }).api_key;
-}
 
 /** The path and query of a local page URL, for app.inject. */
 function local(url: string): string {
@@ -34,7 +24,7 @@ afterAll(async () => {
 describe('the local payment provider (the offline default)', () => {
   it('onboards through its own page, which says no real money moves', async () => {
     const buyer = await signUp(t.app);
-    const key = await operatorKey(buyer);
+    const key = await createKey(t.app, buyer, ['operator'], 'node');
     const created = await t.app.inject({
       method: 'POST',
       url: '/api/v1/node/connect',
@@ -159,7 +149,7 @@ describe('the local payment provider (the offline default)', () => {
 
   it('records payouts as pending until marked paid by hand', async () => {
     const buyer = await signUp(t.app);
-    const key = await operatorKey(buyer);
+    const key = await createKey(t.app, buyer, ['operator'], 'node');
     const accountId = (
       await t.app.inject({
         method: 'POST',

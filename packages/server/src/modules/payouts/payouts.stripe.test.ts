@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createTestApp, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
 import {
   FAKE_STRIPE_WEBHOOK_SECRET,
   signStripeEvent,
@@ -11,18 +11,6 @@ import { runPayouts, type PaymentDeps } from './service.js';
 let t: TestApp;
 let stripe: FakeStripe;
 let deps: PaymentDeps;
-
-/** An operator key minted by the owner's session (sessions of owners may mint any scope). */
-async function operatorKey(buyer: TestBuyer): Promise<string> {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/api/v1/auth/api-keys',
-    headers: bearer(buyer.token),
-    payload: { label: 'node', scopes: ['operator'] },
-  });
-  expect(res.statusCode).toBe(201);
-  return (res.json() as { api_key: string }).api_key;
-}
 
 async function webhook(
   event: Record<string, unknown>,
@@ -42,7 +30,7 @@ async function balance(buyer: TestBuyer): Promise<number> {
 /** An operator organization with a Stripe account onboarded through a signed `account.updated`. */
 async function onboardedOperator(): Promise<{ buyer: TestBuyer; key: string; accountId: string }> {
   const buyer = await signUp(t.app);
-  const key = await operatorKey(buyer);
+  const key = await createKey(t.app, buyer, ['operator'], 'node');
   const res = await t.app.inject({
     method: 'POST',
     url: '/api/v1/node/connect',
@@ -80,7 +68,7 @@ afterAll(async () => {
 describe('Stripe Connect onboarding', () => {
   it('creates one Express account per organization with an idempotency key, and a fresh onboarding link', async () => {
     const buyer = await signUp(t.app);
-    const key = await operatorKey(buyer);
+    const key = await createKey(t.app, buyer, ['operator'], 'node');
     const first = await t.app.inject({
       method: 'POST',
       url: '/api/v1/node/connect',
@@ -197,7 +185,7 @@ describe('webhooks', () => {
   it('refuse unsigned, badly signed, stale and other-secret events, and change nothing', async () => {
     const { key, accountId } = await (async () => {
       const buyer = await signUp(t.app);
-      const k = await operatorKey(buyer);
+      const k = await createKey(t.app, buyer, ['operator'], 'node');
       const r = await t.app.inject({
         method: 'POST',
         url: '/api/v1/node/connect',
