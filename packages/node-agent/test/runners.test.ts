@@ -75,12 +75,50 @@ describe('engine job runners', () => {
     await expect(fetchPayload('file:///etc/passwd', { signal })).rejects.toMatchObject({
       message: 'payload.payload_url must be http(s)',
     });
-    await expect(fetchPayload('http://[::1]:1/x', { signal })).rejects.toMatchObject({
+    await expect(fetchPayload('http://[::1]:65535/x', { signal })).rejects.toMatchObject({
       message: expect.stringContaining('not a public address'),
     });
     await expect(fetchPayload('http://169.254.169.254/latest/meta-data', { signal })).rejects.toMatchObject({
       message: expect.stringContaining('not a public address'),
     });
+  });
+
+  it('refuses every IPv6 form that embeds a private IPv4 address, judged at connect time; nothing reaches the host', async () => {
+    let hits = 0;
+    const local = createServer((_req, res) => {
+      hits++;
+      res.end('secret');
+    });
+    await new Promise<void>((resolve) => local.listen(0, '::', resolve));
+    const port = (local.address() as AddressInfo).port;
+    const signal = new AbortController().signal;
+    try {
+      for (const host of [
+        '[::ffff:127.0.0.1]',
+        '[::ffff:7f00:1]',
+        '[::127.0.0.1]',
+        '[fec0::1]',
+        '[64:ff9b::7f00:1]',
+        '[64:ff9b:1:7f00:1::]',
+        '[2002:7f00:1::]',
+        '[2001:0:4136:e378:8000:63bf:80ff:fffe]', // Teredo, client 127.0.0.1
+        '[::]',
+        'localhost',
+        '0.0.0.0',
+      ]) {
+        await expect(fetchPayload(`http://${host}:${port}/metrics`, { signal }), host).rejects.toMatchObject({
+          retryable: false,
+          message: expect.stringContaining('is not a public address'),
+        });
+      }
+      expect(hits).toBe(0);
+      // The control plane's own origin stays reachable (its presigned URLs may be on a private network).
+      const trustedOrigin = `http://[::ffff:127.0.0.1]:${port}`;
+      expect((await fetchPayload(`${trustedOrigin}/x`, { signal, trustedOrigin })).toString()).toBe('secret');
+      expect(hits).toBe(1);
+    } finally {
+      await new Promise<void>((resolve) => local.close(() => resolve()));
+    }
   });
 
   it('kind 4 makes one image per prompt as base64; units are images', async () => {

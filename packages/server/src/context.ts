@@ -14,7 +14,8 @@ import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js
 import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
 import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
-import { createEgress, type Egress, type Resolve } from './platform/egress.js';
+import type { Resolve } from '@svc/protocol/egress';
+import { createEgress, type Egress } from './platform/egress.js';
 import { requestLogView } from './platform/log-redact.js';
 import { startPayoutSchedule } from './modules/payouts/service.js';
 import { createPaymentProvider, type PaymentProvider } from './platform/payments/index.js';

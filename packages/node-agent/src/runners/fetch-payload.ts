@@ -1,41 +1,31 @@
-import { lookup } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
+import { firstRefused, guardedDispatcher } from '@svc/protocol/egress';
+import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import { WorkError } from './types.js';
 
 /** Limits on a `payload_url` download (audio for kind 3). */
 export const PAYLOAD_FETCH_TIMEOUT_MS = 60_000;
 export const PAYLOAD_MAX_BYTES = 25 * 1024 * 1024;
 
-const PRIVATE = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.168.0.0', 16],
-  ['224.0.0.0', 3],
-] as const) {
-  PRIVATE.addSubnet(net, prefix, 'ipv4');
-}
-for (const [net, prefix] of [
-  ['::', 127],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const)
-  PRIVATE.addSubnet(net, prefix, 'ipv6');
-
-/** True for loopback, private, link-local, CGNAT, multicast and reserved addresses. */
-function isPrivateAddress(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-  if (mapped !== undefined) return PRIVATE.check(mapped, 'ipv4');
-  return PRIVATE.check(address, isIP(address) === 6 ? 'ipv6' : 'ipv4');
+/** Refuses hosts that resolve to anything but public unicast, judged at connect time (one dispatcher per process). */
+let guarded: Dispatcher | undefined;
+function publicOnly(): Dispatcher {
+  guarded ??= guardedDispatcher({
+    refuse: (host, addresses) => {
+      const verdict = firstRefused(addresses);
+      return verdict
+        ? new WorkError(
+            `payload_url host ${host} is not a public address (${verdict.address}: ${verdict.reason}); the node refuses to fetch it`,
+            false,
+          )
+        : undefined;
+    },
+  });
+  return guarded;
 }
 
 export interface FetchPayloadOptions {
   signal: AbortSignal;
+  /** Replaces the download (tests); the address guard is then the caller's. */
   fetch?: typeof fetch;
   /** The control plane's origin: its presigned URLs may live on a private network. */
   trustedOrigin?: string;
@@ -45,9 +35,10 @@ export interface FetchPayloadOptions {
 
 /**
  * Downloads a buyer-supplied `payload_url`: http(s) only, no redirects, at most `maxBytes`
- * (25 MiB) within `timeoutMs` (60 s). Unless the URL is on the control plane's own origin, its
- * host must resolve only to public addresses, so a buyer cannot make the node probe the
- * operator's network. Failures are {@link WorkError}s.
+ * (25 MiB) within `timeoutMs` (60 s). Unless the URL is on the control plane's own origin, every
+ * address its host resolves to must be public unicast, judged at connect time by the platform's
+ * egress policy (`@svc/protocol/egress`: IPv6 forms that embed IPv4 are judged by the IPv4 inside),
+ * so a buyer cannot make the node probe the operator's network. Failures are {@link WorkError}s.
  *
  * @example
  * const audio = await fetchPayload(payload.payload_url, { signal, trustedOrigin: server });
@@ -62,12 +53,21 @@ export async function fetchPayload(rawUrl: unknown, options: FetchPayloadOptions
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
     throw new WorkError('payload.payload_url must be http(s)', false);
-  if (url.origin !== options.trustedOrigin) await assertPublicHost(url.hostname.replace(/^\[|\]$/g, ''));
+  const trusted =
+    options.trustedOrigin !== undefined &&
+    URL.canParse(options.trustedOrigin) &&
+    url.origin === new URL(options.trustedOrigin).origin;
 
   const timeout = AbortSignal.timeout(timeoutMs);
   const combined = AbortSignal.any([signal, timeout]);
   try {
-    const res = await (options.fetch ?? fetch)(url, { signal: combined, redirect: 'error' });
+    const res = options.fetch
+      ? await options.fetch(url, { signal: combined, redirect: 'error' })
+      : await undiciFetch(url, {
+          signal: combined,
+          redirect: 'error',
+          ...(trusted ? {} : { dispatcher: publicOnly() }),
+        });
     if (!res.ok)
       throw new WorkError(`payload_url answered HTTP ${res.status}`, res.status === 429 || res.status >= 500);
     const declared = Number(res.headers.get('content-length') ?? Number.NaN);
@@ -85,19 +85,10 @@ export async function fetchPayload(rawUrl: unknown, options: FetchPayloadOptions
   } catch (err) {
     if (signal.aborted) throw err;
     if (err instanceof WorkError) throw err;
+    // undici wraps a refused connection in "fetch failed": the refusal is among its causes.
+    for (let cause: unknown = err, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++)
+      if (cause instanceof WorkError) throw cause;
     if (timeout.aborted) throw new WorkError(`payload_url did not download within ${timeoutMs} ms`, true);
     throw new WorkError(`cannot fetch payload_url: ${err instanceof Error ? err.message : String(err)}`, true);
-  }
-}
-
-async function assertPublicHost(host: string): Promise<void> {
-  let addresses: string[];
-  try {
-    addresses = isIP(host) === 0 ? (await lookup(host, { all: true })).map((a) => a.address) : [host];
-  } catch {
-    throw new WorkError(`cannot resolve payload_url host ${host}`, true);
-  }
-  if (addresses.length === 0 || addresses.some(isPrivateAddress)) {
-    throw new WorkError(`payload_url host ${host} is not a public address; the node refuses to fetch it`, false);
   }
 }

@@ -13,7 +13,8 @@ import {
   type TestNode,
 } from '../../../test/harness.js';
 import { sendDueWebhooks, webhookBackoffSeconds } from './delivery.js';
-import { checkOutboundUrl, isPrivateAddress } from '../../platform/egress.js';
+import { isPrivateAddress } from '@svc/protocol/egress';
+import { checkOutboundUrl } from '../../platform/egress.js';
 
 interface Received {
   method: string;
