@@ -32,7 +32,11 @@ function certTable(vcek: Buffer): Buffer {
  */
 function fakeKernel(root: string, chain: SnpTestChain, withAux: boolean): () => void {
   const done = new Set<string>();
+  // One scan at a time: two overlapping scans would both answer an entry and race on its temp files.
+  let scanning = false;
   const timer = setInterval(() => {
+    if (scanning) return;
+    scanning = true;
     void (async () => {
       for (const entry of await readdir(root).catch(() => [])) {
         if (done.has(entry) || entry.startsWith('.')) continue;
@@ -49,7 +53,9 @@ function fakeKernel(root: string, chain: SnpTestChain, withAux: boolean): () => 
         if (withAux) await put('auxblob', certTable(chain.vcekDer));
         await put('outblob', chain.signReport({ reportData: inblob, measurement: MEASUREMENT }));
       }
-    })();
+    })().finally(() => {
+      scanning = false;
+    });
   }, 5);
   return () => clearInterval(timer);
 }
