@@ -1,5 +1,6 @@
 import {
   ApiError,
+  createEgress,
   createLedger,
   createPaymentProvider,
   loadPlatformSecrets,
@@ -43,6 +44,7 @@ export async function payouts(argv: string[]): Promise<number> {
   }
   const { config } = store;
   const db = await openDb(config);
+  const egress = createEgress({ allowPrivate: config.allowPrivateEgress });
   try {
     if (sub === 'mark-paid') {
       const payout = await markPayoutPaid({ db }, payoutId, ref);
@@ -53,7 +55,7 @@ export async function payouts(argv: string[]): Promise<number> {
     const deps: PaymentDeps = {
       db,
       ledger: createLedger(db),
-      payments: createPaymentProvider(config, secrets),
+      payments: createPaymentProvider(config, secrets, egress),
       config,
     };
     const report = await runPayouts(deps);
@@ -69,6 +71,7 @@ export async function payouts(argv: string[]): Promise<number> {
     }
     throw err;
   } finally {
+    await egress.close();
     await db.close();
   }
 }

@@ -118,6 +118,7 @@ export async function createContext(
     const objects = createObjectStore(config);
     await moveDbBlobsToObjects(db, objects, log);
     const keyCache = await createKeyCache({ db, bus, log });
+    const egress = createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve });
     const ctx: ServiceContext = {
       config,
       db,
@@ -130,14 +131,14 @@ export async function createContext(
       blobs: createObjectBlobStore(objects),
       objects,
       attestation: options.attestation ?? createAttestationVerifier(config.tee),
-      payments: createPaymentProvider(config, secrets),
+      payments: createPaymentProvider(config, secrets, egress),
       dashboard: loadDashboardFiles(config.dashboardDir),
       vectorSearch,
       jobSignal: jobSignal.signal,
       hub,
       keyCache,
       openingHolds: createOpeningHolds(),
-      egress: createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve }),
+      egress,
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };

@@ -9,4 +9,5 @@ export { createDbBus } from './platform/bus.js';
 export { rotatePlatformKey } from './platform/secrets.js';
 export { loadPlatformSecrets } from './platform/secrets.js';
 export { createPaymentProvider } from './platform/payments/index.js';
+export { createEgress } from './platform/egress.js';
 export { markPayoutPaid, payoutRecord, runPayouts, type PaymentDeps } from './modules/payouts/service.js';

@@ -6,6 +6,8 @@ import {
   startFakeStripe,
   type FakeStripe,
 } from '../../../test/fake-stripe.js';
+import { createEgress } from '../../platform/egress.js';
+import { createPaymentProvider } from '../../platform/payments/index.js';
 import { runPayouts, type PaymentDeps } from './service.js';
 
 let t: TestApp;
@@ -429,5 +431,21 @@ describe('payout runs through Stripe transfers', () => {
     });
     const paid = (await runPayouts(deps)).created.find((p) => p.org_id === refused.buyer.orgId);
     expect(paid).toMatchObject({ status: 'paid', amount_cents: 2_000 });
+  });
+});
+
+describe('the Stripe SDK goes through the egress guard', () => {
+  it('with private egress refused, a call to a Stripe API on loopback is refused before it connects', async () => {
+    const egress = createEgress({ allowPrivate: false });
+    try {
+      const provider = createPaymentProvider(t.ctx.config, t.ctx.secrets, egress);
+      const before = stripe.requests.length;
+      const attempt = provider.createAccount({ orgId: 'org_egress', email: 'ops@example.test', country: 'CA' });
+      // The SDK reports it as a connection error (after its own retries); nothing reached the API.
+      await expect(attempt).rejects.toMatchObject({ type: 'StripeConnectionError' });
+      expect(stripe.requests.length).toBe(before);
+    } finally {
+      await egress.close();
+    }
   });
 });

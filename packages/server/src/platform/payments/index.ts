@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { PaymentsConfig } from '../config.js';
+import type { Egress } from '../egress.js';
 import type { PlatformSecrets } from '../secrets.js';
 import type { PaymentProvider } from './interface.js';
 import { createLocalProvider } from './local.js';
@@ -16,9 +17,14 @@ export { LOCAL_SIGNATURE_HEADER, type LocalPage, type LocalPaymentProvider } fro
 export function createPaymentProvider(
   config: { payments: PaymentsConfig; publicUrl: string },
   secrets: Pick<PlatformSecrets, 'sessionSecret'>,
+  egress: Pick<Egress, 'fetch'>,
 ): PaymentProvider {
   const { payments } = config;
-  if (payments.provider === 'stripe' && payments.stripe) return createStripeProvider(payments.stripe);
+  if (payments.provider === 'stripe' && payments.stripe)
+    return createStripeProvider({
+      ...payments.stripe,
+      fetch: (url, init) => egress.fetch(url, init as never) as unknown as Promise<Response>,
+    });
   const key = createHmac('sha256', secrets.sessionSecret).update('svc-local-payments-v1').digest();
   // Read at each link: `svc serve --port 0` learns its URL only once it listens.
   return createLocalProvider({ publicUrl: () => config.publicUrl, key });

@@ -6,6 +6,8 @@ export interface StripeOptions {
   webhookSecret: string;
   /** Where the SDK sends its requests; unset is Stripe's API. Tests point it at a local fake. */
   apiBase?: string;
+  /** The fetch the SDK sends its requests with: the platform's egress guard (`ctx.egress.fetch`). */
+  fetch?: (url: string, init: RequestInit) => Promise<Response>;
 }
 
 /** The part of a Stripe object the platform reads. */
@@ -20,8 +22,14 @@ interface StripeObject {
   payment_status?: string;
 }
 
-function sdkConfig(apiBase: string | undefined): ConstructorParameters<typeof Stripe>[1] {
-  const config: NonNullable<ConstructorParameters<typeof Stripe>[1]> = { maxNetworkRetries: 2, timeout: 30_000 };
+function sdkConfig(options: StripeOptions): ConstructorParameters<typeof Stripe>[1] {
+  const { apiBase } = options;
+  const config: NonNullable<ConstructorParameters<typeof Stripe>[1]> = {
+    maxNetworkRetries: 2,
+    timeout: 30_000,
+    // Like every outbound request of the server, the SDK's go through the egress guard.
+    ...(options.fetch ? { httpClient: Stripe.createFetchHttpClient(options.fetch as typeof fetch) } : {}),
+  };
   if (!apiBase) return config;
   const url = new URL(apiBase);
   return {
@@ -47,7 +55,7 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
  * const { accountId } = await stripe.createAccount({ orgId, email: 'op@example.com', country: 'CA' });
  */
 export function createStripeProvider(options: StripeOptions): PaymentProvider {
-  const stripe = new Stripe(options.secretKey, sdkConfig(options.apiBase));
+  const stripe = new Stripe(options.secretKey, sdkConfig(options));
   return {
     name: 'stripe',
     movesRealMoney: true,
