@@ -103,4 +103,41 @@ describe('minting keys: no credential grants more than it holds', () => {
       expect({ role, scopes, status: res.statusCode }).toEqual({ role, scopes, status });
     }
   });
+
+  it('revoking: a key revokes only keys it could have minted; the owner signed in revokes any', async () => {
+    const revoke = (credential: string, key: string) =>
+      t.app.inject({
+        method: 'POST',
+        url: `/api/v1/auth/api-keys/${key.split('_')[2]}/revoke`,
+        headers: bearer(credential),
+        payload: { reason: 'test' },
+      });
+    // Whether the key is still unrevoked, as the owner's key list says (a write-only key cannot read /auth/me).
+    const alive = async (key: string) => {
+      const { keys } = (
+        await t.app.inject({ method: 'GET', url: '/api/v1/auth/api-keys', headers: bearer(owner.token) })
+      ).json() as { keys: { key_id: string; revoked_at: string | null }[] };
+      return keys.find((k) => k.key_id === key.split('_')[2])?.revoked_at === null;
+    };
+    const outcomes: string[] = [];
+    const expected: string[] = [];
+    for (const creator of CREATORS) {
+      const credential = await createKey(t.app, owner, [creator], creator);
+      for (const target of NAMED) {
+        const key = await createKey(t.app, owner, [target], target);
+        const res = await revoke(credential, key);
+        outcomes.push(`${creator} revokes ${target}: ${res.statusCode} ${await alive(key)}`);
+        const allowed = MINTABLE[creator]?.includes(target) === true;
+        expected.push(`${creator} revokes ${target}: ${allowed ? '200 false' : '403 true'}`);
+        if (res.statusCode === 403) expect(res.json().error).toBe('insufficient_scope');
+        // The credentials allowed on the route at all are told which scope of the target stops them.
+        if (res.statusCode === 403 && ['buyer', 'keys', 'keys:write'].includes(creator))
+          expect(res.json().message).toContain(`which holds '${target}'`);
+      }
+    }
+    expect(outcomes).toEqual(expected);
+    const operator = await createKey(t.app, owner, ['operator'], 'node');
+    expect((await revoke(owner.token, operator)).statusCode).toBe(200);
+    expect(await alive(operator)).toBe(false);
+  });
 });

@@ -76,11 +76,22 @@ export async function listVisibleKeys(ctx: ServiceContext, principal: Principal)
   return { keys: rows.map(keyRecord) };
 }
 
-/** Revokes at once; another organization's key, or (for a member) someone else's, is 404. */
+/**
+ * Revokes at once; another organization's key, or (for a member) someone else's, is 404. A
+ * credential revokes only keys it could have minted (the same rule: a `keys:write` key cannot
+ * revoke the owner's `operator` key; an owner's or admin's session revokes any).
+ */
 export async function revokeVisibleKey(ctx: ServiceContext, principal: Principal, keyId: string, reason: string) {
   const existing = await findKey(ctx.db, principal.orgId, keyId);
   if (!existing || (!isManager(principal) && existing.buyer_id !== principal.buyerId)) {
     throw new ApiError('not_found', `API key ${keyId} not found`);
+  }
+  const beyond = scopesNotMintable(principal, existing.scopes);
+  if (beyond.length > 0) {
+    throw new ApiError(
+      'insufficient_scope',
+      `this credential (scopes: ${principal.scopes.join(', ')}) cannot revoke API key ${keyId}, which holds ${beyond.map((s) => `'${s}'`).join(', ')}: a key may only revoke keys within its own scopes; an owner or admin signed in can revoke any`,
+    );
   }
   const revoked = await revokeKey(ctx.db, principal.orgId, keyId, reason);
   if (!revoked) throw new ApiError('conflict', `API key ${keyId} is already revoked`);
