@@ -2,10 +2,12 @@ import {
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  PutObjectCommand,
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { Readable } from 'node:stream';
 import type { S3Config } from '../config.js';
 import { assertObjectKey, type ObjectStore } from './interface.js';
@@ -72,6 +74,12 @@ export function createS3ObjectStore(
         if (isMissing(err)) return undefined;
         throw err;
       }
+    },
+    async presign(method, key, ttlSeconds) {
+      assertObjectKey(key);
+      const command =
+        method === 'GET' ? new GetObjectCommand({ Bucket, Key: key }) : new PutObjectCommand({ Bucket, Key: key });
+      return getSignedUrl(client, command, { expiresIn: ttlSeconds });
     },
     async delete(key) {
       const existed = (await this.stat(key)) !== undefined;
