@@ -47,6 +47,9 @@ function tusStore(objects: ObjectStore): DataStore {
       bucket: where.bucket,
       region: where.region,
       forcePathStyle: where.forcePathStyle,
+      // The SDK's default streams parts as aws-chunked with a checksum trailer, which S3-compatible
+      // servers other than AWS (s3rver, older MinIO and Ceph) store framing and all: send plain bodies.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
       ...(where.endpoint ? { endpoint: where.endpoint } : {}),
       ...(where.credentials ? { credentials: where.credentials } : {}),
     },

@@ -14,7 +14,13 @@ import { assertObjectKey, type ObjectStore } from './interface.js';
 
 /** The S3 client for `config`: credentials from the usual AWS variables (or the default chain). */
 export function createS3Client(config: S3Config): S3Client {
-  const options: S3ClientConfig = { region: config.region, forcePathStyle: config.forcePathStyle };
+  // Plain bodies, not aws-chunked with a checksum trailer (the SDK's default), which S3-compatible
+  // servers other than AWS may store framing and all (uploads.ts does the same for tus).
+  const options: S3ClientConfig = {
+    region: config.region,
+    forcePathStyle: config.forcePathStyle,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+  };
   if (config.endpoint) options.endpoint = config.endpoint;
   if (config.credentials) options.credentials = config.credentials;
   return new S3Client(options);
