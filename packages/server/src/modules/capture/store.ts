@@ -312,3 +312,38 @@ export async function setProcessingJob(tx: Queryable, id: string, jobId: string)
 export async function setOutputs(tx: Queryable, id: string, outputsJson: string): Promise<void> {
   await tx.query('UPDATE capture_sets SET outputs_json = $2 WHERE id = $1', [id, outputsJson]);
 }
+
+/** Takes the lock of an upload for `holder` when it is free or its lease ran out; true when taken. */
+export async function tryLockUpload(
+  db: Queryable,
+  uploadId: string,
+  holder: string,
+  leaseMs: number,
+): Promise<boolean> {
+  const { rows } = await db.query<{ holder: string }>(
+    `INSERT INTO capture_upload_locks (upload_id, holder, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
+     ON CONFLICT (upload_id) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+       WHERE capture_upload_locks.expires_at < now()
+     RETURNING holder`,
+    [uploadId, holder, leaseMs],
+  );
+  return rows[0]?.holder === holder;
+}
+
+/** Extends a held lock's lease; false when `holder` no longer holds it. */
+export async function renewUploadLock(
+  db: Queryable,
+  uploadId: string,
+  holder: string,
+  leaseMs: number,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE capture_upload_locks SET expires_at = now() + $3 * interval '1 millisecond' WHERE upload_id = $1 AND holder = $2`,
+    [uploadId, holder, leaseMs],
+  );
+  return rowCount > 0;
+}
+
+export async function unlockUpload(db: Queryable, uploadId: string, holder: string): Promise<void> {
+  await db.query('DELETE FROM capture_upload_locks WHERE upload_id = $1 AND holder = $2', [uploadId, holder]);
+}
