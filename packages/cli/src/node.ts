@@ -17,6 +17,7 @@ export const NODE_USAGE = `svc node --server URL --api-key KEY [--data-dir DIR] 
          [--upstream BASE_URL [--upstream-key KEY] --model CATALOG_ID[=ENGINE_MODEL]...]
          [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--name NAME]
          [--tee-vcek FILE] [--tee-collateral DIR] [--capsule PROGRAM [--capsule-arg ARG]...]
+         [--runner 8=CMD] [--runner 10=CMD]
 
 Runs a provider node: registers with the control plane, polls for work, runs it on the given
 engines and uploads each result with its signed receipt. The node key and outbox live in
@@ -28,7 +29,9 @@ In a confidential VM (configfs-tsm present) the node attests after registering a
 collateral (docs/attestation.md). --capsule runs repository work
 orders (kind 9) with PROGRAM; variables named SVC_CAPSULE_<NAME> reach it as <NAME> (for the
 reference capsule: SVC_CAPSULE_OPENAI_BASE_URL, SVC_CAPSULE_OPENAI_API_KEY). See
-docs/node-operator.md and docs/work-orders.md.`;
+docs/node-operator.md and docs/work-orders.md. --runner 8=CMD and --runner 10=CMD process
+capture sets (kind 8 scene_reconstruction, kind 10 data_processing): CMD is a program and its
+arguments split on spaces (no shell), run as CMD INPUT_DIR OUTPUT_DIR (docs/capture-sets.md).`;
 
 /** The validated configuration of `svc node`. */
 export interface NodeConfig {
@@ -41,6 +44,8 @@ export interface NodeConfig {
   concurrency: number;
   allowProcessRunner: boolean;
   capsule?: { program: string; args: string[]; env: Record<string, string> };
+  /** Kinds 8 and 10: the operator's program for each (`--runner 8=CMD`). */
+  captureRunners?: Map<number, { program: string; args: string[] }>;
   upstream?: { baseUrl: string; apiKey?: string; models: Map<string, string> };
   gguf: Map<string, string>;
   tee?: { vcekFile?: string; tdxCollateralDir?: string };
@@ -62,8 +67,29 @@ const VALUES = [
   'tee-collateral',
   'capsule',
   'capsule-arg',
+  'runner',
 ];
-const REPEATABLE = new Set(['model', 'gguf', 'capsule-arg']);
+const REPEATABLE = new Set(['model', 'gguf', 'capsule-arg', 'runner']);
+
+/** `--runner KIND=CMD`, each: kind 8 or 10, CMD split on spaces into a program and its arguments. */
+function captureRunners(specs: readonly string[]): Map<number, { program: string; args: string[] }> | undefined {
+  const runners = new Map<number, { program: string; args: string[] }>();
+  for (const spec of specs) {
+    const eq = spec.indexOf('=');
+    const kind = Number(spec.slice(0, eq));
+    const [program = '', ...args] = spec
+      .slice(eq + 1)
+      .split(' ')
+      .filter((part) => part !== '');
+    if (eq <= 0 || (kind !== 8 && kind !== 10) || program === '')
+      throw new UsageError(`--runner must be 8=CMD or 10=CMD (kinds 8 and 10 process capture sets), got '${spec}'`);
+    if (runners.has(kind)) throw new UsageError(`--runner ${kind} is given more than once`);
+    const path = program.includes('/') ? resolve(program) : program;
+    if (path.includes('/') && !existsSync(path)) throw new UsageError(`--runner ${kind}: no program at ${path}`);
+    runners.set(kind, { program: path, args });
+  }
+  return runners.size > 0 ? runners : undefined;
+}
 
 function httpUrl(flag: string, value: string): string {
   let url: URL | undefined;
@@ -178,8 +204,11 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
         };
   if (capsule && capsule.program.includes('/') && !existsSync(capsule.program))
     throw new UsageError(`--capsule: no program at ${capsule.program}`);
-  if (served.size === 0 && !allowProcessRunner && !capsule) {
-    throw new UsageError('nothing to serve: give --upstream with --model, --gguf, --allow-process-runner or --capsule');
+  const runners = captureRunners(args.multi.runner ?? []);
+  if (served.size === 0 && !allowProcessRunner && !capsule && !runners) {
+    throw new UsageError(
+      'nothing to serve: give --upstream with --model, --gguf, --allow-process-runner, --capsule or --runner',
+    );
   }
   return {
     server,
@@ -191,6 +220,7 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
     concurrency,
     allowProcessRunner,
     ...(capsule ? { capsule } : {}),
+    ...(runners ? { captureRunners: runners } : {}),
     ...(upstreamUrl === undefined
       ? {}
       : {
@@ -257,6 +287,7 @@ export async function node(argv: string[]): Promise<number> {
     concurrency: config.concurrency,
     allowProcessRunner: config.allowProcessRunner,
     ...(config.capsule ? { capsule: config.capsule } : {}),
+    ...(config.captureRunners ? { captureRunners: config.captureRunners } : {}),
     ...(config.country === undefined ? {} : { country: config.country }),
     ...(config.region === undefined ? {} : { region: config.region }),
     ...(config.name === undefined ? {} : { name: config.name }),
@@ -282,7 +313,8 @@ export async function node(argv: string[]): Promise<number> {
     const models = [...engines.keys()].sort();
     process.stdout.write(
       `svc node: registered ${registered.node_id} with ${config.server} (country ${config.country ?? 'not declared'}, models ${models.join(', ') || 'none'}` +
-        `${config.allowProcessRunner ? ', process runner on' : ''}${config.capsule ? `, capsule ${config.capsule.program}` : ''})\n`,
+        `${config.allowProcessRunner ? ', process runner on' : ''}${config.capsule ? `, capsule ${config.capsule.program}` : ''}` +
+        `${[...(config.captureRunners?.entries() ?? [])].map(([kind, r]) => `, kind ${kind} runner ${r.program}`).join('')})\n`,
     );
     await stopped;
     return 0;

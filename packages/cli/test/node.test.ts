@@ -24,6 +24,7 @@ const SPEC = {
     'name',
     'capsule',
     'capsule-arg',
+    'runner',
   ],
   booleans: ['allow-process-runner'],
 };
@@ -133,7 +134,14 @@ describe('svc node flags', () => {
       [[...base, '--allow-process-runner', '--name', ''], '--name must be 1 to 100 characters'],
       [[...base, '--allow-process-runner', '--server', 'http://y'], '--server is given more than once'],
       [[...base, '--allow-process-runner', 'extra'], "unexpected argument 'extra'"],
-      [base, 'nothing to serve: give --upstream with --model, --gguf, --allow-process-runner or --capsule'],
+      [base, 'nothing to serve: give --upstream with --model, --gguf, --allow-process-runner, --capsule or --runner'],
+      [
+        [...base, '--runner', '9=true'],
+        "--runner must be 8=CMD or 10=CMD (kinds 8 and 10 process capture sets), got '9=true'",
+      ],
+      [[...base, '--runner', '8='], '--runner must be 8=CMD or 10=CMD'],
+      [[...base, '--runner', '8=true', '--runner', '8=false'], '--runner 8 is given more than once'],
+      [[...base, '--runner', '10=/nonexistent/tool -x'], '--runner 10: no program at /nonexistent/tool'],
       [[...base, '--capsule-arg', 'x.mjs'], '--capsule-arg needs --capsule PROGRAM'],
       [[...base, '--capsule', '/nonexistent/capsule'], '--capsule: no program at /nonexistent/capsule'],
     ];
@@ -145,6 +153,13 @@ describe('svc node flags', () => {
         OTHER: 'no',
       }).capsule,
     ).toEqual({ program: 'node', args: ['c.mjs', 'v2'], env: { OPENAI_API_KEY: 'k1' } });
+    // A runner alone is something to serve; CMD splits on spaces into the program and its arguments.
+    expect(flags([...base, '--runner', '10=node  tool.mjs --fast', '--runner', '8=true']).captureRunners).toEqual(
+      new Map([
+        [10, { program: 'node', args: ['tool.mjs', '--fast'] }],
+        [8, { program: 'true', args: [] }],
+      ]),
+    );
     expect(flags([...base, '--gguf', `tinyllama=${join(dir, 'w.gguf')}`]).gguf.get('tinyllama')).toBe(
       join(dir, 'w.gguf'),
     );

@@ -55,6 +55,8 @@ export interface NodeAgentOptions {
   allowProcessRunner?: boolean;
   /** Runs repository work (kind 9) with this program (`svc node --capsule CMD`). */
   capsule?: { program: string; args: string[]; env?: Record<string, string> };
+  /** Runs kinds 8 and 10 on capture sets with these programs (`svc node --runner 8=CMD`). */
+  captureRunners?: ReadonlyMap<number, { program: string; args: string[] }>;
   /** Overrides the detected GPU model (only NVIDIA GPUs are detected). */
   gpuModel?: string;
   /** For control-plane calls (default global fetch). */
@@ -206,6 +208,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
         ...(gpu === undefined ? [] : ['gpu']),
         ...(options.allowProcessRunner ? ['process'] : []),
         ...(options.capsule ? ['capsule'] : []),
+        ...[...(options.captureRunners?.keys() ?? [])].map((kind) => `runner:${kind}`),
       ],
       max_concurrency: concurrency,
       ...(options.name === undefined ? {} : { name: options.name }),
@@ -234,6 +237,8 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
         allowProcessRunner: options.allowProcessRunner === true,
         trustedOrigin: new URL(options.server).origin,
         ...(options.capsule ? { capsule: options.capsule } : {}),
+        ...(options.captureRunners ? { captureRunners: options.captureRunners } : {}),
+        signedRequest: nodeClient.signedRequest,
       },
       metadata: {
         ...(gpu === undefined ? {} : { gpu_model: gpu }),

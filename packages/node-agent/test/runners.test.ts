@@ -181,7 +181,12 @@ describe('engine job runners', () => {
       message: 'gateway work of type video is not supported by this agent version',
     });
     await expect(runJob(work({ kind: 8 }), ctx)).rejects.toMatchObject({
-      message: 'job kind 8 is not supported by this agent version',
+      message:
+        'this node has no program for kind 8 (scene_reconstruction): its operator did not start it with --runner 8=CMD',
+      retryable: false,
+    });
+    await expect(runJob(work({ kind: 11 }), ctx)).rejects.toMatchObject({
+      message: 'job kind 11 is not supported by this agent version',
       retryable: false,
     });
     await expect(

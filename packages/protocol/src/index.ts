@@ -17,3 +17,4 @@ export * from './signature.js';
 export * from './svc1.js';
 export * from './repository-work.js';
 export * from './capture-manifest.js';
+export * from './capture-processing.js';

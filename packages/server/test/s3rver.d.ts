@@ -12,6 +12,9 @@ declare module 's3rver' {
   export default class S3rver {
     constructor(options: S3rverOptions);
     run(): Promise<AddressInfo>;
+    /** Koa's middleware list (s3rver is a Koa app); composed at run(). */
+    middleware: ((ctx: never, next: () => Promise<void>) => unknown)[];
+    store: { getResourcePath(bucket: string, key: undefined, resource: string): string };
     close(): Promise<void>;
   }
 }

@@ -1,6 +1,7 @@
 import type { WorkItem } from '../wire.js';
 import { runEmbeddings, runImageGeneration, runLlmInference, runTranscription } from './engine-jobs.js';
 import { runGatewayChat, runGatewayEmbeddings, runGatewayImage, runGatewayTranscription } from './gateway.js';
+import { runCaptureJob } from './capture.js';
 import { runProcessJob } from './process-runner.js';
 import { runRepositoryWork } from './repository-work.js';
 import { WorkError, type RunContext, type RunOutput } from './types.js';
@@ -29,6 +30,7 @@ export {
   type ProcessResult,
   type RunProcessOptions,
 } from './process-runner.js';
+export { runCaptureJob, type CaptureRunner } from './capture.js';
 export { CAPSULE_DISABLED, runRepositoryWork, type CapsuleConfig } from './repository-work.js';
 export { detectTooling, missingTooling } from './tooling.js';
 export {
@@ -53,7 +55,9 @@ const JOB_RUNNERS = new Map<number, Runner>([
   [6, runProcessJob],
   // Kind 7 (confidential training) is kind 6 inside a TEE: the server sends it only to attested nodes.
   [7, runProcessJob],
+  [8, runCaptureJob],
   [9, runRepositoryWork],
+  [10, runCaptureJob],
 ]);
 
 const GATEWAY_RUNNERS = new Map<string, Runner>([

@@ -1,3 +1,4 @@
+import type { NodeClient } from '../client.js';
 import type { Engine } from '../engines/interface.js';
 import type { StreamSink } from '../stream-events.js';
 import type { WorkItem } from '../wire.js';
@@ -22,6 +23,10 @@ export interface RunContext {
   trustedOrigin?: string;
   /** Where streamed work sends its events; without it `stream: true` work is refused. */
   events?: StreamSink;
+  /** Kinds 8 and 10 run only with the operator's program for the kind (`svc node --runner 8=CMD`). */
+  captureRunners?: ReadonlyMap<number, { program: string; args: string[] }>;
+  /** Signed control-plane calls a runner makes itself (kinds 8 and 10 declare their outputs). */
+  signedRequest?: NodeClient['signedRequest'];
 }
 
 /** A finished piece of work: the exact result bytes and how much work they took. */

@@ -11,7 +11,7 @@ export interface Bus {
 }
 
 /** `gateway` carries streamed chat events between instances (JSON, under 8000 bytes). */
-export type BusTopic = 'jobs' | 'nodes' | 'work' | 'keys' | 'gateway';
+export type BusTopic = 'jobs' | 'nodes' | 'work' | 'keys' | 'gateway' | 'uploads';
 
 /** @example const bus = createDbBus(db); await bus.publish('jobs', jobId); */
 export function createDbBus(db: Db): Bus {

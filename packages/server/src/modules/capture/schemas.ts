@@ -120,6 +120,23 @@ export const CaptureSet = Type.Object(
     created_at: DateTime,
     updated_at: DateTime,
     completed_at: NullableDateTime,
+    processing_job_id: Type.Union([Str, Type.Null()], {
+      description: 'the kind 8 or 10 job that processes (or last processed) the set',
+    }),
+    outputs: Type.Union(
+      [
+        Type.Array(
+          Type.Object({
+            path: Str,
+            bytes: Type.Integer({ format: 'int64' }),
+            sha256: Str,
+            verification: StringEnum(['verified', 'missing', 'size_mismatch', 'hash_mismatch'] as const),
+          }),
+        ),
+        Type.Null(),
+      ],
+      { description: "the processing job's outputs as checked against its output manifest (null before)" },
+    ),
   },
   { $id: 'CaptureSet' },
 );

@@ -44,6 +44,8 @@ export interface CaptureSetRow {
   created_at: Date;
   updated_at: Date;
   completed_at: Date | null;
+  processing_job_id: string | null;
+  outputs_json: string | null;
 }
 
 export type Verification = 'pending' | 'verified' | 'missing' | 'size_mismatch' | 'hash_mismatch';
@@ -148,7 +150,10 @@ export async function listEpochs(db: Queryable, siteId: string): Promise<EpochRo
 
 export async function insertCaptureSet(
   db: Queryable,
-  set: Omit<CaptureSetRow, 'created_at' | 'updated_at' | 'completed_at' | 'failure_reason'>,
+  set: Omit<
+    CaptureSetRow,
+    'created_at' | 'updated_at' | 'completed_at' | 'failure_reason' | 'processing_job_id' | 'outputs_json'
+  >,
   files: readonly Pick<CaptureFileRow, 'path' | 'bytes' | 'sha256' | 'content_type'>[],
 ): Promise<CaptureSetRow> {
   const { rows } = await db.query<CaptureSetRow>(
@@ -290,4 +295,55 @@ export async function setProgressOfUpload(
     'UPDATE capture_files SET bytes_received = greatest(bytes_received, $3) WHERE capture_set_id = $1 AND upload_id = $2',
     [captureSetId, uploadId, offset],
   );
+}
+
+/** The set by id alone (for a job's own work, whose organization the job row carries); locked. */
+export async function lockCaptureSetById(tx: Queryable, id: string): Promise<CaptureSetRow | undefined> {
+  const { rows } = await tx.query<CaptureSetRow>('SELECT * FROM capture_sets WHERE id = $1 FOR UPDATE', [id]);
+  return rows[0];
+}
+
+/** Records the job processing the set (its outputs cleared until that job reports them). */
+export async function setProcessingJob(tx: Queryable, id: string, jobId: string): Promise<void> {
+  await tx.query('UPDATE capture_sets SET processing_job_id = $2, outputs_json = NULL WHERE id = $1', [id, jobId]);
+}
+
+/** Records the outputs of the processing job as checked against their manifest. */
+export async function setOutputs(tx: Queryable, id: string, outputsJson: string): Promise<void> {
+  await tx.query('UPDATE capture_sets SET outputs_json = $2 WHERE id = $1', [id, outputsJson]);
+}
+
+/** Takes the lock of an upload for `holder` when it is free or its lease ran out; true when taken. */
+export async function tryLockUpload(
+  db: Queryable,
+  uploadId: string,
+  holder: string,
+  leaseMs: number,
+): Promise<boolean> {
+  const { rows } = await db.query<{ holder: string }>(
+    `INSERT INTO capture_upload_locks (upload_id, holder, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
+     ON CONFLICT (upload_id) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+       WHERE capture_upload_locks.expires_at < now()
+     RETURNING holder`,
+    [uploadId, holder, leaseMs],
+  );
+  return rows[0]?.holder === holder;
+}
+
+/** Extends a held lock's lease; false when `holder` no longer holds it. */
+export async function renewUploadLock(
+  db: Queryable,
+  uploadId: string,
+  holder: string,
+  leaseMs: number,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE capture_upload_locks SET expires_at = now() + $3 * interval '1 millisecond' WHERE upload_id = $1 AND holder = $2`,
+    [uploadId, holder, leaseMs],
+  );
+  return rowCount > 0;
+}
+
+export async function unlockUpload(db: Queryable, uploadId: string, holder: string): Promise<void> {
+  await db.query('DELETE FROM capture_upload_locks WHERE upload_id = $1 AND holder = $2', [uploadId, holder]);
 }

@@ -13,6 +13,7 @@ import { principalOf } from '../../platform/principal.js';
 import { CAPTURE_SET_ID } from './schemas.js';
 import * as service from './service.js';
 import type { CaptureSetRow } from './store.js';
+import { createUploadLocker } from './upload-locks.js';
 
 /**
  * Resumable uploads (the tus protocol, https://tus.io) at /api/v1/capture-sets/{id}/uploads: one
@@ -47,6 +48,9 @@ function tusStore(objects: ObjectStore): DataStore {
       bucket: where.bucket,
       region: where.region,
       forcePathStyle: where.forcePathStyle,
+      // The SDK's default streams parts as aws-chunked with a checksum trailer, which S3-compatible
+      // servers other than AWS (s3rver, older MinIO and Ceph) store framing and all: send plain bodies.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
       ...(where.endpoint ? { endpoint: where.endpoint } : {}),
       ...(where.credentials ? { credentials: where.credentials } : {}),
     },
@@ -65,6 +69,9 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
     if (!call) throw { status_code: 500, body: 'upload request without its capture set' };
     return call;
   };
+  // One lock per upload shared by every instance, so a client may resume on any of them.
+  const locks = await createUploadLocker({ db: ctx.db, bus: ctx.bus, log: ctx.log });
+  app.addHook('onClose', async () => locks.close());
   // Built at the first upload: FileStore's constructor starts an un-awaited mkdir that throws from
   // its callback, which must not outlive an app closed before any upload (and its data dir removed).
   let built: { tus: Server; datastore: DataStore } | undefined;
@@ -74,6 +81,7 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
     const tus = new Server({
       path: '/api/v1/capture-sets/uploads',
       datastore,
+      locker: locks.locker,
       relativeLocation: true,
       postReceiveInterval: 500,
       namingFunction: (req) => `${callOf(req).set.id}-${randomBytes(16).toString('hex')}`,

@@ -1,3 +1,4 @@
+import type { OutputCheck } from './processing.js';
 import type { CaptureFileRow, CaptureSetRow, EpochRow, SiteRow } from './store.js';
 
 /** Rows as the API returns them (schemas.ts). Pure. */
@@ -46,6 +47,8 @@ export function captureSetView(c: CaptureSetRow) {
     created_at: iso(c.created_at),
     updated_at: iso(c.updated_at),
     completed_at: isoOrNull(c.completed_at),
+    processing_job_id: c.processing_job_id,
+    outputs: c.outputs_json === null ? null : (JSON.parse(c.outputs_json) as OutputCheck[]),
   };
 }
 

@@ -85,6 +85,12 @@ export const CreateJobRequest = Type.Object(
     required_capabilities: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32 })),
     runner_args: Type.Optional(Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 256 })),
     timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+    capture_set_id: Type.Optional(
+      Type.String({
+        pattern: '^cs_[a-z0-9]{26}$',
+        description: 'kinds 8 and 10: the ready capture set to process (it moves to processing)',
+      }),
+    ),
   },
   { $id: 'CreateJobRequest', additionalProperties: false },
 );

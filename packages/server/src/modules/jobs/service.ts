@@ -19,6 +19,7 @@ import { capabilityMet, floorPriceMicroPerUnit, unmetConstraint } from '../sched
 import type { MatchJob, MatchNode } from '../scheduler/matching.js';
 import { liveAttestedNodes } from '../nodes/store.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
+import { isCaptureKind, releaseFromJob, takeForJob } from '../capture/processing.js';
 import { enqueueTerminalWebhook } from './delivery.js';
 import { closeJobRun, endedWithoutResult, openJobRun } from './evidence.js';
 import { isTerminal, type JobStatus } from './states.js';
@@ -161,9 +162,16 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   } else if (body.kind === 3) {
     if (!body.payload_url) throw bad('/payload_url', 'is required for transcription (the audio file)');
     await ctx.egress.checkUrl(body.payload_url, '/payload_url');
+  } else if (isCaptureKind(body.kind)) {
+    if (!body.capture_set_id)
+      throw bad('/capture_set_id', `is required for ${kind.name} (the ready capture set to process)`);
+    if (body.runner_args)
+      throw bad('/runner_args', `is not used by ${kind.name}: the node runs the program its operator set for the kind`);
   } else if (!body.runner_args) {
     throw bad('/runner_args', `is required for ${kind.name} (the program and its arguments)`);
   }
+  if (body.capture_set_id !== undefined && !isCaptureKind(body.kind))
+    throw bad('/capture_set_id', `is used by scene_reconstruction (8) and data_processing (10) jobs only`);
   const cost = estimateCost(body.kind, body);
   const spec: store.JobSpec = {
     model,
@@ -187,6 +195,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     ) as Record<string, number>,
     estimated_units: cost.units,
     ...(inputs ? { inputs } : {}),
+    ...(body.capture_set_id ? { capture_set_id: body.capture_set_id } : {}),
   };
   const jobId = newId('job');
   const pool = executionPool({ kind: body.kind, requires_tee: body.requires_tee });
@@ -205,6 +214,8 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   const estimatedDurationMs =
     body.estimated_duration_ms ?? (body.estimated_gpu_seconds ? body.estimated_gpu_seconds * 1000 : 60_000);
   const job = await ctx.db.transaction(async (tx) => {
+    // The capture set first: another organization's is a 404 and a set not ready a 409, before any hold.
+    if (spec.capture_set_id) await takeForJob(tx, principal.orgId, spec.capture_set_id, { id: jobId, kind: body.kind });
     const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
     await store.insertJob(tx, {
       id: jobId,
@@ -366,6 +377,12 @@ export async function cancelJob(ctx: ServiceContext, principal: Principal, jobId
     const moved = await store.moveJob(tx, jobId, 'cancelled', { failure_reason: 'cancelled by the buyer' });
     if (!moved) throw new ApiError('conflict', `job ${jobId} changed state; try again`);
     if (current.hold_id) await ctx.ledger.within(tx).release(current.hold_id);
+    if (current.spec.capture_set_id)
+      await releaseFromJob(tx, current.spec.capture_set_id, {
+        id: jobId,
+        status: 'cancelled',
+        reason: `cancelled by ${principal.buyerId}`,
+      });
     if (current.work_id)
       await tx.query(
         "UPDATE work_items SET status = 'cancelled', updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')",

@@ -25,6 +25,8 @@ export interface JobSpec {
   inputs?: string[];
   /** Kind 9: the repository-work payload (built by modules/work-orders; see @svc/protocol RepositoryWorkPayload). */
   repository_work?: Record<string, unknown>;
+  /** Kinds 8 and 10: the capture set processed (owned by modules/capture while the job runs). */
+  capture_set_id?: string;
 }
 
 export interface JobRow {

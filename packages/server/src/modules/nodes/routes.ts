@@ -1,10 +1,10 @@
-import { WorkItemSchema } from '@svc/protocol';
+import { OutputManifestSchema, OutputUploadsSchema, WorkItemSchema } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
 import { MessageResponse } from '../auth/schemas.js';
-import { deliverResult, failWork, submitReceipt } from '../receipts/service.js';
+import { deliverResult, failWork, outputUploadUrls, submitReceipt } from '../receipts/service.js';
 import { NodeReceiptRequest, Receipt, ResultRequest } from '../receipts/schemas.js';
 import { heartbeat, pollWork } from '../scheduler/node-work.js';
 import { nodeOf } from './node-auth.js';
@@ -97,6 +97,20 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
       },
     },
     async (request) => deliverResult(ctx, nodeOf(request), request.params.work_id, request.body),
+  );
+  app.post(
+    '/api/v1/node/work/:work_id/outputs',
+    {
+      config: node,
+      schema: {
+        summary: 'Declare the outputs of kind 8 or 10 work and get a presigned PUT URL for each',
+        tags,
+        params: WorkParams,
+        body: OutputManifestSchema,
+        response: { 200: OutputUploadsSchema },
+      },
+    },
+    async (request) => outputUploadUrls(ctx, nodeOf(request), request.params.work_id, request.body),
   );
   app.post(
     '/api/v1/node/work/:work_id/fail',

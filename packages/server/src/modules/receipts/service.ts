@@ -16,6 +16,14 @@ import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '
 import { noteWorkFailure } from '../gateway/store.js';
 import { insertReceipt, lockWorkForReceipt, receiptView } from './store.js';
 import { attestationSummary } from '../attestation/service.js';
+import {
+  checkCaptureReceipt,
+  finishProcessing,
+  isCaptureKind,
+  outputUploads,
+  releaseFromJob,
+  type CaptureReceiptCheck,
+} from '../capture/processing.js';
 
 /** The platform's share of each job's charge, in basis points (configurable later). */
 export { PLATFORM_FEE_BPS } from '../billing/rules.js';
@@ -139,6 +147,7 @@ export async function submitReceipt(
       { path: '/result/result_hash', message: 'differs from /result_hash' },
     ]);
   const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
+  const capture = await checkCaptureWork(ctx, node, body, inline, inlineBytes);
   const outcome = await ctx.db.transaction(async (tx) => {
     const locked = await lockWorkForReceipt(tx, body.job_id, node.id);
     if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
@@ -254,6 +263,8 @@ export async function submitReceipt(
       released_cents: settlement.released_cents,
       operator_earning_cents: earning,
     });
+    if (capture && job.spec.capture_set_id === capture.captureSetId)
+      await finishProcessing(tx, ctx.secrets, { id: job.id, node_id: node.id, result_hash: body.result_hash }, capture);
     if (completed) await enqueueTerminalWebhook(tx, completed);
     return { receipt, job: completed };
   });
@@ -280,6 +291,44 @@ export async function submitReceipt(
   // here in microtasks, and the node is not waiting on anyone (its result is stored).
   if (handedOver) await new Promise((resolve) => setImmediate(resolve));
   return receiptView(outcome.receipt);
+}
+
+/**
+ * A receipt for a kind 8 or 10 job is checked before its transaction (every output is read and
+ * hashed, which must not hold row locks): its result is the output manifest, and its metering
+ * what the server counts itself (capture/processing.ts). Undefined for any other work.
+ */
+async function checkCaptureWork(
+  ctx: ServiceContext,
+  node: NodeRow,
+  body: { job_id: string; result_hash: string; metering_units: number },
+  inline: ResultUpload | undefined,
+  inlineBytes: Buffer | undefined,
+): Promise<CaptureReceiptCheck | undefined> {
+  const work = await lockWorkForReceipt(ctx.db, body.job_id, node.id);
+  if (!work || work.type !== 'job' || !isCaptureKind(work.kind) || work.has_receipt) return undefined;
+  const job = await findJobById(ctx.db, work.job_id);
+  if (!job?.spec.capture_set_id) return undefined;
+  const stored = inlineBytes ? undefined : await ctx.blobs.get(`results/${work.id}`);
+  return checkCaptureReceipt(ctx, {
+    workId: work.id,
+    kind: work.kind,
+    captureSetId: job.spec.capture_set_id,
+    result: inlineBytes ?? stored?.bytes,
+    meteringUnits: body.metering_units,
+    usage: inline ? (inline.usage ?? null) : work.usage,
+  });
+}
+
+/**
+ * `POST /api/v1/node/work/{work_id}/outputs`: a kind 8 or 10 node declares its output manifest
+ * and gets a presigned PUT URL per output, for work leased to it.
+ */
+export async function outputUploadUrls(ctx: ServiceContext, node: NodeRow, workId: string, body: unknown) {
+  const work = await openWorkOf(ctx, node, workId);
+  if (work.status !== 'leased')
+    throw new ApiError('conflict', `work ${workId} is ${work.status}; no outputs are taken`);
+  return outputUploads(ctx, work, body);
 }
 
 /** A node reports it could not do the work: retryable -> back to the queue (3 attempts), else failed. */
@@ -329,6 +378,8 @@ export async function failWork(
     }
     const failed = await moveJob(tx, job.id, 'failed', { failure_reason: body.message });
     if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
+    if (job.spec.capture_set_id)
+      await releaseFromJob(tx, job.spec.capture_set_id, { id: job.id, status: 'failed', reason: body.message });
     await addJobEvent(tx, job.id, 'job_failed', {
       reason: body.message,
       attempts: job.attempts,

@@ -90,6 +90,9 @@ export function unmetConstraint(job: MatchJob, node: MatchNode): string | undefi
     return 'process runner';
   if ((job.kind === 6 || job.kind === 7) && node.gpu_model === null) return 'gpu';
   if (job.kind === 9 && !node.capabilities.includes('capsule')) return 'repository capsule';
+  // Kinds 8 and 10 run the program the operator set for the kind (`svc node --runner 8=CMD`).
+  if ((job.kind === 8 || job.kind === 10) && !node.capabilities.includes(`runner:${job.kind}`))
+    return `runner for kind ${job.kind}`;
   for (const capability of job.required_capabilities) {
     if (capabilityMet(node, capability) !== true) return `capability ${capability}`;
   }

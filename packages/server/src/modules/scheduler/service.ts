@@ -1,4 +1,6 @@
 import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
+import { captureWorkPayload, noteJobAssigned, releaseFromJob } from '../capture/processing.js';
 import { newId } from '../../platform/ids.js';
 import { enqueueTerminalWebhook } from '../jobs/delivery.js';
 import { afterLostAttempt } from '../jobs/states.js';
@@ -36,8 +38,9 @@ export function matchJob(job: JobRow) {
   };
 }
 
-function payloadOf(job: JobRow): Record<string, unknown> {
+async function payloadOf(ctx: ServiceContext, db: Queryable, job: JobRow): Promise<Record<string, unknown>> {
   const s = job.spec;
+  if (s.capture_set_id) return { ...(await captureWorkPayload(ctx, db, s.capture_set_id, s.timeout_seconds)) };
   if (job.kind === 1) return { model: s.model, inputs: s.inputs ?? [] };
   if (job.kind === 2) return { model: s.model, inputs: s.inputs ?? [] };
   if (job.kind === 3) return { model: s.model, payload_url: s.payload_url };
@@ -119,7 +122,7 @@ export async function claimJobs(
           type: 'job',
           kind: job.kind,
           model: job.spec.model,
-          payload: payloadOf(job),
+          payload: await payloadOf(ctx, tx, job),
           stream: false,
           price_micro_per_unit: askingPrice(node, job.kind),
         },
@@ -153,6 +156,8 @@ export async function claimJobs(
           },
         ),
       );
+      if (job.spec.capture_set_id)
+        await noteJobAssigned(tx, job.spec.capture_set_id, { job_id: job.id, node_id: node.id, work_id: workId });
       claimed.push(work);
     }
     return { work: claimed, noneEligible: false };
@@ -201,6 +206,12 @@ export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
           failure_reason: `no node completed it in ${job.attempts} attempts`,
         });
         if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
+        if (job.spec.capture_set_id)
+          await releaseFromJob(tx, job.spec.capture_set_id, {
+            id: job.id,
+            status: 'failed',
+            reason: `no node completed it in ${job.attempts} attempts`,
+          });
         await addJobEvent(tx, job.id, 'job_failed', {
           reason: 'lease expired on the last attempt',
           attempts: job.attempts,

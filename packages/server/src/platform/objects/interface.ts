@@ -19,6 +19,12 @@ export interface ObjectStore {
   read(key: string): Promise<Readable | undefined>;
   /** Removes the object; true when there was one. */
   delete(key: string): Promise<boolean>;
+  /**
+   * A URL of the store itself that lets its holder GET or PUT one object for `ttlSeconds` (S3's
+   * presigned URLs). Absent when the store has none (a directory): the server then signs its own
+   * (presign.ts, served at /api/v1/objects/).
+   */
+  presign?(method: 'GET' | 'PUT', key: string, ttlSeconds: number): Promise<string>;
 }
 
 const KEY = /^[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/;

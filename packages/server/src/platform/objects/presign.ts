@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Config } from '../config.js';
 import type { PlatformSecrets } from '../secrets.js';
-import { assertObjectKey } from './interface.js';
+import { assertObjectKey, type ObjectStore } from './interface.js';
 
 /**
  * Presigned object URLs: `${publicUrl}/api/v1/objects/<key, URL-encoded>?method=GET|PUT&expires=<unix s>
@@ -72,4 +72,21 @@ export function checkObjectUrl(
   const expected = Buffer.from(signature(ctx.secrets, method, key, Number(expires), maxBytes), 'hex');
   if (!timingSafeEqual(expected, Buffer.from(given, 'hex'))) return { status: 'invalid' };
   return Number(expires) * 1000 < now ? { status: 'expired' } : { status: 'ok', maxBytes };
+}
+
+/**
+ * The URL a client (a node) uses to GET or PUT one object: the object store's own presigned URL
+ * when it has them (S3, through the SDK's presigner), else one signed by this server and served
+ * at /api/v1/objects/ (a directory store). A PUT signed here takes at most `maxBytes`; one signed
+ * by S3 takes any size, and what arrives is checked against its manifest afterwards anyway.
+ *
+ * @example
+ * await objectUrl(ctx, { method: 'GET', key: upload.id, ttlSeconds: 3600 })
+ */
+export async function objectUrl(
+  ctx: Signer & { objects: Pick<ObjectStore, 'presign'> },
+  options: { method: ObjectMethod; key: string; ttlSeconds: number; maxBytes?: number },
+): Promise<string> {
+  if (ctx.objects.presign) return ctx.objects.presign(options.method, options.key, options.ttlSeconds);
+  return presignObjectUrl(ctx, options);
 }

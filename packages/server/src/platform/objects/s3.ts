@@ -2,17 +2,25 @@ import {
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  PutObjectCommand,
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { Readable } from 'node:stream';
 import type { S3Config } from '../config.js';
 import { assertObjectKey, type ObjectStore } from './interface.js';
 
 /** The S3 client for `config`: credentials from the usual AWS variables (or the default chain). */
 export function createS3Client(config: S3Config): S3Client {
-  const options: S3ClientConfig = { region: config.region, forcePathStyle: config.forcePathStyle };
+  // Plain bodies, not aws-chunked with a checksum trailer (the SDK's default), which S3-compatible
+  // servers other than AWS may store framing and all (uploads.ts does the same for tus).
+  const options: S3ClientConfig = {
+    region: config.region,
+    forcePathStyle: config.forcePathStyle,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+  };
   if (config.endpoint) options.endpoint = config.endpoint;
   if (config.credentials) options.credentials = config.credentials;
   return new S3Client(options);
@@ -72,6 +80,12 @@ export function createS3ObjectStore(
         if (isMissing(err)) return undefined;
         throw err;
       }
+    },
+    async presign(method, key, ttlSeconds) {
+      assertObjectKey(key);
+      const command =
+        method === 'GET' ? new GetObjectCommand({ Bucket, Key: key }) : new PutObjectCommand({ Bucket, Key: key });
+      return getSignedUrl(client, command, { expiresIn: ttlSeconds });
     },
     async delete(key) {
       const existed = (await this.stat(key)) !== undefined;
