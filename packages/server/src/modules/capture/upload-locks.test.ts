@@ -6,7 +6,8 @@ import {
   type TestApp,
   type TestStore,
 } from '../../../test/harness.js';
-import { createUploadLocker } from './upload-locks.js';
+import { ERRORS } from '@tus/server';
+import { createUploadLocker, tusErrorResponse } from './upload-locks.js';
 
 const onPostgres = TEST_STORE_KIND === 'postgres';
 
@@ -71,6 +72,9 @@ describe('tus upload locks shared by server instances', () => {
       await expect(
         b.locker.newLock('cs_y-1').lock(new AbortController().signal, () => undefined),
       ).rejects.toMatchObject({ status_code: 500, body: 'failed to acquire lock before timeout' });
+      // What the client is answered for it: 423 Locked (retry), not tus's 500.
+      expect(tusErrorResponse(ERRORS.ERR_LOCK_TIMEOUT)).toMatchObject({ status_code: 423 });
+      expect(tusErrorResponse(ERRORS.FILE_NOT_FOUND)).toBeUndefined();
       // An instance that died holds a lock no one renews: it is free once its lease ends.
       await a.close();
       await new Promise((r) => setTimeout(r, 400));

@@ -82,3 +82,19 @@ export async function createUploadLocker(
     },
   };
 }
+
+/**
+ * What tus answers for an error, with one change: an upload still locked by another request after
+ * tus's wait is `423 Locked` (as tusd answers), not tus's `500`: the client can retry, nothing failed.
+ *
+ * @example
+ * tusErrorResponse(ERRORS.ERR_LOCK_TIMEOUT); // { status_code: 423, body: 'this upload is in use by another request ...' }
+ */
+export function tusErrorResponse(err: Error | { status_code: number; body: string }) {
+  if (err === ERRORS.ERR_LOCK_TIMEOUT || ('body' in err && err.body === ERRORS.ERR_LOCK_TIMEOUT.body))
+    return {
+      status_code: 423,
+      body: 'this upload is in use by another request (on this or another instance); retry once it ends\n',
+    };
+  return undefined;
+}

@@ -13,7 +13,7 @@ import { principalOf } from '../../platform/principal.js';
 import { CAPTURE_SET_ID } from './schemas.js';
 import * as service from './service.js';
 import type { CaptureSetRow } from './store.js';
-import { createUploadLocker } from './upload-locks.js';
+import { createUploadLocker, tusErrorResponse } from './upload-locks.js';
 
 /**
  * Resumable uploads (the tus protocol, https://tus.io) at /api/v1/capture-sets/{id}/uploads: one
@@ -82,6 +82,7 @@ export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promis
       path: '/api/v1/capture-sets/uploads',
       datastore,
       locker: locks.locker,
+      onResponseError: (_req, err) => tusErrorResponse(err),
       relativeLocation: true,
       postReceiveInterval: 500,
       namingFunction: (req) => `${callOf(req).set.id}-${randomBytes(16).toString('hex')}`,
