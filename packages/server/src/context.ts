@@ -13,7 +13,8 @@ import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
 import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
-import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
+import { createReservations, type Reservations } from './modules/billing/reservations.js';
+import { newId } from './platform/ids.js';
 import { createEgress, type Egress, type Resolve } from './platform/egress.js';
 import { requestLogView } from './platform/log-redact.js';
 import { startPayoutSchedule } from './modules/payouts/service.js';
@@ -46,8 +47,8 @@ export interface ServiceContext {
   hub: GatewayHub;
   /** API keys checked in memory, invalidated through the bus on revoke, role or membership change. */
   keyCache: KeyCache;
-  /** Cents this process's gateway requests are about to hold: checked against with each balance read before dispatch. */
-  openingHolds: OpeningHolds;
+  /** This instance's credit reservations per organization: the 402 decision in memory (billing/reservations.ts). */
+  reservations: Reservations;
   /** Every outbound request to a URL a client gave goes through this (the SSRF guard). */
   egress: Egress;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
@@ -117,6 +118,13 @@ export async function createContext(
     const objects = createObjectStore(config);
     await moveDbBlobsToObjects(db, objects, log);
     const keyCache = await createKeyCache({ db, bus, log });
+    const reservations = createReservations({
+      db,
+      instanceId: newId('inst'),
+      ttlMs: config.reservations.ttlMs,
+      sliceCents: config.reservations.sliceCents,
+      log,
+    });
     const ctx: ServiceContext = {
       config,
       db,
@@ -124,7 +132,7 @@ export async function createContext(
       secrets,
       metrics: createMetrics(),
       rateLimiter,
-      ledger: createLedger(db),
+      ledger: createLedger(db, reservations),
       bus,
       blobs: createObjectBlobStore(objects),
       objects,
@@ -135,7 +143,7 @@ export async function createContext(
       jobSignal: jobSignal.signal,
       hub,
       keyCache,
-      openingHolds: createOpeningHolds(),
+      reservations,
       egress: createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve }),
       stopBackground: async () => undefined,
       startedAt: new Date(),
@@ -154,6 +162,7 @@ export async function createContext(
       await jobSignal.close();
       await hub.close();
       await keyCache.close();
+      await reservations.close();
     };
     return ctx;
   } catch (err) {
