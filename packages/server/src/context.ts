@@ -13,7 +13,8 @@ import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.
 import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
 import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
 import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
-import { createOpeningHolds, type OpeningHolds } from './modules/gateway/opening.js';
+import { createReservations, type Reservations } from './modules/billing/reservations.js';
+import { newId } from './platform/ids.js';
 import type { Resolve } from '@svc/protocol/egress';
 import { createEgress, type Egress } from './platform/egress.js';
 import { requestLogView } from './platform/log-redact.js';
@@ -47,8 +48,8 @@ export interface ServiceContext {
   hub: GatewayHub;
   /** API keys checked in memory, invalidated through the bus on revoke, role or membership change. */
   keyCache: KeyCache;
-  /** Cents this process's gateway requests are about to hold: checked against with each balance read before dispatch. */
-  openingHolds: OpeningHolds;
+  /** This instance's credit reservations per organization: the 402 decision in memory (billing/reservations.ts). */
+  reservations: Reservations;
   /** Every outbound request to a URL a client gave goes through this (the SSRF guard). */
   egress: Egress;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
@@ -119,6 +120,13 @@ export async function createContext(
     await moveDbBlobsToObjects(db, objects, log);
     const keyCache = await createKeyCache({ db, bus, log });
     const egress = createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve });
+    const reservations = createReservations({
+      db,
+      instanceId: newId('inst'),
+      ttlMs: config.reservations.ttlMs,
+      sliceCents: config.reservations.sliceCents,
+      log,
+    });
     const ctx: ServiceContext = {
       config,
       db,
@@ -126,7 +134,7 @@ export async function createContext(
       secrets,
       metrics: createMetrics(),
       rateLimiter,
-      ledger: createLedger(db),
+      ledger: createLedger(db, reservations),
       bus,
       blobs: createObjectBlobStore(objects),
       objects,
@@ -137,7 +145,7 @@ export async function createContext(
       jobSignal: jobSignal.signal,
       hub,
       keyCache,
-      openingHolds: createOpeningHolds(),
+      reservations,
       egress,
       stopBackground: async () => undefined,
       startedAt: new Date(),
@@ -156,6 +164,7 @@ export async function createContext(
       await jobSignal.close();
       await hub.close();
       await keyCache.close();
+      await reservations.close();
     };
     return ctx;
   } catch (err) {

@@ -30,6 +30,12 @@ export interface Config {
   leaseSeconds: number;
   /** How long a gateway request may take end to end before it is a 504 (SVC_GATEWAY_TIMEOUT_MS). */
   gatewayTimeoutMs: number;
+  /**
+   * Credit reservations (docs/billing.md): how long one lives unless renewed
+   * (SVC_RESERVATION_TTL_MS, default 30 s), and the least one refill takes of the available
+   * balance (SVC_RESERVATION_SLICE_CENTS, default 500; a balance below it is reserved whole).
+   */
+  reservations: { ttlMs: number; sliceCents: number };
   /** Lifetime of presigned file URLs (generated images), in seconds (SVC_FILE_URL_TTL_SECONDS). */
   fileUrlTtlSeconds: number;
   /** The dashboard's built static files, served at `/` (SVC_DASHBOARD_DIR; default packages/dashboard/dist). */
@@ -360,6 +366,14 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     gatewayTimeoutMs: env.SVC_GATEWAY_TIMEOUT_MS
       ? parseIntIn('SVC_GATEWAY_TIMEOUT_MS', env.SVC_GATEWAY_TIMEOUT_MS, 1_000, 3_600_000)
       : 120_000,
+    reservations: {
+      ttlMs: env.SVC_RESERVATION_TTL_MS
+        ? parseIntIn('SVC_RESERVATION_TTL_MS', env.SVC_RESERVATION_TTL_MS, 1_000, 3_600_000)
+        : 30_000,
+      sliceCents: env.SVC_RESERVATION_SLICE_CENTS
+        ? parseIntIn('SVC_RESERVATION_SLICE_CENTS', env.SVC_RESERVATION_SLICE_CENTS, 1, 100_000_000)
+        : 500,
+    },
     fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS
       ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400)
       : 3_600,

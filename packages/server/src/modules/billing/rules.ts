@@ -30,9 +30,16 @@ export function applyUsage(usageMicro: number, carryMicro: number, capCents?: nu
   return { cents, carryMicro: remainder_micro, capped: false };
 }
 
-/** Balance minus holds, never below zero (the schema keeps `held <= balance`; this is the guard). */
-export function availableCents(account: { balance_cents: number; held_cents: number }): number {
-  return Math.max(0, account.balance_cents - account.held_cents);
+/**
+ * Balance minus holds and instances' reservations, never below zero (the schema keeps
+ * `held + reserved <= balance`; this is the guard): what a hold may take that no instance set aside.
+ */
+export function availableCents(account: {
+  balance_cents: number;
+  held_cents: number;
+  reserved_cents?: number;
+}): number {
+  return Math.max(0, account.balance_cents - account.held_cents - (account.reserved_cents ?? 0));
 }
 
 /** The 402 every refusal carries, saying what is available against what is needed. */

@@ -2,6 +2,7 @@ import { centsToCad, MICRO_PER_CENT, microToCad } from '@svc/protocol';
 import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { reclaimExpired, sumReservations } from './reservation-store.js';
 import { fillDays, windowStart } from './series.js';
 import {
   applyUsage,
@@ -22,6 +23,7 @@ import {
   earningTotals,
   findHold,
   insertHoldAndSetAccount,
+  lockAccountForHold,
   insertLedgerRow,
   insertLedgerRows,
   ledgerByDay,
@@ -84,7 +86,11 @@ export interface EarningPosting extends Earning {
 
 /** The credit operations; each one is atomic and serialised per organization. */
 export interface LedgerOperations {
-  /** Reserves `cents` of the available balance; 402 `insufficient_credits` when it is short. No ledger row. */
+  /**
+   * Reserves `cents` for a job or request: out of this instance's credit reservation of the
+   * organization first, the rest from the balance no instance reserved; 402
+   * `insufficient_credits` when both together are short. A `hold` ledger row.
+   */
   hold(orgId: string, cents: number, ref?: string | null): Promise<{ holdId: string }>;
   /** Closes an active hold (else 409), charges `min(usage, hold)` with the carry, releases the rest. */
   settle(holdId: string, usageMicro: number, options?: PostingOptions): Promise<Settlement>;
@@ -149,20 +155,38 @@ async function lockedActiveHold(q: Queryable, holdId: string): Promise<{ hold: H
   return { hold, account };
 }
 
-function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): LedgerOperations {
+/** Which instance's reservations holds draw on, and who hears of what they drew (billing/reservations.ts). */
+export interface LedgerReservations {
+  instanceId: string;
+  /** Told, once a hold's statement ran, that it took `cents` out of this instance's reservation of `orgId`. */
+  drawn(orgId: string, cents: number): void;
+}
+
+function operations(
+  run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>,
+  reservations?: LedgerReservations,
+): LedgerOperations {
   return {
     hold: async (orgId, cents, ref = null) => {
       requireAmount(cents, 'cents');
       return run(async (q) => {
-        const account = await lockedAccount(q, orgId);
-        const available = availableCents(account);
-        if (available < cents) throw insufficientCredits(available, cents);
+        const instanceId = reservations?.instanceId ?? null;
+        const account = await lockAccountForHold(q, orgId, instanceId);
+        if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
+        const own = Number(account.own_reserved_cents);
+        let free = availableCents(account);
+        // Reservations of instances that stopped renewing them are the organization's again.
+        if (own + free < cents) free += await reclaimExpired(q, orgId);
+        if (own + free < cents) throw insufficientCredits(own + free, cents);
+        const drawn = Math.min(own, cents);
         const holdId = newId('hold');
         await insertHoldAndSetAccount(
           q,
           { id: holdId, orgId, amountCents: cents, ref },
           { ...account, held_cents: account.held_cents + cents },
+          { instanceId, drawn },
         );
+        if (drawn > 0) reservations?.drawn(orgId, drawn);
         return { holdId };
       });
     },
@@ -304,8 +328,13 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
       run(async (q) => {
         const account = await readAccount(q, orgId);
         if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
-        const { promo_micro: _promo, ...figures } = account;
-        return { ...figures, available_cents: availableCents(account) };
+        // The organization's own reservations are its credit, set aside for its requests: available to it.
+        return {
+          balance_cents: account.balance_cents,
+          held_cents: account.held_cents,
+          carry_micro: account.carry_micro,
+          available_cents: Math.max(0, account.balance_cents - account.held_cents),
+        };
       }),
   };
 }
@@ -323,10 +352,10 @@ function operations(run: <T>(fn: (q: Queryable) => Promise<T>) => Promise<T>): L
  * await ledger.credit(orgId, 1_000, { txType: 'topup', description: 'card payment' });
  * await ctx.db.transaction(async (tx) => { await insertJob(tx, job); await ledger.within(tx).hold(orgId, 250, job.id); });
  */
-export function createLedger(db: Db): Ledger {
-  const within = (q: Queryable) => operations((fn) => fn(q));
+export function createLedger(db: Db, reservations?: LedgerReservations): Ledger {
+  const within = (q: Queryable) => operations((fn) => fn(q), reservations);
   return {
-    ...operations((fn) => db.transaction(fn)),
+    ...operations((fn) => db.transaction(fn), reservations),
     // A balance is one statement, consistent by itself: no transaction around it (a request reads
     // one before it is routed, and BEGIN and COMMIT cost as much as the read).
     balance: within(db).balance,
@@ -384,13 +413,25 @@ export async function transactionPage(db: Queryable, orgId: string, page: { limi
 export async function reconcileAccount(db: Queryable, orgId: string) {
   const account = await readAccount(db, orgId);
   if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
-  const [ledgerSum, activeHolds] = await Promise.all([sumLedger(db, orgId), sumActiveHolds(db, orgId)]);
+  const [ledgerSum, activeHolds, reservations] = await Promise.all([
+    sumLedger(db, orgId),
+    sumActiveHolds(db, orgId),
+    sumReservations(db, orgId),
+  ]);
+  const reserved = account.reserved_cents ?? 0;
   const consistent =
     account.balance_cents === ledgerSum &&
     account.held_cents === activeHolds &&
+    reserved === reservations &&
     account.held_cents >= 0 &&
-    account.held_cents <= account.balance_cents;
-  return { ...account, ledger_sum_cents: ledgerSum, active_holds_cents: activeHolds, consistent };
+    account.held_cents + reserved <= account.balance_cents;
+  return {
+    ...account,
+    ledger_sum_cents: ledgerSum,
+    active_holds_cents: activeHolds,
+    reservations_cents: reservations,
+    consistent,
+  };
 }
 
 /**

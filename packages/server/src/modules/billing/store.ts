@@ -107,9 +107,11 @@ export interface AccountRow {
   carry_micro: number;
   /** The promotional part of the balance (free-tier credit), in micro-CAD, spent first. */
   promo_micro: number;
+  /** What server instances have reserved of the balance (the sum of the organization's credit_reservations). */
+  reserved_cents?: number;
 }
 
-const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro, promo_micro';
+const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro, promo_micro, reserved_cents';
 
 /**
  * Reads the account and locks its row until the transaction ends, so operations on one
@@ -119,6 +121,26 @@ export async function lockAccount(db: Queryable, orgId: string): Promise<Account
   const { rows } = await db.query<AccountRow>(
     `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = $1 FOR UPDATE`,
     [orgId],
+  );
+  return rows[0];
+}
+
+/**
+ * The account, locked, with `own_reserved_cents`: what the live reservation of `instanceId` holds
+ * of it (0 without one). The reservation row needs no lock of its own: every write to it locks
+ * the account first.
+ */
+export async function lockAccountForHold(
+  db: Queryable,
+  orgId: string,
+  instanceId: string | null,
+): Promise<(AccountRow & { own_reserved_cents: number }) | undefined> {
+  const { rows } = await db.query<AccountRow & { own_reserved_cents: number }>(
+    `SELECT ${ACCOUNT_COLUMNS},
+            COALESCE((SELECT r.amount_cents FROM credit_reservations r
+                       WHERE r.org_id = a.org_id AND r.instance_id = $2 AND r.expires_at > now()), 0)::bigint AS own_reserved_cents
+       FROM credit_accounts a WHERE a.org_id = $1 FOR UPDATE OF a`,
+    [orgId, instanceId],
   );
   return rows[0];
 }
@@ -159,18 +181,23 @@ const HOLD_COLUMNS = 'id, org_id, amount_cents, ref, status';
 
 /**
  * Records a new hold, its ledger row (`hold`, 0 cents moved, `hold_cents` +amount) and sets the
- * account's figures (the caller holds the row lock), in one statement.
+ * account's figures (the caller holds the row lock), in one statement. `drawn` cents of it come
+ * out of the reservation of `instanceId` (which shrinks by as much, and `reserved_cents` with it).
  */
 export async function insertHoldAndSetAccount(
   db: Queryable,
   hold: { id: string; orgId: string; amountCents: number; ref: string | null },
   account: AccountRow,
+  reservation: { instanceId: string | null; drawn: number } = { instanceId: null, drawn: 0 },
 ): Promise<void> {
   await db.query(
     `WITH h AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref) VALUES ($1, $2, $3, $4)),
           t AS (INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
-                VALUES ($8, $2, 'hold', 0, 0, 0, $3, $5, $9, COALESCE($4, $1)))
-     UPDATE credit_accounts SET balance_cents = $5, held_cents = $6, carry_micro = $7, updated_at = now() WHERE org_id = $2`,
+                VALUES ($8, $2, 'hold', 0, 0, 0, $3, $5, $9, COALESCE($4, $1))),
+          r AS (UPDATE credit_reservations SET amount_cents = amount_cents - $10, updated_at = now()
+                 WHERE org_id = $2 AND instance_id = $11 AND $10 > 0)
+     UPDATE credit_accounts SET balance_cents = $5, held_cents = $6, carry_micro = $7, reserved_cents = reserved_cents - $10,
+            updated_at = now() WHERE org_id = $2`,
     [
       hold.id,
       hold.orgId,
@@ -181,6 +208,8 @@ export async function insertHoldAndSetAccount(
       account.carry_micro,
       newId('tx'),
       `hold ${hold.id}: ${hold.amountCents} cents reserved`,
+      reservation.drawn,
+      reservation.instanceId,
     ],
   );
 }

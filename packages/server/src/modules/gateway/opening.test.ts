@@ -1,29 +1,14 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type OpenAI from 'openai';
-import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
+import { startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { watchPolls } from '../../../test/waits.js';
 import { prepareChat } from './chat.js';
-import { createOpeningHolds } from './opening.js';
 import { holdCents } from './pricing.js';
+import { reconcileAccount } from '../billing/service.js';
 
 const chats = (r: { path: string }) => r.path.endsWith('/chat/completions');
 const CHAT = { model: 'tinyllama', messages: [{ role: 'user' as const, content: 'hello there' }], max_tokens: 2_000 };
-
-describe('the cents requests are about to hold', () => {
-  it('adds up per organization and is taken off once, however often its release is called', () => {
-    const opening = createOpeningHolds();
-    const first = opening.add('org_a', 5);
-    const second = opening.add('org_a', 3);
-    opening.add('org_b', 7);
-    expect([opening.of('org_a'), opening.of('org_b'), opening.of('org_c')]).toEqual([8, 7, 0]);
-    first();
-    first();
-    expect(opening.of('org_a')).toBe(3);
-    second();
-    expect(opening.of('org_a')).toBe(0);
-  });
-});
 
 describe('opening a gateway request through svc', () => {
   let f: GatewayFixture | undefined;
@@ -55,7 +40,7 @@ describe('opening a gateway request through svc', () => {
     return order;
   }
 
-  it("on the embedded store the node's waiting poll gets the work before the opening transaction runs; on PostgreSQL after it commits", async () => {
+  it("one dispatch path on every store: the node's waiting poll gets the work after the opening transaction wrote it", async () => {
     f = await startGatewayFixture();
     const polls = watchPolls(f.server.ctx);
     await f.addNode();
@@ -66,18 +51,14 @@ describe('opening a gateway request through svc', () => {
     const order = recordOrder(f);
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();
-    expect(order).toEqual(
-      f.server.ctx.db.kind === 'pglite'
-        ? ['handed to the poll', 'request written']
-        : ['request written', 'handed to the poll'],
-    );
+    expect(order).toEqual(['request written', 'handed to the poll']);
     // The work row is stored as dispatched, and the request was charged.
     const { rows } = await f.server.ctx.db.query<{ dispatched: boolean; charged_cents: number }>(
       'SELECT w.dispatched_at IS NOT NULL AS dispatched, g.charged_cents FROM work_items w JOIN gateway_requests g ON g.work_id = w.id WHERE g.id = $1',
       [answer?.id],
     );
     expect(rows).toEqual([{ dispatched: true, charged_cents: expect.any(Number) }]);
-  });
+  }, 90_000);
 
   it('two requests at once on credits that cover one: one is answered, the other is refused 402 before any node sees it', async () => {
     const cents = holdCents(prepareChat(CHAT).maxMicro);
@@ -89,17 +70,18 @@ describe('opening a gateway request through svc', () => {
     const us = await f.addNode({ country: 'US' });
     // Both nodes' polls wait, so each request could be handed over at once.
     await polls.until(2);
-    // Both balance reads happen before either request goes on: each sees the whole balance.
-    const { ledger } = f.server.ctx;
-    const read = ledger.balance.bind(ledger);
+    // Neither request reads the balance: the reservation in memory decides. Both arrive at it
+    // before either goes on, so neither can finish (and give back its hold) before the other is decided.
+    const balance = vi.spyOn(f.server.ctx.ledger, 'balance');
+    const { reservations } = f.server.ctx;
+    const take = reservations.take.bind(reservations);
     let arrived = 0;
-    let bothRead: () => void = () => undefined;
-    const barrier = new Promise<void>((resolve) => (bothRead = resolve));
-    vi.spyOn(ledger, 'balance').mockImplementation(async (orgId) => {
-      const balance = await read(orgId);
-      if (++arrived === 2) bothRead();
+    let bothArrived: () => void = () => undefined;
+    const barrier = new Promise<void>((resolve) => (bothArrived = resolve));
+    vi.spyOn(reservations, 'take').mockImplementation(async (orgId, need) => {
+      if (++arrived === 2) bothArrived();
       await barrier;
-      return balance;
+      return take(orgId, need);
     });
     const client = f.openai();
     const results = await Promise.allSettled([
@@ -123,21 +105,21 @@ describe('opening a gateway request through svc', () => {
     expect([...(ca.upstream?.requests ?? []), ...(us.upstream?.requests ?? [])].filter(chats)).toHaveLength(1);
     const { rows } = await f.server.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM work_items');
     expect(rows[0]?.n).toBe(1);
-    expect(f.server.ctx.openingHolds.of(f.buyer.orgId)).toBe(0);
-  });
+    expect(balance).not.toHaveBeenCalled();
+    const audit = await reconcileAccount(f.server.ctx.db, f.buyer.orgId);
+    expect([audit.held_cents, audit.consistent]).toEqual([0, true]);
+  }, 90_000);
 
-  it('an opening that fails after the hand-over answers its error, charges nothing, and the node is told to stop the work', async () => {
+  it('an opening whose hold the store refuses (the reservation in memory believed in credits that are gone) answers 402, writes nothing, and no node sees the work', async () => {
     f = await startGatewayFixture({ env: { SVC_FREE_TIER_CENTS: '0' } });
-    // An upstream slow enough for the node's heartbeat to come while it runs.
     const polls = watchPolls(f.server.ctx);
-    const node = await f.addNode({ upstream: { delayMs: 3_000 } });
+    const node = await f.addNode();
     await polls.until(1);
-    // The balance check passes on a read that says there is money; the hold in the store finds none.
-    vi.spyOn(f.server.ctx.ledger, 'balance').mockResolvedValue({
-      balance_cents: 1_000_000,
-      held_cents: 0,
-      available_cents: 1_000_000,
-    } as never);
+    // The reservation in memory says there is money; the hold in the store finds none.
+    vi.spyOn(f.server.ctx.reservations, 'take').mockImplementation(async (_orgId, cents) => ({
+      cents,
+      release: () => undefined,
+    }));
     const failed = await f
       .openai()
       .chat.completions.create(CHAT)
@@ -147,12 +129,8 @@ describe('opening a gateway request through svc', () => {
       'SELECT (SELECT count(*)::int FROM gateway_requests) AS requests, (SELECT count(*)::int FROM credit_holds) AS holds, (SELECT count(*)::int FROM work_items) AS work',
     );
     expect(counts.rows).toEqual([{ requests: 0, holds: 0, work: 0 }]);
-    if (f.server.ctx.db.kind === 'pglite') {
-      // The node had the work; its heartbeat hears the store does not, and it stops.
-      await eventually(() => node.workEvents().some((e) => e.outcome === 'cancelled'), 5_000).catch(() => undefined);
-      expect(node.workEvents().map((e) => e.outcome)).toEqual(['cancelled']);
-    } else {
-      expect((node.upstream?.requests ?? []).filter(chats)).toEqual([]);
-    }
-  });
+    await new Promise((r) => setTimeout(r, 300));
+    expect((node.upstream?.requests ?? []).filter(chats)).toEqual([]);
+    expect(node.workEvents()).toEqual([]);
+  }, 90_000);
 });

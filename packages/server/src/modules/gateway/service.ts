@@ -3,7 +3,7 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
-import { insufficientCredits } from '../billing/rules.js';
+import type { CreditTicket } from '../billing/reservations.js';
 import { followWork, type WorkFollower } from './follow.js';
 import {
   followEvents,
@@ -124,18 +124,11 @@ function workPayload(call: GatewayCall) {
 }
 
 /**
- * Routes a new request (DESIGN.md section 10), holds its maximum cost (402 when the balance,
- * less what this process is about to hold for the organization, cannot cover it), records it and
- * leases its work to the chosen node in one transaction, and gets the work to the node.
- *
- * When the node's long-poll waits in this process and the store is the embedded one, the work is
- * handed to the poll first and the opening transaction commits while the node runs it: the node's
- * own calls about the work (receipt, events, heartbeat) reach this process's store after that
- * commit, because PGlite runs one statement at a time. If the transaction fails all the same (a
- * hold refused for credits a marketplace job of the organization took meanwhile), the request
- * fails with that error, nothing is charged, and the node's next heartbeat is told to stop the
- * work it holds in vain; its receipt would be refused. On PostgreSQL another instance could answer the
- * node before the commit, so there the work is written first and handed over after.
+ * Routes a new request (DESIGN.md section 10), takes its maximum cost from this instance's credit
+ * reservation of the organization (402 `insufficient_credits` decided in memory, before the 503
+ * of routing; a statement only when the reservation must grow), then records it, holds that cost
+ * and leases its work to the chosen node in one transaction, and gets the work to the node. One
+ * path on every store: the work reaches the node after the commit.
  */
 export async function openRequest(
   ctx: ServiceContext,
@@ -144,158 +137,100 @@ export async function openRequest(
   workId: string,
 ): Promise<Attempt> {
   const cents = holdCents(call.maxMicro);
-  // Both reads at once (two connections on PostgreSQL; back to back on PGlite, where nothing can
-  // commit between them); a 402 still comes before a 503.
-  const [{ available_cents }, decision] = await Promise.all([
-    ctx.ledger.balance(principal.orgId),
-    pickNode(ctx, call, []),
-  ]);
-  const available = available_cents - ctx.openingHolds.of(principal.orgId);
-  if (available < cents) throw insufficientCredits(available, cents);
-  // Counted at once, right after the read it was checked against, until the hold is in the store.
-  const opening = ctx.openingHolds.add(principal.orgId, cents);
+  const routing = pickNode(ctx, call, []);
+  let ticket: CreditTicket;
   try {
+    ticket = await ctx.reservations.take(principal.orgId, cents);
+  } catch (err) {
+    await routing.catch(() => undefined);
+    throw err;
+  }
+  try {
+    const decision = await routing;
     if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
-    await dispatchOpening(ctx, { principal, call, workId, cents, decision, opening });
+    await leaseWork(ctx, decision.node.id, (tx, dispatched) =>
+      writeOpening(ctx, tx, { principal, call, workId, cents, decision, dispatched }),
+    );
     return { workId, node: decision.node };
   } finally {
-    opening();
+    ticket.release();
   }
 }
 
 /**
- * `openRequest` once routed: the opening transaction, and the work on its way to the node (handed
- * to the node's waiting poll before that transaction on the embedded store, after it otherwise).
+ * `openRequest`'s transaction: the hold (drawn from the reservation the ticket counted on), the
+ * request row, what `call.onOpen` adds, the leased work and the request's evidence run.
  */
-async function dispatchOpening(
+async function writeOpening(
   ctx: ServiceContext,
+  tx: Queryable,
   o: {
     principal: Principal;
     call: GatewayCall;
     workId: string;
     cents: number;
     decision: Extract<RouteDecision, { node: unknown }>;
-    opening: () => void;
+    dispatched: boolean;
   },
-): Promise<void> {
+): Promise<WorkRow> {
   const { principal, call, workId, cents, decision } = o;
   const node = decision.node;
-  const open = async (tx: Queryable, dispatched: boolean, leaseExpiresAt?: Date) => {
-    const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
-    await insertGatewayRequest(tx, {
-      id: call.id,
+  const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
+  await insertGatewayRequest(tx, {
+    id: call.id,
+    org_id: principal.orgId,
+    buyer_id: principal.buyerId,
+    type: call.type,
+    model: call.model,
+    stream: call.stream,
+    node_id: node.id,
+    work_id: workId,
+    hold_id: holdId,
+    metadata: {
+      jurisdiction: call.route.jurisdiction ?? null,
+      strict_jurisdiction: call.route.strict_jurisdiction ?? null,
+      requires_tee: call.route.requires_tee ?? false,
+      attempts: [{ node_id: node.id, work_id: workId }],
+      ...(call.audit ? { audit: call.audit } : {}),
+    },
+  });
+  await call.onOpen?.(tx);
+  const work = await insertLeasedWork(tx, {
+    ...workPayload(call),
+    id: workId,
+    request_id: call.id,
+    org_id: principal.orgId,
+    node_id: node.id,
+    lease_seconds: ctx.config.leaseSeconds,
+    dispatched: o.dispatched,
+  });
+  const policy = requestPolicy(call);
+  await openRun(
+    tx,
+    {
       org_id: principal.orgId,
       buyer_id: principal.buyerId,
-      type: call.type,
-      model: call.model,
-      stream: call.stream,
-      node_id: node.id,
-      work_id: workId,
-      hold_id: holdId,
-      metadata: {
-        jurisdiction: call.route.jurisdiction ?? null,
-        strict_jurisdiction: call.route.strict_jurisdiction ?? null,
-        requires_tee: call.route.requires_tee ?? false,
-        attempts: [{ node_id: node.id, work_id: workId }],
-        ...(call.audit ? { audit: call.audit } : {}),
-      },
-    });
-    await call.onOpen?.(tx);
-    const work = await insertLeasedWork(tx, {
-      ...workPayload(call),
-      id: workId,
-      request_id: call.id,
-      org_id: principal.orgId,
-      node_id: node.id,
-      lease_seconds: ctx.config.leaseSeconds,
-      dispatched,
-      ...(leaseExpiresAt ? { lease_expires_at: leaseExpiresAt } : {}),
-    });
-    const policy = requestPolicy(call);
-    await openRun(
-      tx,
+      subject_type: 'request',
+      job_id: call.id,
+      summary: `${call.type} ${call.model}, open`,
+      jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null,
+      policy_id: policyId(policy),
+      trust_tier: call.route.requires_tee ? 'sovereign' : 'public',
+      work_type: call.type,
+    },
+    [
       {
-        org_id: principal.orgId,
-        buyer_id: principal.buyerId,
-        subject_type: 'request',
-        job_id: call.id,
-        summary: `${call.type} ${call.model}, open`,
-        jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null,
-        policy_id: policyId(policy),
-        trust_tier: call.route.requires_tee ? 'sovereign' : 'public',
-        work_type: call.type,
+        type: 'request.received',
+        summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`,
+        metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
       },
-      [
-        {
-          type: 'request.received',
-          summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`,
-          metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
-        },
-        ...(call.evidence ?? []),
-        policyEvaluated(policy, policyText(call)),
-        ledgerHeld(holdId, cents, 'request.received'),
-        ...routedEvents(decision, workId, 1),
-      ],
-    );
-    // The last statement before COMMIT, which no other statement can come between (PGlite runs
-    // one at a time; on PostgreSQL a read that misses both meets the hold's row lock): counted once.
-    o.opening();
-    return work;
-  };
-  if (ctx.db.kind === 'pglite') {
-    const leaseExpiresAt = new Date(Date.now() + ctx.config.leaseSeconds * 1000);
-    const work = leasedWork(call, { workId, orgId: principal.orgId, nodeId: node.id, leaseExpiresAt });
-    if (await dispatchWhileOpening(ctx, work, (tx) => open(tx, true, leaseExpiresAt))) return;
-  }
-  await leaseWork(ctx, node.id, open);
-}
-
-/** The work row `openRequest` is about to write, as the node's poll is handed it before the write. */
-function leasedWork(
-  call: GatewayCall,
-  w: { workId: string; orgId: string; nodeId: string; leaseExpiresAt: Date },
-): WorkRow {
-  return {
-    id: w.workId,
-    job_id: call.id,
-    org_id: w.orgId,
-    node_id: w.nodeId,
-    type: call.type,
-    kind: 0,
-    model: call.model,
-    payload: call.payload,
-    stream: call.stream,
-    status: 'leased',
-    lease_expires_at: w.leaseExpiresAt,
-    price_micro_per_unit: 0,
-    result_hash: null,
-    result_content_type: null,
-    metering_units: null,
-    usage: null,
-  };
-}
-
-/**
- * The overlapped opening: hands `work` to its node's poll waiting in this process, then runs
- * `open`, which writes it (already dispatched, with the lease the node was told). False, having
- * written nothing, when no poll of the node waits here or it hung up before the hand-over.
- */
-async function dispatchWhileOpening(
-  ctx: ServiceContext,
-  work: WorkRow,
-  open: (tx: Queryable) => Promise<WorkRow>,
-): Promise<boolean> {
-  const handoff = ctx.jobSignal.reserve(work.node_id);
-  if (!handoff) return false;
-  if (!handoff.deliver([work])) return false;
-  await ctx.db.transaction(async (tx) => {
-    // Begun at once, so any call of the node's (a heartbeat naming the work) waits for the
-    // commit; then one turn of the event loop, so the poll's answer leaves before the statements
-    // keep this thread busy.
-    await new Promise((resolve) => setImmediate(resolve));
-    return open(tx);
-  });
-  return true;
+      ...(call.evidence ?? []),
+      policyEvaluated(policy, policyText(call)),
+      ledgerHeld(holdId, cents, 'request.received'),
+      ...routedEvents(decision, workId, 1),
+    ],
+  );
+  return work;
 }
 
 /**

@@ -1,0 +1,201 @@
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
+import { loadConfig, openDb, type Db } from '@svc/server';
+import { createTestStore, type TestStore } from '@svc/server/testing';
+import { main } from '../src/main.js';
+import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
+
+const LOOPS = 16;
+
+/** A loopback port free right now, so that the restarted server listens where the node connects. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (typeof address !== 'object' || !address) throw new Error('no port');
+  return address.port;
+}
+
+/** `svc verify` in this process (a process start per bundle would dominate the test). */
+async function verifies(bundle: string, trust: string): Promise<{ code: number; out: string }> {
+  let out = '';
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    out += String(chunk);
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    return { code: await main(['verify', bundle, '--trust-file', trust]), out };
+  } finally {
+    process.stdout.write = write;
+  }
+}
+
+/**
+ * DESIGN.md section 4: `kill -9` of `svc serve` while 16 loops send chat, then a restart on the
+ * same store; the node reconnects and re-sends what the server had not acknowledged. Every
+ * request answered 200 has exactly one receipt, one charge and a signed evidence run that
+ * `svc verify` accepts; nothing is charged twice; every account's balance is the sum of its
+ * ledger. (Records are committed before the answer today; this is the guarantee the group-commit
+ * writer of issue 22 must keep when they are written after it.)
+ */
+describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the same store', () => {
+  let store: TestStore;
+  let upstream: OpenAITestServer;
+  let dir: string;
+  let port: number;
+  const procs: SpawnedSvc[] = [];
+  const serve = async () => {
+    const p = spawnSvc(['serve'], {
+      SVC_DATA_DIR: store.dataDir,
+      SVC_PORT: String(port),
+      SVC_LOG_LEVEL: 'warn',
+      SVC_FREE_TIER_CENTS: '100000',
+      SVC_RATE_LIMIT_RPS: '10000',
+      SVC_RATE_LIMIT_BURST: '10000',
+      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+    });
+    procs.push(p);
+    return { proc: p, url: await waitForUrl(p, 90_000) };
+  };
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    upstream = await startOpenAITestServer();
+    dir = mkdtempSync(join(tmpdir(), 'svc-serve-kill-'));
+    port = await freePort();
+  }, 120_000);
+  afterAll(async () => {
+    for (const p of procs) p.child.kill('SIGKILL');
+    await upstream?.close();
+    await store?.drop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('every answered request has one receipt, one charge and a verifiable evidence run; ledgers balance', async () => {
+    const first = await serve();
+    const base = first.url;
+    const post = async (path: string, body: unknown, credential?: string) =>
+      fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+    const { api_key: apiKey, token } = (await (
+      await post('/api/v1/auth/signup', { email: 'kill@example.test', password: 'kill nine and restart' })
+    ).json()) as { api_key: string; token: string };
+    const { api_key: nodeKey } = (await (
+      await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, token)
+    ).json()) as { api_key: string };
+    const node = spawnSvc(
+      [
+        'node',
+        '--server',
+        base,
+        '--data-dir',
+        join(dir, 'node'),
+        '--country',
+        'CA',
+        '--upstream',
+        upstream.url,
+        '--model',
+        'tinyllama',
+        '--concurrency',
+        '16',
+      ],
+      { SVC_NODE_API_KEY: nodeKey },
+    );
+    procs.push(node);
+    await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1], 90_000);
+
+    const answered: string[] = [];
+    let stop = false;
+    const loop = async (i: number) => {
+      for (let n = 0; !stop; n++) {
+        try {
+          const res = await post(
+            '/v1/chat/completions',
+            { model: 'tinyllama', messages: [{ role: 'user', content: `loop ${i} request ${n}` }], max_tokens: 16 },
+            apiKey,
+          );
+          const body = (await res.json()) as { id?: string };
+          if (res.status === 200 && body.id) answered.push(body.id);
+        } catch {
+          return; // the server is gone
+        }
+      }
+    };
+    const loops = Array.from({ length: LOOPS }, (_, i) => loop(i));
+    await until('some answers before the kill', async () => (answered.length >= 40 ? true : undefined), 120_000);
+    first.proc.child.kill('SIGKILL');
+    await first.proc.exited;
+    stop = true;
+    await Promise.all(loops);
+    const killedAfter = answered.length;
+
+    const second = await serve();
+    // The node reconnects to the same address and empties its outbox (acknowledged receipts).
+    const outbox = join(dir, 'node', 'outbox');
+    await until(
+      'the node outbox emptied after the restart',
+      async () => (readdirSync(outbox).filter((f) => f.endsWith('.json')).length === 0 ? true : undefined),
+      90_000,
+    );
+    const rejected = join(outbox, 'rejected');
+    expect(readdirSync(outbox).includes('rejected') ? readdirSync(rejected) : []).toEqual([]);
+
+    console.log(`[svc test] ${killedAfter} requests answered 200 before kill -9 of svc serve`);
+    expect(killedAfter).toBeGreaterThanOrEqual(40);
+
+    const api = async (path: string) => {
+      const res = await fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${apiKey}` } });
+      return { status: res.status, text: await res.text() };
+    };
+    const trust = join(dir, 'platform-keys.json');
+    writeFileSync(trust, (await api('/api/v1/keys/platform')).text);
+    for (const id of answered) {
+      const request = JSON.parse((await api(`/api/v1/gateway/requests/${id}`)).text) as {
+        status: string;
+        receipt_id: string | null;
+      };
+      expect({ id, status: request.status }).toEqual({ id, status: 'completed' });
+      const { receipts } = JSON.parse((await api(`/api/v1/job/receipts/${id}`)).text) as { receipts: { id: string }[] };
+      expect({ id, receipts: receipts.map((r) => r.id) }).toEqual({ id, receipts: [request.receipt_id] });
+      const bundle = join(dir, `${id}.json`);
+      writeFileSync(bundle, (await api(`/api/v1/jobs/${id}/evidence/bundle`)).text);
+      const verdict = await verifies(bundle, trust);
+      expect({ id, code: verdict.code }).toEqual({ id, code: 0 });
+    }
+    // Then the store itself, once nothing else holds it (PGlite is one process's).
+    node.child.kill('SIGKILL');
+    second.proc.child.kill('SIGTERM');
+    await second.proc.exited;
+    const db: Db = await openDb(
+      loadConfig({ 'data-dir': store.dataDir }, store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+    );
+    try {
+      const dupReceipts = await db.query('SELECT job_id FROM receipts GROUP BY job_id HAVING count(*) > 1');
+      expect(dupReceipts.rows).toEqual([]);
+      const charges = await db.query<{ ref: string; n: number }>(
+        "SELECT ref, count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge' AND ref = ANY($1::text[]) GROUP BY ref",
+        [answered],
+      );
+      expect(charges.rows.map((r) => r.n)).toEqual(answered.map(() => 1));
+      const unbalanced = await db.query(
+        `SELECT a.org_id FROM credit_accounts a
+          WHERE a.balance_cents <> (SELECT COALESCE(sum(t.amount_cents), 0) FROM credit_transactions t WHERE t.org_id = a.org_id)`,
+      );
+      expect(unbalanced.rows).toEqual([]);
+    } finally {
+      await db.close();
+    }
+  }, 600_000);
+});
