@@ -128,21 +128,23 @@ export async function lockAccount(db: Queryable, orgId: string): Promise<Account
 /**
  * The account, locked, with `own_reserved_cents`: what the live reservation of `instanceId` holds
  * of it (0 without one). The reservation row needs no lock of its own: every write to it locks
- * the account first.
+ * the account first. It is read by a second statement, after the lock is held: read in the
+ * locking statement, PostgreSQL would evaluate it in that statement's snapshot, from before a
+ * concurrent hold it waited for committed (only the locked row itself is re-read), and the hold
+ * would draw on cents that hold already took.
  */
 export async function lockAccountForHold(
   db: Queryable,
   orgId: string,
   instanceId: string | null,
 ): Promise<(AccountRow & { own_reserved_cents: number }) | undefined> {
-  const { rows } = await db.query<AccountRow & { own_reserved_cents: number }>(
-    `SELECT ${ACCOUNT_COLUMNS},
-            COALESCE((SELECT r.amount_cents FROM credit_reservations r
-                       WHERE r.org_id = a.org_id AND r.instance_id = $2 AND r.expires_at > now()), 0)::bigint AS own_reserved_cents
-       FROM credit_accounts a WHERE a.org_id = $1 FOR UPDATE OF a`,
+  const account = await lockAccount(db, orgId);
+  if (!account || instanceId === null) return account && { ...account, own_reserved_cents: 0 };
+  const { rows } = await db.query<{ amount_cents: number }>(
+    'SELECT amount_cents FROM credit_reservations WHERE org_id = $1 AND instance_id = $2 AND expires_at > now()',
     [orgId, instanceId],
   );
-  return rows[0];
+  return { ...account, own_reserved_cents: Number(rows[0]?.amount_cents ?? 0) };
 }
 
 /** The account a hold draws on, locked (the hold's organization never changes, so it is read unlocked). */
