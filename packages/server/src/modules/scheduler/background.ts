@@ -30,6 +30,15 @@ export interface JobSignal {
    * `release` it; until then its timeout and wake-ups wait for that.
    */
   reserve(nodeId: string): Handoff | undefined;
+  /**
+   * Takes out of the waiters the longest-waiting poll of this process whose node `accepts`, so that
+   * a job just queued can be assigned to it in the same transaction and handed over in memory (see
+   * `reserveWaitingNode` in ./service.ts). Undefined when no waiting node is accepted. The caller
+   * must `deliver` or `release` the handoff.
+   */
+  reserveFor<N extends MatchNode & { id?: string }>(
+    accepts: (node: MatchNode & { id?: string }) => node is N,
+  ): { node: N; handoff: Handoff } | undefined;
   /** A counter of the job messages heard (not `node:<id>`): read it before a claim, hand it to {@link JobSignal.nothingToClaim}. */
   generation(): number;
   /**
@@ -127,6 +136,19 @@ export async function createJobSignal(
     if (marks.size >= 100_000) marks.clear();
     marks.set(nodeId, { generation: seen, at: Date.now() });
   };
+  // A poll handed work in memory had been waiting all along, hearing every message: when none came
+  // since its node's last empty claim (or drained take), the next poll may skip those again, for a
+  // new interval. Without this, a node served in memory every few seconds would run a claim and a
+  // take on each re-poll, for nothing.
+  const renew = (marks: Map<string, { generation: number; at: number }>, nodeId: string, current: number) => {
+    const mark = marks.get(nodeId);
+    if (mark !== undefined && mark.generation === current) mark.at = Date.now();
+  };
+  const handedOver = (nodeId: string | undefined) => {
+    if (nodeId === undefined) return;
+    renew(emptyClaims, nodeId, generation);
+    renew(drained, nodeId, nodeMessages.get(nodeId) ?? 0);
+  };
   const signal: JobSignal = {
     generation: () => generation,
     shouldClaim: (nodeId) => !skip(emptyClaims, nodeId, generation),
@@ -165,6 +187,7 @@ export async function createJobSignal(
               deliver: (work) => {
                 if (state !== 'reserved') return false;
                 const handed = !abort?.aborted;
+                if (handed) handedOver(node.id);
                 finish(handed ? work : undefined);
                 return handed;
               },
@@ -184,6 +207,16 @@ export async function createJobSignal(
         if (w.node.id !== nodeId) continue;
         const handoff = w.reserve();
         if (handoff) return handoff;
+      }
+      return undefined;
+    },
+    reserveFor(accepts) {
+      // A Set iterates in insertion order: the longest-waiting poll first.
+      for (const w of waiters) {
+        const node = w.node;
+        if (!accepts(node)) continue;
+        const handoff = w.reserve();
+        if (handoff) return { node, handoff };
       }
       return undefined;
     },

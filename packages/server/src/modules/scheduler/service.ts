@@ -1,12 +1,14 @@
 import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
 import { newId } from '../../platform/ids.js';
 import { enqueueTerminalWebhook } from '../jobs/delivery.js';
 import { afterLostAttempt } from '../jobs/states.js';
 import { routed } from '../evidence/events.js';
-import { recordEvents } from '../evidence/recorder.js';
+import { recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
 import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
 import { addJobEvent, findJobById, moveJob, type JobRow } from '../jobs/store.js';
 import { isAttested, type NodeRow } from '../nodes/store.js';
+import type { Handoff } from './background.js';
 import { askingPrice, unmetConstraint } from './matching.js';
 import {
   countOpenWork,
@@ -15,6 +17,7 @@ import {
   lockStillPending,
   pendingJobs,
   setWorkStatus,
+  undispatchWork,
   type WorkRow,
 } from './store.js';
 
@@ -22,7 +25,7 @@ import {
 const CLAIM_WINDOW = 200;
 
 /** The matching view of a job row. */
-export function matchJob(job: JobRow) {
+export function matchJob(job: Pick<JobRow, 'kind' | 'execution_pool' | 'spec' | 'max_price_micro_per_unit'>) {
   return {
     kind: job.kind,
     execution_pool: job.execution_pool,
@@ -36,7 +39,7 @@ export function matchJob(job: JobRow) {
   };
 }
 
-function payloadOf(job: JobRow): Record<string, unknown> {
+function payloadOf(job: Pick<JobRow, 'kind' | 'spec'>): Record<string, unknown> {
   const s = job.spec;
   if (job.kind === 1) return { model: s.model, inputs: s.inputs ?? [] };
   if (job.kind === 2) return { model: s.model, inputs: s.inputs ?? [] };
@@ -102,61 +105,130 @@ export async function claimJobs(
     const claimed: WorkRow[] = [];
     for (const job of candidates) {
       if (claimed.length >= free) break;
-      const workId = newId('wrk');
-      const moved = await moveJob(tx, job.id, 'assigned', {
-        node_id: node.id,
-        work_id: workId,
-        attempts: job.attempts + 1,
-      });
-      if (!moved) continue;
-      const work = await insertWork(
+      const assigned = await assignJob(
+        ctx,
         tx,
-        {
-          id: workId,
-          job_id: job.id,
-          org_id: job.org_id,
-          node_id: node.id,
-          type: 'job',
-          kind: job.kind,
-          model: job.spec.model,
-          payload: payloadOf(job),
-          stream: false,
-          price_micro_per_unit: askingPrice(node, job.kind),
-        },
-        ctx.config.leaseSeconds,
+        job,
+        node,
+        `${node.id} polled for work and meets every constraint of the policy; the oldest eligible pending job goes first`,
       );
-      await addJobEvent(tx, job.id, 'job_assigned', {
-        node_id: node.id,
-        region: node.region,
-        country: node.country,
-        work_id: workId,
-        attempt: job.attempts + 1,
-        price_micro_per_unit: work.price_micro_per_unit,
-        latency_ms:
-          moved.assigned_at && moved.pending_at ? moved.assigned_at.getTime() - moved.pending_at.getTime() : null,
-      });
-      await recordEvents(
-        tx,
-        job.id,
-        routed(
-          node,
-          {
-            reason: `${node.id} polled for work and meets every constraint of the policy; the oldest eligible pending job goes first`,
-            reputation: node.reputation,
-            price_micro_per_unit: work.price_micro_per_unit,
-          },
-          {
-            type: 'job.assigned',
-            work_id: workId,
-            attempt: job.attempts + 1,
-            lease_expires_at: work.lease_expires_at.toISOString(),
-          },
-        ),
-      );
-      claimed.push(work);
+      if (!assigned) continue;
+      await recordEvents(tx, job.id, assigned.evidence);
+      claimed.push(assigned.work);
     }
     return { work: claimed, noneEligible: false };
   });
+}
+
+/**
+ * Assigns a pending job the caller's transaction holds (locked, or queued by it) to `node`: the
+ * job moves to `assigned` (its state guard refuses a job that is no longer pending), its work item
+ * is leased, and the job event written. Returns the work and the run's routing events, which the
+ * caller records (or opens the run with); undefined when the job was no longer pending.
+ */
+export async function assignJob(
+  ctx: ServiceContext,
+  tx: Queryable,
+  job: JobRow,
+  node: NodeRow,
+  reason: string,
+): Promise<{ work: WorkRow; evidence: EvidenceEvent[] } | undefined> {
+  const workId = newId('wrk');
+  const moved = await moveJob(tx, job.id, 'assigned', {
+    node_id: node.id,
+    work_id: workId,
+    attempts: job.attempts + 1,
+  });
+  if (!moved) return undefined;
+  const work = await insertWork(
+    tx,
+    {
+      id: workId,
+      job_id: job.id,
+      org_id: job.org_id,
+      node_id: node.id,
+      type: 'job',
+      kind: job.kind,
+      model: job.spec.model,
+      payload: payloadOf(job),
+      stream: false,
+      price_micro_per_unit: askingPrice(node, job.kind),
+    },
+    ctx.config.leaseSeconds,
+  );
+  await addJobEvent(tx, job.id, 'job_assigned', {
+    node_id: node.id,
+    region: node.region,
+    country: node.country,
+    work_id: workId,
+    attempt: job.attempts + 1,
+    price_micro_per_unit: work.price_micro_per_unit,
+    latency_ms: moved.assigned_at && moved.pending_at ? moved.assigned_at.getTime() - moved.pending_at.getTime() : null,
+  });
+  const evidence = routed(
+    node,
+    { reason, reputation: node.reputation, price_micro_per_unit: work.price_micro_per_unit },
+    {
+      type: 'job.assigned',
+      work_id: workId,
+      attempt: job.attempts + 1,
+      lease_expires_at: work.lease_expires_at.toISOString(),
+    },
+  );
+  return { work, evidence };
+}
+
+/** Whether `node` may take `job`: its pool (sovereign needs a live attestation) and every constraint. */
+export function mayTake(job: Parameters<typeof matchJob>[0], node: NodeRow): boolean {
+  if (job.execution_pool === 'sovereign' && !isAttested(node)) return false;
+  return unmetConstraint(matchJob(job), node) === undefined;
+}
+
+/**
+ * The longest-waiting poll of this process whose node may take `job`, taken out of the waiters
+ * (DESIGN.md section 8: matching in memory on the instance). The job's submission then assigns it
+ * to that node in its own transaction ({@link assignOnSubmit}) and hands the work over after the
+ * commit ({@link handOver}): no bus message, no wake-up, no claim. Undefined when none waits here.
+ */
+export function reserveWaitingNode(
+  ctx: Pick<ServiceContext, 'jobSignal'>,
+  job: Parameters<typeof matchJob>[0],
+): { node: NodeRow; handoff: Handoff } | undefined {
+  return ctx.jobSignal.reserveFor(
+    (node): node is NodeRow =>
+      typeof node.id === 'string' && 'max_concurrency' in node && mayTake(job, node as NodeRow),
+  );
+}
+
+/**
+ * Assigns a job its submission has just queued (in `tx`) to the reserved waiting node, when that
+ * node still has room; undefined (the job stays pending, for the claims) when it has none.
+ */
+export async function assignOnSubmit(
+  ctx: ServiceContext,
+  tx: Queryable,
+  job: JobRow,
+  node: NodeRow,
+): Promise<{ work: WorkRow; evidence: EvidenceEvent[] } | undefined> {
+  if ((await countOpenWork(tx, node.id)) >= node.max_concurrency) return undefined;
+  return assignJob(
+    ctx,
+    tx,
+    job,
+    node,
+    `${node.id} was waiting for work and meets every constraint of the policy; the job went to it as it was queued`,
+  );
+}
+
+/**
+ * Gets committed work to the poll reserved for it; when that poll ended meanwhile (its node hung
+ * up), the work goes back to the node's next poll (`dispatched_at` cleared) with a `node:<id>`
+ * message to whichever instance holds that poll.
+ */
+export async function handOver(ctx: ServiceContext, work: WorkRow, handoff: Handoff): Promise<void> {
+  if (handoff.deliver([work])) return;
+  await undispatchWork(ctx.db, work.id);
+  await ctx.bus.publish('jobs', `node:${work.node_id}`);
 }
 
 /**
