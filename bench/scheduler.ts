@@ -103,7 +103,13 @@ try {
     if (row) nodes.push(row);
   }
   // Every simulated node long-polls in a loop, as the agent does; the moment its poll answers
-  // with a job is when the node has it.
+  // with a job is when the node has it. Jobs come once every node waits (connected beforehand).
+  let parked = 0;
+  const wait = ctx.jobSignal.wait.bind(ctx.jobSignal);
+  ctx.jobSignal.wait = (...args) => {
+    parked++;
+    return wait(...args).finally(() => parked--);
+  };
   const received = new Map<string, number>();
   const loops = nodes.map(async (node) => {
     while (!stopped) {
@@ -123,6 +129,7 @@ try {
   console.log(
     `${nodes.length} nodes long-polling; ${buyerCount} buyers submitting ${jobCount} jobs, ${concurrency} at a time (a fifth pinned to a country)\n`,
   );
+  while (parked < nodes.length) await new Promise((r) => setTimeout(r, 50));
   const submittedAt = new Map<string, { call: number; returned: number }>();
   const started = performance.now();
   let next = 0;

@@ -220,7 +220,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   try {
     job = await ctx.db.transaction(async (tx) => {
       const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
-      await store.insertJob(tx, {
+      const queued = await store.insertJob(tx, {
         id: jobId,
         org_id: principal.orgId,
         buyer_id: principal.buyerId,
@@ -241,8 +241,6 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
         execution_pool: pool,
         hold_id: holdId,
       });
-      const queued = await store.moveJob(tx, jobId, 'pending');
-      if (!queued) throw new Error('a new job could not be queued');
       const assignment = waiting ? await assignOnSubmit(ctx, tx, queued, waiting.node) : undefined;
       await openJobRun(tx, queued, assignment?.evidence);
       assigned = assignment?.work;
@@ -324,7 +322,7 @@ export async function submitRepositoryJob(
   const jobId = newId('job');
   const { holdId } = await ctx.ledger.within(tx).hold(owner.orgId, budgetCents, jobId);
   const pool = executionPool({ kind: 9, requires_tee: input.requires_tee });
-  await store.insertJob(tx, {
+  const queued = await store.insertJob(tx, {
     id: jobId,
     org_id: owner.orgId,
     buyer_id: owner.buyerId,
@@ -345,8 +343,6 @@ export async function submitRepositoryJob(
     execution_pool: pool,
     hold_id: holdId,
   });
-  const queued = await store.moveJob(tx, jobId, 'pending');
-  if (!queued) throw new Error('a new job could not be queued');
   await openJobRun(tx, queued);
   return queued;
 }
