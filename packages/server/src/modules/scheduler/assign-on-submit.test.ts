@@ -166,4 +166,28 @@ describe('assignment as a job is queued', () => {
     const jobId = (await submit({ strict_jurisdiction: 'LT' })).json().job_id as string;
     expect((await waiting).map((w) => w.job_id)).toEqual([jobId]);
   });
+
+  it('assigns a signalled job (a message from the bus) to a node waiting here in memory, without a claim', async () => {
+    const node = await createTestNode(t.app, operatorKey, { country: 'PT' });
+    const polls = watchPolls(t.ctx);
+    const waiting = node.poll({ waitMs: 10_000 });
+    await polls.until(1);
+    // The submission finds no waiting poll (as on an instance the node is not connected to), so
+    // its job message does the work.
+    vi.spyOn(t.ctx.jobSignal, 'reserveFor').mockReturnValueOnce(undefined);
+    const claims: string[] = [];
+    onTransactionStatements(t.ctx.db, (sql) => {
+      if (sql.includes("FROM jobs WHERE status = 'pending'")) claims.push(sql);
+    });
+    const jobId = (await submit({ strict_jurisdiction: 'PT' })).json().job_id as string;
+    const [work] = await waiting;
+    expect(work?.job_id).toBe(jobId);
+    expect(claims).toEqual([]);
+    const { rows } = await t.ctx.db.query<{ summary: string }>(
+      `SELECT e.summary FROM evidence_events e JOIN evidence_runs r ON r.id = e.run_id
+        WHERE r.job_id = $1 AND e.event_type = 'routing.decided'`,
+      [jobId],
+    );
+    expect(rows.map((r) => r.summary)).toEqual([expect.stringContaining('as it was signalled')]);
+  });
 });

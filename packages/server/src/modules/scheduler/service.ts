@@ -232,6 +232,47 @@ export async function handOver(ctx: ServiceContext, work: WorkRow, handoff: Hand
 }
 
 /**
+ * A signalled pending job, matched in memory to a poll waiting in this process: locks it (SKIP
+ * LOCKED: another instance may be taking it), assigns it to the node when it has room, and hands
+ * the work over after the commit. Otherwise gives the poll back (it looks in the store and waits
+ * on) and says why. One transaction, no search through the pending jobs.
+ */
+export async function assignSignalledJob(
+  ctx: ServiceContext,
+  jobId: string,
+  node: NodeRow,
+  handoff: Handoff,
+): Promise<'assigned' | 'full' | 'gone'> {
+  let outcome: 'full' | 'gone' = 'gone';
+  let work: WorkRow | undefined;
+  try {
+    work = await ctx.db.transaction(async (tx) => {
+      const [job] = await lockStillPending(tx, [jobId]);
+      if (!job || !mayTake(job, node)) return undefined;
+      if ((await countOpenWork(tx, node.id)) >= node.max_concurrency) {
+        outcome = 'full';
+        return undefined;
+      }
+      const assigned = await assignJob(
+        ctx,
+        tx,
+        job,
+        node,
+        `${node.id} was waiting for work and meets every constraint of the policy; the job went to it as it was signalled`,
+      );
+      if (!assigned) return undefined;
+      await recordEvents(tx, job.id, assigned.evidence);
+      return assigned.work;
+    });
+  } finally {
+    if (!work) handoff.release();
+  }
+  if (!work) return outcome;
+  await handOver(ctx, work, handoff);
+  return 'assigned';
+}
+
+/**
  * Handles expired leases: the work is `lost`, and its job goes back to `pending` (or `failed`,
  * releasing its hold, after the third attempt). Safe to run on every instance at once.
  */
