@@ -12,6 +12,7 @@ import {
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { findNode } from '../nodes/store.js';
 import { pollWork } from './node-work.js';
+import { sweepExpiredLeases } from './service.js';
 
 /**
  * A job submitted while a node that may take it waits in this process is assigned in the
@@ -189,5 +190,33 @@ describe('assignment as a job is queued', () => {
       [jobId],
     );
     expect(rows.map((r) => r.summary)).toEqual([expect.stringContaining('as it was signalled')]);
+  });
+
+  it('offers a re-queued job to one eligible waiting node in memory; no waiting node is woken to claim', async () => {
+    const a = await createTestNode(t.app, operatorKey, { country: 'GR' });
+    const polls = watchPolls(t.ctx);
+    const first = a.poll({ waitMs: 10_000 });
+    await polls.until(1);
+    const jobId = (await submit({ strict_jurisdiction: 'GR' })).json().job_id as string;
+    expect((await first)[0]?.job_id).toBe(jobId);
+    const b = await createTestNode(t.app, operatorKey, { country: 'GR' });
+    const c = await createTestNode(t.app, operatorKey, { country: 'CY' });
+    const other = c.poll({ waitMs: 3_000 });
+    const second = b.poll({ waitMs: 10_000 });
+    await polls.until(2);
+    const claims: string[] = [];
+    onTransactionStatements(t.ctx.db, (sql) => {
+      if (sql.includes("FROM jobs WHERE status = 'pending'")) claims.push(sql);
+    });
+    await t.ctx.db.query(
+      "UPDATE work_items SET lease_expires_at = now() - interval '1 second' WHERE job_id = $1 AND status IN ('leased', 'delivered')",
+      [jobId],
+    );
+    await sweepExpiredLeases(t.ctx);
+    expect((await second).map((w) => w.job_id)).toEqual([jobId]);
+    // Neither poll claimed (a woken node claims at once). The other poll still looks once when its
+    // wait ends, as every poll does after a message: it finds nothing.
+    expect(claims).toEqual([]);
+    expect(await other).toEqual([]);
   });
 });

@@ -279,7 +279,7 @@ export async function assignSignalledJob(
 export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
   const requeued = await ctx.db.transaction(async (tx) => {
     const expired = await lockExpiredWork(tx, 100);
-    let count = 0;
+    const back: string[] = [];
     for (const work of expired) {
       await setWorkStatus(tx, work.id, 'lost');
       if (work.type !== 'job') continue;
@@ -308,7 +308,7 @@ export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
             causedBy: ['job.lease_lost'],
           },
         ]);
-        count++;
+        back.push(job.id);
       } else {
         const failed = await moveJob(tx, job.id, 'failed', {
           failure_reason: `no node completed it in ${job.attempts} attempts`,
@@ -329,8 +329,10 @@ export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
         if (failed) await enqueueTerminalWebhook(tx, failed);
       }
     }
-    return count;
+    return back;
   });
-  if (requeued > 0) await ctx.bus.publish('jobs', 'requeued');
-  return requeued;
+  // One message per job, like a submission's: each instance offers it to one eligible waiting node
+  // rather than waking every waiting node to claim.
+  for (const jobId of requeued) await ctx.bus.publish('jobs', jobId);
+  return requeued.length;
 }
