@@ -173,13 +173,16 @@ try {
   await new Promise((r) => setTimeout(r, 200));
   const toNode: number[] = [];
   const call: number[] = [];
+  const afterAnswer: number[] = [];
   for (const [jobId, at] of submittedAt) {
     call.push(at.returned - at.call);
     const got = received.get(jobId);
-    if (got !== undefined) toNode.push(got - at.call);
+    if (got === undefined) continue;
+    toNode.push(got - at.call);
+    // 0 when the node had the job before its submission answered (assigned in that transaction).
+    afterAnswer.push(Math.max(0, got - at.returned));
   }
-  toNode.sort((a, b) => a - b);
-  call.sort((a, b) => a - b);
+  for (const xs of [toNode, call, afterAnswer]) xs.sort((a, b) => a - b);
   const fmt = (n: number) => n.toFixed(2);
   const line = (name: string, xs: number[]) => [
     name,
@@ -193,6 +196,7 @@ try {
     line('assignment (pending_at -> assigned_at, store clock)', ms),
     line("submit call -> the node's poll answers with it", toNode),
     line('submission call (createJob)', call),
+    line('submission answered -> the node has it (0: before)', afterAnswer),
   ]);
   console.log('');
   printTable([

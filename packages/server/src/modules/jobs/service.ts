@@ -18,7 +18,7 @@ import { ledgerOfRef } from '../billing/store.js';
 import { capabilityMet, floorPriceMicroPerUnit, unmetConstraint } from '../scheduler/matching.js';
 import type { MatchJob, MatchNode } from '../scheduler/matching.js';
 import { liveAttestedNodes } from '../nodes/store.js';
-import { assignOnSubmit, handOver, reserveWaitingNode } from '../scheduler/service.js';
+import { assignOnSubmit, handOver, hasRoom, reserveWaitingNode } from '../scheduler/service.js';
 import type { WorkRow } from '../scheduler/store.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { enqueueTerminalWebhook } from './delivery.js';
@@ -220,6 +220,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   try {
     job = await ctx.db.transaction(async (tx) => {
       const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
+      const room = waiting ? await hasRoom(tx, waiting.node) : false;
       const queued = await store.insertJob(tx, {
         id: jobId,
         org_id: principal.orgId,
@@ -241,7 +242,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
         execution_pool: pool,
         hold_id: holdId,
       });
-      const assignment = waiting ? await assignOnSubmit(ctx, tx, queued, waiting.node) : undefined;
+      const assignment = waiting && room ? await assignOnSubmit(ctx, tx, queued, waiting.node) : undefined;
       await openJobRun(tx, queued, assignment?.evidence);
       assigned = assignment?.work;
       return queued;

@@ -200,9 +200,15 @@ export function reserveWaitingNode(
   );
 }
 
+/** Whether the node has room for one more work item (read in the caller's transaction). */
+export async function hasRoom(tx: Queryable, node: NodeRow): Promise<boolean> {
+  return (await countOpenWork(tx, node.id)) < node.max_concurrency;
+}
+
 /**
- * Assigns a job its submission has just queued (in `tx`) to the reserved waiting node, when that
- * node still has room; undefined (the job stays pending, for the claims) when it has none.
+ * Assigns a job its submission has just queued (in `tx`) to the reserved waiting node, which
+ * {@link hasRoom} said has room: read before the job is queued, so that its `pending_at ->
+ * assigned_at` spans only the assignment itself.
  */
 export async function assignOnSubmit(
   ctx: ServiceContext,
@@ -210,7 +216,6 @@ export async function assignOnSubmit(
   job: JobRow,
   node: NodeRow,
 ): Promise<{ work: WorkRow; evidence: EvidenceEvent[] } | undefined> {
-  if ((await countOpenWork(tx, node.id)) >= node.max_concurrency) return undefined;
   return assignJob(
     ctx,
     tx,
@@ -249,7 +254,7 @@ export async function assignSignalledJob(
     work = await ctx.db.transaction(async (tx) => {
       const [job] = await lockStillPending(tx, [jobId]);
       if (!job || !mayTake(job, node)) return undefined;
-      if ((await countOpenWork(tx, node.id)) >= node.max_concurrency) {
+      if (!(await hasRoom(tx, node))) {
         outcome = 'full';
         return undefined;
       }
