@@ -1,13 +1,15 @@
 /**
  * The real scheduler and store under load: N simulated nodes long-polling through `pollWork`
  * (the code behind GET /api/v1/node/work) while M jobs are submitted through `createJob`.
- * Reports assignment latency (pending -> assigned, from the jobs' own timestamps) and jobs
- * assigned per second. Set DATABASE_URL to run it on PostgreSQL. See bench/README.md.
+ * Reports assignment latency three ways (the store's pending -> assigned timestamps; submit ->
+ * the node's poll answering with the job; the submission call itself), jobs assigned per second,
+ * and with `--statements` the store statements per job. `--store postgres` starts a throwaway
+ * PostgreSQL (or set DATABASE_URL). See bench/README.md.
  *
  * @example
- * npx tsx bench/scheduler.ts --nodes 1000 --jobs 10000 --concurrency 32
+ * npx tsx bench/scheduler.ts --nodes 1000 --jobs 10000 --concurrency 32 --store postgres
  */
-import { availableParallelism, cpus } from 'node:os';
+import { availableParallelism, cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createContext, closeContext, loadConfig } from '@svc/server';
 import { createTestStore } from '@svc/server/testing';
@@ -17,7 +19,9 @@ import { upsertNode, type NodeRow } from '../packages/server/src/modules/nodes/s
 import { pollWork } from '../packages/server/src/modules/scheduler/node-work.js';
 import { percentile } from '../packages/server/src/modules/jobs/sla.js';
 import type { Principal } from '../packages/server/src/platform/principal.js';
+import type { Db, Queryable, QueryResult } from '../packages/server/src/platform/db/index.js';
 import { positiveInt, printTable } from './lib.js';
+import { startThrowawayPostgres } from './postgres.js';
 
 const { values } = parseArgs({
   options: {
@@ -25,14 +29,19 @@ const { values } = parseArgs({
     jobs: { type: 'string', default: '10000' },
     concurrency: { type: 'string', default: '32' },
     buyers: { type: 'string', default: '16' },
+    store: { type: 'string', default: process.env.DATABASE_URL ? 'postgres' : 'pglite' },
+    statements: { type: 'boolean', default: false },
   },
 });
+if (values.store !== 'pglite' && values.store !== 'postgres') throw new Error('--store must be pglite or postgres');
 const nodeCount = positiveInt('nodes', values.nodes);
 const jobCount = positiveInt('jobs', values.jobs);
 const concurrency = positiveInt('concurrency', values.concurrency);
 const buyerCount = positiveInt('buyers', values.buyers);
 const COUNTRIES = ['CA', 'US', 'FR', 'DE', 'JP'];
 
+const cluster = values.store === 'postgres' && !process.env.DATABASE_URL ? startThrowawayPostgres() : undefined;
+if (cluster) process.env.DATABASE_URL = cluster.url;
 const store = await createTestStore();
 const ctx = await createContext(
   loadConfig(
@@ -40,6 +49,8 @@ const ctx = await createContext(
     {
       SVC_LOG_LEVEL: 'silent',
       SVC_FREE_TIER_CENTS: '0',
+      // The simulated nodes never heartbeat: no lease may lapse (and re-queue its job) mid-run.
+      SVC_LEASE_SECONDS: '600',
       ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
     },
   ),
@@ -91,16 +102,35 @@ try {
     });
     if (row) nodes.push(row);
   }
-  // Every simulated node long-polls in a loop, as the agent does.
+  // Every simulated node long-polls in a loop, as the agent does; the moment its poll answers
+  // with a job is when the node has it. Jobs come once every node waits (connected beforehand).
+  let parked = 0;
+  const wait = ctx.jobSignal.wait.bind(ctx.jobSignal);
+  ctx.jobSignal.wait = (...args) => {
+    parked++;
+    return wait(...args).finally(() => parked--);
+  };
+  const received = new Map<string, number>();
   const loops = nodes.map(async (node) => {
-    while (!stopped) await pollWork(ctx, node, { waitMs: 25_000, max: 16 });
+    while (!stopped) {
+      const { work } = await pollWork(ctx, node, { waitMs: 25_000, max: 16 });
+      const at = performance.now();
+      for (const w of work) if (!received.has(w.job_id)) received.set(w.job_id, at);
+    }
   });
+  const statements = new Map<string, { n: number; ms: number }>();
+  if (values.statements) countStatements(ctx.db, statements);
+  const version = (await ctx.db.query<{ v: string }>('SELECT version() AS v')).rows[0]?.v.split(' ').slice(0, 2);
   console.log(
-    `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${ctx.db.kind}`,
+    `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), load ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}, store ${ctx.db.kind} (${version?.join(' ') ?? '?'}${ctx.db.kind === 'pglite' ? ', PGlite' : ''})`,
   );
   console.log(
     `${nodes.length} nodes long-polling; ${buyerCount} buyers submitting ${jobCount} jobs, ${concurrency} at a time (a fifth pinned to a country)\n`,
   );
+  while (parked < nodes.length) await new Promise((r) => setTimeout(r, 50));
+  const submittedAt = new Map<string, { call: number; returned: number }>();
   const started = performance.now();
   let next = 0;
   await Promise.all(
@@ -108,7 +138,8 @@ try {
       while (next < jobCount) {
         const i = next++;
         const pin = i % 5 === 0 ? { strict_jurisdiction: COUNTRIES[i % COUNTRIES.length] } : {};
-        await createJob(ctx, principals[i % principals.length] ?? (principals[0] as Principal), {
+        const call = performance.now();
+        const job = await createJob(ctx, principals[i % principals.length] ?? (principals[0] as Principal), {
           kind: 1,
           budget: 0.01,
           max_price_per_unit: 0.00001,
@@ -116,6 +147,7 @@ try {
           inline_text: `job ${i}`,
           ...pin,
         });
+        submittedAt.set(job.job_id, { call, returned: performance.now() });
       }
     }),
   );
@@ -130,26 +162,95 @@ try {
     'SELECT (extract(epoch FROM (assigned_at - pending_at)) * 1000)::float8 AS ms FROM jobs WHERE assigned_at IS NOT NULL ORDER BY ms',
   );
   const ms = rows.map((r) => r.ms);
+  const duplicates = await ctx.db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM (SELECT job_id FROM work_items WHERE type = 'job' AND status <> 'lost' GROUP BY job_id HAVING count(*) > 1) d",
+  );
   const violations = await ctx.db.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM jobs j JOIN nodes n ON n.id = j.node_id WHERE j.spec->>'strict_jurisdiction' IS NOT NULL AND j.spec->>'strict_jurisdiction' <> n.country",
   );
+  const counted = [...statements.values()].reduce((sum, s) => sum + s.n, 0);
+  // Give the last polls' answers a moment to be seen.
+  await new Promise((r) => setTimeout(r, 200));
+  const toNode: number[] = [];
+  const call: number[] = [];
+  const afterAnswer: number[] = [];
+  for (const [jobId, at] of submittedAt) {
+    call.push(at.returned - at.call);
+    const got = received.get(jobId);
+    if (got === undefined) continue;
+    toNode.push(got - at.call);
+    // 0 when the node had the job before its submission answered (assigned in that transaction).
+    afterAnswer.push(Math.max(0, got - at.returned));
+  }
+  for (const xs of [toNode, call, afterAnswer]) xs.sort((a, b) => a - b);
   const fmt = (n: number) => n.toFixed(2);
+  const line = (name: string, xs: number[]) => [
+    name,
+    String(xs.length),
+    fmt(percentile(xs, 0.5)),
+    fmt(percentile(xs, 0.95)),
+    fmt(percentile(xs, 0.99)),
+  ];
   printTable([
-    ['jobs assigned', 'p50 ms', 'p95 ms', 'p99 ms', 'assigned/s', 'submitted/s', 'pin violations'],
+    ['latency', 'jobs', 'p50 ms', 'p95 ms', 'p99 ms'],
+    line('assignment (pending_at -> assigned_at, store clock)', ms),
+    line("submit call -> the node's poll answers with it", toNode),
+    line('submission call (createJob)', call),
+    line('submission answered -> the node has it (0: before)', afterAnswer),
+  ]);
+  console.log('');
+  printTable([
+    ['assigned/s', 'submitted/s', 'pin violations', 'jobs two nodes got'],
     [
-      String(ms.length),
-      fmt(percentile(ms, 0.5)),
-      fmt(percentile(ms, 0.95)),
-      fmt(percentile(ms, 0.99)),
       (ms.length / ((finished - started) / 1000)).toFixed(0),
       (jobCount / ((submitted - started) / 1000)).toFixed(0),
       String(violations.rows[0]?.n ?? 0),
+      String(duplicates.rows[0]?.n ?? 0),
     ],
   ]);
+  if (values.statements) {
+    console.log(
+      `\nstore statements: ${(counted / jobCount).toFixed(1)} per job (${counted} in all), the most frequent:`,
+    );
+    printTable([
+      ['statement', 'count', 'per job', 'total ms'],
+      ...[...statements.entries()]
+        .sort((a, b) => b[1].n - a[1].n)
+        .slice(0, 15)
+        .map(([sql, s]) => [sql.slice(0, 90), String(s.n), (s.n / jobCount).toFixed(2), s.ms.toFixed(0)]),
+    ]);
+  }
   stopped = true;
   await Promise.race([Promise.all(loops), new Promise((r) => setTimeout(r, 3000))]);
 } finally {
   stopped = true;
   await closeContext(ctx);
   await store.drop();
+  cluster?.stop();
+}
+
+/** Counts and times every statement that goes through `db` (and its transactions). */
+function countStatements(db: Db, stats: Map<string, { n: number; ms: number }>): void {
+  const timed = async <T>(label: string, run: () => Promise<T>): Promise<T> => {
+    const at = performance.now();
+    try {
+      return await run();
+    } finally {
+      const key = label.replace(/\s+/g, ' ').slice(0, 120);
+      const s = stats.get(key) ?? { n: 0, ms: 0 };
+      s.n++;
+      s.ms += performance.now() - at;
+      stats.set(key, s);
+    }
+  };
+  const counting = (q: Queryable): Queryable => ({
+    query: <Row>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> =>
+      timed(sql, () => q.query<Row>(sql, params)),
+    exec: (sql: string) => timed(`EXEC ${sql}`, () => q.exec(sql)),
+  });
+  const plain = { query: db.query, exec: db.exec, transaction: db.transaction };
+  const wrapped = counting(plain);
+  db.query = wrapped.query;
+  db.exec = wrapped.exec;
+  db.transaction = (fn) => timed('(transaction)', () => plain.transaction((tx) => fn(counting(tx))));
 }

@@ -24,8 +24,11 @@ export function jobPolicy(
   };
 }
 
-/** Opens a new job's evidence run: submitted, policy evaluated, budget held. */
-export async function openJobRun(tx: Queryable, job: JobRow): Promise<void> {
+/**
+ * Opens a new job's evidence run: submitted, policy evaluated, budget held, then `then` (the
+ * routing events of a job assigned as it was queued), all in one statement.
+ */
+export async function openJobRun(tx: Queryable, job: JobRow, then: readonly EvidenceEvent[] = []): Promise<void> {
   const kind = findJobKind(job.kind)?.name ?? `kind ${job.kind}`;
   const policy = jobPolicy(job);
   await openRun(
@@ -58,6 +61,7 @@ export async function openJobRun(tx: Queryable, job: JobRow): Promise<void> {
       },
       policyEvaluated(policy, policyNote(job)),
       ...(job.hold_id ? [ledgerHeld(job.hold_id, job.budget_cents, 'job.submitted')] : []),
+      ...then,
     ],
   );
 }

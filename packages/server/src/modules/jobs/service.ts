@@ -18,6 +18,8 @@ import { ledgerOfRef } from '../billing/store.js';
 import { capabilityMet, floorPriceMicroPerUnit, unmetConstraint } from '../scheduler/matching.js';
 import type { MatchJob, MatchNode } from '../scheduler/matching.js';
 import { liveAttestedNodes } from '../nodes/store.js';
+import { assignOnSubmit, handOver, hasRoom, reserveWaitingNode } from '../scheduler/service.js';
+import type { WorkRow } from '../scheduler/store.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { isCaptureKind, releaseFromJob, takeForJob } from '../capture/processing.js';
 import { enqueueTerminalWebhook } from './delivery.js';
@@ -99,7 +101,9 @@ function linesOf(text: string): string[] {
 /**
  * Validates and submits a job: checks every field, fetches `payload_url` documents for text kinds
  * (so a bad URL is a 400 now, not a failed job later), holds the budget (402 when short) and
- * queues the job, all in one transaction; then wakes the nodes.
+ * queues the job, all in one transaction. When a node that may take it is waiting in this process,
+ * the same transaction assigns the job to it and the work is handed to its poll after the commit;
+ * otherwise the job's message wakes a node (on any instance) to claim it.
  */
 export async function createJob(ctx: ServiceContext, principal: Principal, body: Static<typeof CreateJobRequest>) {
   const kind = findJobKind(body.kind);
@@ -213,37 +217,53 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     });
   const estimatedDurationMs =
     body.estimated_duration_ms ?? (body.estimated_gpu_seconds ? body.estimated_gpu_seconds * 1000 : 60_000);
-  const job = await ctx.db.transaction(async (tx) => {
-    // The capture set first: another organization's is a 404 and a set not ready a 409, before any hold.
-    if (spec.capture_set_id) await takeForJob(tx, principal.orgId, spec.capture_set_id, { id: jobId, kind: body.kind });
-    const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
-    await store.insertJob(tx, {
-      id: jobId,
-      org_id: principal.orgId,
-      buyer_id: principal.buyerId,
-      kind: body.kind,
-      execution_pool: pool,
-      budget_cents: budgetCents,
-      max_price_micro_per_unit: maxPriceMicro,
-      spec,
-      estimated_cost_micro: cost.max_micro,
-      estimated_duration_ms: estimatedDurationMs,
-      hold_id: holdId,
-    });
-    await store.addJobEvent(tx, jobId, 'job_submitted', {
-      budget_cents: budgetCents,
-      region: spec.region,
-      strict_jurisdiction: spec.strict_jurisdiction,
-      kind: body.kind,
-      execution_pool: pool,
-      hold_id: holdId,
-    });
-    const queued = await store.moveJob(tx, jobId, 'pending');
-    if (!queued) throw new Error('a new job could not be queued');
-    await openJobRun(tx, queued);
-    return queued;
+  // A poll waiting in this process whose node may take the job gets it in this transaction.
+  const waiting = reserveWaitingNode(ctx, {
+    kind: body.kind,
+    execution_pool: pool,
+    spec,
+    max_price_micro_per_unit: maxPriceMicro,
   });
-  await ctx.bus.publish('jobs', jobId);
+  let assigned: WorkRow | undefined;
+  let job: store.JobRow;
+  try {
+    job = await ctx.db.transaction(async (tx) => {
+      // The capture set first: another organization's is a 404 and a set not ready a 409, before any hold.
+      if (spec.capture_set_id)
+        await takeForJob(tx, principal.orgId, spec.capture_set_id, { id: jobId, kind: body.kind });
+      const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
+      const room = waiting ? await hasRoom(tx, waiting.node) : false;
+      const queued = await store.insertJob(tx, {
+        id: jobId,
+        org_id: principal.orgId,
+        buyer_id: principal.buyerId,
+        kind: body.kind,
+        execution_pool: pool,
+        budget_cents: budgetCents,
+        max_price_micro_per_unit: maxPriceMicro,
+        spec,
+        estimated_cost_micro: cost.max_micro,
+        estimated_duration_ms: estimatedDurationMs,
+        hold_id: holdId,
+      });
+      await store.addJobEvent(tx, jobId, 'job_submitted', {
+        budget_cents: budgetCents,
+        region: spec.region,
+        strict_jurisdiction: spec.strict_jurisdiction,
+        kind: body.kind,
+        execution_pool: pool,
+        hold_id: holdId,
+      });
+      const assignment = waiting && room ? await assignOnSubmit(ctx, tx, queued, waiting.node) : undefined;
+      await openJobRun(tx, queued, assignment?.evidence);
+      assigned = assignment?.work;
+      return queued;
+    });
+  } finally {
+    if (!assigned) waiting?.handoff.release();
+  }
+  if (assigned && waiting) await handOver(ctx, assigned, waiting.handoff);
+  else await ctx.bus.publish('jobs', jobId);
   return {
     job_id: job.id,
     estimated_cost: microToCad(cost.max_micro),
@@ -315,7 +335,7 @@ export async function submitRepositoryJob(
   const jobId = newId('job');
   const { holdId } = await ctx.ledger.within(tx).hold(owner.orgId, budgetCents, jobId);
   const pool = executionPool({ kind: 9, requires_tee: input.requires_tee });
-  await store.insertJob(tx, {
+  const queued = await store.insertJob(tx, {
     id: jobId,
     org_id: owner.orgId,
     buyer_id: owner.buyerId,
@@ -336,8 +356,6 @@ export async function submitRepositoryJob(
     execution_pool: pool,
     hold_id: holdId,
   });
-  const queued = await store.moveJob(tx, jobId, 'pending');
-  if (!queued) throw new Error('a new job could not be queued');
   await openJobRun(tx, queued);
   return queued;
 }

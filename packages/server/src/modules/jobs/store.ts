@@ -58,6 +58,10 @@ export interface JobRow {
   completed_at: Date | null;
 }
 
+/**
+ * Inserts a job already queued: `submitted -> pending` happens inside the submission's transaction,
+ * so no one ever sees it `submitted`; one statement instead of an insert and a move.
+ */
 export async function insertJob(
   db: Queryable,
   job: Pick<
@@ -77,8 +81,8 @@ export async function insertJob(
 ): Promise<JobRow> {
   const { rows } = await db.query<JobRow>(
     `INSERT INTO jobs (id, org_id, buyer_id, kind, status, execution_pool, budget_cents, max_price_micro_per_unit, spec,
-                       estimated_cost_micro, estimated_duration_ms, hold_id)
-     VALUES ($1, $2, $3, $4, 'submitted', $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
+                       estimated_cost_micro, estimated_duration_ms, hold_id, pending_at)
+     VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9, $10, $11, clock_timestamp()) RETURNING *`,
     [
       job.id,
       job.org_id,

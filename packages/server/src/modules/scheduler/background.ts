@@ -2,9 +2,10 @@ import type { ServiceContext } from '../../context.js';
 import { sendDueWebhooks } from '../jobs/delivery.js';
 import { forgetOldSignatures } from '../nodes/store.js';
 import { expireLapsedAttestations } from '../attestation/service.js';
-import { findJobById } from '../jobs/store.js';
+import { findJobById, type JobRow } from '../jobs/store.js';
+import type { NodeRow } from '../nodes/store.js';
 import { unmetConstraint, type MatchNode } from './matching.js';
-import { matchJob, sweepExpiredLeases } from './service.js';
+import { assignSignalledJob, matchJob, sweepExpiredLeases } from './service.js';
 import type { WorkRow } from './store.js';
 
 /** A node's poll waiting in this process, taken out of the waiters to be handed work in memory. */
@@ -30,6 +31,21 @@ export interface JobSignal {
    * `release` it; until then its timeout and wake-ups wait for that.
    */
   reserve(nodeId: string): Handoff | undefined;
+  /**
+   * Takes out of the waiters the longest-waiting poll of this process whose node `accepts`, so that
+   * a job just queued can be assigned to it in the same transaction and handed over in memory (see
+   * `reserveWaitingNode` in ./service.ts). Undefined when no waiting node is accepted. The caller
+   * must `deliver` or `release` the handoff.
+   */
+  reserveFor<N extends MatchNode & { id?: string }>(
+    accepts: (node: MatchNode & { id?: string }) => node is N,
+  ): { node: N; handoff: Handoff } | undefined;
+  /**
+   * From now on, a job message names a pending job that a node waiting here may take: `dispatch`
+   * assigns it to that node in memory instead of waking the node to claim (see
+   * `assignSignalledJob` in ./service.ts; installed by {@link startBackgroundTasks}).
+   */
+  dispatchWith(dispatch: Dispatcher): void;
   /** A counter of the job messages heard (not `node:<id>`): read it before a claim, hand it to {@link JobSignal.nothingToClaim}. */
   generation(): number;
   /**
@@ -52,6 +68,19 @@ export interface JobSignal {
   /** The node's take of its leased work, started at `generation`, left none behind. */
   leasedDrained(nodeId: string, generation: number): void;
 }
+
+/**
+ * Assigns a signalled pending job to a waiting node reserved for it and hands the work over, or
+ * gives the poll back: `full` (the node has no room), `gone` (the job was no longer pending).
+ */
+export type Dispatcher = (
+  job: JobRow,
+  node: MatchNode & { id?: string },
+  handoff: Handoff,
+) => Promise<'assigned' | 'full' | 'gone'>;
+
+/** How many waiting nodes a signalled job is offered to before it is left for the claims. */
+const DISPATCH_TRIES = 3;
 
 /** The longest a node goes without a claim while no job is signalled. */
 export const CLAIM_RECHECK_MS = 5_000;
@@ -94,6 +123,18 @@ export async function createJobSignal(
       return;
     }
     if (job.status !== 'pending') return;
+    if (dispatch) {
+      // Matched here, in memory: the job goes straight to a waiting node that may take it (a full
+      // one is passed over), without waking it to claim. Another instance may take it first.
+      for (let tries = 0; tries < DISPATCH_TRIES; tries++) {
+        const taken = signal.reserveFor((node): node is MatchNode & { id?: string } => {
+          return unmetConstraint(matchJob(job), node) === undefined;
+        });
+        if (!taken) return;
+        if ((await dispatch(job, taken.node, taken.handoff)) !== 'full') return;
+      }
+      return;
+    }
     for (const w of waiters) {
       if (unmetConstraint(matchJob(job), w.node) === undefined) {
         w.wake();
@@ -101,6 +142,7 @@ export async function createJobSignal(
       }
     }
   };
+  let dispatch: Dispatcher | undefined;
   let generation = 0;
   const emptyClaims = new Map<string, { generation: number; at: number }>();
   const nodeMessages = new Map<string, number>();
@@ -127,7 +169,23 @@ export async function createJobSignal(
     if (marks.size >= 100_000) marks.clear();
     marks.set(nodeId, { generation: seen, at: Date.now() });
   };
+  // A poll handed work in memory had been waiting all along, hearing every message: when none came
+  // since its node's last empty claim (or drained take), the next poll may skip those again, for a
+  // new interval. Without this, a node served in memory every few seconds would run a claim and a
+  // take on each re-poll, for nothing.
+  const renew = (marks: Map<string, { generation: number; at: number }>, nodeId: string, current: number) => {
+    const mark = marks.get(nodeId);
+    if (mark !== undefined && mark.generation === current) mark.at = Date.now();
+  };
+  const handedOver = (nodeId: string | undefined) => {
+    if (nodeId === undefined) return;
+    renew(emptyClaims, nodeId, generation);
+    renew(drained, nodeId, nodeMessages.get(nodeId) ?? 0);
+  };
   const signal: JobSignal = {
+    dispatchWith: (d) => {
+      dispatch = d;
+    },
     generation: () => generation,
     shouldClaim: (nodeId) => !skip(emptyClaims, nodeId, generation),
     nothingToClaim: (nodeId, seen) => remember(emptyClaims, nodeId, seen),
@@ -165,6 +223,7 @@ export async function createJobSignal(
               deliver: (work) => {
                 if (state !== 'reserved') return false;
                 const handed = !abort?.aborted;
+                if (handed) handedOver(node.id);
                 finish(handed ? work : undefined);
                 return handed;
               },
@@ -187,16 +246,28 @@ export async function createJobSignal(
       }
       return undefined;
     },
+    reserveFor(accepts) {
+      // A Set iterates in insertion order: the longest-waiting poll first.
+      for (const w of waiters) {
+        const node = w.node;
+        if (!accepts(node)) continue;
+        const handoff = w.reserve();
+        if (handoff) return { node, handoff };
+      }
+      return undefined;
+    },
   };
   return { signal, close: unsubscribe };
 }
 
 /**
- * Periodic work of every instance: expire leases (every second), send due webhooks (every
+ * Installs the in-memory dispatch of signalled jobs ({@link JobSignal.dispatchWith}), and runs the
+ * periodic work of every instance: expire leases (every second), send due webhooks (every
  * second), forget old request signatures (every minute). Each tick is safe to run on several
  * instances at once. Returns a function that stops them and waits for a running tick.
  */
 export function startBackgroundTasks(ctx: ServiceContext, options: { intervalMs?: number } = {}): () => Promise<void> {
+  ctx.jobSignal.dispatchWith((job, node, handoff) => assignSignalledJob(ctx, job.id, node as NodeRow, handoff));
   const interval = options.intervalMs ?? 1000;
   let running: Promise<void> = Promise.resolve();
   let ticks = 0;

@@ -87,4 +87,50 @@ describe.skipIf(!onPostgres)('two server instances sharing one PostgreSQL', () =
     );
     expect(rows).toEqual([]);
   });
+
+  it('never assigns one job twice when both instances match it in memory to their waiting nodes at once', async () => {
+    const buyer = await signUp(one.app);
+    const operatorKey = await createKey(one.app, await signUp(one.app), ['operator']);
+    const nodes = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        createTestNode(i % 2 === 0 ? one.app : two.app, operatorKey, { country: 'DK', max_concurrency: 50 }),
+      ),
+    );
+    // Every node long-polls again as soon as it is answered, on its own instance; each job is
+    // offered (on the instance that queued it, and through the bus on both) to a waiting node.
+    const got: string[] = [];
+    let stop = false;
+    const loops = nodes.map(async (node) => {
+      while (!stop) for (const w of await node.poll({ waitMs: 1_000, max: 5 })) got.push(w.job_id);
+    });
+    const submitted: string[] = [];
+    await Promise.all(
+      Array.from({ length: 40 }, async (_, i) => {
+        const res = await (i % 2 === 0 ? one : two).app.inject({
+          method: 'POST',
+          url: '/api/v1/marketplace/jobs',
+          headers: bearer(buyer.apiKey),
+          payload: {
+            kind: 1,
+            budget: 0.01,
+            max_price_per_unit: 0.00001,
+            currency: 'CAD',
+            inline_text: `race ${i}`,
+            strict_jurisdiction: 'DK',
+          },
+        });
+        submitted.push(res.json().job_id as string);
+      }),
+    );
+    const deadline = Date.now() + 20_000;
+    while (got.length < 40 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    stop = true;
+    await Promise.all(loops);
+    expect(got.sort()).toEqual(submitted.sort());
+    const { rows } = await one.ctx.db.query<{ job_id: string; n: number }>(
+      'SELECT job_id, count(*)::int AS n FROM work_items WHERE job_id = ANY($1) GROUP BY job_id HAVING count(*) > 1',
+      [submitted],
+    );
+    expect(rows).toEqual([]);
+  });
 });

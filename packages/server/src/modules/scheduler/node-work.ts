@@ -38,6 +38,8 @@ export async function pollWork(
     if (left <= 0 || options.signal?.aborted) return { work: [] };
     const handed = await ctx.jobSignal.wait(node, left, options.signal);
     if (handed && handed.length > 0) return { work: handed.map(workItemView) };
+    // A poll whose node hung up takes nothing more: work handed to it meanwhile went back to its next poll.
+    if (options.signal?.aborted) return { work: [] };
   }
 }
 

@@ -93,6 +93,13 @@ export async function takeLeasedWork(
   return rows.sort((a, b) => a.id.localeCompare(b.id));
 }
 
+/** Work marked dispatched whose in-memory hand-over found the poll gone: back to the node's next poll. */
+export async function undispatchWork(db: Queryable, workId: string): Promise<void> {
+  await db.query("UPDATE work_items SET dispatched_at = NULL, updated_at = now() WHERE id = $1 AND status = 'leased'", [
+    workId,
+  ]);
+}
+
 export async function countOpenWork(db: Queryable, nodeId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM work_items WHERE node_id = $1 AND status IN ('leased', 'delivered')",
