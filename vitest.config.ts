@@ -17,11 +17,18 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // One process per worker runs its files one after another and keeps their imports: importing
+    // the server's module graph afresh for each file cost 2 to 6 s of a file's time ("collect"),
+    // more than most files' tests. A file therefore must leave no state behind that another one
+    // could see (close what it opens, restore timers and globals). SVC_TEST_ISOLATE=1 gives each
+    // file its own process again, to tell whether a failure comes from a neighbour.
+    isolate: process.env.SVC_TEST_ISOLATE === '1',
     // Vitest's default is one worker per CPU but one, so a single worker on 2 CPUs: test files
     // spend much of their time waiting (on child processes, sockets, timers), so two overlap well.
     maxWorkers: Number(process.env.SVC_TEST_WORKERS) || Math.max(2, availableParallelism() - 1),
-    // Builds the migrated store every test copies (packages/server/test/store-template.ts).
-    globalSetup: ['packages/server/test/global-setup.ts'],
+    // Builds the migrated store every test copies (packages/server/test/store-template.ts), and
+    // compiles the `svc` the CLI tests spawn (packages/cli/test/cli-bundle.ts).
+    globalSetup: ['packages/server/test/global-setup.ts', 'packages/cli/test/global-setup.ts'],
     reporters: reportDir
       ? [
           'default',

@@ -77,6 +77,13 @@ describe('a node killed with an unacknowledged receipt (svc node process, channe
       },
       30_000,
     );
+    // The node's receipt message, seen as it reaches the server (the server's own listener runs first).
+    let receiptArrived = false;
+    for (const socket of server.app.websocketServer.clients)
+      socket.on('message', (data: Buffer) => {
+        const text = data.toString('utf8');
+        if (text.includes('"receipt"') && text.includes(work.id)) receiptArrived = true;
+      });
     // The receipt's transaction waits for this one: the node's receipt stays unacknowledged.
     let release: () => void = () => undefined;
     const released = new Promise<void>((resolve) => (release = resolve));
@@ -86,8 +93,8 @@ describe('a node killed with an unacknowledged receipt (svc node process, channe
     });
     const entry = join(dir, 'outbox', `${work.id}.json`);
     await until('the signed receipt in the node outbox', async () => (existsSync(entry) ? true : undefined), 30_000);
-    // The node sends it right after writing it; give the message time to reach the server.
-    await new Promise((r) => setTimeout(r, 500));
+    // The node sends it right after writing it: kill the node once the server has it.
+    await until('the receipt message at the server', async () => (receiptArrived ? true : undefined), 30_000);
     first.child.kill('SIGKILL');
     await first.exited;
     const restartedAt = Date.now();

@@ -1,10 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestStore, type TestStore } from '@svc/server/testing';
+import { createTestStore, TEST_STORE_KIND, type TestStore } from '@svc/server/testing';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 /** A Markdown list nested `levels` deep (3,000 levels: about 9 MB). */
 const nestedList = (levels: number) =>
   Array.from({ length: levels }, (_, i) => `${' '.repeat(2 * i)}- item ${i}`).join('\n');
+
+// On PGlite only: the process that crashes holds the embedded store, so this is also the store
+// surviving three out-of-memory kills mid-write. On PostgreSQL the database outlives its client
+// untouched, and what this test asks of the store (the attempt counted before work, a document
+// failed after MAX_ATTEMPTS, the lease taken over) runs on both stores in
+// knowledge.ingest.test.ts and knowledge.limits.test.ts. About 50 s of real processes spared.
+const describeOnPglite = TEST_STORE_KIND === 'postgres' ? describe.skip : describe;
 
 /**
  * A document that kills the server while it is ingested: parsing runs in the server process here
@@ -12,7 +19,7 @@ const nestedList = (levels: number) =>
  * 9 MB nested list is a real out-of-memory crash. Each restart must listen first, count the attempt
  * before working, and after MAX_ATTEMPTS the document is failed: no crash loop.
  */
-describe('a document that crashes svc serve cannot keep it down', () => {
+describeOnPglite('a document that crashes svc serve cannot keep it down', () => {
   let store: TestStore;
   let running: SpawnedSvc | undefined;
   beforeAll(async () => {
@@ -89,9 +96,9 @@ describe('a document that crashes svc serve cannot keep it down', () => {
         continue;
       }
       expect(outcome.doc.error).toBe('ingestion was interrupted 3 times; upload the document again');
-      // Still up, and answering.
-      await new Promise((r) => setTimeout(r, 1_000));
+      // Still up, and answering; below it stops cleanly on SIGTERM (a crash would have ended it otherwise).
       expect((await fetch(`${outcome.url}/api/v1/health`)).status).toBe(200);
+      expect(running.child.exitCode).toBeNull();
       break;
     }
     // Three real crashes (out of memory), each restart listened, the fourth start failed the document.

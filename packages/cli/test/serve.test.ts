@@ -16,7 +16,8 @@ describe('svc serve as a real process', () => {
 
   it('serves, stops cleanly on SIGTERM, and keeps its data across a restart', async () => {
     const pepper = 'pepper-that-must-never-be-logged-0123456789';
-    const first = spawnSvc(['serve'], { ...env(), SVC_KEY_PEPPER: pepper });
+    // Through bin/svc.js and tsx, as a user starts it (the other tests run the compiled svc, spawn.ts).
+    const first = spawnSvc(['serve'], { ...env(), SVC_KEY_PEPPER: pepper }, { bin: 'tsx' });
     const url = await waitForUrl(first);
     const health = (await (await fetch(`${url}/api/v1/health`)).json()) as { ok: boolean };
     expect(health.ok).toBe(true);
@@ -32,7 +33,8 @@ describe('svc serve as a real process', () => {
     expect(keysAfter).toEqual(keysBefore);
     second.child.kill('SIGINT');
     expect(await second.exited).toBe(0);
-  });
+    // Two real server starts, the first through tsx: tens of seconds on a loaded machine.
+  }, 120_000);
 
   it('refuses a bad configuration value with a message naming it, exit code 2', async () => {
     const p = spawnSvc(['serve'], { ...env(), SVC_PORT: 'eighty' });

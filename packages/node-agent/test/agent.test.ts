@@ -170,19 +170,19 @@ describe('node agent against a fake control plane', () => {
     await cp.waitFor(() => t.workEvents().length === 1);
     expect(engine.aborted).toBe(1);
     expect(t.workEvents()[0]).toMatchObject({ work_id: 'wrk_20', outcome: 'cancelled' });
-    await new Promise((r) => setTimeout(r, 150));
-    expect(cp.calls('result')).toEqual([]);
-    expect(cp.calls('fail')).toEqual([]);
-    expect(await readdir(join(t.dataDir, 'outbox')).catch(() => [])).toEqual([]);
     // The slot is free again: the next job is taken (and blocks in turn).
     cp.enqueue(llmJob(21));
     await cp.waitFor(() => engine.inFlight === 1 && engine.calls.length === 2);
+    // By the time its one slot took the next job, the cancelled work was over: nothing was uploaded for it.
+    expect(cp.calls('result')).toEqual([]);
+    expect(cp.calls('fail')).toEqual([]);
+    expect(await readdir(join(t.dataDir, 'outbox')).catch(() => [])).toEqual([]);
   });
 
   it('stop() lets running work finish within the grace period', async () => {
     const engine = createFakeEngine({ models: ['tinyllama'], delayMs: 300 });
     const t = await makeAgent(cp, { engines: new Map([['tinyllama', engine]]) });
-    await t.agent.start();
+    const { node_id: stopped } = await t.agent.start();
     cp.enqueue(llmJob(30, ['a']));
     await cp.waitFor(() => engine.inFlight === 1);
     const polls = cp.polls.length;
@@ -191,8 +191,21 @@ describe('node agent against a fake control plane', () => {
     expect(cp.fails.size).toBe(0);
     expect(cp.polls.length).toBeLessThanOrEqual(polls + 1);
     const after = cp.requests.length;
-    await new Promise((r) => setTimeout(r, 300));
-    expect(cp.requests.length).toBe(after); // no heartbeats or polls after stop() resolved
+    // A second agent on the same clocks: once it has sent three heartbeats, the stopped one has had
+    // three heartbeat periods in which to send anything. It sent nothing (no heartbeats, no polls).
+    const witness = await makeAgent(cp, {
+      engines: new Map([['tinyllama', createFakeEngine({ models: ['tinyllama'] })]]),
+    });
+    const { node_id: watching } = await witness.agent.start();
+    const since = () => cp.requests.slice(after);
+    await cp.waitFor(
+      () =>
+        since().filter((r) => r.headers['x-svc-node'] === watching && r.path === '/api/v1/node/heartbeat').length >= 3,
+    );
+    expect(since().filter((r) => r.headers['x-svc-node'] === stopped)).toEqual([]);
+    expect(since().filter((r) => r.headers['x-svc-node'] !== watching && r.path !== '/api/v1/node/register')).toEqual(
+      [],
+    );
   });
 
   it('stop() aborts work still running after the grace period and reports it retryable', async () => {

@@ -32,12 +32,13 @@ function certTable(vcek: Buffer): Buffer {
  */
 function fakeKernel(root: string, chain: SnpTestChain, withAux: boolean): () => void {
   const done = new Set<string>();
+  let stopped = false;
   // One scan at a time: two overlapping scans would both answer an entry and race on its temp files.
   let scanning = false;
   const timer = setInterval(() => {
     if (scanning) return;
     scanning = true;
-    void (async () => {
+    (async () => {
       for (const entry of await readdir(root).catch(() => [])) {
         if (done.has(entry) || entry.startsWith('.')) continue;
         const inblob = await readFile(join(root, entry, 'inblob')).catch(() => null);
@@ -53,11 +54,20 @@ function fakeKernel(root: string, chain: SnpTestChain, withAux: boolean): () => 
         if (withAux) await put('auxblob', certTable(chain.vcekDer));
         await put('outblob', chain.signReport({ reportData: inblob, measurement: MEASUREMENT }));
       }
-    })().finally(() => {
-      scanning = false;
-    });
+    })()
+      .catch((err: unknown) => {
+        // An entry removed while it was being answered (by the agent, or by the test once stopped)
+        // is abandoned, as the kernel abandons it.
+        if (!stopped && (err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      })
+      .finally(() => {
+        scanning = false;
+      });
   }, 5);
-  return () => clearInterval(timer);
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
 }
 
 describe('the agent attests through configfs-tsm against the real server', () => {

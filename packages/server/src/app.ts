@@ -17,6 +17,7 @@ import { assertSafeJson, installInputGuard } from './platform/input-guard.js';
 import { installOpenApi } from './platform/openapi.js';
 import { requestIdFor } from './platform/request-id.js';
 import { installRouteTable } from './platform/route-auth.js';
+import { cachedSerializerFactory, cachedValidatorCompiler } from './platform/schema-cache.js';
 import { createValidatorCompiler } from './platform/validation.js';
 import { registerRoutes } from './routes.js';
 
@@ -45,6 +46,8 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
     bodyLimit: ctx.config.bodyLimitBytes,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // Compiled serializers are shared by every app this process builds (platform/schema-cache.ts).
+    schemaController: { compilersFactory: { buildSerializer: cachedSerializerFactory() } },
     // Errors of the router itself (a malformed percent-encoding, an over-long path parameter)
     // leave in the one error shape too.
     frameworkErrors: (error, _request, raw) => {
@@ -53,7 +56,7 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
       void reply.code(api.status).type('application/json; charset=utf-8').send(api.toBody());
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
-  app.setValidatorCompiler(createValidatorCompiler());
+  app.setValidatorCompiler(cachedValidatorCompiler('svc', createValidatorCompiler()));
   // JSON bodies keep their exact bytes: node requests are signed over them.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {

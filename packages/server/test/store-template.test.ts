@@ -73,5 +73,7 @@ describe('the migrated store template', () => {
       if (process.env[PGLITE_TEMPLATE_ENV])
         expect(process.env[PGLITE_TEMPLATE_ENV]).toMatch(new RegExp(`pglite-${templateKey()}$`));
     },
+    // Migrating an empty PGlite store: about 4 s of CPU, several times that on a loaded machine.
+    120_000,
   );
 });

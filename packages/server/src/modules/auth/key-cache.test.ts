@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { bearer, createKey, createTestApp, signUp, type TestApp } from '../../../test/harness.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { Bus } from '../../platform/bus.js';
@@ -104,8 +104,13 @@ describe('the key cache', () => {
     expect((await racing)?.revoked_at).toBeNull(); // that request began before the revocation
     expect((await cache.lookup('key_a'))?.revoked_at).toBeInstanceOf(Date);
     expect(store.reads()).toBe(2);
-    await new Promise((r) => setTimeout(r, 40));
-    await cache.lookup('key_a');
+    // The entry ages past maxAgeMs: the clock moves on, no waiting.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 31 });
+    try {
+      await cache.lookup('key_a');
+    } finally {
+      vi.useRealTimers();
+    }
     expect(store.reads()).toBe(3);
     await cache.close();
   });

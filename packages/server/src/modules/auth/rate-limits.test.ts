@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createKey, createTestApp, signUp, type TestApp } from '../../../test/harness.js';
+import { bearer, createKey, createTestApp, eventually, signUp, type TestApp } from '../../../test/harness.js';
 
 describe('rate limits', () => {
   let t: TestApp;
@@ -74,11 +74,17 @@ describe.skipIf(!redisUrl)('rate limits shared through Redis', () => {
     const two = await createTestApp({ env });
     try {
       // Opening an embedded store blocks the event loop for seconds, which can time out the first
-      // Redis connection (the limiter then counts in memory until it reconnects): let both
-      // instances connect before the measured burst.
-      for (const t of [one, two])
-        await t.app.inject({ method: 'GET', url: '/api/v1/downloads', remoteAddress: '198.18.0.1' });
-      await new Promise((r) => setTimeout(r, 1500));
+      // Redis connection (the limiter then counts in memory until it reconnects): wait until both
+      // instances count in Redis, that is until a probe bucket of one token taken by one is empty
+      // for the other (a limiter counting in memory would allow both takes).
+      let probe = 0;
+      await eventually(async () => {
+        const key = `probe:${process.pid}:${Date.now()}:${probe++}`;
+        const rule = { ratePerSec: 0.001, burst: 1 };
+        const first = await one.ctx.rateLimiter.take(key, rule);
+        const second = await two.ctx.rateLimiter.take(key, rule);
+        return first.allowed && !second.allowed;
+      }, 20_000);
       const address = `192.0.2.${Math.floor(Math.random() * 250) + 1}`;
       const calls = Array.from({ length: 12 }, (_, i) =>
         (i % 2 === 0 ? one : two).app.inject({ method: 'GET', url: '/api/v1/downloads', remoteAddress: address }),

@@ -1,0 +1,51 @@
+import Fastify from 'fastify';
+import { describe, expect, it } from 'vitest';
+import { cachedSerializerFactory, cachedValidatorCompiler } from './schema-cache.js';
+import { createValidatorCompiler } from './validation.js';
+
+const body = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
+
+describe('compiled schemas shared by the apps of one process', () => {
+  it('compiles a validator once per kind, HTTP part and schema text', () => {
+    let compiled = 0;
+    const inner = createValidatorCompiler();
+    const compile = cachedValidatorCompiler('test-kind', (route) => {
+      compiled += 1;
+      return inner(route);
+    });
+    const route = { schema: body, method: 'POST', url: '/a', httpPart: 'body' };
+    const first = compile(route);
+    // Another app, another route, an equal schema (a new object): the same compiled function.
+    expect(compile({ ...route, url: '/b', schema: structuredClone(body) })).toBe(first);
+    expect(compiled).toBe(1);
+    expect(compile({ ...route, httpPart: 'querystring' })).not.toBe(first);
+    expect(compile({ ...route, schema: { ...body, required: [] } })).not.toBe(first);
+    expect(compiled).toBe(3);
+    expect(first({ n: 1 })).toBe(true);
+    expect(first({ n: 'one' })).toBe(false);
+  });
+
+  it('compiles a response serializer once per schema and shared schemas, for every app', async () => {
+    const schema = { response: { 200: { type: 'object', properties: { a: { type: 'string' } } } } };
+    const build = async () => {
+      const app = Fastify({ schemaController: { compilersFactory: { buildSerializer: cachedSerializerFactory() } } });
+      app.get('/x', { schema }, async () => ({ a: 'kept', b: 'dropped' }));
+      await app.ready();
+      return app;
+    };
+    const one = await build();
+    const two = await build();
+    // Through Fastify, in both apps: the serializer writes only the declared field.
+    for (const app of [one, two])
+      expect((await app.inject({ method: 'GET', url: '/x' })).json()).toEqual({ a: 'kept' });
+    // Another factory (another app), an equal schema on another route: the same compiled function.
+    const factory = cachedSerializerFactory()(undefined, undefined);
+    const route = { method: 'GET', url: '/x', httpStatus: '200', schema: schema.response[200] };
+    const fn = factory(route);
+    expect(cachedSerializerFactory()(undefined, undefined)({ ...route, url: '/y' })).toBe(fn);
+    expect(factory({ ...route, schema: { type: 'object', properties: { b: { type: 'string' } } } })).not.toBe(fn);
+    expect(fn({ a: 'x', b: 'y' })).toBe('{"a":"x"}');
+    await one.close();
+    await two.close();
+  });
+});
