@@ -33,6 +33,8 @@ describe('payouts survive kill -9 in the middle of a run (real svc serve process
     SVC_DATA_DIR: store.dataDir,
     SVC_PORT: '0',
     SVC_LOG_LEVEL: 'warn',
+    // The fake Stripe listens on loopback: the SDK's requests go through the egress guard.
+    SVC_ALLOW_PRIVATE_EGRESS: '1',
     ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
   });
 

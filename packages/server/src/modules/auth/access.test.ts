@@ -42,6 +42,7 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'POST /api/v1/node/attestation': 'node',
   'POST /api/v1/node/work/:work_id/result': 'node',
   'POST /api/v1/node/work/:work_id/fail': 'node',
+  'POST /api/v1/node/work/:work_id/outputs': 'node',
   'GET /api/v1/jobs/:job/evidence': 'evidence:read',
   'GET /api/v1/jobs/:job/evidence/bundle': 'evidence:read',
   'GET /api/v1/evidence': 'evidence:read',
