@@ -91,7 +91,7 @@ export async function createUploadLocker(
  * tusErrorResponse(ERRORS.ERR_LOCK_TIMEOUT); // { status_code: 423, body: 'this upload is in use by another request ...' }
  */
 export function tusErrorResponse(err: Error | { status_code: number; body: string }) {
-  if (err === ERRORS.ERR_LOCK_TIMEOUT || ('body' in err && err.body === ERRORS.ERR_LOCK_TIMEOUT.body))
+  if ('body' in err && err.body === ERRORS.ERR_LOCK_TIMEOUT.body)
     return {
       status_code: 423,
       body: 'this upload is in use by another request (on this or another instance); retry once it ends\n',

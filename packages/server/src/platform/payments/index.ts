@@ -21,10 +21,7 @@ export function createPaymentProvider(
 ): PaymentProvider {
   const { payments } = config;
   if (payments.provider === 'stripe' && payments.stripe)
-    return createStripeProvider({
-      ...payments.stripe,
-      fetch: (url, init) => egress.fetch(url, init as never) as unknown as Promise<Response>,
-    });
+    return createStripeProvider({ ...payments.stripe, fetch: egress.fetch });
   const key = createHmac('sha256', secrets.sessionSecret).update('svc-local-payments-v1').digest();
   // Read at each link: `svc serve --port 0` learns its URL only once it listens.
   return createLocalProvider({ publicUrl: () => config.publicUrl, key });

@@ -1,4 +1,5 @@
 import Stripe from 'stripe';
+import type { Egress } from '../egress.js';
 import { WEBHOOK_TOLERANCE_SECONDS, WebhookRejected, type PaymentEvent, type PaymentProvider } from './interface.js';
 
 export interface StripeOptions {
@@ -7,7 +8,7 @@ export interface StripeOptions {
   /** Where the SDK sends its requests; unset is Stripe's API. Tests point it at a local fake. */
   apiBase?: string;
   /** The fetch the SDK sends its requests with: the platform's egress guard (`ctx.egress.fetch`). */
-  fetch?: (url: string, init: RequestInit) => Promise<Response>;
+  fetch?: Egress['fetch'];
 }
 
 /** The part of a Stripe object the platform reads. */
