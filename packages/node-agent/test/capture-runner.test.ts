@@ -82,7 +82,9 @@ describe('the kind 8 and 10 runner', () => {
     job_id: `job_cap${kind}`,
     type: 'job',
     kind,
+    model: null,
     stream: false,
+    lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
     payload: {
       capture_set_id: 'cs_1',
       timeout_seconds: 30,
