@@ -100,8 +100,9 @@ function linesOf(text: string): string[] {
 
 /**
  * Validates and submits a job: checks every field, fetches `payload_url` documents for text kinds
- * (so a bad URL is a 400 now, not a failed job later), holds the budget (402 when short) and
- * queues the job, all in one transaction. When a node that may take it is waiting in this process,
+ * (so a bad URL is a 400 now, not a failed job later), takes the budget from this instance's
+ * credit reservation (402 when short, decided in memory before any transaction), then holds it
+ * (drawn from that reservation) and queues the job, all in one transaction. When a node that may take it is waiting in this process,
  * the same transaction assigns the job to it and the work is handed to its poll after the commit;
  * otherwise the job's message wakes a node (on any instance) to claim it.
  */
@@ -217,6 +218,11 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     });
   const estimatedDurationMs =
     body.estimated_duration_ms ?? (body.estimated_gpu_seconds ? body.estimated_gpu_seconds * 1000 : 60_000);
+  // The 402 is decided in memory, as the gateway's: the budget is taken from this instance's
+  // credit reservation of the organization (a statement only when it must grow), and the hold
+  // below draws it from that reservation. Concurrent submitters and gateway requests of the
+  // organization count on the same cents, so none of them finds its cents drawn by another.
+  const ticket = await ctx.reservations.take(principal.orgId, budgetCents);
   // A poll waiting in this process whose node may take the job gets it in this transaction.
   const waiting = reserveWaitingNode(ctx, {
     kind: body.kind,
@@ -260,6 +266,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
       return queued;
     });
   } finally {
+    ticket.release();
     if (!assigned) waiting?.handoff.release();
   }
   if (assigned && waiting) await handOver(ctx, assigned, waiting.handoff);
