@@ -87,21 +87,20 @@ export const EventsResponseSchema = Type.Object({
 export type EventsResponseWire = Static<typeof EventsResponseSchema>;
 
 /**
- * `metadata` of a receipt, outside the SVC1 signature: what the node says about the run. Open:
- * the server adds model, jurisdiction and retrieved-chunk provenance to the stored receipt's.
+ * `metadata` of a receipt, outside the SVC1 signature: what the node says about the run. The
+ * schema stays an open object (the server stores whatever a node sends and adds model,
+ * jurisdiction and retrieved-chunk provenance); the static type names what the agent writes.
  */
-export const ReceiptMetadataSchema = Type.Object(
-  {
-    model: Type.Optional(Type.String()),
-    engine: Type.Optional(Type.String()),
-    gpu_model: Type.Optional(Type.String()),
-    country: Type.Optional(Type.String()),
-    region: Type.Optional(Type.String()),
-    duration_ms: Type.Optional(Type.Number()),
-    exit_code: Type.Optional(Type.Integer()),
-  },
-  { additionalProperties: true },
-);
+export const ReceiptMetadataSchema = Type.Unsafe<{
+  model?: string;
+  engine?: string;
+  gpu_model?: string;
+  country?: string;
+  region?: string;
+  duration_ms?: number;
+  exit_code?: number;
+  [field: string]: unknown;
+}>(Type.Object({}, { additionalProperties: true }));
 export type ReceiptMetadataWire = Static<typeof ReceiptMetadataSchema>;
 
 /** A stored receipt, as every receipts endpoint returns it (DESIGN.md section 9). */
