@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { bearer, createTestApp, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
 import { createReservations, type Reservations } from '../billing/reservations.js';
 import { sumReservations } from '../billing/reservation-store.js';
@@ -49,6 +49,41 @@ describe('job submissions: the budget taken from the credit reservation', () => 
     expect(await account(buyer.orgId)).toEqual({ held: 25, reserved: 35, rows: 35 });
     expect(t.ctx.reservations.unused(buyer.orgId)).toBe(35);
     expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
+  });
+
+  it('locks the account row last in its transaction: only the hold and the commit wait on it', async () => {
+    const buyer = await signUp(t.app);
+    // Every transaction's statements, transaction by transaction.
+    const transactions: string[][] = [];
+    const transaction = t.ctx.db.transaction.bind(t.ctx.db);
+    vi.spyOn(t.ctx.db, 'transaction').mockImplementation((fn) => {
+      const statements: string[] = [];
+      transactions.push(statements);
+      return transaction((tx) =>
+        fn({
+          query: (sql, params) => {
+            statements.push(sql);
+            return tx.query(sql, params);
+          },
+          exec: (sql) => tx.exec(sql),
+        }),
+      );
+    });
+    try {
+      const res = await submit(buyer, 20);
+      expect(res.statusCode, res.body).toBe(201);
+    } finally {
+      vi.restoreAllMocks();
+    }
+    const submission = transactions.find((sql) => sql.some((q) => q.includes('INSERT INTO jobs')));
+    expect(submission).toBeDefined();
+    const statements = submission ?? [];
+    const lock = statements.findIndex((q) => /FROM credit_accounts[\s\S]*FOR UPDATE/.test(q));
+    expect(lock).toBeGreaterThan(statements.findIndex((q) => q.includes('INSERT INTO jobs')));
+    // After the lock: the reservation's amount and the hold's one statement, nothing of the job.
+    expect(statements.slice(lock + 1)).toHaveLength(2);
+    expect(statements.slice(lock + 1).join('\n')).toContain('INSERT INTO credit_holds');
+    expect(await account(buyer.orgId)).toMatchObject({ held: 20 });
   });
 
   it('a job cannot take the cents a gateway request in flight counted on: 402 for the job, the request keeps them', async () => {

@@ -237,7 +237,9 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
       // The capture set first: another organization's is a 404 and a set not ready a 409, before any hold.
       if (spec.capture_set_id)
         await takeForJob(tx, principal.orgId, spec.capture_set_id, { id: jobId, kind: body.kind });
-      const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
+      // The hold comes last: it locks the organization's account row, which concurrent submitters
+      // and settlements of the organization wait for, so it is held for the hold and the commit only.
+      const holdId = newId('hold');
       const room = waiting ? await hasRoom(tx, waiting.node) : false;
       const queued = await store.insertJob(tx, {
         id: jobId,
@@ -262,6 +264,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
       });
       const assignment = waiting && room ? await assignOnSubmit(ctx, tx, queued, waiting.node) : undefined;
       await openJobRun(tx, queued, assignment?.evidence);
+      await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId, { id: holdId });
       assigned = assignment?.work;
       return queued;
     });
