@@ -121,6 +121,16 @@ describe('the kind 8 and 10 runner', () => {
     expect(puts.get('scenes.json')?.toString()).toBe('{"scenes":3}');
   });
 
+  it('fails the run, retryable, when the outputs call answers something that is not OutputUploads', async () => {
+    for (const answer of [{}, { uploads: 'nope' }, { uploads: [{ path: 'copy/two.txt' }] }, null]) {
+      await expect(runJob(item(10), { ...ctx(), signedRequest: async () => answer })).rejects.toMatchObject({
+        message: 'the server answered the outputs call without a list of upload URLs (OutputUploads)',
+        retryable: true,
+      });
+    }
+    expect(existsSync(join(dir, 'scratch', 'wrk_cap10'))).toBe(false);
+  });
+
   it('fails naming the file whose SHA-256 differs, and with the stderr of a program that fails', async () => {
     await expect(runJob(item(10, 'two.txt'), ctx())).rejects.toMatchObject({
       message: `input two.txt: SHA-256 ${sha('two\n')} differs from the manifest's ${sha('other')}`,
