@@ -4,7 +4,7 @@
  * package's sources (tests excluded).
  *
  * 1. File level: no runtime import cycle (a cycle made only of `import type` edges is fine: it
- *    vanishes at run time). The dashboard's known ones are listed below.
+ *    vanishes at run time). There is none.
  * 2. Module level: no cycle between the folders of `packages/server/src/modules/` (every import
  *    counts, types too: a module that needs another's types depends on it). Today's cycles are
  *    recorded as known debt, edge by edge, so that no NEW one can land: an import from one module
@@ -44,12 +44,6 @@ const KNOWN_MODULE_CYCLE_EDGES = {
   scheduler: ['attestation', 'capture', 'evidence', 'jobs', 'nodes'],
 };
 
-/**
- * Files in a runtime cycle today: the dashboard's pages import `useSession` / `useSignIn` from
- * `app.tsx`, which imports the pages. Edges among these files are allowed; any other is not.
- */
-const KNOWN_FILE_CYCLE = '^packages/dashboard/src/(app|pages/(auth|organization|overview))\\.tsx$';
-
 const runtimeCycle = { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } };
 const moduleFolder = (name) => `^${MODULES}/${name}$`;
 const known = Object.keys(KNOWN_MODULE_CYCLE_EDGES);
@@ -60,15 +54,8 @@ module.exports = {
       name: 'no-runtime-cycle',
       severity: 'error',
       comment: 'A runtime import cycle between files: move the shared part to a third file.',
-      from: { pathNot: KNOWN_FILE_CYCLE },
+      from: {},
       to: runtimeCycle,
-    },
-    {
-      name: 'no-runtime-cycle',
-      severity: 'error',
-      comment: 'A runtime import cycle from a file of the known dashboard cycle to a file outside it.',
-      from: { path: KNOWN_FILE_CYCLE },
-      to: { ...runtimeCycle, pathNot: KNOWN_FILE_CYCLE },
     },
     {
       name: 'no-new-module-cycle',
