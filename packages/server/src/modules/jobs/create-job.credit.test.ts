@@ -4,6 +4,7 @@ import { createReservations, type Reservations } from '../billing/reservations.j
 import { sumReservations } from '../billing/reservation-store.js';
 import { reconcileAccount } from '../billing/service.js';
 import { readAccount } from '../billing/store.js';
+import { submitRepositoryJob, withRepositoryJobCredit } from './service.js';
 
 /**
  * Job submissions take their holds from the instance's credit reservation (DESIGN.md section 4,
@@ -101,6 +102,32 @@ describe('job submissions: the budget taken from the credit reservation', () => 
     inFlight.release();
     expect(holdId).toMatch(/^hold_/);
     expect(await account(buyer.orgId)).toEqual({ held: 100, reserved: 0, rows: 0 });
+    expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
+  });
+
+  it('a repository-work job (work orders, preflights) takes its budget from the reservation too', async () => {
+    const buyer = await signUp(t.app);
+    await t.ctx.ledger.credit(buyer.orgId, 200, { txType: 'topup', ref: 'test' }); // 300 cents
+    const owner = { orgId: buyer.orgId, buyerId: buyer.buyerId };
+    const input = { payload: {}, strict_jurisdiction: 'AQ', requires_tee: false, timeout_seconds: 60 };
+    let opened = 0;
+    const queue = () =>
+      withRepositoryJobCredit(t.ctx, buyer.orgId, () => {
+        opened++;
+        return t.ctx.db.transaction((tx) => submitRepositoryJob(t.ctx, tx, owner, input));
+      });
+    // A gateway request in flight counts on 150 cents: the job's 200 are not there.
+    const inFlight = await t.ctx.reservations.take(buyer.orgId, 150);
+    const refused = await queue().catch((err: unknown) => err);
+    expect(refused).toMatchObject({
+      code: 'insufficient_credits',
+      message: expect.stringContaining('150 cents available, 200 cents needed'),
+    });
+    expect(opened).toBe(0);
+    inFlight.release();
+    const job = await queue();
+    expect(job).toMatchObject({ kind: 9, budget_cents: 200 });
+    expect(await account(buyer.orgId)).toMatchObject({ held: 200 });
     expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
   });
 

@@ -296,11 +296,41 @@ async function refuseWithoutSovereignNode(ctx: ServiceContext, job: MatchJob): P
   throw new ApiError('no_capacity', `sovereign job refused: ${why}; nothing was held`);
 }
 
+/** The budget a `repository_work` job holds: the kind's highest price for one run, in cents. */
+function repositoryJobBudget(): { maxPriceMicro: number; budgetCents: number } {
+  const kind = findJobKind(9);
+  if (!kind) throw new Error('job kind 9 is missing from the catalogue');
+  const maxPriceMicro = kind.price.max_micro_cad / kind.price.per_units;
+  return { maxPriceMicro, budgetCents: Math.ceil(maxPriceMicro / 10_000) };
+}
+
+/**
+ * Runs `queue`, the transaction that calls {@link submitRepositoryJob}, with the job's budget
+ * taken from this instance's credit reservation first: the 402 is decided in memory before the
+ * transaction opens, as for every job submission, and the hold draws the budget from the
+ * reservation.
+ *
+ * @example
+ * const job = await withRepositoryJobCredit(ctx, orgId, () => ctx.db.transaction((tx) => submitRepositoryJob(ctx, tx, owner, input)));
+ */
+export async function withRepositoryJobCredit<T>(
+  ctx: ServiceContext,
+  orgId: string,
+  queue: () => Promise<T>,
+): Promise<T> {
+  const ticket = await ctx.reservations.take(orgId, repositoryJobBudget().budgetCents);
+  try {
+    return await queue();
+  } finally {
+    ticket.release();
+  }
+}
+
 /**
  * Queues a kind 9 `repository_work` job for a work order or a preflight, inside the caller's
  * transaction (so the order and its job exist together): the budget is the kind's highest price
- * for one run, held now and settled at the node's price on its receipt. The caller publishes
- * `jobs` on the bus after its commit.
+ * for one run, held now and settled at the node's price on its receipt. The caller wraps its
+ * transaction in {@link withRepositoryJobCredit} and publishes `jobs` on the bus after its commit.
  *
  * @example
  * const job = await submitRepositoryJob(ctx, tx, { orgId, buyerId }, { payload, strict_jurisdiction: 'CA', requires_tee: false, timeout_seconds: 900 });
@@ -316,10 +346,7 @@ export async function submitRepositoryJob(
     timeout_seconds: number;
   },
 ): Promise<store.JobRow> {
-  const kind = findJobKind(9);
-  if (!kind) throw new Error('job kind 9 is missing from the catalogue');
-  const maxPriceMicro = kind.price.max_micro_cad / kind.price.per_units;
-  const budgetCents = Math.ceil(maxPriceMicro / 10_000);
+  const { maxPriceMicro, budgetCents } = repositoryJobBudget();
   const cost = estimateCost(9, { estimated_runs: 1 });
   const spec: store.JobSpec = {
     model: null,
