@@ -77,6 +77,11 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
     void reply.header('x-request-id', request.id);
     if (request.routeOptions.config?.noStore === true) void reply.header('cache-control', 'no-store');
   });
+  // Read-your-writes (docs/gateway.md): a read waits for the records queued in this instance's
+  // group-commit writer (an answer given before its records committed), none when nothing is queued.
+  app.addHook('onRequest', async (request) => {
+    if (ctx.writer.pending > 0 && (request.method === 'GET' || request.method === 'HEAD')) await ctx.writer.settled();
+  });
   installRouteTable(app);
   installErrorHandling(app, { pageFallback: dashboardPageFallback(ctx) });
   await installOpenApi(app, ctx);

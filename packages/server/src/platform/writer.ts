@@ -49,7 +49,10 @@ export function createWriter(options: WriterOptions): Writer {
   let queue: Item[] = [];
   let timer: NodeJS.Timeout | undefined;
   let flushing: Promise<void> | undefined;
-  let inFlight = 0;
+  // Writes settle in the order they were queued: `done` counts them, so `settled` waits for a
+  // mark, not for the queue to be empty (which a busy instance may never be).
+  let queued = 0;
+  let done = 0;
   let closed = false;
 
   // One bad write must not lose the others: after a failed flush each write gets its own transaction.
@@ -89,7 +92,7 @@ export function createWriter(options: WriterOptions): Writer {
     if (queue.length === 0) return Promise.resolve();
     const batch = queue.splice(0, maxBatch);
     flushing = runBatch(batch).finally(() => {
-      inFlight -= batch.length;
+      done += batch.length;
       flushing = undefined;
       if (queue.length >= maxBatch || (closed && queue.length > 0)) void flush();
       else if (queue.length > 0) schedule();
@@ -105,20 +108,21 @@ export function createWriter(options: WriterOptions): Writer {
       if (closed) return Promise.reject(new Error('the writer is closed'));
       return new Promise<T>((resolve, reject) => {
         queue.push({ write, resolve: resolve as (value: unknown) => void, reject });
-        inFlight++;
+        queued++;
         if (queue.length >= maxBatch) void flush();
         else schedule();
       });
     },
     async settled() {
-      while (inFlight > 0) await flush();
+      const mark = queued;
+      while (done < mark) await flush();
     },
     get pending() {
-      return inFlight;
+      return queued - done;
     },
     async close() {
       closed = true;
-      while (inFlight > 0) await flush();
+      while (done < queued) await flush();
       queue = [];
     },
   };

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { ServiceContext } from '../../context.js';
+import { createRunningAttempts, type RunningAttempts } from './attempts.js';
 import type { GatewayRequestRow } from './store.js';
 
 /** One line of `POST /api/v1/node/work/{work_id}/events` (docs/node-protocol.md). */
@@ -16,7 +17,9 @@ export type StreamEvent =
 /**
  * A gateway request completed by a receipt this process accepted: what the request answers with,
  * handed over in memory instead of read back from the store. `output` is absent when the result
- * was uploaded by an earlier call (then it is read from the blob store).
+ * was uploaded by an earlier call (then it is read from the blob store). A receipt checked in
+ * memory hands it over before its records commit: then `request` carries the usage and receipt
+ * id, and its charge is settled by the writer's flush.
  */
 export interface LocalCompletion {
   receiptId: string;
@@ -44,6 +47,8 @@ export interface GatewayHub {
    * the caller publishes `work` on the bus: a follower elsewhere reads the outcome from the store.
    */
   completed(workId: string, completion: LocalCompletion): boolean;
+  /** The requests this process runs, for receipts checked in memory (attempts.ts). */
+  readonly attempts: RunningAttempts;
   close(): Promise<void>;
 }
 
@@ -96,6 +101,7 @@ export async function createGatewayHub(ctx: Pick<ServiceContext, 'bus' | 'log'>)
     }
   });
   return {
+    attempts: createRunningAttempts(),
     watch(workId, listener) {
       emitter.on(workId, listener);
       return () => emitter.off(workId, listener);
