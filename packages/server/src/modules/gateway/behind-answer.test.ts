@@ -3,12 +3,13 @@ import { eventually, startGatewayFixture, type GatewayFixture } from '../../../t
 import { endRequest } from './settle.js';
 import { createRunningAttempts } from './attempts.js';
 import type { GatewayRequestRow } from './store.js';
+import { createTestStore } from '../../../test/harness.js';
+import { openDb, type Queryable } from '../../platform/db/index.js';
 
 const CHAT = { model: 'tinyllama', messages: [{ role: 'user' as const, content: 'answer before the commit' }] };
 
 /** What the store holds for a request, read directly (not through the instance, so not waiting for the writer). */
-async function stored(f: GatewayFixture, id: string) {
-  const db = f.server.ctx.db;
+async function stored(db: Queryable, id: string) {
   const request = await db.query<{ status: string; receipt_id: string | null }>(
     'SELECT status, receipt_id FROM gateway_requests WHERE id = $1',
     [id],
@@ -42,7 +43,7 @@ describe('gateway records written behind the answer', () => {
       const receiptId = (answer as unknown as { svc_receipt_id: string }).svc_receipt_id;
       expect(receiptId).toMatch(/^rcpt_/);
       // Answered while the store still has the request running, with no receipt and no charge.
-      expect(await stored(f, answer.id)).toEqual({ status: 'running', receipts: [], charges: 0 });
+      expect(await stored(f.server.ctx.db, answer.id)).toEqual({ status: 'running', receipts: [], charges: 0 });
       expect(f.server.ctx.writer.pending).toBe(1);
       // The node is not acknowledged yet: its receipt stays in its outbox.
       expect(node.workEvents().filter((e) => e.outcome === 'completed')).toEqual([]);
@@ -56,7 +57,11 @@ describe('gateway records written behind the answer', () => {
         status: 'completed',
         receipt_id: receiptId,
       });
-      expect(await stored(f, answer.id)).toEqual({ status: 'completed', receipts: [receiptId], charges: 1 });
+      expect(await stored(f.server.ctx.db, answer.id)).toEqual({
+        status: 'completed',
+        receipts: [receiptId],
+        charges: 1,
+      });
       // Now committed, the node hears its acknowledgement and empties its outbox.
       await eventually(() => expect(node.workEvents().map((e) => e.outcome)).toEqual(['completed']));
     }, 90_000);
@@ -70,9 +75,30 @@ describe('gateway records written behind the answer', () => {
     const charged = await endRequest(f.server.ctx, answer.id, { status: 'timeout', error: 'late', cancelWork: true });
     expect(charged).toBeUndefined();
     await f.server.ctx.writer.settled();
-    const after = await stored(f, answer.id);
+    const after = await stored(f.server.ctx.db, answer.id);
     expect(after.status).toBe('completed');
     expect(after.charges).toBe(1);
+  }, 90_000);
+
+  it('shutdown drains the writer: records queued behind an answer are committed, not lost', async () => {
+    const store = await createTestStore();
+    try {
+      f = await startGatewayFixture({ env: { SVC_WRITER_FLUSH_MS: '60000' }, store });
+      await f.addNode();
+      const answer = await f.openai().chat.completions.create(CHAT);
+      expect(f.server.ctx.writer.pending).toBe(1);
+      const receiptId = (answer as unknown as { svc_receipt_id: string }).svc_receipt_id;
+      await f.close();
+      f = undefined;
+      const db = await openDb({ dataDir: store.dataDir, databaseUrl: store.databaseUrl });
+      try {
+        expect(await stored(db, answer.id)).toEqual({ status: 'completed', receipts: [receiptId], charges: 1 });
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await store.drop();
+    }
   }, 90_000);
 });
 
