@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { loadConfig, openDb, type Db } from '@svc/server';
 import { createTestStore, type TestStore } from '@svc/server/testing';
@@ -204,137 +204,160 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
  * DESIGN.md section 4: `kill -9` of `svc node` while it holds signed receipts the server has not
  * acknowledged (the server flushes its writer only every 1.5 s, so under 16 loops several are
  * always waiting), then a restart of the node on the same data dir: it re-sends them and each is
- * applied once (the server committed some already: the re-send is acknowledged as a duplicate).
+ * applied once. Alone, the live server commits what it received and the re-send is a duplicate;
+ * with the server stopped (SIGSTOP) and killed too, nothing it held was committed and only the
+ * node's re-send to the restarted server applies them.
  */
 describe('kill -9 of svc node holding unacknowledged receipts under 16 concurrent chat loops', () => {
   let store: TestStore;
   let upstream: OpenAITestServer;
   let dir: string;
-  let server: SpawnedSvc | undefined;
-  const nodes: SpawnedSvc[] = [];
+  const procs: SpawnedSvc[] = [];
 
   beforeAll(async () => {
-    store = await createTestStore();
     upstream = await startOpenAITestServer();
-    dir = mkdtempSync(join(tmpdir(), 'svc-node-kill-'));
   }, 120_000);
   afterAll(async () => {
-    for (const p of [...nodes, ...(server ? [server] : [])]) p.child.kill('SIGKILL');
+    for (const p of procs) p.child.kill('SIGKILL');
     await upstream?.close();
+  });
+  afterEach(async () => {
+    for (const p of procs) p.child.kill('SIGKILL');
     await store?.drop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('each receipt the node held is applied once after its restart', async () => {
-    server = spawnSvc(['serve'], {
-      SVC_DATA_DIR: store.dataDir,
-      SVC_PORT: '0',
-      SVC_LOG_LEVEL: 'warn',
-      SVC_FREE_TIER_CENTS: '100000',
-      SVC_RATE_LIMIT_RPS: '10000',
-      SVC_RATE_LIMIT_BURST: '10000',
-      SVC_GATEWAY_TIMEOUT_MS: '30000',
-      SVC_WRITER_FLUSH_MS: String(SLOW_FLUSH_MS),
-      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
-    });
-    const base = await waitForUrl(server, 90_000);
-    const post = async (path: string, body: unknown, credential?: string) =>
-      fetch(`${base}${path}`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+  for (const serverToo of [false, true])
+    it(`each receipt the node held is applied once after its restart${serverToo ? ' (svc serve stopped and killed with it)' : ''}`, async () => {
+      store = await createTestStore();
+      dir = mkdtempSync(join(tmpdir(), 'svc-node-kill-'));
+      const port = await freePort();
+      const startServer = async (env: Record<string, string>) => {
+        const p = spawnSvc(['serve'], {
+          ...env,
+          SVC_DATA_DIR: store.dataDir,
+          SVC_PORT: String(port),
+          SVC_LOG_LEVEL: 'warn',
+          SVC_FREE_TIER_CENTS: '100000',
+          SVC_RATE_LIMIT_RPS: '10000',
+          SVC_RATE_LIMIT_BURST: '10000',
+          SVC_GATEWAY_TIMEOUT_MS: '30000',
+          ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+        });
+        procs.push(p);
+        return { proc: p, url: await waitForUrl(p, 90_000) };
+      };
+      let server = await startServer({ SVC_WRITER_FLUSH_MS: String(SLOW_FLUSH_MS) });
+      const base = server.url;
+      const post = async (path: string, body: unknown, credential?: string) =>
+        fetch(`${base}${path}`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+          },
+          body: JSON.stringify(body),
+        });
+      const { api_key: apiKey, token } = (await (
+        await post('/api/v1/auth/signup', { email: 'nodekill@example.test', password: 'kill the node and restart' })
+      ).json()) as { api_key: string; token: string };
+      const { api_key: nodeKey } = (await (
+        await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, token)
+      ).json()) as { api_key: string };
+      const startNode = async () => {
+        const p = spawnSvc(
+          [
+            'node',
+            '--server',
+            base,
+            '--data-dir',
+            join(dir, 'node'),
+            '--country',
+            'CA',
+            '--upstream',
+            upstream.url,
+            '--model',
+            'tinyllama',
+            '--concurrency',
+            '16',
+          ],
+          { SVC_NODE_API_KEY: nodeKey },
+        );
+        procs.push(p);
+        await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(p.stdout())?.[1], 90_000);
+        return p;
+      };
+      const first = await startNode();
+      const outbox = join(dir, 'node', 'outbox');
+      const held = () => (existsSync(outbox) ? readdirSync(outbox).filter((f) => f.endsWith('.json')) : []);
+
+      const answered: string[] = [];
+      let stop = false;
+      const loop = async (i: number) => {
+        for (let n = 0; !stop; n++) {
+          const res = await post(
+            '/v1/chat/completions',
+            {
+              model: 'tinyllama',
+              messages: [{ role: 'user', content: `node loop ${i} request ${n}` }],
+              max_tokens: 16,
+            },
+            apiKey,
+          ).catch(() => undefined);
+          if (!res) return;
+          const body = (await res.json().catch(() => ({}))) as { id?: string };
+          if (res.status === 200 && body.id) answered.push(body.id);
+        }
+      };
+      const loops = Array.from({ length: LOOPS }, (_, i) => loop(i));
+      // Answers given, and receipts in the node's outbox that the server has not acknowledged.
+      const heldBeforeKill = await until(
+        'answers and unacknowledged receipts',
+        async () => {
+          const entries = held();
+          return answered.length >= 40 && entries.length >= 4 ? entries : undefined;
         },
-        body: JSON.stringify(body),
-      });
-    const { api_key: apiKey, token } = (await (
-      await post('/api/v1/auth/signup', { email: 'nodekill@example.test', password: 'kill the node and restart' })
-    ).json()) as { api_key: string; token: string };
-    const { api_key: nodeKey } = (await (
-      await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, token)
-    ).json()) as { api_key: string };
-    const startNode = async () => {
-      const p = spawnSvc(
-        [
-          'node',
-          '--server',
-          base,
-          '--data-dir',
-          join(dir, 'node'),
-          '--country',
-          'CA',
-          '--upstream',
-          upstream.url,
-          '--model',
-          'tinyllama',
-          '--concurrency',
-          '16',
-        ],
-        { SVC_NODE_API_KEY: nodeKey },
+        120_000,
       );
-      nodes.push(p);
-      await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(p.stdout())?.[1], 90_000);
-      return p;
-    };
-    const first = await startNode();
-    const outbox = join(dir, 'node', 'outbox');
-    const held = () => (existsSync(outbox) ? readdirSync(outbox).filter((f) => f.endsWith('.json')) : []);
-
-    const answered: string[] = [];
-    let stop = false;
-    const loop = async (i: number) => {
-      for (let n = 0; !stop; n++) {
-        const res = await post(
-          '/v1/chat/completions',
-          { model: 'tinyllama', messages: [{ role: 'user', content: `node loop ${i} request ${n}` }], max_tokens: 16 },
-          apiKey,
-        ).catch(() => undefined);
-        if (!res) return;
-        const body = (await res.json()) as { id?: string };
-        if (res.status === 200 && body.id) answered.push(body.id);
+      // With the server stopped, nothing more reaches a commit; what the node holds now is all it has.
+      if (serverToo) server.proc.child.kill('SIGSTOP');
+      const heldAtKill = serverToo ? held() : heldBeforeKill;
+      first.child.kill('SIGKILL');
+      await first.exited;
+      if (serverToo) {
+        server.proc.child.kill('SIGKILL');
+        await server.proc.exited;
+        server = await startServer({});
       }
-    };
-    const loops = Array.from({ length: LOOPS }, (_, i) => loop(i));
-    // Answers given, and receipts in the node's outbox that the server has not acknowledged.
-    const heldAtKill = await until(
-      'answers and unacknowledged receipts',
-      async () => {
-        const entries = held();
-        return answered.length >= 40 && entries.length >= 4 ? entries : undefined;
-      },
-      120_000,
-    );
-    first.child.kill('SIGKILL');
-    await first.exited;
-    stop = true;
-    const answeredAtKill = [...answered];
-    const heldIds = heldAtKill.map((f) => f.replace(/\.json$/, ''));
-    console.log(`[svc test] svc node killed holding ${heldIds.length} unacknowledged receipts`);
+      stop = true;
+      const answeredAtKill = [...answered];
+      const heldIds = heldAtKill.map((f) => f.replace(/\.json$/, ''));
+      console.log(`[svc test] svc node killed holding ${heldIds.length} unacknowledged receipts`);
 
-    await startNode();
-    await until(
-      'the node outbox emptied after the restart',
-      async () => (held().length === 0 ? true : undefined),
-      90_000,
-    );
-    expect(existsSync(join(outbox, 'rejected')) ? readdirSync(join(outbox, 'rejected')) : []).toEqual([]);
-    // Requests the killed node was working on end with the server (they never had a receipt).
-    server.child.kill('SIGTERM');
-    await server.exited;
-    await Promise.all(loops);
+      await startNode();
+      await until(
+        'the node outbox emptied after the restart',
+        async () => (held().length === 0 ? true : undefined),
+        90_000,
+      );
+      expect(existsSync(join(outbox, 'rejected')) ? readdirSync(join(outbox, 'rejected')) : []).toEqual([]);
+      // Requests the killed node was working on end with the server (they never had a receipt).
+      server.proc.child.kill('SIGTERM');
+      await server.proc.exited;
+      await Promise.all(loops);
 
-    await withStore(store, async (db) => {
-      // Every receipt the node held at the kill is stored once, for work of a completed request.
-      const { rows } = await db.query<{ work_id: string; n: number; status: string }>(
-        `SELECT w.id AS work_id, count(r.id)::int AS n, g.status
+      await withStore(store, async (db) => {
+        // Every receipt the node held at the kill is stored once, for work of a completed request.
+        const { rows } = await db.query<{ work_id: string; n: number; status: string }>(
+          `SELECT w.id AS work_id, count(r.id)::int AS n, g.status
            FROM work_items w JOIN gateway_requests g ON g.id = w.job_id LEFT JOIN receipts r ON r.work_id = w.id
           WHERE w.id = ANY($1::text[]) GROUP BY w.id, g.status ORDER BY w.id`,
-        [heldIds],
-      );
-      expect(rows).toEqual([...heldIds].sort().map((work_id) => ({ work_id, n: 1, status: 'completed' })));
-      await expectChargedOnce(db, answeredAtKill);
-    });
-  }, 600_000);
+          [heldIds],
+        );
+        expect(rows).toEqual([...heldIds].sort().map((work_id) => ({ work_id, n: 1, status: 'completed' })));
+        await expectChargedOnce(db, answeredAtKill);
+      });
+    }, 600_000);
 });
 
 const SLOW_FLUSH_MS = 1_500;
