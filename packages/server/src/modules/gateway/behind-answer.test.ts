@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { endRequest } from './settle.js';
+import { submitReceipt } from '../receipts/service.js';
+import { findNode } from '../nodes/store.js';
 import { createRunningAttempts } from './attempts.js';
 import type { GatewayRequestRow } from './store.js';
 import { createTestStore } from '../../../test/harness.js';
@@ -78,6 +80,32 @@ describe('gateway records written behind the answer', () => {
     const after = await stored(f.server.ctx.db, answer.id);
     expect(after.status).toBe('completed');
     expect(after.charges).toBe(1);
+  }, 90_000);
+
+  it('a receipt sent again while its first send is still being written waits for it, then is a duplicate (409), applied once', async () => {
+    f = await startGatewayFixture({ env: { SVC_WRITER_FLUSH_MS: '60000' } });
+    const node = await f.addNode();
+    // The receipt message as it reaches the server over the node's channel.
+    let sent: { receipt: Parameters<typeof submitReceipt>[2] } | undefined;
+    for (const socket of f.server.app.websocketServer.clients)
+      socket.on('message', (data: Buffer) => {
+        const m = JSON.parse(data.toString('utf8')) as { type: string; receipt: Parameters<typeof submitReceipt>[2] };
+        if (m.type === 'receipt') sent = m;
+      });
+    const answer = await f.openai().chat.completions.create(CHAT);
+    expect(f.server.ctx.writer.pending).toBe(1);
+    if (!sent) throw new Error('no receipt message seen');
+    const row = await findNode(f.server.ctx.db, node.nodeId);
+    if (!row) throw new Error('no node');
+    // Sent again (as over HTTP) while the first is still queued: it waits for that write, then meets it.
+    let over = false;
+    const again = submitReceipt(f.server.ctx, row, sent.receipt).finally(() => (over = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(over).toBe(false);
+    await f.server.ctx.writer.settled();
+    await expect(again).rejects.toMatchObject({ code: 'conflict' });
+    expect(await stored(f.server.ctx.db, answer.id)).toMatchObject({ status: 'completed', charges: 1 });
+    expect((await stored(f.server.ctx.db, answer.id)).receipts).toHaveLength(1);
   }, 90_000);
 
   it('shutdown drains the writer: records queued behind an answer are committed, not lost', async () => {

@@ -149,19 +149,25 @@ export async function openRequest(
     const decision = await routing;
     if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
     let opened: GatewayRequestRow | undefined;
-    await leaseWork(
-      ctx,
-      decision.node.id,
-      async (tx, dispatched) => {
-        const written = await writeOpening(ctx, tx, { principal, call, workId, cents, decision, dispatched });
-        opened = written.request;
-        return written.work;
-      },
-      // Known to this process before the node can answer, so its receipt can be checked in memory.
-      () => {
-        if (opened) ctx.hub.attempts.open(opened);
-      },
-    );
+    try {
+      await leaseWork(
+        ctx,
+        decision.node.id,
+        async (tx, dispatched) => {
+          const written = await writeOpening(ctx, tx, { principal, call, workId, cents, decision, dispatched });
+          opened = written.request;
+          return written.work;
+        },
+        // Known to this process before the node can answer, so its receipt can be checked in memory.
+        () => {
+          if (opened) ctx.hub.attempts.open(opened);
+        },
+      );
+    } catch (err) {
+      // Sending the work failed after the commit: the request is no longer this process's to complete.
+      ctx.hub.attempts.end(call.id);
+      throw err;
+    }
     return { workId, node: decision.node };
   } finally {
     ticket.release();
