@@ -1,8 +1,8 @@
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { loadConfig, openDb, type Db } from '@svc/server';
 import { createTestStore, type TestStore } from '@svc/server/testing';
@@ -40,9 +40,10 @@ async function verifies(bundle: string, trust: string): Promise<{ code: number; 
  * DESIGN.md section 4: `kill -9` of `svc serve` while 16 loops send chat, then a restart on the
  * same store; the node reconnects and re-sends what the server had not acknowledged. Every
  * request answered 200 has exactly one receipt, one charge and a signed evidence run that
- * `svc verify` accepts; nothing is charged twice; every account's balance is the sum of its
- * ledger. (Records are committed before the answer today; this is the guarantee the group-commit
- * writer of issue 22 must keep when they are written after it.)
+ * `svc verify` accepts, under the receipt id the client was answered with; nothing is charged
+ * twice; every account's balance is the sum of its ledger. The first server flushes its
+ * group-commit writer only every 1.5 s, so the kill lands between answers and their commit: the
+ * test checks that some answered requests had no record in the store when it died.
  */
 describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the same store', () => {
   let store: TestStore;
@@ -50,8 +51,9 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
   let dir: string;
   let port: number;
   const procs: SpawnedSvc[] = [];
-  const serve = async () => {
+  const serve = async (env: Record<string, string> = {}) => {
     const p = spawnSvc(['serve'], {
+      ...env,
       SVC_DATA_DIR: store.dataDir,
       SVC_PORT: String(port),
       SVC_LOG_LEVEL: 'warn',
@@ -78,7 +80,7 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
   });
 
   it('every answered request has one receipt, one charge and a verifiable evidence run; ledgers balance', async () => {
-    const first = await serve();
+    const first = await serve({ SVC_WRITER_FLUSH_MS: String(SLOW_FLUSH_MS) });
     const base = first.url;
     const post = async (path: string, body: unknown, credential?: string) =>
       fetch(`${base}${path}`, {
@@ -117,6 +119,7 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1], 90_000);
 
     const answered: string[] = [];
+    const receiptIds = new Map<string, string>();
     let stop = false;
     const loop = async (i: number) => {
       for (let n = 0; !stop; n++) {
@@ -126,8 +129,11 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
             { model: 'tinyllama', messages: [{ role: 'user', content: `loop ${i} request ${n}` }], max_tokens: 16 },
             apiKey,
           );
-          const body = (await res.json()) as { id?: string };
-          if (res.status === 200 && body.id) answered.push(body.id);
+          const body = (await res.json()) as { id?: string; svc_receipt_id?: string };
+          if (res.status === 200 && body.id) {
+            answered.push(body.id);
+            receiptIds.set(body.id, body.svc_receipt_id ?? '');
+          }
         } catch {
           return; // the server is gone
         }
@@ -140,6 +146,16 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
     stop = true;
     await Promise.all(loops);
     const killedAfter = answered.length;
+    // The store as the killed server left it: answers it gave whose records had not committed.
+    const uncommitted = await withStore(store, async (db) => {
+      const { rows } = await db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM gateway_requests WHERE id = ANY($1::text[]) AND status <> 'completed'",
+        [answered],
+      );
+      return rows[0]?.n ?? 0;
+    });
+    console.log(`[svc test] ${uncommitted} of them had no committed records when svc serve died`);
+    expect(uncommitted).toBeGreaterThan(0);
 
     const second = await serve();
     // The node reconnects to the same address and empties its outbox (acknowledged receipts).
@@ -169,6 +185,8 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
       expect({ id, status: request.status }).toEqual({ id, status: 'completed' });
       const { receipts } = JSON.parse((await api(`/api/v1/job/receipts/${id}`)).text) as { receipts: { id: string }[] };
       expect({ id, receipts: receipts.map((r) => r.id) }).toEqual({ id, receipts: [request.receipt_id] });
+      // The receipt id the client was answered with, before anything was stored.
+      expect({ id, receipt: request.receipt_id }).toEqual({ id, receipt: receiptIds.get(id) });
       const bundle = join(dir, `${id}.json`);
       writeFileSync(bundle, (await api(`/api/v1/jobs/${id}/evidence/bundle`)).text);
       const verdict = await verifies(bundle, trust);
@@ -178,24 +196,196 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
     node.child.kill('SIGKILL');
     second.proc.child.kill('SIGTERM');
     await second.proc.exited;
-    const db: Db = await openDb(
-      loadConfig({ 'data-dir': store.dataDir }, store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
-    );
-    try {
-      const dupReceipts = await db.query('SELECT job_id FROM receipts GROUP BY job_id HAVING count(*) > 1');
-      expect(dupReceipts.rows).toEqual([]);
-      const charges = await db.query<{ ref: string; n: number }>(
-        "SELECT ref, count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge' AND ref = ANY($1::text[]) GROUP BY ref",
-        [answered],
-      );
-      expect(charges.rows.map((r) => r.n)).toEqual(answered.map(() => 1));
-      const unbalanced = await db.query(
-        `SELECT a.org_id FROM credit_accounts a
-          WHERE a.balance_cents <> (SELECT COALESCE(sum(t.amount_cents), 0) FROM credit_transactions t WHERE t.org_id = a.org_id)`,
-      );
-      expect(unbalanced.rows).toEqual([]);
-    } finally {
-      await db.close();
-    }
+    await withStore(store, (db) => expectChargedOnce(db, answered));
   }, 600_000);
 });
+
+/**
+ * DESIGN.md section 4: `kill -9` of `svc node` while it holds signed receipts the server has not
+ * acknowledged (the server flushes its writer only every 1.5 s, so under 16 loops several are
+ * always waiting), then a restart of the node on the same data dir: it re-sends them and each is
+ * applied once. Alone, the live server commits what it received and the re-send is a duplicate;
+ * with the server stopped (SIGSTOP) and killed too, nothing it held was committed and only the
+ * node's re-send to the restarted server applies them.
+ */
+describe('kill -9 of svc node holding unacknowledged receipts under 16 concurrent chat loops', () => {
+  let store: TestStore;
+  let upstream: OpenAITestServer;
+  let dir: string;
+  const procs: SpawnedSvc[] = [];
+
+  beforeAll(async () => {
+    upstream = await startOpenAITestServer();
+  }, 120_000);
+  afterAll(async () => {
+    for (const p of procs) p.child.kill('SIGKILL');
+    await upstream?.close();
+  });
+  afterEach(async () => {
+    for (const p of procs) p.child.kill('SIGKILL');
+    await store?.drop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const serverToo of [false, true])
+    it(`each receipt the node held is applied once after its restart${serverToo ? ' (svc serve stopped and killed with it)' : ''}`, async () => {
+      store = await createTestStore();
+      dir = mkdtempSync(join(tmpdir(), 'svc-node-kill-'));
+      const port = await freePort();
+      const startServer = async (env: Record<string, string>) => {
+        const p = spawnSvc(['serve'], {
+          ...env,
+          SVC_DATA_DIR: store.dataDir,
+          SVC_PORT: String(port),
+          SVC_LOG_LEVEL: 'warn',
+          SVC_FREE_TIER_CENTS: '100000',
+          SVC_RATE_LIMIT_RPS: '10000',
+          SVC_RATE_LIMIT_BURST: '10000',
+          SVC_GATEWAY_TIMEOUT_MS: '30000',
+          ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+        });
+        procs.push(p);
+        return { proc: p, url: await waitForUrl(p, 90_000) };
+      };
+      let server = await startServer({ SVC_WRITER_FLUSH_MS: String(SLOW_FLUSH_MS) });
+      const base = server.url;
+      const post = async (path: string, body: unknown, credential?: string) =>
+        fetch(`${base}${path}`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+          },
+          body: JSON.stringify(body),
+        });
+      const { api_key: apiKey, token } = (await (
+        await post('/api/v1/auth/signup', { email: 'nodekill@example.test', password: 'kill the node and restart' })
+      ).json()) as { api_key: string; token: string };
+      const { api_key: nodeKey } = (await (
+        await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, token)
+      ).json()) as { api_key: string };
+      const startNode = async () => {
+        const p = spawnSvc(
+          [
+            'node',
+            '--server',
+            base,
+            '--data-dir',
+            join(dir, 'node'),
+            '--country',
+            'CA',
+            '--upstream',
+            upstream.url,
+            '--model',
+            'tinyllama',
+            '--concurrency',
+            '16',
+          ],
+          { SVC_NODE_API_KEY: nodeKey },
+        );
+        procs.push(p);
+        await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(p.stdout())?.[1], 90_000);
+        return p;
+      };
+      const first = await startNode();
+      const outbox = join(dir, 'node', 'outbox');
+      const held = () => (existsSync(outbox) ? readdirSync(outbox).filter((f) => f.endsWith('.json')) : []);
+
+      const answered: string[] = [];
+      let stop = false;
+      const loop = async (i: number) => {
+        for (let n = 0; !stop; n++) {
+          const res = await post(
+            '/v1/chat/completions',
+            {
+              model: 'tinyllama',
+              messages: [{ role: 'user', content: `node loop ${i} request ${n}` }],
+              max_tokens: 16,
+            },
+            apiKey,
+          ).catch(() => undefined);
+          if (!res) return;
+          const body = (await res.json().catch(() => ({}))) as { id?: string };
+          if (res.status === 200 && body.id) answered.push(body.id);
+        }
+      };
+      const loops = Array.from({ length: LOOPS }, (_, i) => loop(i));
+      // Answers given, and receipts in the node's outbox that the server has not acknowledged.
+      const heldBeforeKill = await until(
+        'answers and unacknowledged receipts',
+        async () => {
+          const entries = held();
+          return answered.length >= 40 && entries.length >= 4 ? entries : undefined;
+        },
+        120_000,
+      );
+      // With the server stopped, nothing more reaches a commit; what the node holds now is all it has.
+      if (serverToo) server.proc.child.kill('SIGSTOP');
+      const heldAtKill = serverToo ? held() : heldBeforeKill;
+      first.child.kill('SIGKILL');
+      await first.exited;
+      if (serverToo) {
+        server.proc.child.kill('SIGKILL');
+        await server.proc.exited;
+        server = await startServer({});
+      }
+      stop = true;
+      const answeredAtKill = [...answered];
+      const heldIds = heldAtKill.map((f) => f.replace(/\.json$/, ''));
+      console.log(`[svc test] svc node killed holding ${heldIds.length} unacknowledged receipts`);
+
+      await startNode();
+      await until(
+        'the node outbox emptied after the restart',
+        async () => (held().length === 0 ? true : undefined),
+        90_000,
+      );
+      expect(existsSync(join(outbox, 'rejected')) ? readdirSync(join(outbox, 'rejected')) : []).toEqual([]);
+      // Requests the killed node was working on end with the server (they never had a receipt).
+      server.proc.child.kill('SIGTERM');
+      await server.proc.exited;
+      await Promise.all(loops);
+
+      await withStore(store, async (db) => {
+        // Every receipt the node held at the kill is stored once, for work of a completed request.
+        const { rows } = await db.query<{ work_id: string; n: number; status: string }>(
+          `SELECT w.id AS work_id, count(r.id)::int AS n, g.status
+           FROM work_items w JOIN gateway_requests g ON g.id = w.job_id LEFT JOIN receipts r ON r.work_id = w.id
+          WHERE w.id = ANY($1::text[]) GROUP BY w.id, g.status ORDER BY w.id`,
+          [heldIds],
+        );
+        expect(rows).toEqual([...heldIds].sort().map((work_id) => ({ work_id, n: 1, status: 'completed' })));
+        await expectChargedOnce(db, answeredAtKill);
+      });
+    }, 600_000);
+});
+
+const SLOW_FLUSH_MS = 1_500;
+
+/** Opens the store once no process holds it (PGlite is one process's), runs `fn`, closes it. */
+async function withStore<T>(store: TestStore, fn: (db: Db) => Promise<T>): Promise<T> {
+  const db: Db = await openDb(
+    loadConfig({ 'data-dir': store.dataDir }, store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+  );
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+/** One receipt per job id, one charge per answered request, and every balance the sum of its ledger. */
+async function expectChargedOnce(db: Db, answered: string[]): Promise<void> {
+  const dupReceipts = await db.query('SELECT job_id FROM receipts GROUP BY job_id HAVING count(*) > 1');
+  expect(dupReceipts.rows).toEqual([]);
+  const charges = await db.query<{ ref: string; n: number }>(
+    "SELECT ref, count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge' AND ref = ANY($1::text[]) GROUP BY ref",
+    [answered],
+  );
+  expect(charges.rows.map((r) => r.n)).toEqual(answered.map(() => 1));
+  const unbalanced = await db.query(
+    `SELECT a.org_id FROM credit_accounts a
+      WHERE a.balance_cents <> (SELECT COALESCE(sum(t.amount_cents), 0) FROM credit_transactions t WHERE t.org_id = a.org_id)`,
+  );
+  expect(unbalanced.rows).toEqual([]);
+}

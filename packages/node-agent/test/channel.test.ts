@@ -176,6 +176,8 @@ describe('the node channel against the real server', () => {
       body: JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'once' }] }),
     });
     const { id } = (await chat.json()) as { id: string };
+    // The receipt's records follow the answer (the group-commit writer); this reads the store directly.
+    await server.ctx.writer.settled();
     const { rows } = await server.ctx.db.query<{
       work_id: string;
       job_id: string;
@@ -233,6 +235,8 @@ describe('the node channel against the real server', () => {
       body: JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'resend me' }] }),
     });
     const { id } = (await chat.json()) as { id: string };
+    // The receipt's records follow the answer (the group-commit writer); this reads the store directly.
+    await server.ctx.writer.settled();
     const { rows } = await server.ctx.db.query<{
       work_id: string;
       job_id: string;

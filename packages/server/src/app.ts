@@ -77,6 +77,13 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
     void reply.header('x-request-id', request.id);
     if (request.routeOptions.config?.noStore === true) void reply.header('cache-control', 'no-store');
   });
+  // Read-your-writes (docs/gateway.md): a read waits for the records queued in this instance's
+  // group-commit writer (an answer given before its records committed), none when nothing is queued.
+  // Not the node protocol's long-poll and channel: a node reads no records, and must not wait.
+  app.addHook('onRequest', async (request) => {
+    if (ctx.writer.pending === 0 || (request.method !== 'GET' && request.method !== 'HEAD')) return;
+    if (!request.url.startsWith('/api/v1/node/')) await ctx.writer.settled();
+  });
   installRouteTable(app);
   installErrorHandling(app, { pageFallback: dashboardPageFallback(ctx) });
   await installOpenApi(app, ctx);

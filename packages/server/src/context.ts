@@ -21,6 +21,7 @@ import { requestLogView } from './platform/log-redact.js';
 import { startPayoutSchedule } from './modules/payouts/service.js';
 import { createPaymentProvider, type PaymentProvider } from './platform/payments/index.js';
 import { createKeyCache, type KeyCache } from './modules/auth/key-cache.js';
+import { createWriter, type Writer } from './platform/writer.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -50,6 +51,8 @@ export interface ServiceContext {
   keyCache: KeyCache;
   /** This instance's credit reservations per organization: the 402 decision in memory (billing/reservations.ts). */
   reservations: Reservations;
+  /** The group-commit writer: records written behind the answer, many requests per transaction. */
+  writer: Writer;
   /** Every outbound request to a URL a client gave goes through this (the SSRF guard). */
   egress: Egress;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
@@ -146,6 +149,7 @@ export async function createContext(
       hub,
       keyCache,
       reservations,
+      writer: createWriter({ db, log, flushMs: config.writer.flushMs }),
       egress,
       stopBackground: async () => undefined,
       startedAt: new Date(),
@@ -174,6 +178,8 @@ export async function createContext(
 }
 
 export async function closeContext(ctx: ServiceContext): Promise<void> {
+  // Nothing queued is lost on shutdown: its flush commits before anything else stops.
+  await ctx.writer.close();
   await ctx.stopBackground();
   await ctx.rateLimiter.close();
   await ctx.egress.close();

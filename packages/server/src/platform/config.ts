@@ -36,6 +36,8 @@ export interface Config {
    * balance (SVC_RESERVATION_SLICE_CENTS, default 500; a balance below it is reserved whole).
    */
   reservations: { ttlMs: number; sliceCents: number };
+  /** The group-commit writer (platform/writer.ts): the longest a queued record waits (SVC_WRITER_FLUSH_MS, default 2). */
+  writer: { flushMs: number };
   /** Lifetime of presigned file URLs (generated images), in seconds (SVC_FILE_URL_TTL_SECONDS). */
   fileUrlTtlSeconds: number;
   /** The dashboard's built static files, served at `/` (SVC_DASHBOARD_DIR; default packages/dashboard/dist). */
@@ -373,6 +375,9 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
       sliceCents: env.SVC_RESERVATION_SLICE_CENTS
         ? parseIntIn('SVC_RESERVATION_SLICE_CENTS', env.SVC_RESERVATION_SLICE_CENTS, 1, 100_000_000)
         : 500,
+    },
+    writer: {
+      flushMs: env.SVC_WRITER_FLUSH_MS ? parseIntIn('SVC_WRITER_FLUSH_MS', env.SVC_WRITER_FLUSH_MS, 0, 60_000) : 2,
     },
     fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS
       ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400)

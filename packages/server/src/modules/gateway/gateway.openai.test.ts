@@ -60,7 +60,8 @@ describe('the gateway through the official openai client, a real server and a re
       });
       expect(completion.choices[0]?.message.content).toBe('You said: in memory');
       expect(reads).not.toHaveBeenCalled();
-      // The answer is what was stored and receipted all the same.
+      // The answer is what was stored and receipted all the same (by the writer, behind the answer).
+      await f.server.ctx.writer.settled();
       const { rows } = await f.server.ctx.db.query<{ id: string }>('SELECT id FROM work_items WHERE job_id = $1', [
         completion.id,
       ]);

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { StreamEventWire } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
+import { createRunningAttempts, type RunningAttempts } from './attempts.js';
 import type { GatewayRequestRow } from './store.js';
 
 /** One line of `POST /api/v1/node/work/{work_id}/events` (docs/node-protocol.md): the protocol's one shape. */
@@ -9,7 +10,9 @@ export type StreamEvent = StreamEventWire;
 /**
  * A gateway request completed by a receipt this process accepted: what the request answers with,
  * handed over in memory instead of read back from the store. `output` is absent when the result
- * was uploaded by an earlier call (then it is read from the blob store).
+ * was uploaded by an earlier call (then it is read from the blob store). A receipt checked in
+ * memory hands it over before its records commit: then `request` carries the usage and receipt
+ * id, and its charge is settled by the writer's flush.
  */
 export interface LocalCompletion {
   receiptId: string;
@@ -37,6 +40,8 @@ export interface GatewayHub {
    * the caller publishes `work` on the bus: a follower elsewhere reads the outcome from the store.
    */
   completed(workId: string, completion: LocalCompletion): boolean;
+  /** The requests this process runs, for receipts checked in memory (attempts.ts). */
+  readonly attempts: RunningAttempts;
   close(): Promise<void>;
 }
 
@@ -89,6 +94,7 @@ export async function createGatewayHub(ctx: Pick<ServiceContext, 'bus' | 'log'>)
     }
   });
   return {
+    attempts: createRunningAttempts(),
     watch(workId, listener) {
       emitter.on(workId, listener);
       return () => emitter.off(workId, listener);

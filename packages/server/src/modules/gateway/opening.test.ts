@@ -60,7 +60,9 @@ describe('opening a gateway request through svc', () => {
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();
     expect(order).toEqual(['request written', 'handed to the poll']);
-    // The work row is stored as dispatched, and the request was charged.
+    // The work row is stored as dispatched, and the request was charged (by the writer's flush
+    // behind the answer: this reads the store directly, not through the instance).
+    await f.server.ctx.writer.settled();
     const { rows } = await f.server.ctx.db.query<{ dispatched: boolean; charged_cents: number }>(
       'SELECT w.dispatched_at IS NOT NULL AS dispatched, g.charged_cents FROM work_items w JOIN gateway_requests g ON g.work_id = w.id WHERE g.id = $1',
       [answer?.id],

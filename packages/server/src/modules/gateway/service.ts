@@ -148,9 +148,26 @@ export async function openRequest(
   try {
     const decision = await routing;
     if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
-    await leaseWork(ctx, decision.node.id, (tx, dispatched) =>
-      writeOpening(ctx, tx, { principal, call, workId, cents, decision, dispatched }),
-    );
+    let opened: GatewayRequestRow | undefined;
+    try {
+      await leaseWork(
+        ctx,
+        decision.node.id,
+        async (tx, dispatched) => {
+          const written = await writeOpening(ctx, tx, { principal, call, workId, cents, decision, dispatched });
+          opened = written.request;
+          return written.work;
+        },
+        // Known to this process before the node can answer, so its receipt can be checked in memory.
+        () => {
+          if (opened) ctx.hub.attempts.open(opened);
+        },
+      );
+    } catch (err) {
+      // Sending the work failed after the commit: the request is no longer this process's to complete.
+      ctx.hub.attempts.end(call.id);
+      throw err;
+    }
     return { workId, node: decision.node };
   } finally {
     ticket.release();
@@ -172,11 +189,11 @@ async function writeOpening(
     decision: Extract<RouteDecision, { node: unknown }>;
     dispatched: boolean;
   },
-): Promise<WorkRow> {
+): Promise<{ work: WorkRow; request: GatewayRequestRow }> {
   const { principal, call, workId, cents, decision } = o;
   const node = decision.node;
   const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
-  await insertGatewayRequest(tx, {
+  const opened = {
     id: call.id,
     org_id: principal.orgId,
     buyer_id: principal.buyerId,
@@ -193,7 +210,8 @@ async function writeOpening(
       attempts: [{ node_id: node.id, work_id: workId }],
       ...(call.audit ? { audit: call.audit } : {}),
     },
-  });
+  };
+  await insertGatewayRequest(tx, opened);
   await call.onOpen?.(tx);
   const work = await insertLeasedWork(tx, {
     ...workPayload(call),
@@ -230,7 +248,18 @@ async function writeOpening(
       ...routedEvents(decision, workId, 1),
     ],
   );
-  return work;
+  const request: GatewayRequestRow = {
+    ...opened,
+    status: 'running',
+    usage: null,
+    charged_cents: null,
+    charged_micro: null,
+    receipt_id: null,
+    error: null,
+    created_at: new Date(),
+    completed_at: null,
+  };
+  return { work, request };
 }
 
 /**
@@ -243,6 +272,7 @@ async function leaseWork(
   ctx: ServiceContext,
   nodeId: string,
   write: (tx: Queryable, dispatched: boolean) => Promise<WorkRow | undefined>,
+  committed?: () => void,
 ): Promise<WorkRow | undefined> {
   const handoff = ctx.jobSignal.reserve(nodeId);
   let work: WorkRow | undefined;
@@ -251,6 +281,7 @@ async function leaseWork(
   } finally {
     if (!work) handoff?.release();
   }
+  if (work) committed?.();
   if (work) await sendWork(ctx, work, handoff);
   return work;
 }
@@ -277,33 +308,38 @@ export async function redispatch(
   const decision = await pickNode(ctx, call, tried);
   if (!('node' in decision)) return undefined;
   const node = decision.node;
-  const moved = await leaseWork(ctx, node.id, async (tx, dispatched) => {
-    const request = await findGatewayRequest(tx, call.id, true);
-    if (!request || request.status !== 'running') return undefined;
-    const work = await insertLeasedWork(tx, {
-      ...workPayload(call),
-      id: workId,
-      request_id: call.id,
-      org_id: request.org_id,
-      node_id: node.id,
-      lease_seconds: ctx.config.leaseSeconds,
-      dispatched,
-    });
-    const attempts = [
-      ...(Array.isArray(request.metadata.attempts) ? request.metadata.attempts : []),
-      { node_id: node.id, work_id: workId },
-    ];
-    await setAttempt(tx, call.id, { node_id: node.id, work_id: workId, metadata: { ...request.metadata, attempts } });
-    await recordEvents(tx, call.id, [
-      {
-        type: 'request.failover',
-        summary: `retrying once on another node: ${why}`.slice(0, 500),
-        metadata: { failed_node_id: tried[tried.length - 1] ?? null, reason: why },
-      },
-      ...routedEvents(decision, workId, tried.length + 1),
-    ]);
-    return work;
-  });
+  const moved = await leaseWork(
+    ctx,
+    node.id,
+    async (tx, dispatched) => {
+      const request = await findGatewayRequest(tx, call.id, true);
+      if (!request || request.status !== 'running') return undefined;
+      const work = await insertLeasedWork(tx, {
+        ...workPayload(call),
+        id: workId,
+        request_id: call.id,
+        org_id: request.org_id,
+        node_id: node.id,
+        lease_seconds: ctx.config.leaseSeconds,
+        dispatched,
+      });
+      const attempts = [
+        ...(Array.isArray(request.metadata.attempts) ? request.metadata.attempts : []),
+        { node_id: node.id, work_id: workId },
+      ];
+      await setAttempt(tx, call.id, { node_id: node.id, work_id: workId, metadata: { ...request.metadata, attempts } });
+      await recordEvents(tx, call.id, [
+        {
+          type: 'request.failover',
+          summary: `retrying once on another node: ${why}`.slice(0, 500),
+          metadata: { failed_node_id: tried[tried.length - 1] ?? null, reason: why },
+        },
+        ...routedEvents(decision, workId, tried.length + 1),
+      ]);
+      return work;
+    },
+    () => ctx.hub.attempts.moved(call.id, workId, node.id),
+  );
   if (!moved) return undefined;
   return { workId, node };
 }
@@ -411,6 +447,8 @@ export async function runRequest(
     }
   } finally {
     current.follower.close();
+    // Forgotten unless a receipt is completing it behind the answer (its write forgets it).
+    ctx.hub.attempts.end(call.id);
   }
 }
 

@@ -174,6 +174,9 @@ export async function endRequest(
     cancelWork?: boolean;
   },
 ): Promise<number | undefined> {
+  // A receipt checked in memory already answered it and completes it behind the answer: the
+  // request ends once, completed (decided synchronously, before any await).
+  if (!ctx.hub.attempts.end(requestId)) return undefined;
   return ctx.db.transaction(async (tx) => {
     const seen = await findGatewayRequest(tx, requestId);
     if (!seen || seen.status !== 'running') return undefined;

@@ -172,6 +172,7 @@ export async function streamChat(
     sse.fail(new ApiError('internal', 'internal server error'));
   } finally {
     current.follower.close();
+    ctx.hub.attempts.end(call.id);
   }
 }
 

@@ -3,7 +3,6 @@ import { verifySvc1 } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
-import { newId } from '../../platform/ids.js';
 import { deliverArtifacts, enqueueTerminalWebhook } from '../jobs/delivery.js';
 import { afterLostAttempt } from '../jobs/states.js';
 import { addJobEvent, findJobById, moveJob } from '../jobs/store.js';
@@ -14,6 +13,7 @@ import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
 import { findWork, setWorkStatus, type WorkRow } from '../scheduler/store.js';
 import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '../gateway/settle.js';
 import { noteWorkFailure } from '../gateway/store.js';
+import { usageFromUnits } from '../gateway/pricing.js';
 import { insertReceipt, lockWorkForReceipt, receiptView } from './store.js';
 import { attestationSummary } from '../attestation/service.js';
 import {
@@ -147,127 +147,13 @@ export async function submitReceipt(
       { path: '/result/result_hash', message: 'differs from /result_hash' },
     ]);
   const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
+  const fast = inline && inlineBytes ? await completeInMemory(ctx, node, body, inline, inlineBytes) : undefined;
+  if (fast) return fast;
+  // A receipt for a request this process is completing behind its answer waits for that write,
+  // then meets the stored receipt (a duplicate): applied at most once.
+  await ctx.hub.attempts.pendingWrite(body.job_id)?.catch(() => undefined);
   const capture = await checkCaptureWork(ctx, node, body, inline, inlineBytes);
-  const outcome = await ctx.db.transaction(async (tx) => {
-    const locked = await lockWorkForReceipt(tx, body.job_id, node.id);
-    if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
-    if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
-    let work: WorkRow = locked;
-    // An inline result is stored as completed at once: if a check below refuses the receipt, the
-    // transaction rolls the result back with it.
-    let resultCompleted = false;
-    if (
-      inline &&
-      inlineBytes &&
-      work.status === 'leased' &&
-      work.result_hash === null &&
-      (await storeResult(ctx, tx, work.id, inlineBytes, inline, 'completed'))
-    ) {
-      work = {
-        ...work,
-        status: 'delivered',
-        result_hash: inline.result_hash,
-        metering_units: inline.metering_units,
-        usage: inline.usage ?? null,
-      };
-      resultCompleted = true;
-    }
-    if (work.status !== 'delivered' || work.result_hash === null) {
-      throw new ApiError(
-        'conflict',
-        work.status === 'leased'
-          ? 'deliver the result (POST /api/v1/node/work/{work_id}/result) before the receipt'
-          : `work is ${work.status}; no receipt is accepted`,
-      );
-    }
-    if (work.result_hash !== body.result_hash)
-      throw new ApiError('invalid_request', 'result_hash differs from the delivered result', [
-        { path: '/result_hash', message: 'differs from the delivered result' },
-      ]);
-    const job = work.type === 'job' ? await findJobById(tx, work.job_id, true) : undefined;
-    if (work.type === 'job' && (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status))) {
-      throw new ApiError('conflict', `job ${body.job_id} is no longer leased to this node`);
-    }
-    const gateway = work.type === 'job' ? undefined : await lockRequestOfWork(tx, work);
-    // Sovereign work carries the attestation the node held when it did the work (docs/attestation.md).
-    const sovereign = job?.execution_pool === 'sovereign' || gateway?.metadata.requires_tee === true;
-    const attestation = sovereign ? await attestationSummary(tx, node.id) : null;
-    const receipt = await insertReceipt(tx, {
-      id: newId('rcpt'),
-      job_id: body.job_id,
-      work_id: work.id,
-      org_id: work.org_id,
-      node_id: node.id,
-      node_public_key: node.pubkey,
-      result_hash: body.result_hash,
-      metering_units: body.metering_units,
-      signature: body.signature,
-      metadata: {
-        ...(body.metadata ?? {}),
-        node_country: node.country,
-        node_region: node.region,
-        gpu_model: node.gpu_model,
-        ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}),
-        ...(attestation ? { attestation } : {}),
-      },
-    });
-    const evidenceNode = attestation ? { ...node, attestation } : node;
-    if (!resultCompleted) await setWorkStatus(tx, work.id, 'completed');
-    if (gateway)
-      return {
-        receipt,
-        job: undefined,
-        request: await completeFromReceipt(ctx, tx, gateway, { work, node: evidenceNode, receipt }),
-      };
-    if (!job) return { receipt, job: undefined };
-    const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
-    const settlement = job.hold_id
-      ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, {
-          description: `job ${job.id}: ${body.metering_units} units on ${node.id}`,
-          ref: job.id,
-        })
-      : { charged_cents: 0, charged_micro: 0, free_micro: 0, released_cents: 0, transaction: null };
-    const earned = job.hold_id
-      ? await ctx.ledger
-          .within(tx)
-          .earn(node.org_id, settlement, { description: `job ${job.id} on ${node.id}`, ref: job.id })
-      : null;
-    const earning = earned?.cents ?? 0;
-    const completed = await moveJob(tx, job.id, 'completed', {
-      result_hash: body.result_hash,
-      charged_cents: settlement.charged_cents,
-      charged_micro: settlement.charged_micro,
-    });
-    await closeJobRun(tx, ctx.secrets, job, 'completed', [
-      ...receiptEvents(receipt, evidenceNode, work.id),
-      ledgerCharged(job.hold_id, settlement, earned?.transaction ?? null, 'receipt.verified'),
-      {
-        type: 'job.completed',
-        summary: `completed on ${node.id}: ${body.metering_units} units, result ${body.result_hash.slice(0, 16)}...`,
-        metadata: {
-          result_hash: body.result_hash,
-          receipt_id: receipt.id,
-          metering_units: body.metering_units,
-          charged_cents: settlement.charged_cents,
-        },
-        causedBy: ['receipt.verified'],
-      },
-    ]);
-    await addJobEvent(tx, job.id, 'job_completed', {
-      result_hash: body.result_hash,
-      node_id: node.id,
-      receipt_id: receipt.id,
-      metering_units: body.metering_units,
-      charged_cents: settlement.charged_cents,
-      charged_micro: settlement.charged_micro,
-      released_cents: settlement.released_cents,
-      operator_earning_cents: earning,
-    });
-    if (capture && job.spec.capture_set_id === capture.captureSetId)
-      await finishProcessing(tx, ctx.secrets, { id: job.id, node_id: node.id, result_hash: body.result_hash }, capture);
-    if (completed) await enqueueTerminalWebhook(tx, completed);
-    return { receipt, job: completed };
-  });
+  const outcome = await ctx.db.transaction((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, capture));
   if (outcome.job && (outcome.job.spec.delivery_artifact_put_url || outcome.job.spec.delivery_manifest_put_url)) {
     const blob = await ctx.blobs.get(`results/${outcome.job.work_id}`);
     const job = outcome.job;
@@ -290,6 +176,184 @@ export async function submitReceipt(
   // The waiting client's answer goes out before this acknowledgement: its request runs on from
   // here in microtasks, and the node is not waiting on anyone (its result is stored).
   if (handedOver) await new Promise((resolve) => setImmediate(resolve));
+  return receiptView(outcome.receipt);
+}
+
+/** A receipt as `submitReceipt` takes it. */
+type ReceiptBody = Parameters<typeof submitReceipt>[2];
+
+/**
+ * A receipt's id: derived from its work item's (one receipt per work item), so the id a client
+ * was answered with before the records committed is the id they are stored under, whichever
+ * instance applies the receipt (a re-send after a restart included).
+ */
+export function receiptIdOf(workId: string): string {
+  return `rcpt_${workId.slice(workId.indexOf('_') + 1)}`;
+}
+
+/**
+ * Everything a receipt changes, inside `tx` (`submitReceipt`'s own transaction, or a flush of the
+ * group-commit writer): checked against the stored work again (leased to this node, no receipt
+ * yet, the delivered result's hash), so a receipt is applied at most once whatever path it took.
+ */
+async function applyReceipt(
+  ctx: ServiceContext,
+  tx: Queryable,
+  node: NodeRow,
+  body: ReceiptBody,
+  inline: ResultUpload | undefined,
+  inlineBytes: Buffer | undefined,
+  capture: CaptureReceiptCheck | undefined,
+) {
+  const locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+  if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
+  if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
+  let work: WorkRow = locked;
+  // An inline result is stored as completed at once: if a check below refuses the receipt, the
+  // transaction rolls the result back with it.
+  let resultCompleted = false;
+  if (
+    inline &&
+    inlineBytes &&
+    work.status === 'leased' &&
+    work.result_hash === null &&
+    (await storeResult(ctx, tx, work.id, inlineBytes, inline, 'completed'))
+  ) {
+    work = {
+      ...work,
+      status: 'delivered',
+      result_hash: inline.result_hash,
+      metering_units: inline.metering_units,
+      usage: inline.usage ?? null,
+    };
+    resultCompleted = true;
+  }
+  if (work.status !== 'delivered' || work.result_hash === null) {
+    throw new ApiError(
+      'conflict',
+      work.status === 'leased'
+        ? 'deliver the result (POST /api/v1/node/work/{work_id}/result) before the receipt'
+        : `work is ${work.status}; no receipt is accepted`,
+    );
+  }
+  if (work.result_hash !== body.result_hash)
+    throw new ApiError('invalid_request', 'result_hash differs from the delivered result', [
+      { path: '/result_hash', message: 'differs from the delivered result' },
+    ]);
+  const job = work.type === 'job' ? await findJobById(tx, work.job_id, true) : undefined;
+  if (work.type === 'job' && (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status))) {
+    throw new ApiError('conflict', `job ${body.job_id} is no longer leased to this node`);
+  }
+  const gateway = work.type === 'job' ? undefined : await lockRequestOfWork(tx, work);
+  // Sovereign work carries the attestation the node held when it did the work (docs/attestation.md).
+  const sovereign = job?.execution_pool === 'sovereign' || gateway?.metadata.requires_tee === true;
+  const attestation = sovereign ? await attestationSummary(tx, node.id) : null;
+  const receipt = await insertReceipt(tx, {
+    id: receiptIdOf(work.id),
+    job_id: body.job_id,
+    work_id: work.id,
+    org_id: work.org_id,
+    node_id: node.id,
+    node_public_key: node.pubkey,
+    result_hash: body.result_hash,
+    metering_units: body.metering_units,
+    signature: body.signature,
+    metadata: {
+      ...(body.metadata ?? {}),
+      node_country: node.country,
+      node_region: node.region,
+      gpu_model: node.gpu_model,
+      ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}),
+      ...(attestation ? { attestation } : {}),
+    },
+  });
+  const evidenceNode = attestation ? { ...node, attestation } : node;
+  if (!resultCompleted) await setWorkStatus(tx, work.id, 'completed');
+  if (gateway)
+    return {
+      receipt,
+      job: undefined,
+      request: await completeFromReceipt(ctx, tx, gateway, { work, node: evidenceNode, receipt }),
+    };
+  if (!job) return { receipt, job: undefined };
+  const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
+  const settlement = job.hold_id
+    ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, {
+        description: `job ${job.id}: ${body.metering_units} units on ${node.id}`,
+        ref: job.id,
+      })
+    : { charged_cents: 0, charged_micro: 0, free_micro: 0, released_cents: 0, transaction: null };
+  const earned = job.hold_id
+    ? await ctx.ledger
+        .within(tx)
+        .earn(node.org_id, settlement, { description: `job ${job.id} on ${node.id}`, ref: job.id })
+    : null;
+  const earning = earned?.cents ?? 0;
+  const completed = await moveJob(tx, job.id, 'completed', {
+    result_hash: body.result_hash,
+    charged_cents: settlement.charged_cents,
+    charged_micro: settlement.charged_micro,
+  });
+  await closeJobRun(tx, ctx.secrets, job, 'completed', [
+    ...receiptEvents(receipt, evidenceNode, work.id),
+    ledgerCharged(job.hold_id, settlement, earned?.transaction ?? null, 'receipt.verified'),
+    {
+      type: 'job.completed',
+      summary: `completed on ${node.id}: ${body.metering_units} units, result ${body.result_hash.slice(0, 16)}...`,
+      metadata: {
+        result_hash: body.result_hash,
+        receipt_id: receipt.id,
+        metering_units: body.metering_units,
+        charged_cents: settlement.charged_cents,
+      },
+      causedBy: ['receipt.verified'],
+    },
+  ]);
+  await addJobEvent(tx, job.id, 'job_completed', {
+    result_hash: body.result_hash,
+    node_id: node.id,
+    receipt_id: receipt.id,
+    metering_units: body.metering_units,
+    charged_cents: settlement.charged_cents,
+    charged_micro: settlement.charged_micro,
+    released_cents: settlement.released_cents,
+    operator_earning_cents: earning,
+  });
+  if (capture && job.spec.capture_set_id === capture.captureSetId)
+    await finishProcessing(tx, ctx.secrets, { id: job.id, node_id: node.id, result_hash: body.result_hash }, capture);
+  if (completed) await enqueueTerminalWebhook(tx, completed);
+  return { receipt, job: completed };
+}
+
+/**
+ * The fast path of a gateway receipt (DESIGN.md section 4, revised 2026-11-24): the request waits
+ * in this process, the node sent its result inline, and the signature, key and result hash are
+ * already checked. The attempt is claimed in memory (the work is the request's current attempt,
+ * leased to this node, no receipt claimed it yet), the waiting client gets its answer at once,
+ * and the records go to the group-commit writer. Resolves once they committed: only then may the
+ * node be acknowledged. Undefined when memory cannot decide: the store's path runs instead.
+ */
+async function completeInMemory(
+  ctx: ServiceContext,
+  node: NodeRow,
+  body: ReceiptBody,
+  inline: ResultUpload,
+  inlineBytes: Buffer,
+) {
+  const claimed = ctx.hub.attempts.claim(body.job_id, node.id);
+  if (!claimed) return undefined;
+  const { row } = claimed;
+  const workId = row.work_id ?? '';
+  const receiptId = receiptIdOf(workId);
+  const written = ctx.writer.enqueue((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, undefined));
+  ctx.hub.attempts.writing(row.id, written);
+  const usage = usageFromUnits(row.type, body.metering_units, inline.usage ?? null);
+  ctx.hub.completed(workId, {
+    receiptId,
+    request: { ...row, status: 'completed', usage: usage as Record<string, number>, receipt_id: receiptId },
+    output: inlineBytes,
+  });
+  const outcome = await written;
   return receiptView(outcome.receipt);
 }
 

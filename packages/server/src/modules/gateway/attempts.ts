@@ -1,0 +1,84 @@
+import type { GatewayRequestRow } from './store.js';
+
+/**
+ * The gateway requests this process runs, with their current attempt: what a receipt needs to be
+ * checked in memory and answered before its records commit (DESIGN.md section 4, revised
+ * 2026-11-24). Each request moves `open` -> `completing` (a receipt claimed it; its records are
+ * in the writer) or `open` -> gone (it ended otherwise). The two claims are synchronous, so a
+ * receipt and a client disconnect or timeout racing for one request cannot both win: the request
+ * ends exactly once.
+ */
+export interface RunningAttempts {
+  /** Records a request whose opening committed, leased as `row.work_id` to `row.node_id`. */
+  open(row: GatewayRequestRow): void;
+  /** A failover leased the request again: receipts for the old work now take the store's path. */
+  moved(requestId: string, workId: string, nodeId: string): void;
+  /**
+   * Claims the request for a receipt of `nodeId` on its current work: the attempt, now
+   * `completing`, or undefined when this process cannot decide (not running here, another node or
+   * work, already claimed or ended).
+   */
+  claim(requestId: string, nodeId: string): RunningAttempt | undefined;
+  /** Ties the claimed request to the write of its records; forgotten once it settles. */
+  writing(requestId: string, written: Promise<unknown>): void;
+  /** The pending write of a claimed request, for a receipt that arrives again meanwhile. */
+  pendingWrite(requestId: string): Promise<unknown> | undefined;
+  /**
+   * Claims the request for an ending without a receipt: false when a receipt already completes it
+   * behind the answer (then the caller must not end it), true otherwise (it is forgotten here).
+   */
+  end(requestId: string): boolean;
+  readonly size: number;
+}
+
+export interface RunningAttempt {
+  row: GatewayRequestRow;
+  state: 'open' | 'completing';
+  written?: Promise<unknown>;
+}
+
+/**
+ * @example
+ * const attempts = createRunningAttempts();
+ * attempts.open(row);
+ * const claimed = attempts.claim(row.id, row.node_id); // now completing
+ */
+export function createRunningAttempts(): RunningAttempts {
+  const running = new Map<string, RunningAttempt>();
+  return {
+    open(row) {
+      running.set(row.id, { row, state: 'open' });
+    },
+    moved(requestId, workId, nodeId) {
+      const entry = running.get(requestId);
+      if (entry?.state === 'open') entry.row = { ...entry.row, work_id: workId, node_id: nodeId };
+    },
+    claim(requestId, nodeId) {
+      const entry = running.get(requestId);
+      if (!entry || entry.state !== 'open' || entry.row.node_id !== nodeId) return undefined;
+      entry.state = 'completing';
+      return entry;
+    },
+    writing(requestId, written) {
+      const entry = running.get(requestId);
+      if (!entry) return;
+      entry.written = written;
+      const forget = () => {
+        if (running.get(requestId) === entry) running.delete(requestId);
+      };
+      written.then(forget, forget);
+    },
+    pendingWrite(requestId) {
+      return running.get(requestId)?.written;
+    },
+    end(requestId) {
+      const entry = running.get(requestId);
+      if (entry?.state === 'completing') return false;
+      running.delete(requestId);
+      return true;
+    },
+    get size() {
+      return running.size;
+    },
+  };
+}
