@@ -150,6 +150,19 @@ describe.skipIf(!onPostgres)('credit reservations across two svc serve processes
     expect(ok).toBeGreaterThan(0);
     expect(statuses.filter((s) => s !== 200 && s !== 402)).toEqual([]);
 
+    // The charges are written behind the answers (each instance's group-commit writer): read the
+    // ledger once every answered request is closed in the store.
+    await until(
+      'every answered request closed in the store',
+      async () => {
+        const { rows } = await db.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM gateway_requests WHERE org_id = $1 AND status = 'running'",
+          [orgId],
+        );
+        return rows[0]?.n === 0 ? true : undefined;
+      },
+      30_000,
+    );
     const { rows: account } = await db.query<{
       balance_cents: number;
       held_cents: number;

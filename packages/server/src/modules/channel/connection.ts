@@ -100,7 +100,10 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
         const { work } = await pollWork(ctx, node, {
           waitMs: 25_000,
           max,
-          signal: AbortSignal.any([stop.signal, nudge.signal]),
+          signal: stop.signal,
+          // A nudge ends a waiting pull so it looks again, but not one a hand-over has reserved:
+          // that work is delivered (aborting it would send the work the slow way, through the store).
+          wake: nudge.signal,
         });
         if (work.length > 0) {
           if (closed) {

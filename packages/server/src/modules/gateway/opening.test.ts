@@ -112,6 +112,8 @@ describe('opening a gateway request through svc', () => {
     expect(refused).toHaveLength(1);
     expect(refused[0]).toMatchObject({ status: 402, code: 'insufficient_credits' });
     // Work reaches a node handed over in memory or as a stored row: one of each, for the answered request only.
+    // Read the store directly once the records written behind the answer are committed.
+    await f.server.ctx.writer.settled();
     const { rows } = await f.server.ctx.db.query<{ id: string }>('SELECT id FROM work_items');
     expect(rows).toHaveLength(1);
     expect(handed).toEqual([rows[0]?.id]);

@@ -20,10 +20,17 @@ export interface Handoff {
 export interface JobSignal {
   /**
    * Resolves after `ms`, when a job this node may take is signalled (or, for a node with an
-   * `id`, work leased straight to it: `node:<id>`), or when `signal` aborts, whichever is first.
-   * Resolves with the work when it was handed over in memory ({@link JobSignal.reserve}).
+   * `id`, work leased straight to it: `node:<id>`), or when `signal` aborts (the node hung up),
+   * or when `wake` aborts (look again), whichever is first. Resolves with the work when it was
+   * handed over in memory ({@link JobSignal.reserve}): a wait reserved for a hand-over ignores
+   * `wake` and delivers, but refuses the work once `signal` aborted.
    */
-  wait(node: MatchNode & { id?: string }, ms: number, signal?: AbortSignal): Promise<WorkRow[] | undefined>;
+  wait(
+    node: MatchNode & { id?: string },
+    ms: number,
+    signal?: AbortSignal,
+    wake?: AbortSignal,
+  ): Promise<WorkRow[] | undefined>;
   /**
    * Takes this process's waiting poll of `nodeId` out of the waiters, so that work leased to
    * the node can be handed to it in memory: no take statement, no wake-up and no second look in
@@ -192,7 +199,8 @@ export async function createJobSignal(
     leasedGeneration: (nodeId) => nodeMessages.get(nodeId) ?? 0,
     shouldTakeLeased: (nodeId) => !skip(drained, nodeId, nodeMessages.get(nodeId) ?? 0),
     leasedDrained: (nodeId, seen) => remember(drained, nodeId, seen),
-    wait(node, ms, abort) {
+    wait(node, ms, abort, wake) {
+      if (wake?.aborted) return Promise.resolve(undefined);
       const missedUntil = node.id === undefined ? undefined : missed.get(node.id);
       if (node.id !== undefined && missedUntil !== undefined) {
         missed.delete(node.id);
@@ -206,6 +214,7 @@ export async function createJobSignal(
           clearTimeout(timer);
           waiters.delete(waiter);
           abort?.removeEventListener('abort', done);
+          wake?.removeEventListener('abort', done);
           resolve(work);
         };
         const done = () => {
@@ -236,6 +245,7 @@ export async function createJobSignal(
         const timer = setTimeout(done, ms);
         waiters.add(waiter);
         abort?.addEventListener('abort', done, { once: true });
+        wake?.addEventListener('abort', done, { once: true });
       });
     },
     reserve(nodeId) {

@@ -16,7 +16,14 @@ import { renewLeases, takeLeasedWork } from './store.js';
 export async function pollWork(
   ctx: ServiceContext,
   node: NodeRow,
-  options: { waitMs: number; max: number; signal?: AbortSignal },
+  options: {
+    waitMs: number;
+    max: number;
+    /** The node hung up: return at once, and work handed over meanwhile goes back. */
+    signal?: AbortSignal;
+    /** Look again: ends the wait with no work (a hand-over already under way still delivers). */
+    wake?: AbortSignal;
+  },
 ) {
   const deadline = Date.now() + options.waitMs;
   for (;;) {
@@ -36,10 +43,11 @@ export async function pollWork(
     }
     const left = deadline - Date.now();
     if (left <= 0 || options.signal?.aborted) return { work: [] };
-    const handed = await ctx.jobSignal.wait(node, left, options.signal);
+    const handed = await ctx.jobSignal.wait(node, left, options.signal, options.wake);
     if (handed && handed.length > 0) return { work: handed.map(workItemView) };
-    // A poll whose node hung up takes nothing more: work handed to it meanwhile went back to its next poll.
-    if (options.signal?.aborted) return { work: [] };
+    // A poll whose node hung up takes nothing more: work handed to it meanwhile went back to its
+    // next poll. One told to look again returns to its caller, which polls anew.
+    if (options.signal?.aborted || options.wake?.aborted) return { work: [] };
   }
 }
 
