@@ -1,11 +1,15 @@
 #!/usr/bin/env node
-// `npm test`: the whole suite on the embedded store (PGlite), then the store-dependent files again
-// on PostgreSQL (the files that cannot see the store run once: the rule is in
-// scripts/store-tests.ts). PostgreSQL comes from DATABASE_URL, or from a throwaway cluster started
+// `npm test`: the whole suite on the embedded store (PGlite) and, at the same time, the
+// store-dependent files again on PostgreSQL (the files that cannot see the store run once: the
+// rule is in scripts/store-tests.ts). The two passes overlap because each spends much of its time
+// waiting (on child processes, sockets, timers): one after the other, the CPUs sat idle for about
+// a third of the run. The PostgreSQL pass's output goes to a file, printed when both are done;
+// SVC_TEST_SERIAL=1 runs the passes one after the other with both outputs live. PostgreSQL comes from DATABASE_URL, or from a throwaway cluster started
 // here when the server binaries are installed (Debian's `postgresql` package). Redis likewise, for
 // the shared rate limits. What cannot run is skipped with a line saying so. Extra arguments go to
 // vitest. At the end: each pass's time and the slowest files.
 import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, chmodSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -82,16 +86,35 @@ function memoryDir() {
   }
 }
 
-function runVitest(label, env, { storeOnly }) {
+/** A directory for the overlapping pass's output, removed at the end. */
+function logDir() {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-test-log-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/**
+ * One vitest run on one store; resolves when it exits. With `logFile` its output goes there
+ * instead of this terminal.
+ */
+async function runVitest(label, env, { storeOnly, logFile }) {
   const reportDir = mkdtempSync(join(tmpdir(), 'svc-vitest-'));
   const report = join(reportDir, 'report.json');
-  log(`running the ${storeOnly ? 'store-dependent files' : 'suite'} on ${label}`);
+  log(
+    `running the ${storeOnly ? 'store-dependent files' : 'suite'} on ${label}${logFile ? ` (output in ${logFile}, printed at the end)` : ''}`,
+  );
   const started = Date.now();
+  const out = logFile ? openSync(logFile, 'w') : undefined;
   // vitest.config.ts adds the JSON and file-time reporters when SVC_TEST_REPORT_DIR is set.
-  const r = spawnSync('npx', ['vitest', 'run', ...args], {
-    stdio: 'inherit',
+  const child = spawn('npx', ['vitest', 'run', ...args], {
+    stdio: out === undefined ? 'inherit' : ['ignore', out, out],
     env: { ...process.env, ...env, SVC_TEST_REPORT_DIR: reportDir, ...(storeOnly ? { SVC_TEST_STORE_ONLY: '1' } : {}) },
   });
+  const status = await new Promise((resolve) => {
+    child.on('error', () => resolve(1));
+    child.on('exit', (code) => resolve(code ?? 1));
+  });
+  if (out !== undefined) closeSync(out);
   const seconds = (Date.now() - started) / 1000;
   let counts = { passed: 0, failed: 0, skipped: 0, files: 0 };
   if (existsSync(report)) {
@@ -103,24 +126,42 @@ function runVitest(label, env, { storeOnly }) {
       files: json.testResults.length,
     };
     if (json.numFailedTestSuites > 0 && counts.failed === 0) counts.failed = json.numFailedTestSuites;
-  } else if (r.status !== 0) counts.failed = 1;
+  } else if (status !== 0) counts.failed = 1;
   const times = join(reportDir, 'files.json');
-  if (existsSync(times))
-    for (const f of JSON.parse(readFileSync(times, 'utf8'))) fileTimes.push({ label, ...f, ms: f.collectMs + f.runMs });
+  const timings = existsSync(times) ? JSON.parse(readFileSync(times, 'utf8')) : [];
   rmSync(reportDir, { recursive: true, force: true });
-  results.push({ label, status: r.status ?? 1, seconds, ...counts });
+  return { label, status, seconds, ...counts, timings, logFile };
 }
 
 try {
   const redis = startRedis();
   if (redis.skip) log(`SKIPPED shared (Redis) rate-limit tests: ${redis.skip}`);
   const shared = redis.url ? { SVC_TEST_REDIS_URL: redis.url } : {};
-  if (only.includes('pglite')) runVitest('pglite (embedded)', { ...shared, DATABASE_URL: '' }, { storeOnly: false });
-  if (only.includes('postgres')) {
-    const pg = startPostgres();
-    if (pg.skip) log(`SKIPPED the PostgreSQL pass: ${pg.skip}`);
-    // The store-independent files already ran in the first pass, if there was one.
-    else runVitest('postgres', { ...shared, DATABASE_URL: pg.url }, { storeOnly: results.length > 0 });
+  const pg = only.includes('postgres') ? startPostgres() : undefined;
+  if (pg?.skip) log(`SKIPPED the PostgreSQL pass: ${pg.skip}`);
+  const both = only.includes('pglite') && pg?.url !== undefined;
+  const serial = process.env.SVC_TEST_SERIAL === '1';
+  const passes = [];
+  const pglitePass = () => runVitest('pglite (embedded)', { ...shared, DATABASE_URL: '' }, { storeOnly: false });
+  // The store-independent files run in the PGlite pass, if there is one.
+  const postgresPass = () =>
+    runVitest(
+      'postgres',
+      { ...shared, DATABASE_URL: pg.url },
+      {
+        storeOnly: only.includes('pglite'),
+        logFile: both && !serial ? join(logDir(), 'postgres-pass.log') : undefined,
+      },
+    );
+  if (only.includes('pglite')) passes.push(serial || !both ? await pglitePass() : pglitePass());
+  if (pg?.url) passes.push(postgresPass());
+  for (const pass of await Promise.all(passes)) {
+    if (pass.logFile) {
+      log(`output of the ${pass.label} pass:`);
+      process.stdout.write(readFileSync(pass.logFile, 'utf8'));
+    }
+    for (const f of pass.timings) fileTimes.push({ label: pass.label, ...f, ms: f.collectMs + f.runMs });
+    results.push(pass);
   }
 } finally {
   for (const cleanup of cleanups.reverse()) cleanup();

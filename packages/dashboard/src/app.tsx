@@ -1,8 +1,8 @@
-import { createContext } from 'preact';
 import { useContext, useEffect, useState } from 'preact/hooks';
 import { api, onUnauthorized } from './api';
 import { Link, match, navigate, useLocation } from './router';
 import { clearSession, currentSession, saveSession, type Session } from './session';
+import { SessionContext, type SessionState } from './session-context';
 import { BillingPage } from './pages/billing';
 import { PayoutsPage } from './pages/payouts';
 import { EpochPage, SitePage, SitesPage } from './pages/capture';
@@ -17,29 +17,6 @@ import { OverviewPage } from './pages/overview';
 import { PlaygroundPage } from './pages/playground';
 import { SlaPage } from './pages/sla';
 import { WorkOrderPage, WorkOrdersPage } from './pages/work-orders';
-
-interface SessionState {
-  session: Session | undefined;
-  /** Stores a new session (after log-in, sign-up, invite) and goes to `to`. */
-  signIn: (session: Session, to?: string) => void;
-  signOut: () => Promise<void>;
-}
-
-const SessionContext = createContext<SessionState>({
-  session: undefined,
-  signIn: () => undefined,
-  signOut: async () => undefined,
-});
-
-export function useSession(): SessionState & { session: Session } {
-  const state = useContext(SessionContext);
-  if (!state.session) throw new Error('useSession outside a signed-in page');
-  return { ...state, session: state.session };
-}
-
-export function useSignIn(): SessionState['signIn'] {
-  return useContext(SessionContext).signIn;
-}
 
 const NAV = [
   { href: '/', label: 'Overview' },

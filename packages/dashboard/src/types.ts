@@ -1,5 +1,7 @@
 /** The parts of the API's answers the dashboard reads (docs/ and GET /openapi.json have them all). */
 
+import type { StoredReceipt } from '@svc/protocol';
+
 export type Role = 'owner' | 'admin' | 'member';
 
 export interface AuthResponse {
@@ -89,18 +91,8 @@ export interface JobAudit {
   credit_ledger: Transaction[];
 }
 
-export interface Receipt {
-  id: string;
-  job_id: string;
-  node_id: string;
-  node_public_key: string;
-  result_hash: string;
-  metering_units: number;
-  signature: string;
-  signature_version: string;
-  metadata: Record<string, unknown>;
-  created_at: string;
-}
+/** A stored receipt: the protocol's one shape (type-only import: no runtime code in the bundle). */
+export type Receipt = StoredReceipt;
 
 export interface GatewayRequest {
   id: string;

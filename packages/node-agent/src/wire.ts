@@ -1,119 +1,59 @@
-/** The JSON bodies of docs/node-protocol.md, as the agent sends and reads them. */
+import {
+  WorkItemSchema,
+  type EventsResponseWire,
+  type HeartbeatBodyWire,
+  type HeartbeatResponseWire,
+  type NodeRegisterRequestWire,
+  type NodeRegisterResponseWire,
+  type ReceiptMetadataWire,
+  type ReceiptUploadWire,
+  type ResultUploadWire,
+  type StreamEventWire,
+  type WorkFailRequestWire,
+  type WorkItemWire,
+} from '@svc/protocol';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+
+/**
+ * The JSON bodies of docs/node-protocol.md, as the agent sends and reads them: every type is the
+ * `Static<>` of the one schema in packages/protocol that the server's routes validate with.
+ */
 
 /** `POST /api/v1/node/register` body, without `pubkey` and `signature` (the client adds them). */
-export interface RegisterInfo {
-  device_type?: string;
-  gpu_model?: string;
-  cpu_cores?: number;
-  ram_bytes?: number;
-  vram_bytes?: number;
-  bandwidth_mbps?: number;
-  attestation_method?: number;
-  geohash_bucket?: number;
-  sensors?: string;
-  country?: string;
-  region?: string;
-  models?: string[];
-  capabilities?: string[];
-  max_concurrency?: number;
-  price_micro_per_unit?: Record<string, number>;
-  green?: boolean;
-  name?: string;
-}
+export type RegisterInfo = Omit<NodeRegisterRequestWire, 'pubkey' | 'signature'>;
 
-export interface RegisterResponse {
-  node_id: string;
-  /** The node channel's path, when the server offers it (docs/node-protocol.md). */
-  channel?: string;
-  status: string;
-  poll_interval_ms?: number;
-  server_public_key?: string;
-  /** How long the server keeps a lease between heartbeats; the agent beats at least 3 times per lease. */
-  lease_seconds?: number;
-}
+export type RegisterResponse = NodeRegisterResponseWire;
 
 /** `work` is `job` for marketplace jobs, else the gateway request type. */
 export type WorkType = 'job' | 'chat' | 'embeddings' | 'transcription' | 'image';
 
-/** One item of `GET /api/v1/node/work`. */
-export interface WorkItem {
-  work_id: string;
-  job_id: string;
-  type: WorkType | (string & {});
-  kind?: number;
-  model?: string;
-  payload: Record<string, unknown>;
-  stream: boolean;
-  lease_expires_at?: string;
-}
+/** One item of `GET /api/v1/node/work` (and of the channel's `work` message). */
+export type WorkItem = WorkItemWire;
 
-export interface HeartbeatRequest {
-  load: number;
-  active_work: string[];
-  models?: string[];
-  free_vram_bytes?: number;
-}
+export type HeartbeatRequest = HeartbeatBodyWire;
 
-export interface HeartbeatResponse {
-  cancel: string[];
-  lease_expires_at?: string;
-}
+/** A heartbeat's answer; `lease_expires_at` is left out when the server sent none usable. */
+export type HeartbeatResponse = Pick<HeartbeatResponseWire, 'cancel'> & Partial<HeartbeatResponseWire>;
 
 /** `POST /api/v1/node/work/{id}/result`. */
-export interface ResultUpload {
-  output: string;
-  encoding: 'utf8' | 'base64';
-  content_type: string;
-  result_hash: string;
-  metering_units: number;
-  usage: Record<string, number>;
-  exit_code?: number;
-}
+export type ResultUpload = ResultUploadWire;
 
 /** `metadata` of a receipt: outside the SVC1 signature. */
-export interface ReceiptMetadata {
-  model?: string;
-  engine: string;
-  gpu_model?: string;
-  country?: string;
-  region?: string;
-  duration_ms: number;
-  exit_code?: number;
-}
+export type ReceiptMetadata = ReceiptMetadataWire;
 
-/** `POST /api/v1/node/receipt` (NodeReceiptRequest). */
-export interface ReceiptUpload {
-  job_id: string;
-  pubkey: string;
-  result_hash: string;
-  signature: string;
-  metering_units: number;
-  metadata: ReceiptMetadata;
-  /** The result itself, inline: stored and receipted in one call (gateway work). */
-  result?: ResultUpload;
-}
+/** `POST /api/v1/node/receipt` (NodeReceiptRequest); `result` carries the result inline (gateway work). */
+export type ReceiptUpload = ReceiptUploadWire;
 
-export interface FailUpload {
-  message: string;
-  retryable: boolean;
-}
+export type FailUpload = WorkFailRequestWire;
 
 /** One NDJSON line of `POST /api/v1/node/work/{id}/events` (streamed chat). */
-export type StreamEventLine =
-  | { type: 'delta'; content: string }
-  | {
-      type: 'done';
-      usage: { prompt_tokens: number; completion_tokens: number };
-      finish_reason: string;
-      result_hash?: string;
-    }
-  | { type: 'error'; message: string; retryable: boolean };
+export type StreamEventLine = StreamEventWire;
 
 /** The answer to an events call: `cancel` means stop the work and upload nothing. */
-export interface EventsResponse {
-  accepted: number;
-  cancel: boolean;
-}
+export type EventsResponse = EventsResponseWire;
+
+// `lease_expires_at` is checked as a string: the server's `date-time` format is its own promise.
+const checkWorkItem = TypeCompiler.Compile(WorkItemSchema);
 
 /**
  * Work ids become file names (`outbox/<work_id>.json`, `scratch/<work_id>`) and URL segments,
@@ -126,8 +66,9 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /**
- * Reads the `work` array of a poll answer. Items without a usable `work_id` or `job_id` are
- * dropped (they could not even be reported as failed) and returned in `rejected`.
+ * Reads the `work` array of a poll answer (or of a channel `work` message). Each item is checked
+ * against the protocol's schema; items that do not fit it, or whose `work_id` is not safe as a
+ * file name, are dropped and returned in `rejected` (the agent warns about them).
  *
  * @example
  * const { items } = parseWorkList(await response.json());
@@ -137,25 +78,8 @@ export function parseWorkList(body: unknown): { items: WorkItem[]; rejected: unk
   const items: WorkItem[] = [];
   const rejected: unknown[] = [];
   for (const raw of list) {
-    if (
-      !isRecord(raw) ||
-      typeof raw.work_id !== 'string' ||
-      !WORK_ID_PATTERN.test(raw.work_id) ||
-      typeof raw.job_id !== 'string'
-    ) {
-      rejected.push(raw);
-      continue;
-    }
-    items.push({
-      work_id: raw.work_id,
-      job_id: raw.job_id,
-      type: typeof raw.type === 'string' ? raw.type : 'job',
-      ...(typeof raw.kind === 'number' ? { kind: raw.kind } : {}),
-      ...(typeof raw.model === 'string' ? { model: raw.model } : {}),
-      payload: isRecord(raw.payload) ? raw.payload : {},
-      stream: raw.stream === true,
-      ...(typeof raw.lease_expires_at === 'string' ? { lease_expires_at: raw.lease_expires_at } : {}),
-    });
+    if (checkWorkItem.Check(raw) && WORK_ID_PATTERN.test(raw.work_id)) items.push(raw);
+    else rejected.push(raw);
   }
   return { items, rejected };
 }

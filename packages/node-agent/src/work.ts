@@ -78,7 +78,7 @@ function itemFields(work: TrackedWork) {
     job_id: work.job_id,
     ...(item ? { type: item.type } : {}),
     ...(item?.kind === undefined ? {} : { kind: item.kind }),
-    ...(item?.model === undefined ? {} : { model: item.model }),
+    ...(typeof item?.model === 'string' ? { model: item.model } : {}),
   };
 }
 
@@ -147,7 +147,7 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
     run = await runJob(item, { ...deps.run, signal: controller.signal, ...(events ? { events } : {}) });
     if (controller.signal.aborted) throw abortReason(controller.signal);
     const metadata: ReceiptMetadata = {
-      ...(item.model === undefined ? {} : { model: item.model }),
+      ...(typeof item.model === 'string' ? { model: item.model } : {}),
       engine: run.engine,
       ...deps.metadata,
       duration_ms: elapsed(),

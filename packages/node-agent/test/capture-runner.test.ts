@@ -82,7 +82,9 @@ describe('the kind 8 and 10 runner', () => {
     job_id: `job_cap${kind}`,
     type: 'job',
     kind,
+    model: null,
     stream: false,
+    lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
     payload: {
       capture_set_id: 'cs_1',
       timeout_seconds: 30,
@@ -117,6 +119,16 @@ describe('the kind 8 and 10 runner', () => {
     const out = await runJob(item(8), ctx());
     expect(out.metering_units).toBe(3);
     expect(puts.get('scenes.json')?.toString()).toBe('{"scenes":3}');
+  });
+
+  it('fails the run, retryable, when the outputs call answers something that is not OutputUploads', async () => {
+    for (const answer of [{}, { uploads: 'nope' }, { uploads: [{ path: 'copy/two.txt' }] }, null]) {
+      await expect(runJob(item(10), { ...ctx(), signedRequest: async () => answer })).rejects.toMatchObject({
+        message: 'the server answered the outputs call without a list of upload URLs (OutputUploads)',
+        retryable: true,
+      });
+    }
+    expect(existsSync(join(dir, 'scratch', 'wrk_cap10'))).toBe(false);
   });
 
   it('fails naming the file whose SHA-256 differs, and with the stderr of a program that fails', async () => {

@@ -226,7 +226,14 @@ export async function startFakeControlPlane(
       if (gone || res.destroyed) return;
       const work = queue.splice(0, poll.max).map((item) => {
         leases.set(item.work_id, { item, pubkey: node.pubkey });
-        return { stream: false, lease_expires_at: new Date(Date.now() + 30_000).toISOString(), ...item };
+        // Every field the server always sends (kind 0 and model null for what has none, as it does).
+        return {
+          stream: false,
+          kind: 0,
+          model: null,
+          lease_expires_at: new Date(Date.now() + 30_000).toISOString(),
+          ...item,
+        };
       });
       return send(200, { work });
     }

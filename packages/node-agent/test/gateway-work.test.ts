@@ -169,6 +169,9 @@ describe('gateway transcription and image work', () => {
     type: 'transcription',
     payload: {},
     stream: false,
+    kind: 0,
+    model: null,
+    lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
     ...fields,
   });
 

@@ -41,7 +41,7 @@ async function crashedAgentDir(): Promise<{ dataDir: string; entry: OutboxEntry;
     },
   );
   const entry = sealResult({
-    item: { ...item, stream: false },
+    item: { ...item, kind: 1, model: 'tinyllama', stream: false, lease_expires_at: new Date().toISOString() },
     run,
     identity,
     metadata: { model: 'tinyllama', engine: 'fake', duration_ms: 5 },

@@ -14,8 +14,10 @@ function job(runnerArgs: string[], extra: Record<string, unknown> = {}, kind = 5
     job_id: 'job_p1',
     type: 'job',
     kind,
+    model: null,
     payload: { runner_args: runnerArgs, ...extra },
     stream: false,
+    lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
   };
 }
 

@@ -20,6 +20,9 @@ const work = (fields: Partial<WorkItem>): WorkItem => ({
   type: 'job',
   payload: {},
   stream: false,
+  kind: 0,
+  model: null,
+  lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
   ...fields,
 });
 const json = (bytes: Buffer): unknown => JSON.parse(bytes.toString('utf8'));

@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { OpenObject, ReceiptMetadataSchema, WorkFailRequestSchema } from './node-wire.js';
 
 /**
  * The node channel's wire shapes (docs/node-protocol.md, "The node channel"): one WebSocket per
@@ -27,7 +28,7 @@ export const WorkItemSchema = Type.Object({
   }),
   kind: Type.Integer(),
   model: Type.Union([Type.String(), Type.Null()]),
-  payload: Type.Object({}, { additionalProperties: true }),
+  payload: OpenObject(),
   stream: Type.Boolean(),
   lease_expires_at: Type.String(),
 });
@@ -58,7 +59,7 @@ export const ResultUploadSchema = Type.Object(
     content_type: Type.Optional(Type.String({ maxLength: 128 })),
     result_hash: Hex64,
     metering_units: Units,
-    usage: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    usage: Type.Optional(OpenObject()),
     exit_code: Type.Optional(Type.Integer()),
   },
   { additionalProperties: false },
@@ -75,7 +76,7 @@ export const ReceiptUploadSchema = Type.Object(
     signature: Type.String({ pattern: '^[0-9a-f]{128}$' }),
     metering_units: Units,
     green_multiplier_bps: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
-    metadata: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    metadata: Type.Optional(ReceiptMetadataSchema),
     result: Type.Optional(ResultUploadSchema),
   },
   { additionalProperties: false },
@@ -109,11 +110,7 @@ export const NodeChannelMessageSchema = Type.Union([
   nodeMessage('events', { work_id: WorkId, events: Type.Array(StreamEventSchema, { maxItems: 4096 }) }),
   nodeMessage('result', { work_id: WorkId, result: ResultUploadSchema }),
   nodeMessage('receipt', { work_id: WorkId, receipt: ReceiptUploadSchema }),
-  nodeMessage('fail', {
-    work_id: WorkId,
-    message: Type.String({ minLength: 1, maxLength: 2000 }),
-    retryable: Type.Optional(Type.Boolean()),
-  }),
+  nodeMessage('fail', { work_id: WorkId, ...WorkFailRequestSchema.properties }),
 ]);
 export type NodeChannelMessage = Static<typeof NodeChannelMessageSchema>;
 

@@ -13,6 +13,7 @@ export * from './keys.js';
 export * from './merkle.js';
 export * from './money.js';
 export * from './node-auth.js';
+export * from './node-wire.js';
 export * from './signature.js';
 export * from './svc1.js';
 export * from './repository-work.js';

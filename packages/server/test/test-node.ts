@@ -7,6 +7,7 @@ import {
   signHex,
   signSvc1,
   NODE_HEADERS,
+  type WorkItemWire,
 } from '@svc/protocol';
 import type { KeyObject } from 'node:crypto';
 import type { Response } from 'light-my-request';
@@ -46,15 +47,8 @@ export interface TestNode {
   ): Promise<Response>;
 }
 
-export interface WorkItem {
-  work_id: string;
-  job_id: string;
-  type: string;
-  kind: number;
-  model: string | null;
-  payload: Record<string, unknown>;
-  lease_expires_at: string;
-}
+/** A work item as the node receives it: the protocol's one shape. */
+export type WorkItem = WorkItemWire;
 
 export async function createTestNode(
   app: App,

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api';
-import { useSignIn } from '../app';
+import { useSignIn } from '../session-context';
 import { Button, CopyButton, ErrorNotice, Field, Page } from '../components/ui';
 import { text, useFormAction } from '../hooks';
 import { Link } from '../router';

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { useSession } from '../app';
+import { useSession } from '../session-context';
 import { Button, CopyButton, DataTable, Done, ErrorNotice, Field, Loading, Page, Section } from '../components/ui';
 import { when } from '../format';
 import { text, useAction, useAsync, useFormAction } from '../hooks';

@@ -1,5 +1,5 @@
 import { api } from '../api';
-import { useSession } from '../app';
+import { useSession } from '../session-context';
 import { SpendChart } from '../components/spend-chart';
 import { DataTable, Empty, ErrorNotice, Loading, Page, Section, Stat, Status } from '../components/ui';
 import { ago, money, short } from '../format';

@@ -11,14 +11,18 @@ import {
   dataProcessingUnits,
   manifestPathProblem,
   outputManifestBytes,
+  OutputUploadsSchema,
   SCENES_FILE,
   type CaptureInputFile,
   type OutputFile,
-  type OutputUpload,
 } from '@svc/protocol';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { PROCESS_DEFAULT_TIMEOUT_S, PROCESS_MAX_TIMEOUT_S, runProcess } from './process-runner.js';
 import { WorkError, type RunContext, type RunOutput } from './types.js';
 import type { WorkItem } from '../wire.js';
+
+/** The outputs call's `uploads` (the protocol's OutputUploads; its `expires_at` is not needed here). */
+const checkUploads = TypeCompiler.Compile(OutputUploadsSchema.properties.uploads);
 
 /** The program an operator runs for kind 8 or kind 10 (`svc node --runner 8=CMD`). */
 export interface CaptureRunner {
@@ -193,10 +197,12 @@ export async function runCaptureJob(item: WorkItem, ctx: RunContext): Promise<Ru
       );
     const outputs = await listOutputs(outputDir);
     const units = kind === 10 ? dataProcessingUnits(bytesRead) : await scenesOf(outputDir, outputs);
-    const answer = (await ctx.signedRequest('POST', `/api/v1/node/work/${item.work_id}/outputs`, {
-      files: outputs,
-    })) as { uploads: OutputUpload[] };
-    for (const upload of answer.uploads) {
+    const answer = await ctx.signedRequest('POST', `/api/v1/node/work/${item.work_id}/outputs`, { files: outputs });
+    const uploads =
+      typeof answer === 'object' && answer !== null ? (answer as { uploads?: unknown }).uploads : undefined;
+    if (!checkUploads.Check(uploads))
+      throw new WorkError('the server answered the outputs call without a list of upload URLs (OutputUploads)', true);
+    for (const upload of uploads) {
       const file = outputs.find((o) => o.path === upload.path);
       if (file) await putFile(upload.url, join(outputDir, ...file.path.split('/')), file.bytes, ctx.signal);
     }

@@ -89,9 +89,11 @@ export interface LedgerOperations {
   /**
    * Reserves `cents` for a job or request: out of this instance's credit reservation of the
    * organization first, the rest from the balance no instance reserved; 402
-   * `insufficient_credits` when both together are short. A `hold` ledger row.
+   * `insufficient_credits` when both together are short. A `hold` ledger row. `options.id` names
+   * the hold when the caller wrote rows pointing at it first (a job's hold comes last in its
+   * transaction, so the account row stays locked only for the hold and the commit).
    */
-  hold(orgId: string, cents: number, ref?: string | null): Promise<{ holdId: string }>;
+  hold(orgId: string, cents: number, ref?: string | null, options?: { id?: string }): Promise<{ holdId: string }>;
   /** Closes an active hold (else 409), charges `min(usage, hold)` with the carry, releases the rest. */
   settle(holdId: string, usageMicro: number, options?: PostingOptions): Promise<Settlement>;
   /** Closes an active hold without charging (a closed hold is 409). */
@@ -167,7 +169,7 @@ function operations(
   reservations?: LedgerReservations,
 ): LedgerOperations {
   return {
-    hold: async (orgId, cents, ref = null) => {
+    hold: async (orgId, cents, ref = null, options = {}) => {
       requireAmount(cents, 'cents');
       return run(async (q) => {
         const instanceId = reservations?.instanceId ?? null;
@@ -179,7 +181,7 @@ function operations(
         if (own + free < cents) free += await reclaimExpired(q, orgId);
         if (own + free < cents) throw insufficientCredits(own + free, cents);
         const drawn = Math.min(own, cents);
-        const holdId = newId('hold');
+        const holdId = options.id ?? newId('hold');
         await insertHoldAndSetAccount(
           q,
           { id: holdId, orgId, amountCents: cents, ref },

@@ -75,10 +75,10 @@ describe('tus upload locks shared by server instances', () => {
       // What the client is answered for it: 423 Locked (retry), not tus's 500.
       expect(tusErrorResponse(ERRORS.ERR_LOCK_TIMEOUT)).toMatchObject({ status_code: 423 });
       expect(tusErrorResponse(ERRORS.FILE_NOT_FOUND)).toBeUndefined();
-      // An instance that died holds a lock no one renews: it is free once its lease ends.
+      // An instance that died holds a lock no one renews: it is free once its lease ends (the
+      // new locker keeps trying until then).
       await a.close();
-      await new Promise((r) => setTimeout(r, 400));
-      const c = await lockerOf(two, { acquireTimeoutMs: 2_000 });
+      const c = await lockerOf(two, { acquireTimeoutMs: 5_000 });
       try {
         await c.locker.newLock('cs_y-1').lock(new AbortController().signal, () => undefined);
       } finally {

@@ -1,18 +1,11 @@
 import { EventEmitter } from 'node:events';
+import type { StreamEventWire } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { createRunningAttempts, type RunningAttempts } from './attempts.js';
 import type { GatewayRequestRow } from './store.js';
 
-/** One line of `POST /api/v1/node/work/{work_id}/events` (docs/node-protocol.md). */
-export type StreamEvent =
-  | { type: 'delta'; content: string }
-  | {
-      type: 'done';
-      usage?: { prompt_tokens?: number; completion_tokens?: number };
-      finish_reason?: string;
-      result_hash?: string;
-    }
-  | { type: 'error'; message: string; retryable?: boolean };
+/** One line of `POST /api/v1/node/work/{work_id}/events` (docs/node-protocol.md): the protocol's one shape. */
+export type StreamEvent = StreamEventWire;
 
 /**
  * A gateway request completed by a receipt this process accepted: what the request answers with,

@@ -1,4 +1,5 @@
 import multipart from '@fastify/multipart';
+import { EventsResponseSchema } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../app.js';
@@ -288,10 +289,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
             'NDJSON: {"type":"delta","content":"..."}, {"type":"done","usage":{...},"finish_reason":"stop"}, {"type":"error","message":"..."}',
         }),
         response: {
-          200: Type.Object({
-            accepted: Type.Integer(),
-            cancel: Type.Boolean({ description: 'true: the work was cancelled; stop and upload nothing' }),
-          }),
+          200: EventsResponseSchema,
         },
       },
     },

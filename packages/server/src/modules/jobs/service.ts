@@ -100,8 +100,9 @@ function linesOf(text: string): string[] {
 
 /**
  * Validates and submits a job: checks every field, fetches `payload_url` documents for text kinds
- * (so a bad URL is a 400 now, not a failed job later), holds the budget (402 when short) and
- * queues the job, all in one transaction. When a node that may take it is waiting in this process,
+ * (so a bad URL is a 400 now, not a failed job later), takes the budget from this instance's
+ * credit reservation (402 when short, decided in memory before any transaction), then holds it
+ * (drawn from that reservation) and queues the job, all in one transaction. When a node that may take it is waiting in this process,
  * the same transaction assigns the job to it and the work is handed to its poll after the commit;
  * otherwise the job's message wakes a node (on any instance) to claim it.
  */
@@ -217,6 +218,11 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     });
   const estimatedDurationMs =
     body.estimated_duration_ms ?? (body.estimated_gpu_seconds ? body.estimated_gpu_seconds * 1000 : 60_000);
+  // The 402 is decided in memory, as the gateway's: the budget is taken from this instance's
+  // credit reservation of the organization (a statement only when it must grow), and the hold
+  // below draws it from that reservation. Concurrent submitters and gateway requests of the
+  // organization count on the same cents, so none of them finds its cents drawn by another.
+  const ticket = await ctx.reservations.take(principal.orgId, budgetCents);
   // A poll waiting in this process whose node may take the job gets it in this transaction.
   const waiting = reserveWaitingNode(ctx, {
     kind: body.kind,
@@ -231,7 +237,9 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
       // The capture set first: another organization's is a 404 and a set not ready a 409, before any hold.
       if (spec.capture_set_id)
         await takeForJob(tx, principal.orgId, spec.capture_set_id, { id: jobId, kind: body.kind });
-      const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId);
+      // The hold comes last: it locks the organization's account row, which concurrent submitters
+      // and settlements of the organization wait for, so it is held for the hold and the commit only.
+      const holdId = newId('hold');
       const room = waiting ? await hasRoom(tx, waiting.node) : false;
       const queued = await store.insertJob(tx, {
         id: jobId,
@@ -256,10 +264,12 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
       });
       const assignment = waiting && room ? await assignOnSubmit(ctx, tx, queued, waiting.node) : undefined;
       await openJobRun(tx, queued, assignment?.evidence);
+      await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId, { id: holdId });
       assigned = assignment?.work;
       return queued;
     });
   } finally {
+    ticket.release();
     if (!assigned) waiting?.handoff.release();
   }
   if (assigned && waiting) await handOver(ctx, assigned, waiting.handoff);
@@ -286,11 +296,41 @@ async function refuseWithoutSovereignNode(ctx: ServiceContext, job: MatchJob): P
   throw new ApiError('no_capacity', `sovereign job refused: ${why}; nothing was held`);
 }
 
+/** The budget a `repository_work` job holds: the kind's highest price for one run, in cents. */
+function repositoryJobBudget(): { maxPriceMicro: number; budgetCents: number } {
+  const kind = findJobKind(9);
+  if (!kind) throw new Error('job kind 9 is missing from the catalogue');
+  const maxPriceMicro = kind.price.max_micro_cad / kind.price.per_units;
+  return { maxPriceMicro, budgetCents: Math.ceil(maxPriceMicro / 10_000) };
+}
+
+/**
+ * Runs `queue`, the transaction that calls {@link submitRepositoryJob}, with the job's budget
+ * taken from this instance's credit reservation first: the 402 is decided in memory before the
+ * transaction opens, as for every job submission, and the hold draws the budget from the
+ * reservation.
+ *
+ * @example
+ * const job = await withRepositoryJobCredit(ctx, orgId, () => ctx.db.transaction((tx) => submitRepositoryJob(ctx, tx, owner, input)));
+ */
+export async function withRepositoryJobCredit<T>(
+  ctx: ServiceContext,
+  orgId: string,
+  queue: () => Promise<T>,
+): Promise<T> {
+  const ticket = await ctx.reservations.take(orgId, repositoryJobBudget().budgetCents);
+  try {
+    return await queue();
+  } finally {
+    ticket.release();
+  }
+}
+
 /**
  * Queues a kind 9 `repository_work` job for a work order or a preflight, inside the caller's
  * transaction (so the order and its job exist together): the budget is the kind's highest price
- * for one run, held now and settled at the node's price on its receipt. The caller publishes
- * `jobs` on the bus after its commit.
+ * for one run, held now and settled at the node's price on its receipt. The caller wraps its
+ * transaction in {@link withRepositoryJobCredit} and publishes `jobs` on the bus after its commit.
  *
  * @example
  * const job = await submitRepositoryJob(ctx, tx, { orgId, buyerId }, { payload, strict_jurisdiction: 'CA', requires_tee: false, timeout_seconds: 900 });
@@ -306,10 +346,7 @@ export async function submitRepositoryJob(
     timeout_seconds: number;
   },
 ): Promise<store.JobRow> {
-  const kind = findJobKind(9);
-  if (!kind) throw new Error('job kind 9 is missing from the catalogue');
-  const maxPriceMicro = kind.price.max_micro_cad / kind.price.per_units;
-  const budgetCents = Math.ceil(maxPriceMicro / 10_000);
+  const { maxPriceMicro, budgetCents } = repositoryJobBudget();
   const cost = estimateCost(9, { estimated_runs: 1 });
   const spec: store.JobSpec = {
     model: null,

@@ -43,6 +43,8 @@ export interface Ingestor {
    * flight are left to end on their own, their results never stored.
    */
   halt(): void;
+  /** True once the periodic sweep runs (after `start()` or the first `kick()`), until stopped. */
+  readonly sweeping: boolean;
 }
 
 export const MAX_ATTEMPTS = 3;
@@ -375,6 +377,9 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number; 
   return {
     start,
     kick,
+    get sweeping() {
+      return sweep !== undefined && !stopped;
+    },
     async close() {
       stopped = true;
       clearInterval(sweep);

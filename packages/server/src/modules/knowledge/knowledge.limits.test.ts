@@ -144,9 +144,11 @@ describe('resumed ingestion starts only once the server listens', () => {
             upload.json().id,
           ])
         ).rows[0]?.attempts;
-      await new Promise((r) => setTimeout(r, 1_500));
+      await next.app.ready();
+      expect(next.app.knowledgeIngestor.sweeping).toBe(false);
       expect(await attempts()).toBe(0);
       await next.app.listen({ port: 0, host: '127.0.0.1' });
+      expect(next.app.knowledgeIngestor.sweeping).toBe(true);
       // Claimed once it listens: the attempt is written before any work starts.
       expect(await eventually(async () => ((await attempts()) ?? 0) >= 1 && (await attempts()), 20_000)).toBe(1);
     } finally {

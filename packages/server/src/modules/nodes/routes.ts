@@ -1,4 +1,9 @@
-import { OutputManifestSchema, OutputUploadsSchema, WorkItemSchema } from '@svc/protocol';
+import {
+  OutputManifestSchema,
+  OutputUploadsSchema,
+  WorkFailRequestSchema,
+  WorkResultResponseSchema,
+} from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
@@ -17,18 +22,14 @@ import {
   NodeRegisterRequest,
   NodeRegisterResponse,
   NodeSummary,
+  WorkItem,
+  WorkList,
 } from './schemas.js';
 import { listNodeSummaries, nodeEarnings, registerNode } from './service.js';
 
 const tags = ['nodes'];
 const node = { auth: { node: true as const } };
 const WorkParams = Type.Object({ work_id: Type.String({ pattern: '^wrk_[a-z0-9]{26}$' }) });
-
-/** The work item of the long-poll (one shape with the channel's `work` message, in packages/protocol). */
-const WorkItem = Type.Object(
-  { ...WorkItemSchema.properties, lease_expires_at: Type.String({ format: 'date-time' }) },
-  { $id: 'WorkItem' },
-);
 
 export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.addSchema(NodeSummary);
@@ -57,7 +58,7 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
           wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 30_000, default: 25_000 })),
           max: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, default: 1 })),
         }),
-        response: { 200: Type.Object({ work: Type.Array(Type.Ref(WorkItem)) }) },
+        response: { 200: WorkList },
       },
     },
     async (request) => {
@@ -93,7 +94,7 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
         tags,
         params: WorkParams,
         body: ResultRequest,
-        response: { 200: Type.Object({ work_id: Type.String(), result_hash: Type.String(), status: Type.String() }) },
+        response: { 200: WorkResultResponseSchema },
       },
     },
     async (request) => deliverResult(ctx, nodeOf(request), request.params.work_id, request.body),
@@ -120,10 +121,7 @@ export async function nodeRoutes(app: App, ctx: ServiceContext): Promise<void> {
         summary: 'Report that leased work failed',
         tags,
         params: WorkParams,
-        body: Type.Object(
-          { message: Type.String({ minLength: 1, maxLength: 2000 }), retryable: Type.Optional(Type.Boolean()) },
-          { additionalProperties: false },
-        ),
+        body: WorkFailRequestSchema,
         response: { 200: MessageResponse },
       },
     },

@@ -1,49 +1,19 @@
-import { HeartbeatBodySchema } from '@svc/protocol';
+import {
+  HeartbeatBodySchema,
+  HeartbeatResponseSchema,
+  NodeRegisterRequestSchema,
+  NodeRegisterResponseSchema,
+  WorkItemSchema,
+} from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 
-const Hex32 = Type.String({ pattern: '^[0-9a-f]{64}$' });
-const Hex64 = Type.String({ pattern: '^[0-9a-f]{128}$' });
-const Count = Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 });
+/** The bodies below are the node protocol's, defined once in packages/protocol; here they get their OpenAPI names. */
+export const NodeRegisterRequest = Type.Object(NodeRegisterRequestSchema.properties, {
+  $id: 'NodeRegisterRequest',
+  additionalProperties: false,
+});
 
-export const NodeRegisterRequest = Type.Object(
-  {
-    pubkey: Hex32,
-    signature: Hex64,
-    attestation_method: Type.Optional(Type.Integer({ minimum: 0, maximum: 255 })),
-    attestation_evidence: Type.Optional(Type.String({ maxLength: 65536 })),
-    bandwidth_mbps: Type.Optional(Count),
-    cpu_cores: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
-    device_type: Type.Optional(Type.String({ maxLength: 64 })),
-    geohash_bucket: Type.Optional(Count),
-    gpu_model: Type.Optional(Type.String({ maxLength: 128 })),
-    ram_bytes: Type.Optional(Count),
-    vram_bytes: Type.Optional(Count),
-    sensors: Type.Optional(Type.String({ maxLength: 16384, description: 'serialized JSON' })),
-    country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2' })),
-    region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
-    models: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
-    capabilities: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9_:-]{1,64}$' }), { maxItems: 64 })),
-    max_concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
-    price_micro_per_unit: Type.Optional(
-      Type.Record(Type.String({ pattern: '^([1-9]|10)$' }), Type.Number({ minimum: 0, maximum: 1e9 })),
-    ),
-    green: Type.Optional(Type.Boolean()),
-    name: Type.Optional(Type.String({ maxLength: 100 })),
-  },
-  { $id: 'NodeRegisterRequest', additionalProperties: false },
-);
-
-export const NodeRegisterResponse = Type.Object(
-  {
-    node_id: Type.String(),
-    status: Type.String(),
-    poll_interval_ms: Type.Integer(),
-    server_public_key: Type.String(),
-    lease_seconds: Type.Integer({ description: 'heartbeat at least three times per lease' }),
-    channel: Type.Optional(Type.String({ description: 'the node channel (a WebSocket) this server offers' })),
-  },
-  { $id: 'NodeRegisterResponse' },
-);
+export const NodeRegisterResponse = Type.Object(NodeRegisterResponseSchema.properties, { $id: 'NodeRegisterResponse' });
 
 /** The body of `POST /api/v1/node/heartbeat` (one shape with the channel's `heartbeat`, in packages/protocol). */
 export const HeartbeatRequest = Type.Object(HeartbeatBodySchema.properties, {
@@ -51,10 +21,19 @@ export const HeartbeatRequest = Type.Object(HeartbeatBodySchema.properties, {
   additionalProperties: false,
 });
 
-export const HeartbeatResponse = Type.Object(
-  { cancel: Type.Array(Type.String()), lease_expires_at: Type.String({ format: 'date-time' }) },
-  { $id: 'HeartbeatResponse' },
+export const HeartbeatResponse = Type.Object(HeartbeatResponseSchema.properties, { $id: 'HeartbeatResponse' });
+
+/**
+ * The work item of the long-poll (one shape with the channel's `work` message, in
+ * packages/protocol); the server always sends an ISO 8601 lease end.
+ */
+export const WorkItem = Type.Object(
+  { ...WorkItemSchema.properties, lease_expires_at: Type.String({ format: 'date-time' }) },
+  { $id: 'WorkItem' },
 );
+
+/** The answer to `GET /api/v1/node/work`. */
+export const WorkList = Type.Object({ work: Type.Array(Type.Ref(WorkItem)) });
 
 export const NodeSummary = Type.Object(
   {

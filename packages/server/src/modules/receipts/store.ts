@@ -1,3 +1,4 @@
+import type { StoredReceipt } from '@svc/protocol';
 import type { WorkRow } from '../scheduler/store.js';
 import type { Queryable } from '../../platform/db/index.js';
 
@@ -70,7 +71,7 @@ export async function receiptsBetween(
 }
 
 /** A receipt as every receipts endpoint returns it (DESIGN.md section 9). */
-export function receiptView(r: ReceiptRow) {
+export function receiptView(r: ReceiptRow): StoredReceipt {
   return {
     id: r.id,
     job_id: r.job_id,

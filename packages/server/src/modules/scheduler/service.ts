@@ -1,3 +1,4 @@
+import type { WorkItemWire } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { captureWorkPayload, noteJobAssigned, releaseFromJob } from '../capture/processing.js';
@@ -57,7 +58,7 @@ async function payloadOf(ctx: ServiceContext, db: Queryable, job: JobRow): Promi
 }
 
 /** The work item as the node receives it (docs/node-protocol.md). */
-export function workItemView(w: WorkRow) {
+export function workItemView(w: WorkRow): WorkItemWire {
   return {
     work_id: w.id,
     job_id: w.job_id,

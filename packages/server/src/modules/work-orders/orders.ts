@@ -8,7 +8,7 @@ import { newId } from '../../platform/ids.js';
 import { requireManager, type Principal } from '../../platform/principal.js';
 import { policyEvaluated, policyId } from '../evidence/events.js';
 import { closeRun, openRun, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
-import { submitRepositoryJob } from '../jobs/service.js';
+import { submitRepositoryJob, withRepositoryJobCredit } from '../jobs/service.js';
 import { findJobById } from '../jobs/store.js';
 import { receiptsOfJob } from '../receipts/store.js';
 import { GitError, pushWorkBranch, rollBack } from './git.js';
@@ -156,7 +156,7 @@ export async function createOrder(
     base_branch: base,
     work_branch: workBranch,
   };
-  const queue = () =>
+  const open = () =>
     ctx.db.transaction(async (tx) => {
       const job = await submitRepositoryJob(ctx, tx, principal, {
         payload: { ...payload },
@@ -218,6 +218,8 @@ export async function createOrder(
       );
       return row;
     });
+  // The job's budget comes from the credit reservation (402 decided in memory) before the transaction.
+  const queue = () => withRepositoryJobCredit(ctx, principal.orgId, open);
   // The bundle is only useful with its order: a refusal (402 for credits) leaves nothing behind.
   const order = await queue().catch(async (err: unknown) => {
     await ctx.blobs.delete(staged.key);

@@ -7,7 +7,7 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { loadTokenBox } from '../../platform/token-box.js';
 import { fileBlobKey, presignFileUrl } from '../gateway/files.js';
-import { cancelJob, submitRepositoryJob } from '../jobs/service.js';
+import { cancelJob, submitRepositoryJob, withRepositoryJobCredit } from '../jobs/service.js';
 import { findJob } from '../jobs/store.js';
 import { fetchBaseBundle, GitError, type Remote } from './git.js';
 import type { CreateWorkRepositoryRequest, PreflightWorkRepositoryRequest } from './schemas.js';
@@ -179,19 +179,19 @@ export async function preflight(
     timeout_seconds: timeout,
     tooling: body.tooling ?? [],
   };
-  const job = await ctx.db
-    .transaction((tx) =>
+  const job = await withRepositoryJobCredit(ctx, principal.orgId, () =>
+    ctx.db.transaction((tx) =>
       submitRepositoryJob(ctx, tx, principal, {
         payload: { ...payload },
         strict_jurisdiction: body.jurisdiction ?? null,
         requires_tee: body.requires_tee ?? false,
         timeout_seconds: timeout,
       }),
-    )
-    .catch(async (err: unknown) => {
-      await ctx.blobs.delete(staged.key);
-      throw err;
-    });
+    ),
+  ).catch(async (err: unknown) => {
+    await ctx.blobs.delete(staged.key);
+    throw err;
+  });
   await ctx.bus.publish('jobs', job.id);
   const deadline = Date.now() + timeout * 1000;
   for (;;) {
