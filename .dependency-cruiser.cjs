@@ -40,7 +40,8 @@ const KNOWN_MODULE_CYCLE_EDGES = {
   // nodes <-> receipts: nodes/routes serves the node protocol with receipts/service and
   // scheduler/node-work, which read nodes/store.
   nodes: ['auth', 'billing', 'receipts', 'scheduler', 'system'],
-  receipts: ['attestation', 'billing', 'capture', 'evidence', 'gateway', 'jobs', 'nodes', 'scheduler'],
+  // receipts -> scheduler went away when modules/work/ took over work_items (2026-11-25).
+  receipts: ['attestation', 'billing', 'capture', 'evidence', 'gateway', 'jobs', 'nodes'],
   scheduler: ['attestation', 'capture', 'evidence', 'jobs', 'nodes'],
 };
 
@@ -65,6 +66,14 @@ module.exports = {
         'A new import cycle between server modules: depend on an interface the lower module defines, or move the shared part to a third module (STYLE.md).',
       from: { path: `^${MODULES}/[^/]+$`, pathNot: `^${MODULES}/(${known.join('|')})$` },
       to: { path: `^${MODULES}/[^/]+$`, circular: true },
+    },
+    {
+      name: 'work-is-below',
+      severity: 'error',
+      comment:
+        'modules/work/ owns work_items below the modules that use it: it must not import gateway, jobs, receipts, scheduler or channel (they call it; a completion interface it defines lets it call back).',
+      from: { path: `^${MODULES}/work/` },
+      to: { path: `^${MODULES}/(gateway|jobs|receipts|scheduler|channel)/` },
     },
     ...Object.entries(KNOWN_MODULE_CYCLE_EDGES).map(([from, allowed]) => ({
       name: 'no-new-module-cycle',

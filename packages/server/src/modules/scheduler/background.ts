@@ -6,7 +6,7 @@ import { findJobById, type JobRow } from '../jobs/store.js';
 import type { NodeRow } from '../nodes/store.js';
 import { unmetConstraint, type MatchNode } from './matching.js';
 import { assignSignalledJob, matchJob, sweepExpiredLeases } from './service.js';
-import type { WorkRow } from './store.js';
+import type { WorkRow } from '../work/store.js';
 
 /** A node's poll waiting in this process, taken out of the waiters to be handed work in memory. */
 export interface Handoff {
