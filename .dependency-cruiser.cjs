@@ -31,7 +31,8 @@ const KNOWN_MODULE_CYCLE_EDGES = {
   evidence: ['auth', 'billing', 'gateway', 'jobs', 'receipts', 'system'],
   // gateway <-> receipts: receipts/service completes a gateway request through gateway/settle;
   // gateway <-> knowledge: grounded chat. Both wait for modules/work/ and its completion interface.
-  gateway: ['auth', 'billing', 'evidence', 'knowledge', 'nodes', 'receipts', 'scheduler', 'system'],
+  // gateway -> scheduler went away when the poll hand-over type (Handoff) moved to modules/work/.
+  gateway: ['auth', 'billing', 'evidence', 'knowledge', 'nodes', 'receipts', 'system'],
   // jobs <-> scheduler: a submission assigns to a waiting node (scheduler/service); the scheduler
   // reads jobs/store, jobs/states and jobs/delivery.
   jobs: ['auth', 'billing', 'capture', 'evidence', 'nodes', 'scheduler', 'system'],

@@ -27,7 +27,7 @@ import {
   staleRequests,
   type GatewayRequestRow,
 } from './store.js';
-import type { Handoff } from '../scheduler/background.js';
+import type { Handoff } from '../work/handoff.js';
 import { insertLeasedWork, undispatchWork, type WorkRow } from '../work/store.js';
 
 /** A validated gateway request, ready to be routed. */
