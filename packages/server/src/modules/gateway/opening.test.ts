@@ -117,6 +117,7 @@ describe('opening a gateway request through svc', () => {
     expect(handed).toEqual([rows[0]?.id]);
     expect([...(ca.upstream?.requests ?? []), ...(us.upstream?.requests ?? [])].filter(chats)).toHaveLength(1);
     expect(balance).not.toHaveBeenCalled();
+    await f.server.ctx.writer.settled();
     const audit = await reconcileAccount(f.server.ctx.db, f.buyer.orgId);
     expect([audit.held_cents, audit.consistent]).toEqual([0, true]);
   }, 90_000);
