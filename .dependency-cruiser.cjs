@@ -31,7 +31,8 @@ const KNOWN_MODULE_CYCLE_EDGES = {
   evidence: ['auth', 'billing', 'gateway', 'jobs', 'receipts', 'system'],
   // gateway <-> receipts: receipts/service completes a gateway request through gateway/settle;
   // gateway <-> knowledge: grounded chat. Both wait for modules/work/ and its completion interface.
-  gateway: ['auth', 'billing', 'evidence', 'knowledge', 'nodes', 'receipts', 'scheduler', 'system'],
+  // gateway -> scheduler went away when the poll hand-over type (Handoff) moved to modules/work/.
+  gateway: ['auth', 'billing', 'evidence', 'knowledge', 'nodes', 'receipts', 'system'],
   // jobs <-> scheduler: a submission assigns to a waiting node (scheduler/service); the scheduler
   // reads jobs/store, jobs/states and jobs/delivery.
   jobs: ['auth', 'billing', 'capture', 'evidence', 'nodes', 'scheduler', 'system'],
@@ -40,7 +41,8 @@ const KNOWN_MODULE_CYCLE_EDGES = {
   // nodes <-> receipts: nodes/routes serves the node protocol with receipts/service and
   // scheduler/node-work, which read nodes/store.
   nodes: ['auth', 'billing', 'receipts', 'scheduler', 'system'],
-  receipts: ['attestation', 'billing', 'capture', 'evidence', 'gateway', 'jobs', 'nodes', 'scheduler'],
+  // receipts -> scheduler went away when modules/work/ took over work_items (2026-11-25).
+  receipts: ['attestation', 'billing', 'capture', 'evidence', 'gateway', 'jobs', 'nodes'],
   scheduler: ['attestation', 'capture', 'evidence', 'jobs', 'nodes'],
 };
 
@@ -65,6 +67,14 @@ module.exports = {
         'A new import cycle between server modules: depend on an interface the lower module defines, or move the shared part to a third module (STYLE.md).',
       from: { path: `^${MODULES}/[^/]+$`, pathNot: `^${MODULES}/(${known.join('|')})$` },
       to: { path: `^${MODULES}/[^/]+$`, circular: true },
+    },
+    {
+      name: 'work-is-below',
+      severity: 'error',
+      comment:
+        'modules/work/ owns work_items below the modules that use it: it must not import gateway, jobs, receipts, scheduler or channel (they call it; a completion interface it defines lets it call back).',
+      from: { path: `^${MODULES}/work/` },
+      to: { path: `^${MODULES}/(gateway|jobs|receipts|scheduler|channel)/` },
     },
     ...Object.entries(KNOWN_MODULE_CYCLE_EDGES).map(([from, allowed]) => ({
       name: 'no-new-module-cycle',

@@ -8,7 +8,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { forwardEvents } from '../gateway/node-events.js';
-import { undispatchWork } from '../gateway/store.js';
+import { undispatchWork } from '../work/store.js';
 import type { NodeRow } from '../nodes/store.js';
 import { deliverResult, failWork, submitReceipt } from '../receipts/service.js';
 import { receiptOfWork } from '../receipts/store.js';

@@ -7,7 +7,7 @@ import {
   type FollowEvent,
   type FollowState,
 } from './follow-step.js';
-import type { WorkState } from './store.js';
+import type { WorkState } from '../work/store.js';
 
 const failed = (error: string, retryable: boolean | null = true): WorkState => ({
   status: 'failed',

@@ -1,6 +1,6 @@
 import type { FollowItem } from './follow.js';
 import type { StreamEvent } from './hub.js';
-import type { WorkState } from './store.js';
+import type { WorkState } from '../work/store.js';
 
 /** The `done` event a streamed node sends when generation ends (before its receipt). */
 export type DoneEvent = Extract<StreamEvent, { type: 'done' }>;

@@ -1,6 +1,6 @@
 import type { ServiceContext } from '../../context.js';
 import type { LocalCompletion, StreamEvent } from './hub.js';
-import { workState, type WorkState } from './store.js';
+import { workState, type WorkState } from '../work/store.js';
 
 /** What happened next to the work a request follows. */
 export type FollowItem =

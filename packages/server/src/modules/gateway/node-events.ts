@@ -1,7 +1,7 @@
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
-import { findWork } from '../scheduler/store.js';
+import { findWork } from '../work/store.js';
 import type { StreamEvent } from './hub.js';
 
 /** Lines one events call may carry. */

@@ -22,15 +22,13 @@ import { endRequest } from './settle.js';
 import {
   findGatewayRequest,
   insertGatewayRequest,
-  insertLeasedWork,
   liveNodesServing,
   setAttempt,
   staleRequests,
-  undispatchWork,
   type GatewayRequestRow,
 } from './store.js';
-import type { Handoff } from '../scheduler/background.js';
-import type { WorkRow } from '../scheduler/store.js';
+import type { Handoff } from '../work/handoff.js';
+import { insertLeasedWork, undispatchWork, type WorkRow } from '../work/store.js';
 
 /** A validated gateway request, ready to be routed. */
 export interface GatewayCall {

@@ -6,16 +6,9 @@ import type { NodeRow } from '../nodes/store.js';
 import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events.js';
 import { closeRun } from '../evidence/recorder.js';
 import type { ReceiptRow } from '../receipts/store.js';
-import type { WorkRow } from '../scheduler/store.js';
+import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
 import { costMicro, usageFromUnits } from './pricing.js';
-import {
-  cancelOpenWork,
-  closeGatewayRequest,
-  findGatewayRequest,
-  workState,
-  type GatewayRequestRow,
-  type GatewayStatus,
-} from './store.js';
+import { closeGatewayRequest, findGatewayRequest, type GatewayRequestRow, type GatewayStatus } from './store.js';
 
 /**
  * How a gateway request ends and what it is charged. Every path (receipt, client gone, node

@@ -2,7 +2,6 @@ import type { Queryable } from '../../platform/db/index.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import type { GatewayType } from './pricing.js';
 import type { RouteCandidate } from './routing.js';
-import type { WorkRow } from '../scheduler/store.js';
 
 export type GatewayStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'timeout';
 
@@ -25,13 +24,6 @@ export interface GatewayRequestRow {
   metadata: Record<string, unknown>;
   created_at: Date;
   completed_at: Date | null;
-}
-
-/** A work item's state as the gateway follows it. */
-export interface WorkState {
-  status: 'leased' | 'delivered' | 'completed' | 'failed' | 'lost' | 'cancelled';
-  error: string | null;
-  error_retryable: boolean | null;
 }
 
 /** Live nodes (a signed call within NODE_LIVE_SECONDS) that serve `model`, with the work they hold open. */
@@ -122,83 +114,6 @@ export async function closeGatewayRequest(
       end.error ?? null,
       end.charged_micro ?? end.charged_cents * 10_000,
     ],
-  );
-  return rowCount === 1;
-}
-
-/**
- * Work leased straight to a node, handed out at its next poll (`dispatched_at` NULL until then),
- * or `dispatched` already: handed in memory to its poll waiting in this process. The lease runs
- * `lease_seconds` from now, or until `lease_expires_at` when the node was already told that.
- */
-export async function insertLeasedWork(
-  db: Queryable,
-  w: {
-    id: string;
-    request_id: string;
-    org_id: string;
-    node_id: string;
-    type: GatewayType;
-    model: string;
-    payload: Record<string, unknown>;
-    stream: boolean;
-    lease_seconds: number;
-    dispatched?: boolean;
-    lease_expires_at?: Date;
-  },
-): Promise<WorkRow> {
-  const { rows } = await db.query<WorkRow>(
-    `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at)
-     VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', COALESCE($11::timestamptz, now() + make_interval(secs => $9)), CASE WHEN $10::boolean THEN now() END) RETURNING *`,
-    [
-      w.id,
-      w.request_id,
-      w.org_id,
-      w.node_id,
-      w.type,
-      w.model,
-      JSON.stringify(w.payload),
-      w.stream,
-      w.lease_seconds,
-      w.dispatched ?? false,
-      w.lease_expires_at ?? null,
-    ],
-  );
-  const row = rows[0];
-  if (!row) throw new Error('work insert returned nothing');
-  return row;
-}
-
-/** Work marked dispatched whose in-memory hand-over found the poll gone: back to the next poll. */
-export async function undispatchWork(db: Queryable, workId: string): Promise<void> {
-  await db.query("UPDATE work_items SET dispatched_at = NULL, updated_at = now() WHERE id = $1 AND status = 'leased'", [
-    workId,
-  ]);
-}
-
-export async function workState(db: Queryable, workId: string, lock = false): Promise<WorkState | undefined> {
-  const { rows } = await db.query<WorkState>(
-    `SELECT status, error, error_retryable FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`,
-    [workId],
-  );
-  return rows[0];
-}
-
-/** Records why a node failed gateway work (the 502 message, and whether another node may retry). */
-export async function noteWorkFailure(
-  db: Queryable,
-  workId: string,
-  message: string,
-  retryable: boolean,
-): Promise<void> {
-  await db.query('UPDATE work_items SET error = $2, error_retryable = $3 WHERE id = $1', [workId, message, retryable]);
-}
-
-/** Cancels open work: the node's next heartbeat (or events call) tells it to stop. */
-export async function cancelOpenWork(db: Queryable, workId: string, reason: string): Promise<boolean> {
-  const { rowCount } = await db.query(
-    "UPDATE work_items SET status = 'cancelled', error = $2, updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')",
-    [workId, reason],
   );
   return rowCount === 1;
 }

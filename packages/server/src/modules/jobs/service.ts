@@ -19,7 +19,7 @@ import { capabilityMet, floorPriceMicroPerUnit, unmetConstraint } from '../sched
 import type { MatchJob, MatchNode } from '../scheduler/matching.js';
 import { liveAttestedNodes } from '../nodes/store.js';
 import { assignOnSubmit, handOver, hasRoom, reserveWaitingNode } from '../scheduler/service.js';
-import type { WorkRow } from '../scheduler/store.js';
+import { cancelOpenWork, type WorkRow } from '../work/store.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { isCaptureKind, releaseFromJob, takeForJob } from '../capture/processing.js';
 import { enqueueTerminalWebhook } from './delivery.js';
@@ -438,11 +438,7 @@ export async function cancelJob(ctx: ServiceContext, principal: Principal, jobId
         status: 'cancelled',
         reason: `cancelled by ${principal.buyerId}`,
       });
-    if (current.work_id)
-      await tx.query(
-        "UPDATE work_items SET status = 'cancelled', updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')",
-        [current.work_id],
-      );
+    if (current.work_id) await cancelOpenWork(tx, current.work_id);
     await store.addJobEvent(tx, jobId, 'job_cancelled', {
       previous_status: current.status,
       by: principal.buyerId,

@@ -10,11 +10,17 @@ import type { NodeRow } from '../nodes/store.js';
 import { ledgerCharged, receiptEvents } from '../evidence/events.js';
 import { recordEvents } from '../evidence/recorder.js';
 import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
-import { findWork, setWorkStatus, type WorkRow } from '../scheduler/store.js';
+import {
+  findWork,
+  lockWorkForReceipt,
+  noteWorkFailure,
+  setWorkStatus,
+  storeWorkResult,
+  type WorkRow,
+} from '../work/store.js';
 import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '../gateway/settle.js';
-import { noteWorkFailure } from '../gateway/store.js';
 import { usageFromUnits } from '../gateway/pricing.js';
-import { insertReceipt, lockWorkForReceipt, receiptView } from './store.js';
+import { insertReceipt, receiptView } from './store.js';
 import { attestationSummary } from '../attestation/service.js';
 import {
   checkCaptureReceipt,
@@ -73,20 +79,14 @@ async function storeResult(
 ): Promise<boolean> {
   const contentType = body.content_type ?? 'application/json';
   await ctx.blobs.within(db).put(`results/${workId}`, bytes, contentType);
-  const { rowCount } = await db.query(
-    `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
-      WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
-    [
-      workId,
-      body.result_hash,
-      contentType,
-      bytes.length,
-      body.metering_units,
-      body.usage ? JSON.stringify(body.usage) : null,
-      status,
-    ],
-  );
-  return rowCount === 1;
+  return storeWorkResult(db, workId, {
+    result_hash: body.result_hash,
+    content_type: contentType,
+    bytes: bytes.length,
+    metering_units: body.metering_units,
+    usage: body.usage,
+    status,
+  });
 }
 
 /**

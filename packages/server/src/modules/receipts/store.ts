@@ -1,5 +1,4 @@
 import type { StoredReceipt } from '@svc/protocol';
-import type { WorkRow } from '../scheduler/store.js';
 import type { Queryable } from '../../platform/db/index.js';
 
 export interface ReceiptRow {
@@ -84,21 +83,4 @@ export function receiptView(r: ReceiptRow): StoredReceipt {
     metadata: r.metadata,
     created_at: r.created_at.toISOString(),
   };
-}
-
-/**
- * The latest work for `jobId` leased to `nodeId`, locked, and whether a receipt already exists for
- * it: what a receipt submission checks first, in one statement.
- */
-export async function lockWorkForReceipt(
-  db: Queryable,
-  jobId: string,
-  nodeId: string,
-): Promise<(WorkRow & { has_receipt: boolean }) | undefined> {
-  const { rows } = await db.query<WorkRow & { has_receipt: boolean }>(
-    `SELECT w.*, EXISTS (SELECT 1 FROM receipts r WHERE r.work_id = w.id) AS has_receipt
-       FROM work_items w WHERE w.job_id = $1 AND w.node_id = $2 ORDER BY w.created_at DESC LIMIT 1 FOR UPDATE OF w`,
-    [jobId, nodeId],
-  );
-  return rows[0];
 }

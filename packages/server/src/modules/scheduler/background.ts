@@ -6,15 +6,11 @@ import { findJobById, type JobRow } from '../jobs/store.js';
 import type { NodeRow } from '../nodes/store.js';
 import { unmetConstraint, type MatchNode } from './matching.js';
 import { assignSignalledJob, matchJob, sweepExpiredLeases } from './service.js';
-import type { WorkRow } from './store.js';
+import type { Handoff } from '../work/handoff.js';
+import type { WorkRow } from '../work/store.js';
 
-/** A node's poll waiting in this process, taken out of the waiters to be handed work in memory. */
-export interface Handoff {
-  /** Hands the work to the poll; false, handing nothing, when the poll ended meanwhile (its node hung up). */
-  deliver(work: WorkRow[]): boolean;
-  /** Gives the poll back: it looks in the store and waits on as before. */
-  release(): void;
-}
+/** Kept importable from here for existing call sites; defined in modules/work/. */
+export type { Handoff } from '../work/handoff.js';
 
 /** Wakes long-polling nodes in this process when any instance says a job became eligible. */
 export interface JobSignal {

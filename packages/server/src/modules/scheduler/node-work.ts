@@ -3,7 +3,7 @@ import { moveJob, addJobEvent } from '../jobs/store.js';
 import { recordEvents } from '../evidence/recorder.js';
 import { touchNode, type NodeRow } from '../nodes/store.js';
 import { claimJobs, workItemView } from './service.js';
-import { renewLeases, takeLeasedWork } from './store.js';
+import { jobWorkAmong, renewLeases, takeLeasedWork } from '../work/store.js';
 
 /**
  * The node's long-poll: first hands out work already leased to this node (gateway requests
@@ -70,10 +70,7 @@ export async function heartbeat(
     activeWork: renewed.length,
   });
   if (renewed.length > 0) {
-    const { rows } = await ctx.db.query<{ job_id: string; id: string }>(
-      "SELECT job_id, id FROM work_items WHERE id = ANY($1) AND type = 'job'",
-      [renewed],
-    );
+    const rows = await jobWorkAmong(ctx.db, renewed);
     for (const row of rows) {
       const started = await moveJob(ctx.db, row.job_id, 'running');
       if (!started) continue;

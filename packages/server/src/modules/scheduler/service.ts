@@ -12,16 +12,15 @@ import { addJobEvent, findJobById, moveJob, type JobRow } from '../jobs/store.js
 import { isAttested, type NodeRow } from '../nodes/store.js';
 import type { Handoff } from './background.js';
 import { askingPrice, unmetConstraint } from './matching.js';
+import { lockStillPending, pendingJobs } from './store.js';
 import {
   countOpenWork,
   insertWork,
   lockExpiredWork,
-  lockStillPending,
-  pendingJobs,
   setWorkStatus,
   undispatchWork,
   type WorkRow,
-} from './store.js';
+} from '../work/store.js';
 
 /** How many pending jobs one claim looks at before giving up for this poll. */
 const CLAIM_WINDOW = 200;

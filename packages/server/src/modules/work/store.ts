@@ -1,0 +1,279 @@
+import type { Queryable } from '../../platform/db/index.js';
+
+/**
+ * The one owner of `work_items`: every statement that writes the table, and every read of it
+ * but a few counting joins (see README.md), is here. Scheduler, gateway, receipts, jobs and the
+ * node channel call these functions; this module imports none of them.
+ */
+
+/** Default lease length; `SVC_LEASE_SECONDS` overrides it. */
+export const LEASE_SECONDS = 30;
+
+export interface WorkRow {
+  id: string;
+  job_id: string;
+  org_id: string;
+  node_id: string;
+  type: string;
+  kind: number;
+  model: string | null;
+  payload: Record<string, unknown>;
+  stream: boolean;
+  status: 'leased' | 'delivered' | 'completed' | 'failed' | 'lost' | 'cancelled';
+  lease_expires_at: Date;
+  price_micro_per_unit: number;
+  result_hash: string | null;
+  result_content_type: string | null;
+  metering_units: number | null;
+  usage: Record<string, unknown> | null;
+}
+
+/** A work item's state as the gateway follows it. */
+export interface WorkState {
+  status: WorkRow['status'];
+  error: string | null;
+  error_retryable: boolean | null;
+}
+
+/** A job's work, leased to a node that polls for it (`dispatched_at` set when it takes it). */
+export async function insertWork(
+  db: Queryable,
+  w: Omit<WorkRow, 'status' | 'lease_expires_at' | 'result_hash' | 'result_content_type' | 'metering_units' | 'usage'>,
+  leaseSeconds = LEASE_SECONDS,
+): Promise<WorkRow> {
+  const { rows } = await db.query<WorkRow>(
+    `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, price_micro_per_unit)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'leased', now() + make_interval(secs => $10), $11) RETURNING *`,
+    [
+      w.id,
+      w.job_id,
+      w.org_id,
+      w.node_id,
+      w.type,
+      w.kind,
+      w.model,
+      JSON.stringify(w.payload),
+      w.stream,
+      leaseSeconds,
+      w.price_micro_per_unit,
+    ],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('work insert returned nothing');
+  return row;
+}
+
+/**
+ * Work leased straight to a node, handed out at its next poll (`dispatched_at` NULL until then),
+ * or `dispatched` already: handed in memory to its poll waiting in this process. The lease runs
+ * `lease_seconds` from now, or until `lease_expires_at` when the node was already told that.
+ * `request_id` (the gateway request) is stored as the work's `job_id`.
+ */
+export async function insertLeasedWork(
+  db: Queryable,
+  w: {
+    id: string;
+    request_id: string;
+    org_id: string;
+    node_id: string;
+    type: string;
+    model: string;
+    payload: Record<string, unknown>;
+    stream: boolean;
+    lease_seconds: number;
+    dispatched?: boolean;
+    lease_expires_at?: Date;
+  },
+): Promise<WorkRow> {
+  const { rows } = await db.query<WorkRow>(
+    `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at)
+     VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', COALESCE($11::timestamptz, now() + make_interval(secs => $9)), CASE WHEN $10::boolean THEN now() END) RETURNING *`,
+    [
+      w.id,
+      w.request_id,
+      w.org_id,
+      w.node_id,
+      w.type,
+      w.model,
+      JSON.stringify(w.payload),
+      w.stream,
+      w.lease_seconds,
+      w.dispatched ?? false,
+      w.lease_expires_at ?? null,
+    ],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('work insert returned nothing');
+  return row;
+}
+
+/**
+ * Hands out work already leased to this node but not yet sent to it (gateway requests routed
+ * straight to it), oldest first: marks it dispatched and starts its lease now.
+ */
+export async function takeLeasedWork(
+  db: Queryable,
+  nodeId: string,
+  max: number,
+  leaseSeconds = LEASE_SECONDS,
+): Promise<WorkRow[]> {
+  const { rows } = await db.query<WorkRow>(
+    `UPDATE work_items SET dispatched_at = now(), lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+      WHERE id IN (SELECT id FROM work_items WHERE node_id = $1 AND status = 'leased' AND dispatched_at IS NULL
+                    ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+        AND dispatched_at IS NULL
+      RETURNING *`,
+    [nodeId, max, leaseSeconds],
+  );
+  return rows.sort((a, b) => a.id.localeCompare(b.id));
+}
+
+/** Work marked dispatched whose in-memory hand-over found the poll gone: back to the node's next poll. */
+export async function undispatchWork(db: Queryable, workId: string): Promise<void> {
+  await db.query("UPDATE work_items SET dispatched_at = NULL, updated_at = now() WHERE id = $1 AND status = 'leased'", [
+    workId,
+  ]);
+}
+
+export async function countOpenWork(db: Queryable, nodeId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM work_items WHERE node_id = $1 AND status IN ('leased', 'delivered')",
+    [nodeId],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** Extends the leases of the listed work this node still holds; returns the ids it no longer holds. */
+export async function renewLeases(
+  db: Queryable,
+  nodeId: string,
+  workIds: string[],
+  leaseSeconds = LEASE_SECONDS,
+): Promise<{ renewed: string[]; gone: string[] }> {
+  if (workIds.length === 0) return { renewed: [], gone: [] };
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE work_items SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+      WHERE node_id = $1 AND id = ANY($2) AND status IN ('leased', 'delivered') RETURNING id`,
+    [nodeId, workIds, leaseSeconds],
+  );
+  const renewed = rows.map((r) => r.id);
+  const rest = workIds.filter((id) => !renewed.includes(id));
+  if (rest.length === 0) return { renewed, gone: [] };
+  // Work this node has just finished (its receipt applied while the node still lists it, as its
+  // delivery answer is in flight) is not gone: telling the node to stop it would abort that answer.
+  const { rows: finished } = await db.query<{ id: string }>(
+    `SELECT id FROM work_items WHERE node_id = $1 AND id = ANY($2) AND status IN ('completed', 'failed')`,
+    [nodeId, rest],
+  );
+  const done = new Set(finished.map((r) => r.id));
+  return { renewed, gone: rest.filter((id) => !done.has(id)) };
+}
+
+/** Of the listed work, the items that run a job (not a gateway request), with their job. */
+export async function jobWorkAmong(db: Queryable, workIds: string[]): Promise<{ job_id: string; id: string }[]> {
+  const { rows } = await db.query<{ job_id: string; id: string }>(
+    "SELECT job_id, id FROM work_items WHERE id = ANY($1) AND type = 'job'",
+    [workIds],
+  );
+  return rows;
+}
+
+export async function findWork(db: Queryable, workId: string, lock = false): Promise<WorkRow | undefined> {
+  const { rows } = await db.query<WorkRow>(`SELECT * FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`, [
+    workId,
+  ]);
+  return rows[0];
+}
+
+export async function workState(db: Queryable, workId: string, lock = false): Promise<WorkState | undefined> {
+  const { rows } = await db.query<WorkState>(
+    `SELECT status, error, error_retryable FROM work_items WHERE id = $1 ${lock ? 'FOR UPDATE' : ''}`,
+    [workId],
+  );
+  return rows[0];
+}
+
+/**
+ * The latest work for `jobId` leased to `nodeId`, locked, and whether a receipt already exists for
+ * it: what a receipt submission checks first, in one statement (it reads `receipts`, never writes it).
+ */
+export async function lockWorkForReceipt(
+  db: Queryable,
+  jobId: string,
+  nodeId: string,
+): Promise<(WorkRow & { has_receipt: boolean }) | undefined> {
+  const { rows } = await db.query<WorkRow & { has_receipt: boolean }>(
+    `SELECT w.*, EXISTS (SELECT 1 FROM receipts r WHERE r.work_id = w.id) AS has_receipt
+       FROM work_items w WHERE w.job_id = $1 AND w.node_id = $2 ORDER BY w.created_at DESC LIMIT 1 FOR UPDATE OF w`,
+    [jobId, nodeId],
+  );
+  return rows[0];
+}
+
+/** Expired leases, locked for this transaction so one instance handles each. */
+export async function lockExpiredWork(db: Queryable, limit: number): Promise<WorkRow[]> {
+  const { rows } = await db.query<WorkRow>(
+    `SELECT * FROM work_items WHERE status IN ('leased', 'delivered') AND lease_expires_at < now() ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    [limit],
+  );
+  return rows;
+}
+
+export async function setWorkStatus(db: Queryable, workId: string, status: WorkRow['status']): Promise<void> {
+  await db.query('UPDATE work_items SET status = $2, updated_at = now() WHERE id = $1', [workId, status]);
+}
+
+/**
+ * Records the result of leased work that has none yet (its bytes are stored apart, by the
+ * caller) and moves it to `status`. False when the work was no longer leased without a result.
+ */
+export async function storeWorkResult(
+  db: Queryable,
+  workId: string,
+  result: {
+    result_hash: string;
+    content_type: string;
+    bytes: number;
+    metering_units: number;
+    usage?: Record<string, unknown>;
+    status: 'delivered' | 'completed';
+  },
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
+      WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
+    [
+      workId,
+      result.result_hash,
+      result.content_type,
+      result.bytes,
+      result.metering_units,
+      result.usage ? JSON.stringify(result.usage) : null,
+      result.status,
+    ],
+  );
+  return rowCount === 1;
+}
+
+/** Records why a node failed gateway work (the 502 message, and whether another node may retry). */
+export async function noteWorkFailure(
+  db: Queryable,
+  workId: string,
+  message: string,
+  retryable: boolean,
+): Promise<void> {
+  await db.query('UPDATE work_items SET error = $2, error_retryable = $3 WHERE id = $1', [workId, message, retryable]);
+}
+
+/**
+ * Cancels open work: the node's next heartbeat (or events call) tells it to stop. `reason`, when
+ * given, becomes the work's error; without it the error stays as it was. False when the work was
+ * no longer open.
+ */
+export async function cancelOpenWork(db: Queryable, workId: string, reason?: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    "UPDATE work_items SET status = 'cancelled', error = COALESCE($2, error), updated_at = now() WHERE id = $1 AND status IN ('leased', 'delivered')",
+    [workId, reason ?? null],
+  );
+  return rowCount === 1;
+}
