@@ -45,6 +45,28 @@ async function verifies(bundle: string, trust: string): Promise<{ code: number; 
  * group-commit writer only every 1.5 s, so the kill lands between answers and their commit: the
  * test checks that some answered requests had no record in the store when it died.
  */
+
+/** A JSON POST to `base`, a signed-up buyer's API key and an operator key of the same organization. */
+async function buyerWithOperatorKey(base: string, email: string, password: string) {
+  const post = async (path: string, body: unknown, credential?: string) =>
+    fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+      },
+      body: JSON.stringify(body),
+    });
+  const { api_key: apiKey, token } = (await (await post('/api/v1/auth/signup', { email, password })).json()) as {
+    api_key: string;
+    token: string;
+  };
+  const { api_key: nodeKey } = (await (
+    await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, token)
+  ).json()) as { api_key: string };
+  return { post, apiKey, nodeKey };
+}
+
 describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the same store', () => {
   let store: TestStore;
   let upstream: OpenAITestServer;
@@ -82,21 +104,7 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
   it('every answered request has one receipt, one charge and a verifiable evidence run; ledgers balance', async () => {
     const first = await serve({ SVC_WRITER_FLUSH_MS: String(SLOW_FLUSH_MS) });
     const base = first.url;
-    const post = async (path: string, body: unknown, credential?: string) =>
-      fetch(`${base}${path}`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(credential ? { authorization: `Bearer ${credential}` } : {}),
-        },
-        body: JSON.stringify(body),
-      });
-    const { api_key: apiKey, token } = (await (
-      await post('/api/v1/auth/signup', { email: 'kill@example.test', password: 'kill nine and restart' })
-    ).json()) as { api_key: string; token: string };
-    const { api_key: nodeKey } = (await (
-      await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, token)
-    ).json()) as { api_key: string };
+    const { post, apiKey, nodeKey } = await buyerWithOperatorKey(base, 'kill@example.test', 'kill nine and restart');
     const node = spawnSvc(
       [
         'node',
@@ -249,21 +257,11 @@ describe('kill -9 of svc node holding unacknowledged receipts under 16 concurren
       };
       let server = await startServer({ SVC_WRITER_FLUSH_MS: String(SLOW_FLUSH_MS) });
       const base = server.url;
-      const post = async (path: string, body: unknown, credential?: string) =>
-        fetch(`${base}${path}`, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            ...(credential ? { authorization: `Bearer ${credential}` } : {}),
-          },
-          body: JSON.stringify(body),
-        });
-      const { api_key: apiKey, token } = (await (
-        await post('/api/v1/auth/signup', { email: 'nodekill@example.test', password: 'kill the node and restart' })
-      ).json()) as { api_key: string; token: string };
-      const { api_key: nodeKey } = (await (
-        await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, token)
-      ).json()) as { api_key: string };
+      const { post, apiKey, nodeKey } = await buyerWithOperatorKey(
+        base,
+        'nodekill@example.test',
+        'kill the node and restart',
+      );
       const startNode = async () => {
         const p = spawnSvc(
           [
