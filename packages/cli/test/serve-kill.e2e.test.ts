@@ -46,6 +46,28 @@ async function verifies(bundle: string, trust: string): Promise<{ code: number; 
  * test checks that some answered requests had no record in the store when it died.
  */
 
+/** `svc node` in Canada with 16 slots, serving tinyllama from `upstreamUrl`, on `dataDir`. */
+function spawnNode(base: string, dataDir: string, upstreamUrl: string, nodeKey: string): SpawnedSvc {
+  return spawnSvc(
+    [
+      'node',
+      '--server',
+      base,
+      '--data-dir',
+      dataDir,
+      '--country',
+      'CA',
+      '--upstream',
+      upstreamUrl,
+      '--model',
+      'tinyllama',
+      '--concurrency',
+      '16',
+    ],
+    { SVC_NODE_API_KEY: nodeKey },
+  );
+}
+
 /** A JSON POST to `base`, a signed-up buyer's API key and an operator key of the same organization. */
 async function buyerWithOperatorKey(base: string, email: string, password: string) {
   const post = async (path: string, body: unknown, credential?: string) =>
@@ -105,24 +127,7 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
     const first = await serve({ SVC_WRITER_FLUSH_MS: String(SLOW_FLUSH_MS) });
     const base = first.url;
     const { post, apiKey, nodeKey } = await buyerWithOperatorKey(base, 'kill@example.test', 'kill nine and restart');
-    const node = spawnSvc(
-      [
-        'node',
-        '--server',
-        base,
-        '--data-dir',
-        join(dir, 'node'),
-        '--country',
-        'CA',
-        '--upstream',
-        upstream.url,
-        '--model',
-        'tinyllama',
-        '--concurrency',
-        '16',
-      ],
-      { SVC_NODE_API_KEY: nodeKey },
-    );
+    const node = spawnNode(base, join(dir, 'node'), upstream.url, nodeKey);
     procs.push(node);
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1], 90_000);
 
@@ -269,24 +274,7 @@ describeOnPglite('kill -9 of svc node holding unacknowledged receipts under 16 c
         'kill the node and restart',
       );
       const startNode = async () => {
-        const p = spawnSvc(
-          [
-            'node',
-            '--server',
-            base,
-            '--data-dir',
-            join(dir, 'node'),
-            '--country',
-            'CA',
-            '--upstream',
-            upstream.url,
-            '--model',
-            'tinyllama',
-            '--concurrency',
-            '16',
-          ],
-          { SVC_NODE_API_KEY: nodeKey },
-        );
+        const p = spawnNode(base, join(dir, 'node'), upstream.url, nodeKey);
         procs.push(p);
         await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(p.stdout())?.[1], 90_000);
         return p;
