@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { createLedger, loadConfig, openDb, type Db } from '@svc/server';
 import { createTestStore, TEST_STORE_KIND, type TestStore } from '@svc/server/testing';
-import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
+import { spawnNode, spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 const onPostgres = TEST_STORE_KIND === 'postgres';
 if (!onPostgres)
@@ -82,24 +82,7 @@ describe.skipIf(!onPostgres)('credit reservations across two svc serve processes
         body: JSON.stringify({ label: 'node', scopes: ['operator'] }),
       })
     ).json()) as { api_key: string };
-    const node = spawnSvc(
-      [
-        'node',
-        '--server',
-        a,
-        '--data-dir',
-        dir,
-        '--country',
-        'CA',
-        '--upstream',
-        upstream.url,
-        '--model',
-        'tinyllama',
-        '--concurrency',
-        '16',
-      ],
-      { SVC_NODE_API_KEY: operator.api_key },
-    );
+    const node = spawnNode(a, dir, upstream.url, operator.api_key);
     procs.push(node);
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1], 90_000);
     const chat = (url: string) =>

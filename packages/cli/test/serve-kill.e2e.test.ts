@@ -7,7 +7,7 @@ import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/te
 import { loadConfig, openDb, type Db } from '@svc/server';
 import { createTestStore, TEST_STORE_KIND, type TestStore } from '@svc/server/testing';
 import { main } from '../src/main.js';
-import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
+import { spawnNode, spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 const LOOPS = 16;
 
@@ -45,28 +45,6 @@ async function verifies(bundle: string, trust: string): Promise<{ code: number; 
  * group-commit writer only every 1.5 s, so the kill lands between answers and their commit: the
  * test checks that some answered requests had no record in the store when it died.
  */
-
-/** `svc node` in Canada with 16 slots, serving tinyllama from `upstreamUrl`, on `dataDir`. */
-function spawnNode(base: string, dataDir: string, upstreamUrl: string, nodeKey: string): SpawnedSvc {
-  return spawnSvc(
-    [
-      'node',
-      '--server',
-      base,
-      '--data-dir',
-      dataDir,
-      '--country',
-      'CA',
-      '--upstream',
-      upstreamUrl,
-      '--model',
-      'tinyllama',
-      '--concurrency',
-      '16',
-    ],
-    { SVC_NODE_API_KEY: nodeKey },
-  );
-}
 
 /** A JSON POST to `base`, a signed-up buyer's API key and an operator key of the same organization. */
 async function buyerWithOperatorKey(base: string, email: string, password: string) {

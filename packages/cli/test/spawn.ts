@@ -65,3 +65,25 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined>
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** `svc node` in Canada with 16 slots, serving tinyllama from `upstreamUrl`, on `dataDir`. */
+export function spawnNode(base: string, dataDir: string, upstreamUrl: string, nodeKey: string): SpawnedSvc {
+  return spawnSvc(
+    [
+      'node',
+      '--server',
+      base,
+      '--data-dir',
+      dataDir,
+      '--country',
+      'CA',
+      '--upstream',
+      upstreamUrl,
+      '--model',
+      'tinyllama',
+      '--concurrency',
+      '16',
+    ],
+    { SVC_NODE_API_KEY: nodeKey },
+  );
+}
