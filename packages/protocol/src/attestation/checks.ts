@@ -53,7 +53,7 @@ export function parseDerCrl(der: Uint8Array): x509.X509Crl {
 
 /**
  * Deliberate caches, keyed by the SHA-256 of the exact bytes: the ASN.1 parser costs milliseconds
- * per certificate and nodes re-attest with the same chains. Bounded; oldest entries go first.
+ * per certificate and nodes re-attest with the same chains. Bounded; the least recently used go first.
  */
 const CACHE_LIMIT = 256;
 const parsedCache = new Map<string, x509.X509Certificate | x509.X509Crl>();
@@ -61,11 +61,32 @@ const signatureCache = new Map<string, boolean>();
 
 function cached<V, T extends V>(cache: Map<string, V>, key: string, make: () => T): T {
   const hit = cache.get(key);
-  if (hit !== undefined) return hit as T;
+  if (hit !== undefined) {
+    // Least recently used goes first: a stream of new chains must not push out the one in use.
+    cache.delete(key);
+    cache.set(key, hit);
+    return hit as T;
+  }
   const value = make();
   if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value as string);
   cache.set(key, value);
   return value;
+}
+
+/**
+ * Whether `verify` accepts `signature` over `data` under the public key whose encoding is `key`,
+ * remembered by the SHA-256 of the three (each length-prefixed): the same bytes always get the
+ * same answer, so a re-attestation or a second report signed by the same key skips the key import
+ * and the ECDSA verification. `verify` runs only on a miss.
+ */
+export function signatureVerifies(key: Uint8Array, data: Uint8Array, signature: Uint8Array, verify: () => boolean) {
+  const hash = createHash('sha256');
+  for (const part of [key, data, signature]) {
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(part.byteLength);
+    hash.update(length).update(part);
+  }
+  return cached(signatureCache, `sig:${hash.digest('hex')}`, verify);
 }
 
 function digest(data: Uint8Array | ArrayBuffer): string {

@@ -19,7 +19,24 @@ export interface PckExtensions {
   cpu_svn: string;
 }
 
+/** What each parsed PCK certificate's extensions decode to (or fail with): @peculiar/x509 builds them anew on each read. */
+const decoded = new WeakMap<x509.X509Certificate, PckExtensions | Error>();
+
 export function pckExtensions(cert: x509.X509Certificate): PckExtensions {
+  let known = decoded.get(cert);
+  if (known === undefined) {
+    try {
+      known = readPckExtensions(cert);
+    } catch (err) {
+      known = err instanceof Error ? err : new Error(String(err));
+    }
+    decoded.set(cert, known);
+  }
+  if (known instanceof Error) throw known;
+  return known;
+}
+
+function readPckExtensions(cert: x509.X509Certificate): PckExtensions {
   const ext = cert.extensions.find((e) => e.type === SGX_EXTENSIONS);
   if (!ext) throw new Error('the PCK certificate has no SGX extensions');
   const raw = new Uint8Array(ext.value);

@@ -7,6 +7,7 @@ import {
   fingerprint,
   parseDerCrl,
   parsePemChain,
+  signatureVerifies,
   signedBy,
   validAt,
   type AttestationCheck,
@@ -84,16 +85,30 @@ function rawP256Key(xy: Buffer): KeyObject {
   });
 }
 
-function spkiKey(cert: x509.X509Certificate): KeyObject {
-  return createPublicKey({ key: Buffer.from(cert.publicKey.rawData), format: 'der', type: 'spki' });
+function spkiKey(spki: Uint8Array): KeyObject {
+  return createPublicKey({ key: Buffer.from(spki), format: 'der', type: 'spki' });
 }
 
-function p256Verifies(key: () => KeyObject, data: Buffer, sig: Buffer): boolean {
+/** ECDSA P-256 (IEEE P1363 signature) under the key `key` makes from `keyBytes`, remembered by the bytes. */
+function p256Verifies(keyBytes: Uint8Array, key: (bytes: Uint8Array) => KeyObject, data: Buffer, sig: Buffer): boolean {
+  return signatureVerifies(keyBytes, data, sig, () => {
+    try {
+      return verifySignature('sha256', data, { key: key(keyBytes), dsaEncoding: 'ieee-p1363' }, sig);
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** ECDSA P-256 under the certificate's key; false when the certificate's key does not even decode. */
+function certVerifies(cert: x509.X509Certificate, data: Buffer, sig: Buffer): boolean {
+  let spki: Uint8Array;
   try {
-    return verifySignature('sha256', data, { key: key(), dsaEncoding: 'ieee-p1363' }, sig);
+    spki = new Uint8Array(cert.publicKey.rawData);
   } catch {
     return false;
   }
+  return p256Verifies(spki, spkiKey, data, sig);
 }
 
 const serial = (s: string) => s.toLowerCase().replace(/^0+/, '');
@@ -246,7 +261,7 @@ export async function verifyTdx(input: TdxInput): Promise<TdxVerification> {
 
   list.add(
     'qe-report-signature',
-    p256Verifies(() => spkiKey(leaf), q.qe_report_raw, q.qe_report_signature),
+    certVerifies(leaf, q.qe_report_raw, q.qe_report_signature),
     'ECDSA P-256 over the QE report by the PCK key',
   );
   const binding = createHash('sha256').update(q.attestation_key).update(q.qe_auth_data).digest('hex');
@@ -260,7 +275,7 @@ export async function verifyTdx(input: TdxInput): Promise<TdxVerification> {
   );
   list.add(
     'quote-signature',
-    p256Verifies(() => rawP256Key(q.attestation_key), q.signed, q.signature),
+    p256Verifies(q.attestation_key, (xy) => rawP256Key(Buffer.from(xy)), q.signed, q.signature),
     `ECDSA P-256 over header and body (${q.signed.length} bytes) by the attestation key`,
   );
   const debug = ((Buffer.from(q.body.td_attributes, 'hex')[0] as number) & 1) === 1;
@@ -297,7 +312,7 @@ export async function verifyTdx(input: TdxInput): Promise<TdxVerification> {
   let identity: QeIdentity | null = null;
   try {
     const s = splitSigned<TcbInfo>(input.collateral.tcbInfo, 'tcbInfo');
-    const sigOk = signer !== null && p256Verifies(() => spkiKey(signer as x509.X509Certificate), s.body, s.signature);
+    const sigOk = signer !== null && certVerifies(signer, s.body, s.signature);
     list.add(
       'tcb-info-signature',
       sigOk,
@@ -316,7 +331,7 @@ export async function verifyTdx(input: TdxInput): Promise<TdxVerification> {
   }
   try {
     const s = splitSigned<QeIdentity>(input.collateral.qeIdentity, 'enclaveIdentity');
-    const sigOk = signer !== null && p256Verifies(() => spkiKey(signer as x509.X509Certificate), s.body, s.signature);
+    const sigOk = signer !== null && certVerifies(signer, s.body, s.signature);
     list.add(
       'qe-identity-signature',
       sigOk,
