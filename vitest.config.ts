@@ -28,6 +28,8 @@ export default defineConfig({
     maxWorkers: Number(process.env.SVC_TEST_WORKERS) || Math.max(2, availableParallelism() - 1),
     // Builds the migrated store every test copies (packages/server/test/store-template.ts), and
     // compiles the `svc` the CLI tests spawn (packages/cli/test/cli-bundle.ts).
+    // Records each file's CPU for scripts/test.mjs (only when it asks, with SVC_TEST_REPORT_DIR).
+    setupFiles: ['scripts/file-cpu-setup.ts'],
     globalSetup: ['packages/server/test/global-setup.ts', 'packages/cli/test/global-setup.ts'],
     reporters: reportDir
       ? [

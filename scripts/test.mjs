@@ -7,7 +7,7 @@
 // SVC_TEST_SERIAL=1 runs the passes one after the other with both outputs live. PostgreSQL comes from DATABASE_URL, or from a throwaway cluster started
 // here when the server binaries are installed (Debian's `postgresql` package). Redis likewise, for
 // the shared rate limits. What cannot run is skipped with a line saying so. Extra arguments go to
-// vitest. At the end: each pass's time and the slowest files.
+// vitest. At the end: each pass's time, the slowest files and the files that cost the most CPU.
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, chmodSync, statfsSync } from 'node:fs';
@@ -19,6 +19,7 @@ const only = process.env.SVC_TEST_STORES?.split(',') ?? ['pglite', 'postgres'];
 const cleanups = [];
 const results = [];
 const fileTimes = [];
+const fileCpu = [];
 
 function log(line) {
   process.stdout.write(`[svc test] ${line}\n`);
@@ -129,8 +130,16 @@ async function runVitest(label, env, { storeOnly, logFile }) {
   } else if (status !== 0) counts.failed = 1;
   const times = join(reportDir, 'files.json');
   const timings = existsSync(times) ? JSON.parse(readFileSync(times, 'utf8')) : [];
+  // scripts/file-cpu-setup.ts: one line per file, its worker's CPU and its ended children's.
+  const cpuLog = join(reportDir, 'cpu.jsonl');
+  const cpu = existsSync(cpuLog)
+    ? readFileSync(cpuLog, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line))
+    : [];
   rmSync(reportDir, { recursive: true, force: true });
-  return { label, status, seconds, ...counts, timings, logFile };
+  return { label, status, seconds, ...counts, timings, cpu, logFile };
 }
 
 try {
@@ -161,6 +170,7 @@ try {
       process.stdout.write(readFileSync(pass.logFile, 'utf8'));
     }
     for (const f of pass.timings) fileTimes.push({ label: pass.label, ...f, ms: f.collectMs + f.runMs });
+    for (const f of pass.cpu) fileCpu.push({ label: pass.label, ...f, ms: f.selfMs + f.childrenMs });
     results.push(pass);
   }
 } finally {
@@ -175,6 +185,16 @@ log('slowest files:');
 for (const f of fileTimes.sort((a, b) => b.ms - a.ms).slice(0, 10)) {
   log(
     `  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${f.file} (${f.label}; imports ${(f.collectMs / 1000).toFixed(1)} s)`,
+  );
+}
+// On 2 CPUs the suite is bound by CPU, not by the slowest file: these are where it goes.
+const cpuTotal = fileCpu.reduce((sum, f) => sum + f.ms, 0);
+log(
+  `CPU of the test files: ${(cpuTotal / 1000).toFixed(0)} s (test processes and the children they started); the most:`,
+);
+for (const f of fileCpu.sort((a, b) => b.ms - a.ms).slice(0, 10)) {
+  log(
+    `  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${f.file} (${f.label}; children ${(f.childrenMs / 1000).toFixed(1)} s)`,
   );
 }
 for (const r of results)
