@@ -238,4 +238,18 @@ describe('credit reservations: the 402 decided in memory, the store never overdr
     expect(a.unused(orgId) + b.unused(orgId) + taken).toBeLessThanOrEqual(100);
     expect(await withinBalance(orgId)).toBeLessThanOrEqual(100);
   });
+
+  it("the server's own reservations ask through its bus, and /metrics counts the requests sent and served", async () => {
+    const { orgId } = await signUp(t.app);
+    const m = createMetrics();
+    const holder = instance('inst_h10', { sliceCents: 500, shared: true, metrics: m });
+    await holder.ready;
+    const kept = await holder.take(orgId, 10); // the whole 100 reserved by another instance
+    const ticket = await t.ctx.reservations.take(orgId, 50);
+    expect(await giveBacks(m)).toEqual({ sent: 0, served: 1 });
+    const res = await t.app.inject({ method: 'GET', url: '/metrics', remoteAddress: '127.0.0.1' });
+    expect(res.body).toMatch(/svc_credit_give_back_requests_total\{role="sent"\} 1\b/);
+    expect(await withinBalance(orgId)).toBe(60);
+    for (const x of [kept, ticket]) x.release();
+  });
 });
