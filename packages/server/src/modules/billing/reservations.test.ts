@@ -252,4 +252,18 @@ describe('credit reservations: the 402 decided in memory, the store never overdr
     expect(await withinBalance(orgId)).toBe(60);
     for (const x of [kept, ticket]) x.release();
   });
+
+  it('holders with nothing to give (all taken by requests in flight) answer at once, and are not asked again right away', async () => {
+    const { orgId } = await signUp(t.app);
+    const { a, b, m } = await sharedPair('11', { askWaitMs: 2_000 });
+    const all = await a.take(orgId, 100);
+    const started = Date.now();
+    for (let i = 0; i < 3; i++)
+      expect(code(await b.take(orgId, 1).catch((e: unknown) => e))).toBe('insufficient_credits');
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(await giveBacks(m.b)).toEqual({ sent: 1, served: 0 });
+    expect(await giveBacks(m.a)).toEqual({ sent: 0, served: 1 });
+    expect(await withinBalance(orgId)).toBe(100);
+    all.release();
+  });
 });

@@ -144,6 +144,16 @@ export function createReservations(options: ReservationOptions): Reservations {
    * killed instance's row lives on until it expires; a slow one answers late and is asked again).
    */
   const silent = new Map<string, number>();
+  /**
+   * Organizations whose last request every holder answered with nothing to give (their credit is
+   * all in requests in flight): not asked again until then, so a client hammering an exhausted
+   * balance costs no message per request. What those requests release returns to the unreserved
+   * balance, which a refill sees without asking.
+   */
+  const fruitless = new Map<string, number>();
+  const prune = (map: Map<string, number>, now: number) => {
+    for (const [key, until] of map) if (until <= now) map.delete(key);
+  };
   let closed = false;
 
   const entryOf = (orgId: string): Entry => {
@@ -256,8 +266,11 @@ export function createReservations(options: ReservationOptions): Reservations {
       clearTimeout(promiseTimer);
       asks.delete(orgId);
     }
-    const until = Date.now() + ttlMs;
-    for (const id of ask.waiting) silent.set(id, until);
+    const now = Date.now();
+    prune(silent, now);
+    prune(fruitless, now);
+    for (const id of ask.waiting) silent.set(id, now + ttlMs);
+    if (ask.gained === 0 && ask.waiting.size === 0) fruitless.set(orgId, now + askWaitMs);
     log?.debug(
       {
         org_id: orgId,
@@ -360,7 +373,7 @@ export function createReservations(options: ReservationOptions): Reservations {
         const short = await refill(orgId, entry, cents);
         if (short !== undefined) {
           // Once per take: other instances may sit on this organization's credit unused.
-          if (!asked && short.holders.length > 0) {
+          if (!asked && short.holders.length > 0 && (fruitless.get(orgId) ?? 0) <= Date.now()) {
             asked = true;
             await askBack(orgId, entry, short.holders, cents - short.available);
             continue;
