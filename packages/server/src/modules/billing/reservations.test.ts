@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestApp, signUp, type TestApp } from '../../../test/harness.js';
 import { eventually } from '../../../test/waits.js';
+import type { Db } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { createMetrics, type Metrics } from '../../platform/metrics.js';
 import { createReservations, type Reservations } from './reservations.js';
@@ -25,10 +26,10 @@ describe('credit reservations: the 402 decided in memory, the store never overdr
 
   function instance(
     instanceId: string,
-    o: { ttlMs?: number; sliceCents?: number; shared?: boolean; askWaitMs?: number; metrics?: Metrics } = {},
+    o: { ttlMs?: number; sliceCents?: number; shared?: boolean; askWaitMs?: number; metrics?: Metrics; db?: Db } = {},
   ): Reservations {
     const r = createReservations({
-      db: t.ctx.db,
+      db: o.db ?? t.ctx.db,
       instanceId,
       ttlMs: o.ttlMs ?? 30_000,
       sliceCents: o.sliceCents ?? 60,
@@ -265,5 +266,41 @@ describe('credit reservations: the 402 decided in memory, the store never overdr
     expect(await giveBacks(m.a)).toEqual({ sent: 0, served: 1 });
     expect(await withinBalance(orgId)).toBe(100);
     all.release();
+  });
+
+  it('a give-back promised in time is waited for past the answer bound (it queues for the account row behind holds)', async () => {
+    const { orgId } = await signUp(t.app);
+    // The holder's transactions wait at a gate, as behind a queue of holds on the account row.
+    let open = true;
+    let openGate = () => undefined as void;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    const slowDb: Db = {
+      ...t.ctx.db,
+      transaction: async (fn) => {
+        if (!open) await gate;
+        return t.ctx.db.transaction(fn);
+      },
+    };
+    const holder = instance('inst_h12', { sliceCents: 500, shared: true, askWaitMs: 20, db: slowDb });
+    const asker = instance('inst_k12', { sliceCents: 500, shared: true, askWaitMs: 20 });
+    await Promise.all([holder.ready, asker.ready]);
+    const kept = await holder.take(orgId, 10);
+    open = false;
+    const heard: string[] = [];
+    const stop = await t.ctx.bus.subscribe('credit', (payload) => heard.push(payload));
+    const started = Date.now();
+    const taking = asker.take(orgId, 50);
+    try {
+      // The holder promised 90 at once; its give-back commits only well after the 20 ms bound.
+      await eventually(() => heard.includes(`giving ${orgId} inst_h12 90`));
+      await eventually(() => Date.now() - started > 100);
+    } finally {
+      openGate();
+    }
+    const ticket = await taking;
+    expect(heard).toContain(`gave ${orgId} inst_h12 90`);
+    expect(await withinBalance(orgId)).toBe(60);
+    await stop();
+    for (const x of [kept, ticket]) x.release();
   });
 });
