@@ -3,6 +3,7 @@ import type { Bus } from '../../platform/bus.js';
 import type { Db } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Metrics } from '../../platform/metrics.js';
+import { createGiveBacks, type Serve } from './give-back.js';
 import { availableCents, insufficientCredits } from './rules.js';
 import type { LedgerReservations } from './service.js';
 import {
@@ -84,28 +85,6 @@ interface Short {
   holders: string[];
 }
 
-/** One request of this instance to the others to give back an organization's unused credit. */
-interface Ask {
-  /** Instances asked that have not answered yet. */
-  waiting: Set<string>;
-  /** Instances that set cents aside for this ask and have not committed the give-back yet. */
-  promised: Set<string>;
-  /** Cents the answers gave back so far, and what the take was missing. */
-  gained: number;
-  missing: number;
-  /** `askWaitMs` passed: instances that did not answer are no longer waited for. */
-  late: boolean;
-  finish(): void;
-  done: Promise<void>;
-}
-
-/**
- * The longest a take waits for give-backs promised in time: each is one transaction, but it queues
- * for the account row behind the organization's holds in flight (about 250 ms measured under 40
- * concurrent submissions on 2 loaded CPUs).
- */
-const PROMISED_WAIT_MS = 5_000;
-
 export interface ReservationOptions {
   db: Db;
   instanceId: string;
@@ -133,27 +112,9 @@ export interface ReservationOptions {
  */
 export function createReservations(options: ReservationOptions): Reservations {
   const { db, instanceId, ttlMs, sliceCents, log, bus, metrics } = options;
-  const askWaitMs = options.askWaitMs ?? 100;
   // Renewals run every third of the lifetime: a row is trusted until two thirds of it are left.
   const margin = Math.ceil(ttlMs / 3);
   const entries = new Map<string, Entry>();
-  /** This instance's give-back requests in flight, one per organization (concurrent takes share it). */
-  const asks = new Map<string, Ask>();
-  /**
-   * Instances that left a request unanswered, not asked again until then or until heard from (a
-   * killed instance's row lives on until it expires; a slow one answers late and is asked again).
-   */
-  const silent = new Map<string, number>();
-  /**
-   * Organizations whose last request every holder answered with nothing to give (their credit is
-   * all in requests in flight): not asked again until then, so a client hammering an exhausted
-   * balance costs no message per request. What those requests release returns to the unreserved
-   * balance, which a refill sees without asking.
-   */
-  const fruitless = new Map<string, number>();
-  const prune = (map: Map<string, number>, now: number) => {
-    for (const [key, until] of map) if (until <= now) map.delete(key);
-  };
   let closed = false;
 
   const entryOf = (orgId: string): Entry => {
@@ -198,14 +159,7 @@ export function createReservations(options: ReservationOptions): Reservations {
           const others = Number(account.reserved_cents ?? 0) - freed - own;
           const holders =
             bus && others > 0 && available + others >= cents ? await otherReservations(q, orgId, instanceId) : [];
-          const now = Date.now();
-          return {
-            amount: own,
-            short: {
-              available,
-              holders: holders.map((h) => h.instanceId).filter((id) => (silent.get(id) ?? 0) <= now),
-            },
-          };
+          return { amount: own, short: { available, holders: holders.map((h) => h.instanceId) } };
         }
         // A slice, or half the free balance while other instances want this organization's credit too.
         const slice = entry.sharedUntil > Date.now() ? Math.min(sliceCents, Math.ceil(free / 2)) : sliceCents;
@@ -235,83 +189,18 @@ export function createReservations(options: ReservationOptions): Reservations {
     });
 
   /**
-   * Asks the other instances holding reservations of the organization to give back their unused
-   * part and waits until each answered and what they promised is given, enough came back, or
-   * `askWaitMs` passed without an answer (what was promised in time is waited for a while longer).
+   * Sets aside the unused part of this instance's reservation for an instance that asked (never
+   * what in-flight holds have taken: no take here counts on it from now), then takes it off the
+   * row under the account lock.
    */
-  const askBack = async (orgId: string, entry: Entry, holders: string[], missing: number): Promise<void> => {
-    const pending = asks.get(orgId);
-    if (pending) return pending.done;
-    if (!bus) return;
-    await listening;
-    entry.sharedUntil = Date.now() + ttlMs;
-    let finish = () => undefined as void;
-    const done = new Promise<void>((resolve) => (finish = resolve));
-    const ask: Ask = { waiting: new Set(holders), promised: new Set(), gained: 0, missing, late: false, finish, done };
-    asks.set(orgId, ask);
-    const started = Date.now();
-    const answerTimer = setTimeout(() => {
-      ask.late = true;
-      settle(ask);
-    }, askWaitMs);
-    const promiseTimer = setTimeout(finish, Math.max(askWaitMs, PROMISED_WAIT_MS));
-    metrics?.creditGiveBacks.inc({ role: 'sent' });
-    try {
-      await bus.publish('credit', `ask ${orgId} ${instanceId}`);
-      await done;
-    } catch (err) {
-      log?.warn({ err, org_id: orgId }, 'credit reservations: could not ask other instances to give back');
-    } finally {
-      clearTimeout(answerTimer);
-      clearTimeout(promiseTimer);
-      asks.delete(orgId);
-    }
-    const now = Date.now();
-    prune(silent, now);
-    prune(fruitless, now);
-    for (const id of ask.waiting) silent.set(id, now + ttlMs);
-    if (ask.gained === 0 && ask.waiting.size === 0) fruitless.set(orgId, now + askWaitMs);
-    log?.debug(
-      {
-        org_id: orgId,
-        asked: holders.length,
-        unanswered: ask.waiting.size,
-        gained_cents: ask.gained,
-        missing_cents: missing,
-        waited_ms: Date.now() - started,
-      },
-      'credit reservations: asked other instances to give back unused credit',
-    );
-  };
-
-  const settle = (ask: Ask) => {
-    if (ask.gained >= ask.missing || (ask.promised.size === 0 && (ask.waiting.size === 0 || ask.late))) ask.finish();
-  };
-
-  /**
-   * Gives back the unused part of this instance's reservation (never what in-flight holds have
-   * taken): set aside at once, so that no take here counts on it, and announced (`giving`), then
-   * taken off the row under the account lock and announced again (`gave`).
-   */
-  const serveAsk = (orgId: string, from: string) => {
+  const serve: Serve = (orgId) => {
     const entry = entries.get(orgId);
-    if (!entry || !bus || closed) return;
+    if (!entry || closed) return undefined;
     entry.sharedUntil = Date.now() + ttlMs;
-    metrics?.creditGiveBacks.inc({ role: 'served' });
     const spare = Math.max(0, entry.amount - entry.taken - entry.giving);
-    const answer = (verb: string, cents: number) =>
-      bus
-        .publish('credit', `${verb} ${orgId} ${instanceId} ${cents}`)
-        .catch((err: unknown) =>
-          log?.warn({ err, org_id: orgId }, 'credit reservations: could not answer a give-back'),
-        );
-    if (spare === 0) {
-      void answer('gave', 0);
-      return;
-    }
+    if (spare === 0) return { promised: 0, given: Promise.resolve(0) };
     entry.giving += spare;
-    void answer('giving', spare);
-    void serial(entry, () =>
+    const given = serial(entry, () =>
       db.transaction(async (q) => {
         await lockAccountForHold(q, orgId, instanceId);
         const cut = await shrinkReservation(q, { orgId, instanceId, cents: spare });
@@ -323,41 +212,16 @@ export function createReservations(options: ReservationOptions): Reservations {
         log?.warn({ err, org_id: orgId }, 'credit reservations: give-back failed');
         return 0;
       })
-      .then((cut) => {
-        entry.giving -= spare;
-        log?.debug({ org_id: orgId, asker: from, cents: cut }, 'credit reservations: gave back unused credit');
-        return answer('gave', cut);
-      });
+      .finally(() => (entry.giving -= spare));
+    return { promised: spare, given };
   };
-
-  const heard = (verb: string, orgId: string, from: string, cents: number) => {
-    const ask = asks.get(orgId);
-    if (!ask) return;
-    ask.waiting.delete(from);
-    if (verb === 'giving') {
-      if (cents > 0) ask.promised.add(from);
-    } else {
-      ask.promised.delete(from);
-      ask.gained += cents;
-    }
-    settle(ask);
-  };
-
-  // `ask <org> <instance>`: give back what you do not use; `giving <org> <instance> <cents>`: set
-  // aside, coming; `gave <org> <instance> <cents>`: given back (0: nothing to give).
-  const subscription = bus?.subscribe('credit', (payload) => {
-    const [verb, orgId, from, cents] = payload.split(' ');
-    if (!orgId || !from || from === instanceId) return;
-    // Heard from: alive, only slow if it missed a wait; it is asked (and waited for) again.
-    silent.delete(from);
-    if (verb === 'ask') serveAsk(orgId, from);
-    else if (verb === 'giving' || verb === 'gave') heard(verb, orgId, from, Math.max(0, Number(cents) || 0));
-  });
-  const listening = (subscription ?? Promise.resolve(undefined)).then(() => undefined);
+  const giveBacks = bus
+    ? createGiveBacks({ bus, instanceId, askWaitMs: options.askWaitMs ?? 100, ttlMs, serve, log, metrics })
+    : undefined;
 
   const reservations: Reservations = {
     instanceId,
-    ready: listening,
+    ready: giveBacks?.ready ?? Promise.resolve(),
 
     drawn(orgId, cents) {
       const entry = entries.get(orgId);
@@ -373,9 +237,12 @@ export function createReservations(options: ReservationOptions): Reservations {
         const short = await refill(orgId, entry, cents);
         if (short !== undefined) {
           // Once per take: other instances may sit on this organization's credit unused.
-          if (!asked && short.holders.length > 0 && (fruitless.get(orgId) ?? 0) <= Date.now()) {
+          const holders = asked || !giveBacks ? [] : giveBacks.askable(orgId, short.holders);
+          if (holders.length > 0 && giveBacks) {
             asked = true;
-            await askBack(orgId, entry, short.holders, cents - short.available);
+            // Asking, this instance wants the organization's credit with others: it refills by halves.
+            entry.sharedUntil = Date.now() + ttlMs;
+            await giveBacks.ask(orgId, holders, cents - short.available);
             continue;
           }
           throw insufficientCredits(Math.max(0, short.available), cents);
@@ -434,9 +301,7 @@ export function createReservations(options: ReservationOptions): Reservations {
     async close() {
       closed = true;
       clearInterval(timer);
-      for (const ask of asks.values()) ask.finish();
-      const unsubscribe = await subscription?.catch(() => undefined);
-      await unsubscribe?.();
+      await giveBacks?.close();
       for (const orgId of await reservationsOf(db, instanceId)) {
         await db.transaction(async (q) => {
           await lockAccountForHold(q, orgId, null);
