@@ -123,19 +123,24 @@ export async function createContext(
     await moveDbBlobsToObjects(db, objects, log);
     const keyCache = await createKeyCache({ db, bus, log });
     const egress = createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve });
+    const metrics = createMetrics();
     const reservations = createReservations({
       db,
       instanceId: newId('inst'),
       ttlMs: config.reservations.ttlMs,
       sliceCents: config.reservations.sliceCents,
+      askWaitMs: config.reservations.askWaitMs,
+      bus,
+      metrics,
       log,
     });
+    await reservations.ready;
     const ctx: ServiceContext = {
       config,
       db,
       log,
       secrets,
-      metrics: createMetrics(),
+      metrics,
       rateLimiter,
       ledger: createLedger(db, reservations),
       bus,

@@ -10,8 +10,11 @@ export interface Bus {
   subscribe(topic: BusTopic, handler: (payload: string) => void): Promise<() => Promise<void>>;
 }
 
-/** `gateway` carries streamed chat events between instances (JSON, under 8000 bytes). */
-export type BusTopic = 'jobs' | 'nodes' | 'work' | 'keys' | 'gateway' | 'uploads';
+/**
+ * `gateway` carries streamed chat events between instances (JSON, under 8000 bytes); `credit`
+ * asks instances to give back an organization's unused credit reservation (billing/reservations.ts).
+ */
+export type BusTopic = 'jobs' | 'nodes' | 'work' | 'keys' | 'gateway' | 'uploads' | 'credit';
 
 /** @example const bus = createDbBus(db); await bus.publish('jobs', jobId); */
 export function createDbBus(db: Db): Bus {

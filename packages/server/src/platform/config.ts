@@ -33,9 +33,11 @@ export interface Config {
   /**
    * Credit reservations (docs/billing.md): how long one lives unless renewed
    * (SVC_RESERVATION_TTL_MS, default 30 s), and the least one refill takes of the available
-   * balance (SVC_RESERVATION_SLICE_CENTS, default 500; a balance below it is reserved whole).
+   * balance (SVC_RESERVATION_SLICE_CENTS, default 500; a balance below it is reserved whole), and
+   * the longest a take waits for other instances to give back unused credit before a 402
+   * (SVC_RESERVATION_ASK_WAIT_MS, default 100; a give-back promised in time is waited for longer).
    */
-  reservations: { ttlMs: number; sliceCents: number };
+  reservations: { ttlMs: number; sliceCents: number; askWaitMs: number };
   /** The group-commit writer (platform/writer.ts): the longest a queued record waits (SVC_WRITER_FLUSH_MS, default 2). */
   writer: { flushMs: number };
   /** Lifetime of presigned file URLs (generated images), in seconds (SVC_FILE_URL_TTL_SECONDS). */
@@ -375,6 +377,9 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
       sliceCents: env.SVC_RESERVATION_SLICE_CENTS
         ? parseIntIn('SVC_RESERVATION_SLICE_CENTS', env.SVC_RESERVATION_SLICE_CENTS, 1, 100_000_000)
         : 500,
+      askWaitMs: env.SVC_RESERVATION_ASK_WAIT_MS
+        ? parseIntIn('SVC_RESERVATION_ASK_WAIT_MS', env.SVC_RESERVATION_ASK_WAIT_MS, 0, 10_000)
+        : 100,
     },
     writer: {
       flushMs: env.SVC_WRITER_FLUSH_MS ? parseIntIn('SVC_WRITER_FLUSH_MS', env.SVC_WRITER_FLUSH_MS, 0, 60_000) : 2,

@@ -5,6 +5,8 @@ export interface Metrics {
   registry: Registry;
   httpRequests: Counter<'method' | 'route' | 'status'>;
   httpDuration: Histogram<'method' | 'route' | 'status'>;
+  /** Credit give-back requests between instances: `sent` by a short take, `served` by a holder. */
+  creditGiveBacks: Counter<'role'>;
 }
 
 export function createMetrics(): Metrics {
@@ -23,6 +25,12 @@ export function createMetrics(): Metrics {
       help: 'HTTP request latency by method, route pattern and status code',
       labelNames: ['method', 'route', 'status'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+    creditGiveBacks: new Counter({
+      name: 'svc_credit_give_back_requests_total',
+      help: "Requests to other instances to give back an organization's unused credit reservation: sent (a take found the balance short) and served (this instance gave back its unused part)",
+      labelNames: ['role'],
       registers: [registry],
     }),
   };

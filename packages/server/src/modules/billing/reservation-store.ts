@@ -54,6 +54,46 @@ export async function returnReservation(db: Queryable, orgId: string, instanceId
 }
 
 /**
+ * Takes at most `cents` off the instance's reservation of the organization and gives them back to
+ * the available balance (a give-back asked by another instance); deletes the row once it is empty.
+ * Returns the cents given back.
+ */
+export async function shrinkReservation(
+  db: Queryable,
+  r: { orgId: string; instanceId: string; cents: number },
+): Promise<number> {
+  const { rows } = await db.query<{ returned: number }>(
+    `WITH c AS (SELECT LEAST(amount_cents, $3) AS cut FROM credit_reservations WHERE org_id = $1 AND instance_id = $2),
+          r AS (UPDATE credit_reservations SET amount_cents = amount_cents - c.cut, updated_at = now()
+                  FROM c WHERE org_id = $1 AND instance_id = $2),
+          u AS (UPDATE credit_accounts SET reserved_cents = reserved_cents - c.cut, updated_at = now()
+                  FROM c WHERE org_id = $1 AND c.cut > 0)
+     SELECT cut AS returned FROM c`,
+    [r.orgId, r.instanceId, r.cents],
+  );
+  const returned = Number(rows[0]?.returned ?? 0);
+  // An emptied row would still name this instance as a holder to be asked: it goes.
+  await db.query('DELETE FROM credit_reservations WHERE org_id = $1 AND instance_id = $2 AND amount_cents = 0', [
+    r.orgId,
+    r.instanceId,
+  ]);
+  return returned;
+}
+
+/** Other instances' live reservations of the organization (who may be asked to give back), by instance. */
+export async function otherReservations(
+  db: Queryable,
+  orgId: string,
+  instanceId: string,
+): Promise<{ instanceId: string; cents: number }[]> {
+  const { rows } = await db.query<{ instance_id: string; amount_cents: number }>(
+    'SELECT instance_id, amount_cents FROM credit_reservations WHERE org_id = $1 AND instance_id <> $2 AND expires_at > now()',
+    [orgId, instanceId],
+  );
+  return rows.map((row) => ({ instanceId: row.instance_id, cents: Number(row.amount_cents) }));
+}
+
+/**
  * Extends the instance's live reservations of `orgIds` by `ttlMs` from now (no account lock: only
  * the expiry changes). Returns the amount of each one still there; an organization missing from
  * the answer lost its reservation (it expired and was reclaimed).

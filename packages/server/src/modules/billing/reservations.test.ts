@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestApp, signUp, type TestApp } from '../../../test/harness.js';
 import { eventually } from '../../../test/waits.js';
+import type { Db } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
+import { createMetrics, type Metrics } from '../../platform/metrics.js';
 import { createReservations, type Reservations } from './reservations.js';
 import { sumReservations } from './reservation-store.js';
 import { createLedger, reconcileAccount } from './service.js';
@@ -22,16 +24,46 @@ describe('credit reservations: the 402 decided in memory, the store never overdr
     await t.close();
   });
 
-  function instance(instanceId: string, o: { ttlMs?: number; sliceCents?: number } = {}): Reservations {
+  function instance(
+    instanceId: string,
+    o: { ttlMs?: number; sliceCents?: number; shared?: boolean; askWaitMs?: number; metrics?: Metrics; db?: Db } = {},
+  ): Reservations {
     const r = createReservations({
-      db: t.ctx.db,
+      db: o.db ?? t.ctx.db,
       instanceId,
       ttlMs: o.ttlMs ?? 30_000,
       sliceCents: o.sliceCents ?? 60,
       renewEveryMs: 0,
+      // Instances sharing the store hear each other's give-back requests on its bus.
+      ...(o.shared ? { bus: t.ctx.bus, askWaitMs: o.askWaitMs ?? 5_000, metrics: o.metrics } : {}),
     });
     open.push(r);
     return r;
+  }
+
+  /** Two instances on one store and bus (the org's balance, 100 cents, below one slice of 500). */
+  async function sharedPair(tag: string, o: { askWaitMs?: number } = {}) {
+    const m = { a: createMetrics(), b: createMetrics() };
+    const a = instance(`inst_a${tag}`, { sliceCents: 500, shared: true, metrics: m.a, ...o });
+    const b = instance(`inst_b${tag}`, { sliceCents: 500, shared: true, metrics: m.b, ...o });
+    await Promise.all([a.ready, b.ready]);
+    return { a, b, m };
+  }
+
+  async function giveBacks(m: Metrics) {
+    const { values } = await m.creditGiveBacks.get();
+    const of = (role: string) => values.find((v) => v.labels.role === role)?.value ?? 0;
+    return { sent: of('sent'), served: of('served') };
+  }
+
+  /** The sum of reservations is the account's figure and, with the holds, within the balance. */
+  async function withinBalance(orgId: string) {
+    const account = await readAccount(t.ctx.db, orgId);
+    const rows = await sumReservations(t.ctx.db, orgId);
+    expect(rows).toBe(account?.reserved_cents);
+    expect((account?.held_cents ?? 0) + rows).toBeLessThanOrEqual(account?.balance_cents ?? 0);
+    expect((await reconcileAccount(t.ctx.db, orgId)).consistent).toBe(true);
+    return rows;
   }
 
   async function reserved(orgId: string) {
@@ -126,5 +158,149 @@ describe('credit reservations: the 402 decided in memory, the store never overdr
     await a.renew(); // idle: returned
     expect(await reserved(orgId)).toEqual({ account: 0, rows: 0 });
     expect(a.unused(orgId)).toBe(0);
+  });
+
+  it('a balance below one slice reserved whole by one instance: another asks it to give back its unused part, and takes it at once', async () => {
+    const { orgId } = await signUp(t.app);
+    const { a, b, m } = await sharedPair('6');
+    const kept = await a.take(orgId, 10); // a reserves all 100 (below a slice) and keeps 10 taken
+    expect(await reserved(orgId)).toEqual({ account: 100, rows: 100 });
+    // No renewal runs (renewEveryMs 0) and the wait bound is 5 s: the answer ends the wait.
+    const started = Date.now();
+    const ticket = await b.take(orgId, 50);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(await giveBacks(m.b)).toEqual({ sent: 1, served: 0 });
+    expect(await giveBacks(m.a)).toEqual({ sent: 0, served: 1 });
+    // a gave back 90 (never the 10 taken); b reserved what it needed, half the 90 being less.
+    expect(a.unused(orgId)).toBe(0);
+    expect(b.unused(orgId)).toBe(0);
+    const { rows } = await t.ctx.db.query<{ instance_id: string; amount_cents: number }>(
+      'SELECT instance_id, amount_cents FROM credit_reservations WHERE org_id = $1 ORDER BY instance_id',
+      [orgId],
+    );
+    expect(rows.map((r) => [r.instance_id, Number(r.amount_cents)])).toEqual([
+      ['inst_a6', 10],
+      ['inst_b6', 50],
+    ]);
+    expect(await withinBalance(orgId)).toBe(60);
+    // a takes the free 40 itself; then nothing is unused anywhere: b's answer (0) ends a's ask at once.
+    const more = await a.take(orgId, 40);
+    const refused = await a.take(orgId, 1).catch((e: unknown) => e);
+    expect(code(refused)).toBe('insufficient_credits');
+    expect((refused as Error).message).toContain('0 cents available, 1 cents needed');
+    expect(await giveBacks(m.a)).toEqual({ sent: 1, served: 1 });
+    expect(await withinBalance(orgId)).toBe(100);
+    for (const x of [kept, ticket, more]) x.release();
+  });
+
+  it('a take short with no other holder is refused without asking; a holder that never answers is waited for once', async () => {
+    const { orgId } = await signUp(t.app);
+    const { b, m } = await sharedPair('7', { askWaitMs: 150 });
+    expect(code(await b.take(orgId, 101).catch((e: unknown) => e))).toBe('insufficient_credits');
+    expect(await giveBacks(m.b)).toEqual({ sent: 0, served: 0 });
+    // An instance off the bus (killed: its row lives until it expires) reserves the whole balance.
+    const deaf = instance('inst_d7', { sliceCents: 500 });
+    await deaf.take(orgId, 1);
+    const started = Date.now();
+    expect(code(await b.take(orgId, 50).catch((e: unknown) => e))).toBe('insufficient_credits');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(140);
+    expect(code(await b.take(orgId, 50).catch((e: unknown) => e))).toBe('insufficient_credits');
+    expect(await giveBacks(m.b)).toEqual({ sent: 1, served: 0 });
+    expect(await withinBalance(orgId)).toBe(100);
+  });
+
+  it('two instances taking turns on a small balance settle on halves instead of asking on every take', async () => {
+    const { orgId } = await signUp(t.app);
+    const { a, b, m } = await sharedPair('8');
+    const tickets = [];
+    for (let i = 0; i < 40; i++) tickets.push(await (i % 2 === 0 ? a : b).take(orgId, 2));
+    const asked = (await giveBacks(m.a)).sent + (await giveBacks(m.b)).sent;
+    expect(asked).toBeGreaterThanOrEqual(1);
+    expect(asked).toBeLessThanOrEqual(4);
+    expect(await withinBalance(orgId)).toBeLessThanOrEqual(100);
+    for (const x of tickets) x.release();
+  });
+
+  it('concurrent takes of two instances asking each other never overdraw', async () => {
+    const { orgId } = await signUp(t.app);
+    const { a, b } = await sharedPair('9', { askWaitMs: 500 });
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        (i % 2 === 0 ? a : b).take(orgId, 7).then(
+          (ticket) => ticket.cents,
+          () => 0,
+        ),
+      ),
+    );
+    const taken = results.reduce((x, y) => x + y, 0);
+    // 14 takes of 7 fit in 100; never more, whoever asked whom.
+    expect(taken).toBeLessThanOrEqual(98);
+    expect(taken).toBeGreaterThan(0);
+    expect(a.unused(orgId) + b.unused(orgId) + taken).toBeLessThanOrEqual(100);
+    expect(await withinBalance(orgId)).toBeLessThanOrEqual(100);
+  });
+
+  it("the server's own reservations ask through its bus, and /metrics counts the requests sent and served", async () => {
+    const { orgId } = await signUp(t.app);
+    const m = createMetrics();
+    const holder = instance('inst_h10', { sliceCents: 500, shared: true, metrics: m });
+    await holder.ready;
+    const kept = await holder.take(orgId, 10); // the whole 100 reserved by another instance
+    const ticket = await t.ctx.reservations.take(orgId, 50);
+    expect(await giveBacks(m)).toEqual({ sent: 0, served: 1 });
+    const res = await t.app.inject({ method: 'GET', url: '/metrics', remoteAddress: '127.0.0.1' });
+    expect(res.body).toMatch(/svc_credit_give_back_requests_total\{role="sent"\} 1\b/);
+    expect(await withinBalance(orgId)).toBe(60);
+    for (const x of [kept, ticket]) x.release();
+  });
+
+  it('holders with nothing to give (all taken by requests in flight) answer at once, and are not asked again right away', async () => {
+    const { orgId } = await signUp(t.app);
+    const { a, b, m } = await sharedPair('11', { askWaitMs: 2_000 });
+    const all = await a.take(orgId, 100);
+    const started = Date.now();
+    for (let i = 0; i < 3; i++)
+      expect(code(await b.take(orgId, 1).catch((e: unknown) => e))).toBe('insufficient_credits');
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(await giveBacks(m.b)).toEqual({ sent: 1, served: 0 });
+    expect(await giveBacks(m.a)).toEqual({ sent: 0, served: 1 });
+    expect(await withinBalance(orgId)).toBe(100);
+    all.release();
+  });
+
+  it('a give-back promised in time is waited for past the answer bound (it queues for the account row behind holds)', async () => {
+    const { orgId } = await signUp(t.app);
+    // The holder's transactions wait at a gate, as behind a queue of holds on the account row.
+    let open = true;
+    let openGate = () => undefined as void;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    const slowDb: Db = {
+      ...t.ctx.db,
+      transaction: async (fn) => {
+        if (!open) await gate;
+        return t.ctx.db.transaction(fn);
+      },
+    };
+    const holder = instance('inst_h12', { sliceCents: 500, shared: true, askWaitMs: 20, db: slowDb });
+    const asker = instance('inst_k12', { sliceCents: 500, shared: true, askWaitMs: 20 });
+    await Promise.all([holder.ready, asker.ready]);
+    const kept = await holder.take(orgId, 10);
+    open = false;
+    const heard: string[] = [];
+    const stop = await t.ctx.bus.subscribe('credit', (payload) => heard.push(payload));
+    const started = Date.now();
+    const taking = asker.take(orgId, 50);
+    try {
+      // The holder promised 90 at once; its give-back commits only well after the 20 ms bound.
+      await eventually(() => heard.includes(`giving ${orgId} inst_h12 90`));
+      await eventually(() => Date.now() - started > 100);
+    } finally {
+      openGate();
+    }
+    const ticket = await taking;
+    expect(heard).toContain(`gave ${orgId} inst_h12 90`);
+    expect(await withinBalance(orgId)).toBe(60);
+    await stop();
+    for (const x of [kept, ticket]) x.release();
   });
 });

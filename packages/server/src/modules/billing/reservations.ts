@@ -1,15 +1,20 @@
 import type { Logger } from 'pino';
+import type { Bus } from '../../platform/bus.js';
 import type { Db } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
+import type { Metrics } from '../../platform/metrics.js';
+import { createGiveBacks, type Serve } from './give-back.js';
 import { availableCents, insufficientCredits } from './rules.js';
 import type { LedgerReservations } from './service.js';
 import {
   growReservation,
   orgsWithExpiredReservations,
+  otherReservations,
   reclaimExpired,
   renewReservations,
   reservationsOf,
   returnReservation,
+  shrinkReservation,
 } from './reservation-store.js';
 import { lockAccountForHold } from './store.js';
 
@@ -24,6 +29,12 @@ import { lockAccountForHold } from './store.js';
  * last word: a hold finding the reservation smaller than this process believed (a job drew on it,
  * it expired) falls back to the unreserved balance and refuses with 402 if that is short, so the
  * balance never goes below zero whatever this memory says.
+ *
+ * Before a 402, a take whose organization's credit sits in other instances' reservations asks
+ * them (bus topic `credit`) to give back their unused part, waits a bounded time for the answers
+ * and refills once more; an instance that gave back, or asked, refills that organization by half
+ * the free balance at most for a while, so two instances sharing a small balance do not take it
+ * from each other on every request.
  */
 export interface Reservations extends LedgerReservations {
   /**
@@ -38,6 +49,8 @@ export interface Reservations extends LedgerReservations {
   renew(): Promise<void>;
   /** Stops renewing and returns every reservation of this instance to the balance. */
   close(): Promise<void>;
+  /** Resolves once this instance hears other instances' give-back requests (at once without a bus). */
+  readonly ready: Promise<void>;
 }
 
 /** Cents taken for one hold in the making. */
@@ -58,6 +71,18 @@ interface Entry {
   busy: boolean;
   /** Refills and returns of this organization run one at a time. */
   chain: Promise<unknown>;
+  /** Local clock: until then other instances want this organization's credit too (refill by halves). */
+  sharedUntil: number;
+  /** Cents promised to other instances and not yet taken off the row: no take here counts on them. */
+  giving: number;
+}
+
+/** What a refill found when the organization's credit could not cover the take. */
+interface Short {
+  /** Cents this instance could take: its unused reservation plus the unreserved balance. */
+  available: number;
+  /** Other live instances holding reservations of the organization: those worth asking to give back. */
+  holders: string[];
 }
 
 export interface ReservationOptions {
@@ -68,6 +93,14 @@ export interface ReservationOptions {
   log?: Logger;
   /** How often `renew` runs by itself; 0 for never (tests call it). Default a third of `ttlMs`. */
   renewEveryMs?: number;
+  /**
+   * Instances sharing the store ask each other through it to give back unused credit before a 402.
+   * Without one (a lone instance, some tests) a short take is refused at once.
+   */
+  bus?: Bus;
+  /** The longest a take waits for other instances to answer a give-back request before it answers 402 (default 100 ms). */
+  askWaitMs?: number;
+  metrics?: Pick<Metrics, 'creditGiveBacks'>;
 }
 
 /**
@@ -78,7 +111,7 @@ export interface ReservationOptions {
  * try { await ledger.hold(orgId, 12, requestId); } finally { ticket.release(); }
  */
 export function createReservations(options: ReservationOptions): Reservations {
-  const { db, instanceId, ttlMs, sliceCents, log } = options;
+  const { db, instanceId, ttlMs, sliceCents, log, bus, metrics } = options;
   // Renewals run every third of the lifetime: a row is trusted until two thirds of it are left.
   const margin = Math.ceil(ttlMs / 3);
   const entries = new Map<string, Entry>();
@@ -87,36 +120,53 @@ export function createReservations(options: ReservationOptions): Reservations {
   const entryOf = (orgId: string): Entry => {
     let entry = entries.get(orgId);
     if (!entry) {
-      entry = { amount: 0, taken: 0, validUntil: 0, busy: false, chain: Promise.resolve() };
+      entry = {
+        amount: 0,
+        taken: 0,
+        validUntil: 0,
+        busy: false,
+        chain: Promise.resolve(),
+        sharedUntil: 0,
+        giving: 0,
+      };
       entries.set(orgId, entry);
     }
     return entry;
   };
   const unusedOf = (entry: Entry | undefined) =>
-    entry && entry.validUntil > Date.now() ? Math.max(0, entry.amount - entry.taken) : 0;
+    entry && entry.validUntil > Date.now() ? Math.max(0, entry.amount - entry.taken - entry.giving) : 0;
   const serial = <T>(entry: Entry, fn: () => Promise<T>): Promise<T> => {
     const run = entry.chain.then(fn, fn);
     entry.chain = run.catch(() => undefined);
     return run;
   };
 
-  /** Grows the reservation so that `cents` more can be taken; the cents then available (unused + unreserved) when it cannot. */
-  const refill = (orgId: string, entry: Entry, cents: number): Promise<number | undefined> =>
+  /** Grows the reservation so that `cents` more can be taken; what it found when it cannot. */
+  const refill = (orgId: string, entry: Entry, cents: number): Promise<Short | undefined> =>
     serial(entry, async () => {
       const need = cents - unusedOf(entry);
       if (need <= 0) return undefined;
       const before = Date.now();
-      const result = await db.transaction(async (q) => {
+      const result = await db.transaction(async (q): Promise<{ amount: number; short: Short | undefined }> => {
         const account = await lockAccountForHold(q, orgId, instanceId);
         if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
         const freed = await reclaimExpired(q, orgId);
         const own = Number(account.own_reserved_cents);
         const free = availableCents(account) + freed;
-        if (free < need) return { amount: own, short: own - entry.taken + free };
+        if (free < need) {
+          const available = own - entry.taken - entry.giving + free;
+          // Asking is worth it only when the others' reservations could make up the difference.
+          const others = Number(account.reserved_cents ?? 0) - freed - own;
+          const holders =
+            bus && others > 0 && available + others >= cents ? await otherReservations(q, orgId, instanceId) : [];
+          return { amount: own, short: { available, holders: holders.map((h) => h.instanceId) } };
+        }
+        // A slice, or half the free balance while other instances want this organization's credit too.
+        const slice = entry.sharedUntil > Date.now() ? Math.min(sliceCents, Math.ceil(free / 2)) : sliceCents;
         const amount = await growReservation(q, {
           orgId,
           instanceId,
-          cents: Math.min(free, Math.max(need, sliceCents)),
+          cents: Math.min(free, Math.max(need, slice)),
           ttlMs,
         });
         return { amount, short: undefined };
@@ -138,8 +188,40 @@ export function createReservations(options: ReservationOptions): Reservations {
       if (entry.taken === 0 && !entry.busy) entries.delete(orgId);
     });
 
+  /**
+   * Sets aside the unused part of this instance's reservation for an instance that asked (never
+   * what in-flight holds have taken: no take here counts on it from now), then takes it off the
+   * row under the account lock.
+   */
+  const serve: Serve = (orgId) => {
+    const entry = entries.get(orgId);
+    if (!entry || closed) return undefined;
+    entry.sharedUntil = Date.now() + ttlMs;
+    const spare = Math.max(0, entry.amount - entry.taken - entry.giving);
+    if (spare === 0) return { promised: 0, given: Promise.resolve(0) };
+    entry.giving += spare;
+    const given = serial(entry, () =>
+      db.transaction(async (q) => {
+        await lockAccountForHold(q, orgId, instanceId);
+        const cut = await shrinkReservation(q, { orgId, instanceId, cents: spare });
+        entry.amount = Math.max(0, entry.amount - cut);
+        return cut;
+      }),
+    )
+      .catch((err: unknown) => {
+        log?.warn({ err, org_id: orgId }, 'credit reservations: give-back failed');
+        return 0;
+      })
+      .finally(() => (entry.giving -= spare));
+    return { promised: spare, given };
+  };
+  const giveBacks = bus
+    ? createGiveBacks({ bus, instanceId, askWaitMs: options.askWaitMs ?? 100, ttlMs, serve, log, metrics })
+    : undefined;
+
   const reservations: Reservations = {
     instanceId,
+    ready: giveBacks?.ready ?? Promise.resolve(),
 
     drawn(orgId, cents) {
       const entry = entries.get(orgId);
@@ -150,9 +232,21 @@ export function createReservations(options: ReservationOptions): Reservations {
       if (closed) throw new ApiError('no_capacity', 'the server is shutting down; retry on another instance');
       const entry = entryOf(orgId);
       entry.busy = true;
+      let asked = false;
       for (let attempt = 0; unusedOf(entry) < cents; attempt++) {
         const short = await refill(orgId, entry, cents);
-        if (short !== undefined) throw insufficientCredits(Math.max(0, short), cents);
+        if (short !== undefined) {
+          // Once per take: other instances may sit on this organization's credit unused.
+          const holders = asked || !giveBacks ? [] : giveBacks.askable(orgId, short.holders);
+          if (holders.length > 0 && giveBacks) {
+            asked = true;
+            // Asking, this instance wants the organization's credit with others: it refills by halves.
+            entry.sharedUntil = Date.now() + ttlMs;
+            await giveBacks.ask(orgId, holders, cents - short.available);
+            continue;
+          }
+          throw insufficientCredits(Math.max(0, short.available), cents);
+        }
         if (attempt >= 3) throw insufficientCredits(unusedOf(entry), cents);
       }
       entry.taken += cents;
@@ -207,6 +301,7 @@ export function createReservations(options: ReservationOptions): Reservations {
     async close() {
       closed = true;
       clearInterval(timer);
+      await giveBacks?.close();
       for (const orgId of await reservationsOf(db, instanceId)) {
         await db.transaction(async (q) => {
           await lockAccountForHold(q, orgId, null);
