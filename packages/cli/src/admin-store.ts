@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, type Config } from '@svc/server';
+import { ConfigError, loadConfig, type Config } from '@svc/server/admin';
 import { UsageError } from './args.js';
 
 const PGLITE_LOCK = 'postmaster.pid';

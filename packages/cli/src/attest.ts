@@ -9,23 +9,7 @@ import {
   type TdxCollateral,
 } from '@svc/protocol/attestation';
 import { parseArgs, UsageError } from './args.js';
-
-export const ATTEST_USAGE = `svc attest verify --sev-snp REPORT --vcek CERT [--chain PEM] [--at DATE] [--json]
-svc attest verify --tdx QUOTE --collateral DIR [--at DATE] [--require-tcb STATUS[,STATUS]] [--json]
-
-Verifies confidential-computing evidence offline against the vendors' pinned roots (AMD ARK
-Milan/Genoa, Intel SGX Root CA). Prints one line per check; exit 0 only if every check passes,
-1 if one fails, 2 on bad usage or an unreadable file. --at judges every date (certificates, CRLs,
-collateral) at DATE instead of now.
-  --sev-snp REPORT   a 1184-byte SNP attestation report; --vcek its chip's VCEK (DER or PEM);
-                     --chain the ASK and ARK (PEM), by default AMD's embedded chain
-  --tdx QUOTE        a TDX quote (v4 or v5) with its PCK chain inside; --collateral DIR holds
-                     tcb_info.json, qe_identity.json (the PCS response bodies), tcb_signing_chain.pem
-                     (the TCB-Info-Issuer-Chain header), pck_crl.der and root_crl.der
-                     (PCS/go-tdx-guest names also accepted: sample_tcbInfo_response,
-                     sample_qeIdentity_response, pckcrl, rootcrl.der)
-  --require-tcb      TDX statuses to accept (UpToDate, SWHardeningNeeded, ConfigurationNeeded,
-                     OutOfDate, ...); the status is always printed, it fails only when excluded`;
+import { ATTEST_USAGE } from './usage.js';
 
 async function readBytes(path: string, what: string): Promise<Buffer> {
   try {

@@ -1,13 +1,8 @@
-import { ApiError, createLedger, openDb } from '@svc/server';
+import { ApiError, createLedger, openDb } from '@svc/server/admin';
 import { centsToCad } from '@svc/protocol';
 import { adminStoreConfig } from './admin-store.js';
 import { parseArgs, UsageError } from './args.js';
-
-export const CREDITS_USAGE = `svc credits add --org ORG_ID --cents N [--description TEXT] [--data-dir DIR]
-
-Adds N cents (a positive integer) to an organization's credit balance, as a \`topup\` row on its
-ledger, and prints the new balance. Uses DATABASE_URL when set (works while the server runs);
-otherwise the embedded store in DATA_DIR, which only one process may open: stop \`svc serve\` first.`;
+import { CREDITS_USAGE } from './usage.js';
 
 /** Exit codes: 0 done, 1 refused (unknown organization, store busy), 2 bad usage or configuration. */
 export async function credits(argv: string[]): Promise<number> {

@@ -1,14 +1,7 @@
-import { createDbBus, openDb, rotatePlatformKey } from '@svc/server';
+import { createDbBus, openDb, rotatePlatformKey } from '@svc/server/admin';
 import { adminStoreConfig } from './admin-store.js';
 import { parseArgs, UsageError } from './args.js';
-
-export const KEYS_USAGE = `svc keys rotate [--data-dir DIR]
-
-Retires the platform signing key (it stays published at GET /api/v1/keys/platform with its
-valid_until, so every run and webhook it signed stays verifiable) and makes a new one active.
-Servers on the same PostgreSQL (DATABASE_URL) switch to the new key at once; the embedded store
-can be opened by one process only: stop \`svc serve\` first. When SVC_SIGNING_KEY is set, rotate
-by changing it instead.`;
+import { KEYS_USAGE } from './usage.js';
 
 /** Exit codes: 0 rotated, 1 refused (store busy or missing), 2 bad usage or configuration. */
 export async function keys(argv: string[]): Promise<number> {

@@ -13,26 +13,6 @@ import {
 import { findModel, MODELS } from '@svc/protocol';
 import { parseArgs, UsageError, type ParsedArgs } from './args.js';
 
-export const NODE_USAGE = `svc node --server URL --api-key KEY [--data-dir DIR] [--country CC] [--region R]
-         [--upstream BASE_URL [--upstream-key KEY] --model CATALOG_ID[=ENGINE_MODEL]...]
-         [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--name NAME]
-         [--tee-vcek FILE] [--tee-collateral DIR] [--capsule PROGRAM [--capsule-arg ARG]...]
-         [--runner 8=CMD] [--runner 10=CMD]
-
-Runs a provider node: registers with the control plane, polls for work, runs it on the given
-engines and uploads each result with its signed receipt. The node key and outbox live in
-DATA_DIR (default ./.svc-node). Stops cleanly on SIGTERM or SIGINT (running work gets 30 s).
-Environment: SVC_NODE_API_KEY (instead of --api-key), SVC_UPSTREAM_API_KEY (instead of
---upstream-key), so that keys stay out of the process list. See docs/node-operator.md.
-In a confidential VM (configfs-tsm present) the node attests after registering and every 12 h:
---tee-vcek gives the SEV-SNP VCEK when the host supplies none, --tee-collateral Intel's TDX
-collateral (docs/attestation.md). --capsule runs repository work
-orders (kind 9) with PROGRAM; variables named SVC_CAPSULE_<NAME> reach it as <NAME> (for the
-reference capsule: SVC_CAPSULE_OPENAI_BASE_URL, SVC_CAPSULE_OPENAI_API_KEY). See
-docs/node-operator.md and docs/work-orders.md. --runner 8=CMD and --runner 10=CMD process
-capture sets (kind 8 scene_reconstruction, kind 10 data_processing): CMD is a program and its
-arguments split on spaces (no shell), run as CMD INPUT_DIR OUTPUT_DIR (docs/capture-sets.md).`;
-
 /** The validated configuration of `svc node`. */
 export interface NodeConfig {
   server: string;

@@ -9,22 +9,10 @@ import {
   payoutRecord,
   runPayouts,
   type PaymentDeps,
-} from '@svc/server';
+} from '@svc/server/admin';
 import { adminStoreConfig } from './admin-store.js';
 import { parseArgs, UsageError } from './args.js';
-
-export const PAYOUTS_USAGE = `svc payouts run [--data-dir DIR]
-svc payouts mark-paid PAYOUT_ID [--ref TEXT] [--data-dir DIR]
-
-run        pays every onboarded organization its payable earnings through the configured payment
-           provider (SVC_STRIPE_SECRET_KEY for Stripe, else the local provider), when they reach
-           SVC_PAYOUT_MINIMUM_CENTS, and first re-sends payouts a crash left unsent. \`svc serve\`
-           runs the same every SVC_PAYOUT_INTERVAL. Safe to repeat: a payout is never paid twice.
-mark-paid  records that a pending payout of the local provider was paid by hand (--ref: your bank
-           transfer's reference). Prints the payout.
-
-Uses DATABASE_URL when set (works while the server runs); otherwise the embedded store in DATA_DIR,
-which only one process may open: stop \`svc serve\` first.`;
+import { PAYOUTS_USAGE } from './usage.js';
 
 /** Exit codes: 0 done, 1 refused (store busy, payout not pending), 2 bad usage or configuration. */
 export async function payouts(argv: string[]): Promise<number> {

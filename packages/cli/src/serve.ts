@@ -2,13 +2,6 @@ import { ConfigError, loadConfig, startServer } from '@svc/server';
 import { parseArgs } from './args.js';
 import { logFormat, logStream, startupLines } from './serve-output.js';
 
-export const SERVE_USAGE = `svc serve [--port N] [--host H] [--data-dir DIR] [--public-url URL] [--log-level L] [--allow-private-egress]
-
-Runs the control plane and gateway. Without DATABASE_URL the store is embedded (PGlite in DATA_DIR/pgdata).
-Environment: SVC_PORT, SVC_HOST, SVC_DATA_DIR, DATABASE_URL, SVC_REDIS_URL, SVC_PUBLIC_URL, SVC_LOG_LEVEL,
-SVC_METRICS_TOKEN, SVC_SIGNING_KEY, SVC_KEY_PEPPER, SVC_ALLOW_PRIVATE_EGRESS, SVC_BODY_LIMIT_BYTES,
-SVC_SHUTDOWN_GRACE_MS. Flags win over the environment.`;
-
 /** `svc serve`: starts the server and stops it gracefully on SIGTERM or SIGINT. */
 export async function serve(argv: string[]): Promise<number> {
   const args = parseArgs(argv, {

@@ -2,19 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { ed25519PublicKeyHexProblem, isLowerHex } from '@svc/protocol';
 import { parseStrictJson, STRICT_JSON_DEFAULT_MAX_BYTES, verifyBundle, type TrustedKey } from '@svc/protocol/verify';
 import { parseArgs, UsageError } from './args.js';
-
-export const VERIFY_USAGE = `svc verify BUNDLE.json [--public-key HEX ...] [--trust-file KEYS.json] [--json] [--max-bytes N]
-
-Verifies an evidence bundle (svc.evidence_bundle.v1) offline: strict parsing, the bundle hash,
-every event hash (edges included), the Merkle root, the platform's certificate and its signer,
-every receipt's SVC1 signature, and that each receipt is bound to the graph. Prints one line per
-check; --json prints {ok, checks} instead. Exit 0 only if every check passes, 1 if one fails,
-2 on bad usage or an unreadable file. '-' reads the bundle from standard input.
-
-Pin the platform keys you trust, or the bundle's own key list is trusted (and the output says so):
-  --public-key HEX     a 64-hex-character Ed25519 key (repeatable)
-  --trust-file FILE    the JSON of GET /api/v1/keys/platform ({"keys": [...]}) or an array of
-                       keys; validity windows (valid_from, valid_until) are enforced`;
+import { VERIFY_USAGE } from './usage.js';
 
 function trustedKeysFrom(text: string, file: string): TrustedKey[] {
   let parsed: unknown;

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type Plugin } from 'esbuild';
@@ -30,7 +30,7 @@ const keepPlaces: Plugin = {
 
 /**
  * Builds `svc` (packages/cli/src/main.ts and everything of ours it imports) into `<outDir>/svc.mjs`
- * and returns its path. A spawned `svc` started through bin/svc.js spends about 1 s of CPU in
+ * and the chunks its commands load (`<outDir>/chunks/`), and returns the entry's path. A spawned `svc` started through bin/svc.js spends about 1 s of CPU in
  * tsx's loader before it does anything (it resolves and loads every module through a loader
  * thread); from this file it does not. The code is the same, compiled by the same esbuild.
  * The directory must be inside the repository's node_modules, so the packages resolve.
@@ -40,21 +40,25 @@ const keepPlaces: Plugin = {
  * spawn(process.execPath, [bin, 'serve']);
  */
 export async function buildCliBundle(outDir: string): Promise<string> {
-  const outfile = join(outDir, 'svc.mjs');
+  // Split at the dynamic imports, as under tsx: each command's code (and the packages it imports)
+  // loads only when that command runs.
+  const entry = join(outDir, 'svc.ts');
+  writeFileSync(
+    entry,
+    `import { main } from ${JSON.stringify(CLI_SRC)};\nprocess.exitCode = await main(process.argv.slice(2));\n`,
+  );
   await build({
-    stdin: {
-      contents: `import { main } from ${JSON.stringify(CLI_SRC)};\nprocess.exitCode = await main(process.argv.slice(2));\n`,
-      resolveDir: dirname(CLI_SRC),
-      loader: 'ts',
-      sourcefile: 'svc-test-entry.ts',
-    },
+    entryPoints: [entry],
     bundle: true,
+    splitting: true,
     platform: 'node',
     format: 'esm',
     target: 'node20',
-    outfile,
+    outdir: outDir,
+    outExtension: { '.js': '.mjs' },
+    chunkNames: 'chunks/[name]-[hash]',
     logLevel: 'error',
     plugins: [keepPlaces],
   });
-  return outfile;
+  return join(outDir, 'svc.mjs');
 }
