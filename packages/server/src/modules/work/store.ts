@@ -1,3 +1,4 @@
+import type { WorkTicketWire } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 
 /**
@@ -26,6 +27,11 @@ export interface WorkRow {
   result_content_type: string | null;
   metering_units: number | null;
   usage: Record<string, unknown> | null;
+  /**
+   * Not a column: the ticket of gateway work handed to its node before its opening committed
+   * (gateway/ticket.ts). Work read from the store has none: its opening is there.
+   */
+  ticket?: WorkTicketWire;
 }
 
 /** A work item's state as the gateway follows it. */
