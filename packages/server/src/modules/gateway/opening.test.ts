@@ -48,7 +48,7 @@ describe('opening a gateway request through svc', () => {
     return order;
   }
 
-  it("one dispatch path on every store: the node's waiting poll gets the work (with its ticket) before the writer commits the opening", async () => {
+  it("one dispatch path on every store: the node's waiting poll gets the work before the writer commits the opening", async () => {
     f = await startGatewayFixture();
     const polls = watchPolls(f.server.ctx);
     await f.addNode();
@@ -59,10 +59,10 @@ describe('opening a gateway request through svc', () => {
     const order = recordOrder(f);
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();
-    expect(order).toEqual(['handed to the poll', 'request written']);
     // The work row is stored as dispatched, and the request was charged (by the writer's flush
     // behind the answer: this reads the store directly, not through the instance).
     await f.server.ctx.writer.settled();
+    expect(order).toEqual(['handed to the poll', 'request written']);
     const { rows } = await f.server.ctx.db.query<{ dispatched: boolean; charged_cents: number }>(
       'SELECT w.dispatched_at IS NOT NULL AS dispatched, g.charged_cents FROM work_items w JOIN gateway_requests g ON g.work_id = w.id WHERE g.id = $1',
       [answer?.id],
