@@ -43,7 +43,9 @@ async function verifies(bundle: string, trust: string): Promise<{ code: number; 
  * `svc verify` accepts, under the receipt id the client was answered with; nothing is charged
  * twice; every account's balance is the sum of its ledger. The first server flushes its
  * group-commit writer only every 1.5 s, so the kill lands between answers and their commit: the
- * test checks that some answered requests had no record in the store when it died.
+ * test checks that some answered requests had no record in the store when it died, not even a
+ * request row (the work reached the node before its opening committed): the work ticket the node
+ * returns with its re-sent receipt rebuilds those openings.
  */
 
 /** A JSON POST to `base`, a signed-up buyer's API key and an operator key of the same organization. */
@@ -108,49 +110,86 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
     const node = spawnNode(base, join(dir, 'node'), upstream.url, nodeKey);
     procs.push(node);
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1], 90_000);
+    const outbox = join(dir, 'node', 'outbox');
+    const held = () => (existsSync(outbox) ? readdirSync(outbox).filter((f) => f.endsWith('.json')).length : 0);
 
     const answered: string[] = [];
     const receiptIds = new Map<string, string>();
     let stop = false;
+    let paused: Promise<void> | undefined;
+    let resume: () => void = () => undefined;
+    let inFlight = 0;
+    const ask = async (content: string) => {
+      const res = await post(
+        '/v1/chat/completions',
+        { model: 'tinyllama', messages: [{ role: 'user', content }], max_tokens: 16 },
+        apiKey,
+      );
+      const body = (await res.json()) as { id?: string; svc_receipt_id?: string };
+      if (res.status === 200 && body.id) {
+        answered.push(body.id);
+        receiptIds.set(body.id, body.svc_receipt_id ?? '');
+      }
+    };
     const loop = async (i: number) => {
       for (let n = 0; !stop; n++) {
+        if (paused) await paused;
+        if (stop) return;
+        inFlight++;
         try {
-          const res = await post(
-            '/v1/chat/completions',
-            { model: 'tinyllama', messages: [{ role: 'user', content: `loop ${i} request ${n}` }], max_tokens: 16 },
-            apiKey,
-          );
-          const body = (await res.json()) as { id?: string; svc_receipt_id?: string };
-          if (res.status === 200 && body.id) {
-            answered.push(body.id);
-            receiptIds.set(body.id, body.svc_receipt_id ?? '');
-          }
+          await ask(`loop ${i} request ${n}`);
         } catch {
           return; // the server is gone
+        } finally {
+          inFlight--;
         }
       }
     };
     const loops = Array.from({ length: LOOPS }, (_, i) => loop(i));
-    await until('some answers before the kill', async () => (answered.length >= 40 ? true : undefined), 120_000);
+    await until('some answers before the kill', async () => (answered.length >= 28 ? true : undefined), 120_000);
+    // The node's 16 slots stay taken until their receipts are acknowledged (every 1.5 s here), so
+    // under the loops the work mostly waits in the store for the node's next pull. To be sure that
+    // the kill also catches requests handed to the node before their opening was written, the
+    // loops pause, the node drains (its pull waits again), four requests are handed over one after
+    // the other, the loops resume, and svc serve dies with all of it in its writer.
+    paused = new Promise((resolve) => (resume = resolve));
+    await until(
+      'the loops paused and the node idle',
+      async () => (inFlight === 0 && held() === 0 ? true : undefined),
+      60_000,
+    );
+    for (let k = 0; k < 4; k++) await ask(`handed over ${k}`);
+    const resumedAt = answered.length;
+    paused = undefined;
+    resume();
+    await until('the loops answered again', async () => (answered.length >= resumedAt + 8 ? true : undefined), 30_000);
     first.proc.child.kill('SIGKILL');
     await first.proc.exited;
     stop = true;
     await Promise.all(loops);
     const killedAfter = answered.length;
     // The store as the killed server left it: answers it gave whose records had not committed.
-    const uncommitted = await withStore(store, async (db) => {
-      const { rows } = await db.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM gateway_requests WHERE id = ANY($1::text[]) AND status <> 'completed'",
+    // Requests are handed to the node before their opening commits: some answered ones had not even
+    // a request row (their opening and completion both still in the writer), rebuilt from the
+    // work ticket the node returns with its re-sent receipt.
+    const { uncommitted, unopened } = await withStore(store, async (db) => {
+      const { rows } = await db.query<{ id: string; status: string }>(
+        'SELECT id, status FROM gateway_requests WHERE id = ANY($1::text[])',
         [answered],
       );
-      return rows[0]?.n ?? 0;
+      return {
+        uncommitted: answered.length - rows.filter((r) => r.status === 'completed').length,
+        unopened: answered.length - rows.length,
+      };
     });
-    console.log(`[svc test] ${uncommitted} of them had no committed records when svc serve died`);
+    console.log(
+      `[svc test] ${uncommitted} of them had no committed completion when svc serve died, ${unopened} not even a request row`,
+    );
     expect(uncommitted).toBeGreaterThan(0);
+    expect(unopened).toBeGreaterThan(0);
 
     const second = await serve();
     // The node reconnects to the same address and empties its outbox (acknowledged receipts).
-    const outbox = join(dir, 'node', 'outbox');
     await until(
       'the node outbox emptied after the restart',
       async () => (readdirSync(outbox).filter((f) => f.endsWith('.json')).length === 0 ? true : undefined),
@@ -187,7 +226,16 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
     node.child.kill('SIGKILL');
     second.proc.child.kill('SIGTERM');
     await second.proc.exited;
-    await withStore(store, (db) => expectChargedOnce(db, answered));
+    await withStore(store, async (db) => {
+      await expectChargedOnce(db, answered);
+      // Each answered request has exactly one request row, rebuilt ones included.
+      const { rows } = await db.query<{ n: number; rebuilt: number }>(
+        "SELECT count(*)::int AS n, count(*) FILTER (WHERE metadata ? 'rebuilt_from_ticket')::int AS rebuilt FROM gateway_requests WHERE id = ANY($1::text[])",
+        [answered],
+      );
+      expect(rows[0]?.n).toBe(answered.length);
+      expect(rows[0]?.rebuilt).toBeGreaterThanOrEqual(unopened);
+    });
   }, 600_000);
 });
 

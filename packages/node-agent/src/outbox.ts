@@ -56,6 +56,8 @@ export function sealResult(input: {
       signature,
       metering_units: run.metering_units,
       metadata,
+      // Gateway work sent before the server stored its opening: returned unchanged, also on a re-send.
+      ...(item.ticket ? { ticket: item.ticket } : {}),
     },
   };
 }

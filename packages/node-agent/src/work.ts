@@ -210,7 +210,9 @@ export async function deliverWork(
       work_id: work.work_id,
       message: `upload failed (${error.message}); retrying in ${delayMs} ms`,
     });
-  const inline = work.item !== undefined && isGatewayWork(work.item);
+  // Gateway work (also re-sent from the outbox after a restart, when only its ticket says so: the
+  // server may know nothing of that work but what the receipt's ticket rebuilds).
+  const inline = (work.item !== undefined && isGatewayWork(work.item)) || entry.receipt.ticket !== undefined;
   const delivery = await deliverEntry(deps.client, entry, {
     backoff: deps.backoff,
     deadlineMs: deps.deliveryDeadlineMs,

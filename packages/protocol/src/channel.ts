@@ -19,6 +19,33 @@ const Seq = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
 const Hex64 = Type.String({ pattern: '^[0-9a-f]{64}$' });
 const Units = Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 });
 
+/**
+ * What a gateway work item dispatched before its opening committed carries (docs/node-protocol.md,
+ * "Work tickets"): the request's opening facts and `mac`, HMAC-SHA256 under a platform secret
+ * over the JCS of every other field. The node returns it unchanged with its receipt; a server
+ * instance that does not know the work rebuilds the opening from it. Opaque to the node.
+ */
+export const WorkTicketSchema = Type.Object(
+  {
+    org_id: Type.String({ maxLength: 64 }),
+    buyer_id: Type.String({ maxLength: 64 }),
+    request_id: Type.String({ maxLength: 128 }),
+    type: Type.String({ maxLength: 32 }),
+    model: Type.String({ maxLength: 256 }),
+    stream: Type.Boolean(),
+    max_cost_micro: Units,
+    jurisdiction: Type.Union([Type.String({ maxLength: 64 }), Type.Null()]),
+    strict_jurisdiction: Type.Union([Type.String({ maxLength: 64 }), Type.Null()]),
+    requires_tee: Type.Boolean(),
+    node_id: Type.String({ maxLength: 64 }),
+    work_id: Type.String({ maxLength: 128 }),
+    issued_at: Type.String({ maxLength: 40 }),
+    mac: Hex64,
+  },
+  { additionalProperties: false },
+);
+export type WorkTicketWire = Static<typeof WorkTicketSchema>;
+
 /** One item of work, as `GET /api/v1/node/work` answers it and the channel pushes it. */
 export const WorkItemSchema = Type.Object({
   work_id: Type.String(),
@@ -31,6 +58,8 @@ export const WorkItemSchema = Type.Object({
   payload: OpenObject(),
   stream: Type.Boolean(),
   lease_expires_at: Type.String(),
+  /** Gateway work sent before its opening committed: return it with the receipt. Jobs have none. */
+  ticket: Type.Optional(WorkTicketSchema),
 });
 export type WorkItemWire = Static<typeof WorkItemSchema>;
 
@@ -78,6 +107,8 @@ export const ReceiptUploadSchema = Type.Object(
     green_multiplier_bps: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
     metadata: Type.Optional(ReceiptMetadataSchema),
     result: Type.Optional(ResultUploadSchema),
+    /** The work item's `ticket`, unchanged. */
+    ticket: Type.Optional(WorkTicketSchema),
   },
   { additionalProperties: false },
 );

@@ -43,6 +43,8 @@ export interface TestNode {
       job_id?: string;
       pubkey?: string;
       result?: Record<string, unknown>;
+      /** The work ticket returned with the receipt (default: none). */
+      ticket?: unknown;
     },
   ): Promise<Response>;
 }
@@ -137,6 +139,7 @@ export async function createTestNode(
         signature,
         metadata: { model: work.model, engine: 'test' },
         ...inline,
+        ...(fields.ticket === undefined ? {} : { ticket: fields.ticket }),
       });
     },
     async complete(work, output, units) {

@@ -9,8 +9,16 @@ import type { GatewayRequestRow } from './store.js';
  * ends exactly once.
  */
 export interface RunningAttempts {
-  /** Records a request whose opening committed, leased as `row.work_id` to `row.node_id`. */
-  open(row: GatewayRequestRow): void;
+  /**
+   * Records a request leased as `row.work_id` to `row.node_id`, whose opening records are
+   * `opening` (queued in the writer: the work may reach the node before they commit).
+   */
+  open(row: GatewayRequestRow, opening?: Promise<unknown>): void;
+  /**
+   * The opening write of a request (by its id) or of its first work (by work id) while it has
+   * not settled: whoever must find the request or its work in the store waits for it first.
+   */
+  opening(id: string): Promise<unknown> | undefined;
   /** A failover leased the request again: receipts for the old work now take the store's path. */
   moved(requestId: string, workId: string, nodeId: string): void;
   /**
@@ -38,6 +46,18 @@ export interface RunningAttempt {
 }
 
 /**
+ * Waits until none of `ids` (request or work ids) has an opening in flight: settled, whether it
+ * committed or failed (then the caller finds nothing in the store, as for unknown work).
+ */
+export async function openingsSettled(
+  attempts: Pick<RunningAttempts, 'opening'>,
+  ids: readonly string[],
+): Promise<void> {
+  const pending = ids.map((id) => attempts.opening(id)).filter((p): p is Promise<unknown> => p !== undefined);
+  if (pending.length > 0) await Promise.all(pending.map((p) => p.catch(() => undefined)));
+}
+
+/**
  * @example
  * const attempts = createRunningAttempts();
  * attempts.open(row);
@@ -45,9 +65,20 @@ export interface RunningAttempt {
  */
 export function createRunningAttempts(): RunningAttempts {
   const running = new Map<string, RunningAttempt>();
+  const openings = new Map<string, Promise<unknown>>();
   return {
-    open(row) {
+    open(row, opening) {
       running.set(row.id, { row, state: 'open' });
+      if (!opening) return;
+      const ids = [row.id, ...(row.work_id ? [row.work_id] : [])];
+      for (const id of ids) openings.set(id, opening);
+      const forget = () => {
+        for (const id of ids) if (openings.get(id) === opening) openings.delete(id);
+      };
+      opening.then(forget, forget);
+    },
+    opening(id) {
+      return openings.get(id);
     },
     moved(requestId, workId, nodeId) {
       const entry = running.get(requestId);

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
+import { watchPolls } from '../../../test/waits.js';
 import { endRequest } from './settle.js';
 import { submitReceipt } from '../receipts/service.js';
 import { findNode } from '../nodes/store.js';
@@ -40,13 +41,17 @@ describe('gateway records written behind the answer', () => {
     it(`${channel ? 'channel' : 'HTTP'} receipt: answered before its records commit, acknowledged after; a read through the instance sees them`, async () => {
       // A flush interval no test outlasts: the records commit only when a read asks for them.
       f = await startGatewayFixture({ env: { SVC_WRITER_FLUSH_MS: '60000' } });
+      const polls = watchPolls(f.server.ctx);
       const node = await f.addNode({ channel });
+      // The node's poll waits here: the work is handed to it before its opening is written.
+      await polls.until(1);
       const answer = await f.openai().chat.completions.create(CHAT);
       const receiptId = (answer as unknown as { svc_receipt_id: string }).svc_receipt_id;
       expect(receiptId).toMatch(/^rcpt_/);
-      // Answered while the store still has the request running, with no receipt and no charge.
-      expect(await stored(f.server.ctx.db, answer.id)).toEqual({ status: 'running', receipts: [], charges: 0 });
-      expect(f.server.ctx.writer.pending).toBe(1);
+      // Answered while the store has nothing of the request yet: its opening and its completion
+      // both wait in the writer.
+      expect(await stored(f.server.ctx.db, answer.id)).toEqual({ status: undefined, receipts: [], charges: 0 });
+      expect(f.server.ctx.writer.pending).toBe(2);
       // The node is not acknowledged yet: its receipt stays in its outbox.
       expect(node.workEvents().filter((e) => e.outcome === 'completed')).toEqual([]);
 
@@ -84,7 +89,9 @@ describe('gateway records written behind the answer', () => {
 
   it('a receipt sent again while its first send is still being written waits for it, then is a duplicate (409), applied once', async () => {
     f = await startGatewayFixture({ env: { SVC_WRITER_FLUSH_MS: '60000' } });
+    const polls = watchPolls(f.server.ctx);
     const node = await f.addNode();
+    await polls.until(1);
     // The receipt message as it reaches the server over the node's channel.
     let sent: { receipt: Parameters<typeof submitReceipt>[2] } | undefined;
     for (const socket of f.server.app.websocketServer.clients)
@@ -93,7 +100,8 @@ describe('gateway records written behind the answer', () => {
         if (m.type === 'receipt') sent = m;
       });
     const answer = await f.openai().chat.completions.create(CHAT);
-    expect(f.server.ctx.writer.pending).toBe(1);
+    // The opening and the completion, both queued.
+    expect(f.server.ctx.writer.pending).toBe(2);
     if (!sent) throw new Error('no receipt message seen');
     const row = await findNode(f.server.ctx.db, node.nodeId);
     if (!row) throw new Error('no node');
@@ -112,9 +120,12 @@ describe('gateway records written behind the answer', () => {
     const store = await createTestStore();
     try {
       f = await startGatewayFixture({ env: { SVC_WRITER_FLUSH_MS: '60000' }, store });
+      const polls = watchPolls(f.server.ctx);
       await f.addNode();
+      await polls.until(1);
       const answer = await f.openai().chat.completions.create(CHAT);
-      expect(f.server.ctx.writer.pending).toBe(1);
+      // The opening and the completion, both queued.
+      expect(f.server.ctx.writer.pending).toBe(2);
       const receiptId = (answer as unknown as { svc_receipt_id: string }).svc_receipt_id;
       await f.close();
       f = undefined;

@@ -2,6 +2,7 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { findWork } from '../work/store.js';
+import { openingsSettled } from './attempts.js';
 import type { StreamEvent } from './hub.js';
 
 /** Lines one events call may carry. */
@@ -78,6 +79,8 @@ export async function acceptEvents(ctx: ServiceContext, node: NodeRow, workId: s
  * message): `read` runs once the work is known to accept events.
  */
 export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: string, read: () => StreamEvent[]) {
+  // Work dispatched before its opening committed is in the store once that write settles.
+  await openingsSettled(ctx.hub.attempts, [workId]);
   const work = await findWork(ctx.db, workId);
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
   if (work.status === 'cancelled') return { accepted: 0, cancel: true };

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type OpenAI from 'openai';
-import { startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
+import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { watchPolls } from '../../../test/waits.js';
 import { prepareChat } from './chat.js';
@@ -48,7 +48,7 @@ describe('opening a gateway request through svc', () => {
     return order;
   }
 
-  it("one dispatch path on every store: the node's waiting poll gets the work after the opening transaction wrote it", async () => {
+  it("one dispatch path on every store: the node's waiting poll gets the work before the writer commits the opening", async () => {
     f = await startGatewayFixture();
     const polls = watchPolls(f.server.ctx);
     await f.addNode();
@@ -59,10 +59,10 @@ describe('opening a gateway request through svc', () => {
     const order = recordOrder(f);
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();
-    expect(order).toEqual(['request written', 'handed to the poll']);
     // The work row is stored as dispatched, and the request was charged (by the writer's flush
     // behind the answer: this reads the store directly, not through the instance).
     await f.server.ctx.writer.settled();
+    expect(order).toEqual(['handed to the poll', 'request written']);
     const { rows } = await f.server.ctx.db.query<{ dispatched: boolean; charged_cents: number }>(
       'SELECT w.dispatched_at IS NOT NULL AS dispatched, g.charged_cents FROM work_items w JOIN gateway_requests g ON g.work_id = w.id WHERE g.id = $1',
       [answer?.id],
@@ -123,7 +123,7 @@ describe('opening a gateway request through svc', () => {
     expect([audit.held_cents, audit.consistent]).toEqual([0, true]);
   }, 90_000);
 
-  it('an opening whose hold the store refuses (the reservation in memory believed in credits that are gone) answers 402, writes nothing, and no node sees the work', async () => {
+  it('an opening whose hold the store refuses (the reservation in memory believed in credits that are gone): the node already has the work; its ticket rebuilds the opening, charged down to what is there', async () => {
     f = await startGatewayFixture({ env: { SVC_FREE_TIER_CENTS: '0' } });
     const polls = watchPolls(f.server.ctx);
     const node = await f.addNode();
@@ -134,18 +134,37 @@ describe('opening a gateway request through svc', () => {
       cents,
       release: () => undefined,
     }));
-    const failed = await f
-      .openai()
-      .chat.completions.create(CHAT)
-      .catch((e: unknown) => e);
-    expect(failed).toMatchObject({ status: 402, code: 'insufficient_credits' });
-    const counts = await f.server.ctx.db.query<{ requests: number; holds: number; work: number }>(
-      'SELECT (SELECT count(*)::int FROM gateway_requests) AS requests, (SELECT count(*)::int FROM credit_holds) AS holds, (SELECT count(*)::int FROM work_items) AS work',
+    const warned = vi.spyOn(f.server.ctx.log, 'warn');
+
+    const answer = await f.openai().chat.completions.create(CHAT);
+    expect(answer.choices[0]?.message.content).toBeTruthy();
+    await f.server.ctx.writer.settled();
+    await eventually(() => node.workEvents().some((e) => e.outcome === 'completed'));
+    expect(node.workEvents().map((e) => e.outcome)).toEqual(['completed']);
+    // Handed over before the opening was written; the writer's opening failed on the hold, and the
+    // receipt (with the work's ticket) rebuilt it with what the balance holds: no hold, no charge.
+    expect(handed).toHaveLength(1);
+    const { rows } = await f.server.ctx.db.query<{
+      status: string;
+      hold_id: string | null;
+      charged_cents: number;
+      receipts: number;
+      holds: number;
+      run: string;
+    }>(
+      `SELECT g.status, g.hold_id, g.charged_cents, (SELECT count(*)::int FROM receipts r WHERE r.job_id = g.id) AS receipts,
+              (SELECT count(*)::int FROM credit_holds) AS holds,
+              (SELECT status FROM evidence_runs e WHERE e.job_id = g.id) AS run
+         FROM gateway_requests g WHERE g.id = $1`,
+      [answer.id],
     );
-    expect(counts.rows).toEqual([{ requests: 0, holds: 0, work: 0 }]);
-    // Work reaches a node handed over in memory or as a stored row: there is neither.
-    expect(handed).toEqual([]);
-    expect((node.upstream?.requests ?? []).filter(chats)).toEqual([]);
-    expect(node.workEvents()).toEqual([]);
+    expect(rows).toEqual([
+      { status: 'completed', hold_id: null, charged_cents: 0, receipts: 1, holds: 0, run: 'signed' },
+    ]);
+    expect(warned.mock.calls.map((c) => c[1])).toContain(
+      'gateway: a rebuilt opening found the balance short; the request is charged at most what was there',
+    );
+    const audit = await reconcileAccount(f.server.ctx.db, f.buyer.orgId);
+    expect([audit.balance_cents, audit.held_cents, audit.consistent]).toEqual([0, 0, true]);
   }, 90_000);
 });

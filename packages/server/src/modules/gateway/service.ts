@@ -14,6 +14,8 @@ import {
   type FollowState,
 } from './follow-step.js';
 import type { LocalCompletion } from './hub.js';
+import { openingsSettled } from './attempts.js';
+import { issueTicket } from './ticket.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
@@ -124,9 +126,13 @@ function workPayload(call: GatewayCall) {
 /**
  * Routes a new request (DESIGN.md section 10), takes its maximum cost from this instance's credit
  * reservation of the organization (402 `insufficient_credits` decided in memory, before the 503
- * of routing; a statement only when the reservation must grow), then records it, holds that cost
- * and leases its work to the chosen node in one transaction, and gets the work to the node. One
- * path on every store: the work reaches the node after the commit.
+ * of routing; a statement only when the reservation must grow), then gets the work to the chosen
+ * node before anything is stored: to its poll or channel waiting in this process, at once, with a
+ * ticket (gateway/ticket.ts) from which any instance can rebuild the opening should it be lost.
+ * The opening (hold, request row, `call.onOpen`, leased work, evidence run) goes to the
+ * group-commit writer, ahead of the receipt's records (one writer, FIFO). The credit stays taken
+ * until the hold is written. When no poll of the node waits here, the work waits in the store for
+ * its next poll: it is announced once the opening committed.
  */
 export async function openRequest(
   ctx: ServiceContext,
@@ -136,62 +142,78 @@ export async function openRequest(
 ): Promise<Attempt> {
   const cents = holdCents(call.maxMicro);
   const routing = pickNode(ctx, call, []);
-  let ticket: CreditTicket;
+  let credit: CreditTicket;
   try {
-    ticket = await ctx.reservations.take(principal.orgId, cents);
+    credit = await ctx.reservations.take(principal.orgId, cents);
   } catch (err) {
     await routing.catch(() => undefined);
     throw err;
   }
+  let opening: Promise<unknown> | undefined;
   try {
     const decision = await routing;
     if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
-    let opened: GatewayRequestRow | undefined;
-    try {
-      await leaseWork(
-        ctx,
-        decision.node.id,
-        async (tx, dispatched) => {
-          const written = await writeOpening(ctx, tx, { principal, call, workId, cents, decision, dispatched });
-          opened = written.request;
-          return written.work;
-        },
-        // Known to this process before the node can answer, so its receipt can be checked in memory.
-        () => {
-          if (opened) ctx.hub.attempts.open(opened);
-        },
-      );
-    } catch (err) {
-      // Sending the work failed after the commit: the request is no longer this process's to complete.
-      ctx.hub.attempts.end(call.id);
-      throw err;
+    const node = decision.node;
+    const handoff = ctx.jobSignal.reserve(node.id);
+    const o: Opening = {
+      principal,
+      call,
+      workId,
+      cents,
+      decision,
+      dispatched: handoff !== undefined,
+      holdId: newId('hold'),
+      leaseExpiresAt: new Date(Date.now() + ctx.config.leaseSeconds * 1000),
+    };
+    const request = openedRequest(o);
+    // Handed over at once: the opening follows in the writer. Else the node finds the work in the
+    // store at its next poll, so the opening commits first, in a transaction of its own.
+    opening = handoff
+      ? ctx.writer.enqueue((tx) => writeOpening(ctx, tx, o))
+      : ctx.db.transaction((tx) => writeOpening(ctx, tx, o));
+    opening.then(
+      () => credit.release(),
+      (err: unknown) => {
+        credit.release();
+        ctx.log.error({ err, request_id: call.id }, 'gateway: the opening of a dispatched request failed to write');
+      },
+    );
+    // Known to this process before the node can answer, so its receipt can be checked in memory.
+    ctx.hub.attempts.open(request, opening);
+    if (handoff) {
+      const work = { ...openedWork(o), ticket: ticketOf(ctx, o) };
+      if (handoff.deliver([work])) return { workId, node };
     }
-    return { workId, node: decision.node };
-  } finally {
-    ticket.release();
+    await opening;
+    if (handoff) await undispatchWork(ctx.db, workId);
+    await ctx.bus.publish('jobs', `node:${node.id}`);
+    return { workId, node };
+  } catch (err) {
+    if (!opening) credit.release();
+    // The work did not reach the node: the request is no longer this process's to complete.
+    ctx.hub.attempts.end(call.id);
+    throw err;
   }
 }
 
-/**
- * `openRequest`'s transaction: the hold (drawn from the reservation the ticket counted on), the
- * request row, what `call.onOpen` adds, the leased work and the request's evidence run.
- */
-async function writeOpening(
-  ctx: ServiceContext,
-  tx: Queryable,
-  o: {
-    principal: Principal;
-    call: GatewayCall;
-    workId: string;
-    cents: number;
-    decision: Extract<RouteDecision, { node: unknown }>;
-    dispatched: boolean;
-  },
-): Promise<{ work: WorkRow; request: GatewayRequestRow }> {
-  const { principal, call, workId, cents, decision } = o;
+/** What `openRequest` decided, from which its opening records (and their ticket) are written. */
+interface Opening {
+  principal: Principal;
+  call: GatewayCall;
+  workId: string;
+  cents: number;
+  decision: Extract<RouteDecision, { node: unknown }>;
+  /** Handed to a poll waiting in this process (the work row is stored dispatched). */
+  dispatched: boolean;
+  holdId: string;
+  leaseExpiresAt: Date;
+}
+
+/** The request row as the opening writes it (and as this process knows it before the write). */
+function openedRequest(o: Opening): GatewayRequestRow {
+  const { principal, call, workId, decision, holdId } = o;
   const node = decision.node;
-  const { holdId } = await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id);
-  const opened = {
+  return {
     id: call.id,
     org_id: principal.orgId,
     buyer_id: principal.buyerId,
@@ -208,17 +230,76 @@ async function writeOpening(
       attempts: [{ node_id: node.id, work_id: workId }],
       ...(call.audit ? { audit: call.audit } : {}),
     },
+    status: 'running',
+    usage: null,
+    charged_cents: null,
+    charged_micro: null,
+    receipt_id: null,
+    error: null,
+    created_at: new Date(),
+    completed_at: null,
   };
-  await insertGatewayRequest(tx, opened);
+}
+
+/** The work row as the opening writes it: what the node is handed before the write. */
+function openedWork(o: Opening): WorkRow {
+  return {
+    ...workPayload(o.call),
+    id: o.workId,
+    job_id: o.call.id,
+    org_id: o.principal.orgId,
+    node_id: o.decision.node.id,
+    kind: 0,
+    status: 'leased',
+    lease_expires_at: o.leaseExpiresAt,
+    price_micro_per_unit: 0,
+    result_hash: null,
+    result_content_type: null,
+    metering_units: null,
+    usage: null,
+  };
+}
+
+function ticketOf(ctx: ServiceContext, o: Opening) {
+  const { call } = o;
+  return issueTicket(ctx.secrets, {
+    org_id: o.principal.orgId,
+    buyer_id: o.principal.buyerId,
+    request_id: call.id,
+    type: call.type,
+    model: call.model,
+    stream: call.stream,
+    max_cost_micro: call.maxMicro,
+    jurisdiction: call.route.jurisdiction ?? null,
+    strict_jurisdiction: call.route.strict_jurisdiction ?? null,
+    requires_tee: call.route.requires_tee ?? false,
+    node_id: o.decision.node.id,
+    work_id: o.workId,
+    issued_at: new Date().toISOString(),
+  });
+}
+
+/**
+ * `openRequest`'s records, in a flush of the writer: the request row, the hold (drawn from the
+ * reservation the credit was taken from), what `call.onOpen` adds, the leased work and the
+ * request's evidence run. Nothing when the request is already stored: a receipt arriving with the
+ * work's ticket rebuilt the opening first (ticket.ts, rebuild.ts).
+ */
+async function writeOpening(ctx: ServiceContext, tx: Queryable, o: Opening): Promise<void> {
+  const { principal, call, workId, cents, decision, holdId } = o;
+  const request = openedRequest(o);
+  if (!(await insertGatewayRequest(tx, request))) return;
+  await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id, { id: holdId });
   await call.onOpen?.(tx);
-  const work = await insertLeasedWork(tx, {
+  await insertLeasedWork(tx, {
     ...workPayload(call),
     id: workId,
     request_id: call.id,
     org_id: principal.orgId,
-    node_id: node.id,
+    node_id: decision.node.id,
     lease_seconds: ctx.config.leaseSeconds,
     dispatched: o.dispatched,
+    lease_expires_at: o.leaseExpiresAt,
   });
   const policy = requestPolicy(call);
   await openRun(
@@ -246,18 +327,6 @@ async function writeOpening(
       ...routedEvents(decision, workId, 1),
     ],
   );
-  const request: GatewayRequestRow = {
-    ...opened,
-    status: 'running',
-    usage: null,
-    charged_cents: null,
-    charged_micro: null,
-    receipt_id: null,
-    error: null,
-    created_at: new Date(),
-    completed_at: null,
-  };
-  return { work, request };
 }
 
 /**
@@ -306,6 +375,8 @@ export async function redispatch(
   const decision = await pickNode(ctx, call, tried);
   if (!('node' in decision)) return undefined;
   const node = decision.node;
+  // The request must be in the store to be leased again.
+  await openingsSettled(ctx.hub.attempts, [call.id]);
   const moved = await leaseWork(
     ctx,
     node.id,

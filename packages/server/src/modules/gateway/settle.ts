@@ -7,6 +7,7 @@ import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events
 import { closeRun } from '../evidence/recorder.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
+import { openingsSettled } from './attempts.js';
 import { costMicro, usageFromUnits } from './pricing.js';
 import { closeGatewayRequest, findGatewayRequest, type GatewayRequestRow, type GatewayStatus } from './store.js';
 
@@ -170,6 +171,8 @@ export async function endRequest(
   // A receipt checked in memory already answered it and completes it behind the answer: the
   // request ends once, completed (decided synchronously, before any await).
   if (!ctx.hub.attempts.end(requestId)) return undefined;
+  // Its opening may still be in the writer: the request is ended once it is in the store.
+  await openingsSettled(ctx.hub.attempts, [requestId]);
   return ctx.db.transaction(async (tx) => {
     const seen = await findGatewayRequest(tx, requestId);
     if (!seen || seen.status !== 'running') return undefined;

@@ -44,10 +44,10 @@ export async function insertGatewayRequest(
     GatewayRequestRow,
     'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
   >,
-): Promise<void> {
-  await db.query(
+): Promise<boolean> {
+  const { rowCount } = await db.query(
     `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING`,
     [
       r.id,
       r.org_id,
@@ -61,6 +61,7 @@ export async function insertGatewayRequest(
       JSON.stringify(r.metadata),
     ],
   );
+  return rowCount === 1;
 }
 
 export async function findGatewayRequest(

@@ -20,6 +20,9 @@ import {
 } from '../work/store.js';
 import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '../gateway/settle.js';
 import { usageFromUnits } from '../gateway/pricing.js';
+import { openingsSettled } from '../gateway/attempts.js';
+import { rebuildOpening } from '../gateway/rebuild.js';
+import { checkTicket, type WorkTicket } from '../gateway/ticket.js';
 import { insertReceipt, receiptView } from './store.js';
 import { attestationSummary } from '../attestation/service.js';
 import {
@@ -35,6 +38,8 @@ import {
 export { PLATFORM_FEE_BPS } from '../billing/rules.js';
 
 async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
+  // Gateway work may reach its node before its opening commits: the row is there once it settles.
+  await openingsSettled(ctx.hub.attempts, [workId]);
   const work = await findWork(ctx.db, workId);
   // Work leased to another node does not exist for this one.
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
@@ -127,6 +132,8 @@ export async function submitReceipt(
     metering_units: number;
     metadata?: Record<string, unknown>;
     result?: ResultUpload;
+    /** The work item's ticket, returned unchanged (gateway work dispatched before its opening committed). */
+    ticket?: WorkTicket;
   },
 ) {
   if (body.pubkey !== node.pubkey)
@@ -152,6 +159,7 @@ export async function submitReceipt(
   // A receipt for a request this process is completing behind its answer waits for that write,
   // then meets the stored receipt (a duplicate): applied at most once.
   await ctx.hub.attempts.pendingWrite(body.job_id)?.catch(() => undefined);
+  await openingsSettled(ctx.hub.attempts, [body.job_id]);
   const capture = await checkCaptureWork(ctx, node, body, inline, inlineBytes);
   const outcome = await ctx.db.transaction((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, capture));
   if (outcome.job && (outcome.job.spec.delivery_artifact_put_url || outcome.job.spec.delivery_manifest_put_url)) {
@@ -205,7 +213,12 @@ async function applyReceipt(
   inlineBytes: Buffer | undefined,
   capture: CaptureReceiptCheck | undefined,
 ) {
-  const locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+  let locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+  // Unknown work with a ticket: its opening was lost before it committed; the checked ticket rebuilds it.
+  if (!locked && body.ticket) {
+    const ticket = checkTicket(ctx.secrets, body.ticket, { nodeId: node.id, requestId: body.job_id });
+    if (await rebuildOpening(ctx, tx, node, ticket)) locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+  }
   if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
   if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
   let work: WorkRow = locked;

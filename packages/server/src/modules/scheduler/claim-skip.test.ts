@@ -259,6 +259,8 @@ describe('gateway work handed to a waiting poll in memory', () => {
       vi.restoreAllMocks();
       expect(sql.filter((text) => text.includes('SET dispatched_at = now()'))).toEqual([]);
       expect(sql.filter((text) => text.includes('dispatched_at = NULL'))).toEqual([]);
+      // Work handed over in memory has its opening written behind the answer (gateway/service.ts).
+      await f.server.ctx.writer.settled();
       const { rows } = await f.server.ctx.db.query<{ n: number }>(
         'SELECT count(*)::int AS n FROM work_items WHERE job_id = ANY($1) AND dispatched_at IS NOT NULL',
         [answers.map((a) => a.id)],

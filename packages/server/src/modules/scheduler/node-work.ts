@@ -62,6 +62,8 @@ export async function heartbeat(
   body: { load?: number; active_work?: string[]; models?: string[]; free_vram_bytes?: number },
 ) {
   const active = body.active_work ?? [];
+  // Gateway work handed over before its opening committed is not gone: its row is being written.
+  await Promise.all(active.map((id) => ctx.hub.attempts.opening(id)?.catch(() => undefined)));
   const { renewed, gone } = await renewLeases(ctx.db, node.id, active, ctx.config.leaseSeconds);
   await touchNode(ctx.db, node.id, {
     load: body.load,

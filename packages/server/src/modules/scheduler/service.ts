@@ -67,6 +67,7 @@ export function workItemView(w: WorkRow): WorkItemWire {
     payload: w.payload,
     stream: w.stream,
     lease_expires_at: w.lease_expires_at.toISOString(),
+    ...(w.ticket ? { ticket: w.ticket } : {}),
   };
 }
 

@@ -118,6 +118,10 @@ describe('work store', () => {
     await cancelOpenWork(t.ctx.db, cancelled.id, 'buyer cancelled');
     const ids = [held.id, finished.id, cancelled.id];
     expect(await renewLeases(t.ctx.db, nodeId, ids)).toEqual({ renewed: [held.id], gone: [cancelled.id] });
+    // Work with no row at all (gateway work whose opening was lost: its receipt's ticket rebuilds
+    // it) is not named: a node told to stop it would drop its signed receipt.
+    const unknown = 'wrk_01jd4x8k2m7q9w3e5r6t8y0u2z';
+    expect(await renewLeases(t.ctx.db, nodeId, [cancelled.id, unknown])).toEqual({ renewed: [], gone: [cancelled.id] });
     const jobs = await jobWorkAmong(t.ctx.db, ids);
     expect(jobs.map((r) => [r.id, r.job_id]).sort()).toEqual(
       [

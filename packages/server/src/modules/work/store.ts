@@ -1,3 +1,4 @@
+import type { WorkTicketWire } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 
 /**
@@ -26,6 +27,11 @@ export interface WorkRow {
   result_content_type: string | null;
   metering_units: number | null;
   usage: Record<string, unknown> | null;
+  /**
+   * Not a column: the ticket of gateway work handed to its node before its opening committed
+   * (gateway/ticket.ts). Work read from the store has none: its opening is there.
+   */
+  ticket?: WorkTicketWire;
 }
 
 /** A work item's state as the gateway follows it. */
@@ -161,12 +167,17 @@ export async function renewLeases(
   if (rest.length === 0) return { renewed, gone: [] };
   // Work this node has just finished (its receipt applied while the node still lists it, as its
   // delivery answer is in flight) is not gone: telling the node to stop it would abort that answer.
-  const { rows: finished } = await db.query<{ id: string }>(
-    `SELECT id FROM work_items WHERE node_id = $1 AND id = ANY($2) AND status IN ('completed', 'failed')`,
-    [nodeId, rest],
+  // Nor is work the store has no row for: gateway work handed over before its opening committed,
+  // whose opening was lost (the instance died): the node's receipt, with the work's ticket,
+  // rebuilds it, so the node must keep it (a node told to stop drops its signed receipt).
+  const { rows: known } = await db.query<{ id: string; node_id: string; status: WorkRow['status'] }>(
+    'SELECT id, node_id, status FROM work_items WHERE id = ANY($1)',
+    [rest],
   );
-  const done = new Set(finished.map((r) => r.id));
-  return { renewed, gone: rest.filter((id) => !done.has(id)) };
+  const gone = known
+    .filter((r) => r.node_id !== nodeId || (r.status !== 'completed' && r.status !== 'failed'))
+    .map((r) => r.id);
+  return { renewed, gone: rest.filter((id) => gone.includes(id)) };
 }
 
 /** Of the listed work, the items that run a job (not a gateway request), with their job. */

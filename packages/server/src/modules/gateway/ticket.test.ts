@@ -1,0 +1,200 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { sha256Hex } from '@svc/protocol';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  signUp,
+  watchPolls,
+  type TestApp,
+  type TestBuyer,
+  type TestNode,
+  type WorkItem,
+} from '../../../test/harness.js';
+import type { Queryable } from '../../platform/db/index.js';
+import { reconcileAccount } from '../billing/service.js';
+import { issueTicket, TICKET_MAX_AGE_MS, type WorkTicket } from './ticket.js';
+
+const CHAT = { model: 'tinyllama', messages: [{ role: 'user', content: 'dispatched before its opening' }] };
+const OUTPUT = JSON.stringify({
+  content: 'hi',
+  finish_reason: 'stop',
+  usage: { prompt_tokens: 3, completion_tokens: 1 },
+});
+
+/** What the store holds for a request (read directly, not through the instance). */
+async function stored(db: Queryable, id: string) {
+  const { rows } = await db.query<{
+    requests: number;
+    status: string | null;
+    rebuilt: boolean | null;
+    work: number;
+    holds: number;
+    receipts: number;
+    charges: number;
+    run: string | null;
+  }>(
+    `SELECT (SELECT count(*)::int FROM gateway_requests WHERE id = $1) AS requests,
+            (SELECT status FROM gateway_requests WHERE id = $1) AS status,
+            (SELECT metadata ? 'rebuilt_from_ticket' FROM gateway_requests WHERE id = $1) AS rebuilt,
+            (SELECT count(*)::int FROM work_items WHERE job_id = $1) AS work,
+            (SELECT count(*)::int FROM credit_holds WHERE ref = $1) AS holds,
+            (SELECT count(*)::int FROM receipts WHERE job_id = $1) AS receipts,
+            (SELECT count(*)::int FROM credit_transactions WHERE ref = $1 AND tx_type = 'charge') AS charges,
+            (SELECT status FROM evidence_runs WHERE job_id = $1) AS run`,
+    [id],
+  );
+  return rows[0];
+}
+
+/** The receipt fields of `OUTPUT`, carried inline as the agent sends gateway work. */
+const inline = (ticket?: unknown) => ({
+  result_hash: sha256Hex(OUTPUT),
+  metering_units: 4,
+  result: {
+    output: OUTPUT,
+    encoding: 'utf8',
+    content_type: 'application/json',
+    result_hash: sha256Hex(OUTPUT),
+    metering_units: 4,
+    usage: { prompt_tokens: 3, completion_tokens: 1 },
+  },
+  ...(ticket === undefined ? {} : { ticket }),
+});
+
+/**
+ * The opening behind dispatch (docs/decisions.md): gateway work reaches its node before the
+ * opening commits, carrying a ticket from which a receipt rebuilds a lost opening, once.
+ */
+describe('work tickets', () => {
+  let t: TestApp;
+  let buyer: TestBuyer;
+  let node: TestNode;
+  beforeEach(async () => {
+    t = await createTestApp();
+    buyer = await signUp(t.app);
+    node = await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), {
+      models: ['tinyllama'],
+    });
+  });
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    await t.close();
+  });
+
+  it('a lost opening is rebuilt from the ticket with the receipt; the writer opening landing later writes nothing; the receipt sent again is applied once', async () => {
+    const polls = watchPolls(t.ctx);
+    const polled = node.poll({ waitMs: 20_000 });
+    await polls.until(1);
+    // The opening's write is held back (as if this instance died before its flush): it lands later.
+    const { writer } = t.ctx;
+    const enqueue = writer.enqueue.bind(writer);
+    let heldBack: ((tx: Queryable) => Promise<unknown>) | undefined;
+    let land: (written: Promise<unknown>) => void = () => undefined;
+    vi.spyOn(writer, 'enqueue').mockImplementation(((write: (tx: Queryable) => Promise<unknown>) => {
+      if (heldBack) return enqueue(write);
+      heldBack = write;
+      return new Promise<unknown>((resolve) => (land = resolve));
+    }) as typeof writer.enqueue);
+    const asked = t.app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      headers: bearer(buyer.apiKey),
+      payload: CHAT,
+    });
+    const [work] = await polled;
+    if (!work?.ticket) throw new Error('the work came without a ticket');
+    expect(work.ticket).toMatchObject({
+      org_id: buyer.orgId,
+      buyer_id: buyer.buyerId,
+      request_id: work.job_id,
+      work_id: work.work_id,
+      node_id: node.nodeId,
+      type: 'chat',
+      model: 'tinyllama',
+    });
+    // Handed over with nothing in the store yet.
+    expect(await stored(t.ctx.db, work.job_id)).toMatchObject({ requests: 0, work: 0 });
+
+    const receipt = await node.receipt(work, inline(work.ticket));
+    expect(receipt.statusCode).toBe(200);
+    const answer = await asked;
+    expect(answer.statusCode).toBe(200);
+    expect(answer.json()).toMatchObject({ id: work.job_id, svc_receipt_id: receipt.json().id });
+    const rebuilt = {
+      requests: 1,
+      status: 'completed',
+      rebuilt: true,
+      work: 1,
+      holds: 1,
+      receipts: 1,
+      charges: 1,
+      run: 'signed',
+    };
+    expect(await stored(t.ctx.db, work.job_id)).toEqual(rebuilt);
+
+    // The writer's own opening lands after the rebuild: it finds the request and writes nothing.
+    if (!heldBack) throw new Error('no opening was queued');
+    const late = enqueue(heldBack);
+    land(late);
+    await late;
+    expect(await stored(t.ctx.db, work.job_id)).toEqual(rebuilt);
+
+    // The node sends its receipt again (it did not hear the answer): applied once.
+    const again = await node.receipt(work, inline(work.ticket));
+    expect(again.statusCode).toBe(409);
+    expect(await stored(t.ctx.db, work.job_id)).toEqual(rebuilt);
+    const audit = await reconcileAccount(t.ctx.db, buyer.orgId);
+    expect([audit.held_cents, audit.consistent]).toEqual([0, true]);
+  }, 60_000);
+
+  it('a receipt for unknown work is refused without a valid ticket: forged, expired, for another node; nothing is written', async () => {
+    const other = await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), {
+      models: ['tinyllama'],
+    });
+    let n = 0;
+    const ticketFor = (fields: Partial<WorkTicket> = {}) => {
+      n++;
+      return issueTicket(t.ctx.secrets, {
+        org_id: buyer.orgId,
+        buyer_id: buyer.buyerId,
+        request_id: `chatcmpl-01jd4x8k2m7q9w3e5r6t8y0u${n}a`,
+        type: 'chat',
+        model: 'tinyllama',
+        stream: false,
+        max_cost_micro: 40_000,
+        jurisdiction: null,
+        strict_jurisdiction: null,
+        requires_tee: false,
+        node_id: node.nodeId,
+        work_id: `wrk_01jd4x8k2m7q9w3e5r6t8y0u${n}a`,
+        issued_at: new Date().toISOString(),
+        ...fields,
+      });
+    };
+    const send = async (ticket: WorkTicket | undefined, as: WorkTicket = ticket ?? ticketFor()) => {
+      const work = { work_id: as.work_id, job_id: as.request_id, model: 'tinyllama' } as WorkItem;
+      const res = await node.receipt(work, inline(ticket));
+      return { status: res.statusCode, body: res.json() as { message?: string }, id: as.request_id };
+    };
+
+    const forged = { ...ticketFor(), max_cost_micro: 40_000_000 };
+    const expired = ticketFor({ issued_at: new Date(Date.now() - TICKET_MAX_AGE_MS - 60_000).toISOString() });
+    const elsewhere = ticketFor({ node_id: other.nodeId });
+    const refusals = [
+      [await send(forged), 403, 'does not verify'],
+      [await send(expired), 403, 'has expired'],
+      [await send(elsewhere), 403, 'names another node'],
+      [await send(undefined), 404, 'no work for'],
+    ] as const;
+    for (const [res, status, why] of refusals) {
+      expect({ status: res.status, why: res.body.message?.includes(why) }).toEqual({ status, why: true });
+      expect(await stored(t.ctx.db, res.id)).toMatchObject({ requests: 0, work: 0, holds: 0, receipts: 0 });
+    }
+    // The same receipt with a valid ticket is applied: the refusals above are the ticket's.
+    const valid = await send(ticketFor());
+    expect(valid.status).toBe(200);
+    expect(await stored(t.ctx.db, valid.id)).toMatchObject({ requests: 1, status: 'completed', receipts: 1 });
+  }, 60_000);
+});
