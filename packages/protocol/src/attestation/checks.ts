@@ -74,13 +74,19 @@ function cached<V, T extends V>(cache: Map<string, V>, key: string, make: () => 
 }
 
 /**
- * Whether `verify` accepts `signature` over `data` under the public key whose encoding is `key`,
- * remembered by the SHA-256 of the three (each length-prefixed): the same bytes always get the
+ * Whether `verify` accepts `signature` over `data` under the public key whose encoding is `key`
+ * (with `algorithm`, e.g. 'ecdsa-p256-sha256'), remembered by the SHA-256 of the four (each length-prefixed): the same bytes always get the
  * same answer, so a re-attestation or a second report signed by the same key skips the key import
  * and the ECDSA verification. `verify` runs only on a miss.
  */
-export function signatureVerifies(key: Uint8Array, data: Uint8Array, signature: Uint8Array, verify: () => boolean) {
-  const hash = createHash('sha256');
+export function signatureVerifies(
+  algorithm: string,
+  key: Uint8Array,
+  data: Uint8Array,
+  signature: Uint8Array,
+  verify: () => boolean,
+) {
+  const hash = createHash('sha256').update(`${algorithm}\n`);
   for (const part of [key, data, signature]) {
     const length = Buffer.alloc(4);
     length.writeUInt32BE(part.byteLength);

@@ -8,6 +8,7 @@ import {
   fingerprint,
   parseCertificate,
   parsePemChain,
+  signatureVerifies,
   signedBy,
   toHex,
   validAt,
@@ -293,8 +294,12 @@ export async function verifySevSnp(input: SevSnpInput): Promise<SevSnpVerificati
   let sigDetail = 'r or s has non-zero bytes past the 48 P-384 uses';
   if (sig) {
     try {
-      const key = createPublicKey({ key: Buffer.from(vcek.publicKey.rawData), format: 'der', type: 'spki' });
-      sigOk = verifySignature('sha384', b.subarray(0, SIGNED_SIZE), { key, dsaEncoding: 'ieee-p1363' }, sig);
+      const spki = Buffer.from(vcek.publicKey.rawData);
+      const signed = b.subarray(0, SIGNED_SIZE);
+      sigOk = signatureVerifies('ecdsa-p384-sha384-p1363', spki, signed, sig, () => {
+        const key = createPublicKey({ key: spki, format: 'der', type: 'spki' });
+        return verifySignature('sha384', signed, { key, dsaEncoding: 'ieee-p1363' }, sig);
+      });
       sigDetail = sigOk
         ? 'ECDSA P-384 SHA-384 by the VCEK over bytes 0x000-0x29f'
         : 'the signature does not verify under the VCEK';

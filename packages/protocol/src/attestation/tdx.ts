@@ -91,7 +91,7 @@ function spkiKey(spki: Uint8Array): KeyObject {
 
 /** ECDSA P-256 (IEEE P1363 signature) under the key `key` makes from `keyBytes`, remembered by the bytes. */
 function p256Verifies(keyBytes: Uint8Array, key: (bytes: Uint8Array) => KeyObject, data: Buffer, sig: Buffer): boolean {
-  return signatureVerifies(keyBytes, data, sig, () => {
+  return signatureVerifies('ecdsa-p256-sha256-p1363', keyBytes, data, sig, () => {
     try {
       return verifySignature('sha256', data, { key: key(keyBytes), dsaEncoding: 'ieee-p1363' }, sig);
     } catch {
