@@ -8,7 +8,7 @@ import {
   type TestBuyer,
 } from '../../../test/harness.js';
 import { eventually } from '../../../test/gateway-fixture.js';
-import { markdownNesting } from './parse.js';
+import { markdownNesting, parseDocument, parseWorkersStarted, type ParseLimits } from './parse.js';
 
 type Doc = { id: string; status: string; error: string | null };
 
@@ -89,7 +89,8 @@ describe('ingestion limits: a hostile document fails alone, with a reason, and t
   it('a parse past its deadline is stopped', async () => {
     Object.assign(server.ctx.config.knowledge.parse, { timeoutMs: 150 });
     try {
-      const doc = await ingest('a short note', 'slow.txt');
+      // 2 million words: seconds of chunking, even in a worker already started.
+      const doc = await ingest('word '.repeat(2_000_000), 'slow.txt');
       expect(doc).toMatchObject({ status: 'failed', error: 'parsing the document took longer than 150 ms' });
     } finally {
       Object.assign(server.ctx.config.knowledge.parse, defaults);
@@ -155,5 +156,40 @@ describe('resumed ingestion starts only once the server listens', () => {
       await second?.close();
       await store.drop();
     }
+  }, 60_000);
+});
+
+describe('parse workers', () => {
+  it('reuses a worker that answered (a refusal too), never one that ran past its deadline or has another heap limit', async () => {
+    const limits: ParseLimits = {
+      maxNesting: 100,
+      maxTextChars: 20_000_000,
+      maxChunks: 1000,
+      heapMb: 96,
+      timeoutMs: 30_000,
+      isolation: 'worker',
+    };
+    const input = (text: string) => ({
+      bytes: Buffer.from(text),
+      format: 'text/plain' as const,
+      chunkSize: 200,
+      chunkOverlap: 40,
+    });
+    const before = parseWorkersStarted();
+    expect((await parseDocument(input('One note.'), limits)).chunks.map((c) => c.text)).toEqual(['One note.']);
+    expect((await parseDocument(input('Another note.'), limits)).chunks.map((c) => c.text)).toEqual(['Another note.']);
+    await expect(parseDocument(input('A third note.'), { ...limits, maxChunks: 0 })).rejects.toThrow(
+      'the document makes 1 chunks; the limit is 0',
+    );
+    expect(parseWorkersStarted()).toBe(before + 1);
+    // Stopped at its deadline: the worker is gone, the next document gets a new one.
+    await expect(parseDocument(input('word '.repeat(2_000_000)), { ...limits, timeoutMs: 100 })).rejects.toThrow(
+      'parsing the document took longer than 100 ms',
+    );
+    expect((await parseDocument(input('After the deadline.'), limits)).chunks).toHaveLength(1);
+    expect(parseWorkersStarted()).toBe(before + 2);
+    // A worker's heap limit is set when it starts: another limit, another worker.
+    expect((await parseDocument(input('Smaller heap.'), { ...limits, heapMb: 64 })).chunks).toHaveLength(1);
+    expect(parseWorkersStarted()).toBe(before + 3);
   }, 60_000);
 });

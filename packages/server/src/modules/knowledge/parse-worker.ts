@@ -2,8 +2,9 @@ import { parentPort } from 'node:worker_threads';
 import { ApiError } from '../../platform/errors.js';
 import { parseBounded, type ParseInput, type ParseLimits } from './parse.js';
 
-// The worker thread of parseDocument: one document, one answer, then the host terminates it.
-parentPort?.once(
+// The worker thread of parseDocument: one answer per document; the host keeps a worker that
+// answered for the next document, and terminates one that failed or ran past its deadline.
+parentPort?.on(
   'message',
   (request: { input: ParseInput; limits: Pick<ParseLimits, 'maxNesting' | 'maxTextChars' | 'maxChunks'> }) => {
     parseBounded(request.input, request.limits).then(

@@ -102,9 +102,69 @@ type WorkerAnswer = { ok: true; parsed: ParsedDocument } | { ok: false; message:
 const BOOT = new URL('./parse-boot.mjs', import.meta.url);
 const ENTRY = new URL(`./parse-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
 
+/** How long a parse worker that finished its document waits for the next one before it exits. */
+const IDLE_MS = 15_000;
+
+let started = 0;
+let idle: { worker: Worker; heapMb: number; timer: NodeJS.Timeout } | undefined;
+
+/** Parse worker threads started by this process (each costs about 0.45 s of CPU to boot). */
+export function parseWorkersStarted(): number {
+  return started;
+}
+
+/**
+ * The idle worker when it was started with the same heap limit, else a new one. Booting a worker
+ * (its module graph through tsx, the tokenizer's tables) costs more CPU than parsing most
+ * documents, so a worker that answered is kept for the next document.
+ */
+function takeWorker(heapMb: number): Worker {
+  const kept = idle;
+  if (kept && kept.heapMb === heapMb) {
+    idle = undefined;
+    clearTimeout(kept.timer);
+    kept.worker.ref();
+    return kept.worker;
+  }
+  started++;
+  return new Worker(BOOT, {
+    workerData: { entry: ENTRY.href },
+    resourceLimits: {
+      maxOldGenerationSizeMb: heapMb,
+      maxYoungGenerationSizeMb: Math.max(8, Math.floor(heapMb / 8)),
+      stackSizeMb: 4,
+    },
+    stdout: false,
+    stderr: false,
+  });
+}
+
+/** Keeps a worker that answered, idle and unreferenced, for {@link IDLE_MS}; one at most. */
+function keepWorker(worker: Worker, heapMb: number): void {
+  const previous = idle;
+  if (previous) {
+    idle = undefined;
+    clearTimeout(previous.timer);
+    void previous.worker.terminate();
+  }
+  worker.unref();
+  const timer = setTimeout(() => {
+    if (idle?.worker === worker) idle = undefined;
+    void worker.terminate();
+  }, IDLE_MS);
+  timer.unref();
+  idle = { worker, heapMb, timer };
+  worker.once('exit', () => {
+    if (idle?.worker !== worker) return;
+    clearTimeout(idle.timer);
+    idle = undefined;
+  });
+}
+
 /**
  * Extracts and chunks a document within `limits`: in a worker thread with its own heap limit and
- * a deadline (terminated when it passes), unless `isolation` is `inline`.
+ * a deadline (terminated when it passes, or when it fails), unless `isolation` is `inline`. A
+ * worker that answered is reused by the next document with the same heap limit.
  *
  * @example
  * const { chunks } = await parseDocument({ bytes, format: 'text/markdown', chunkSize: 512, chunkOverlap: 64 }, limits);
@@ -112,45 +172,42 @@ const ENTRY = new URL(`./parse-worker.${import.meta.url.endsWith('.ts') ? 'ts' :
 export function parseDocument(input: ParseInput, limits: ParseLimits): Promise<ParsedDocument> {
   if (limits.isolation === 'inline') return parseBounded(input, limits);
   return new Promise<ParsedDocument>((resolve, reject) => {
-    const worker = new Worker(BOOT, {
-      workerData: { entry: ENTRY.href },
-      resourceLimits: {
-        maxOldGenerationSizeMb: limits.heapMb,
-        maxYoungGenerationSizeMb: Math.max(8, Math.floor(limits.heapMb / 8)),
-        stackSizeMb: 4,
-      },
-      stdout: false,
-      stderr: false,
-    });
+    const worker = takeWorker(limits.heapMb);
     let settled = false;
-    const settle = (fn: () => void) => {
+    const settle = (reuse: boolean, fn: () => void) => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
+      worker.off('message', onMessage);
+      worker.off('error', onError);
+      worker.off('exit', onExit);
       fn();
-      void worker.terminate();
+      if (reuse) keepWorker(worker, limits.heapMb);
+      else void worker.terminate();
     };
     const deadline = setTimeout(
-      () => settle(() => reject(refused(`parsing the document took longer than ${limits.timeoutMs} ms`))),
+      () => settle(false, () => reject(refused(`parsing the document took longer than ${limits.timeoutMs} ms`))),
       limits.timeoutMs,
     );
-    worker.once('message', (answer: WorkerAnswer) =>
-      settle(() =>
+    const onMessage = (answer: WorkerAnswer) =>
+      settle(answer.ok || answer.refused, () =>
         answer.ok
           ? resolve(answer.parsed)
           : reject(answer.refused ? refused(answer.message) : new Error(answer.message)),
-      ),
-    );
-    worker.once('error', (err: Error & { code?: string }) =>
-      settle(() =>
+      );
+    const onError = (err: Error & { code?: string }) =>
+      settle(false, () =>
         reject(
           err.code === 'ERR_WORKER_OUT_OF_MEMORY'
             ? refused(`parsing the document needed more than ${limits.heapMb} MB of memory`)
             : err,
         ),
-      ),
-    );
-    worker.once('exit', (code) => settle(() => reject(new Error(`the document parser stopped (exit code ${code})`))));
+      );
+    const onExit = (code: number) =>
+      settle(false, () => reject(new Error(`the document parser stopped (exit code ${code})`)));
+    worker.on('message', onMessage);
+    worker.on('error', onError);
+    worker.on('exit', onExit);
     const { format, chunkSize, chunkOverlap } = input;
     worker.postMessage({
       input: { bytes: input.bytes, format, chunkSize, chunkOverlap },

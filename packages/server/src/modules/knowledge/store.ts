@@ -1,5 +1,5 @@
 import type { Queryable } from '../../platform/db/index.js';
-import { vectorCast, vectorLiteral, type VectorSearch } from './vector-search.js';
+import { vectorCast, vectorParam, type VectorSearch } from './vector-search.js';
 
 /** SQL of knowledge bases, documents, chunks and retrievals (migration 0008). */
 
@@ -341,11 +341,13 @@ export async function storeEmbeddings(
   rows: readonly { id: string; embedding: readonly number[] }[],
 ): Promise<number> {
   if (rows.length > 0) {
-    const values = rows.map((_, i) => `($${i * 2 + 3}, $${i * 2 + 4})`).join(', ');
+    // Vectors go as binary parameters, typed where they appear so the server reads them as such.
+    const cast = vectorCast(search);
+    const values = rows.map((_, i) => `($${i * 2 + 3}, $${i * 2 + 4}::${cast})`).join(', ');
     await db.query(
-      `UPDATE kb_chunks c SET embedding = v.e::${vectorCast(search)}, embedded_by = $2
+      `UPDATE kb_chunks c SET embedding = v.e, embedded_by = $2
          FROM (VALUES ${values}) AS v(id, e) WHERE c.id = v.id AND c.document_id = $1`,
-      [documentId, requestId, ...rows.flatMap((r) => [r.id, vectorLiteral(search, r.embedding)])],
+      [documentId, requestId, ...rows.flatMap((r) => [r.id, vectorParam(search, r.embedding)])],
     );
   }
   const { rows: counted } = await db.query<{ n: number }>(

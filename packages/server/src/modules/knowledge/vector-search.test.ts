@@ -9,7 +9,8 @@ import {
   type TestBuyer,
 } from '../../../test/harness.js';
 import { seedKnowledgeBase } from '../../../test/knowledge-seed.js';
-import { searchChunks, unitVector } from './vector-search.js';
+import { storeEmbeddings } from './store.js';
+import { searchChunks, unitVector, vectorParam } from './vector-search.js';
 
 const TOPICS = [
   'volcano lava magma eruption crater',
@@ -118,6 +119,48 @@ describe('vector search: pgvector with HNSW where available, exact SQL elsewhere
       );
     }
     expect(a.map((h) => h.score.toFixed(5))).toEqual(e.map((h) => h.score.toFixed(5)));
+  });
+
+  it('stores vectors sent as binary parameters exactly (float4), in both column types, non-finite values as 0', async () => {
+    // The binary forms themselves: pgvector's (int16 dimensions, int16 0, float4s) and real[]'s.
+    expect([...vectorParam({ column: 'vector' }, [1, -0.5])]).toEqual([0, 2, 0, 0, 63, 128, 0, 0, 191, 0, 0, 0]);
+    const array = vectorParam({ column: 'array' }, [0.25]);
+    expect([array.readInt32BE(0), array.readInt32BE(8), array.readInt32BE(12), array.readInt32BE(20)]).toEqual([
+      1, 700, 1, 4,
+    ]);
+    expect(array.readFloatBE(24)).toBe(0.25);
+    const v = Array.from({ length: 384 }, (_, i) => Math.sin(i + 1) / 10);
+    v[3] = Number.NaN;
+    v[4] = Number.POSITIVE_INFINITY;
+    for (const [t, buyer] of [
+      [auto, buyerA],
+      [exact, buyerE],
+    ] as const) {
+      const { kbId } = await seedKnowledgeBase(t.ctx.db, t.ctx.vectorSearch, {
+        orgId: buyer.orgId,
+        buyerId: buyer.buyerId,
+        chunks: 1,
+        text: () => 'one chunk',
+      });
+      const { rows } = await t.ctx.db.query<{ id: string; document_id: string }>(
+        'SELECT id, document_id FROM kb_chunks WHERE kb_id = $1',
+        [kbId],
+      );
+      const chunk = rows[0];
+      if (!chunk) throw new Error('no chunk seeded');
+      await storeEmbeddings(t.ctx.db, t.ctx.vectorSearch, chunk.document_id, 'emb-binary', [
+        { id: chunk.id, embedding: v },
+      ]);
+      const stored = await t.ctx.db.query<{ e: number[]; by: string }>(
+        'SELECT embedding::real[] AS e, embedded_by AS by FROM kb_chunks WHERE id = $1',
+        [chunk.id],
+      );
+      expect(stored.rows[0]?.by).toBe('emb-binary');
+      // float4 prints its shortest form: read back as float4, each value is the one sent.
+      expect(stored.rows[0]?.e.map((x) => Math.fround(Number(x)))).toEqual(
+        v.map((x) => (Number.isFinite(x) ? Math.fround(x) : 0)),
+      );
+    }
   });
 
   it("returns only the knowledge base's own chunks, top_k of them even when another knowledge base holds nearer ones", async () => {
