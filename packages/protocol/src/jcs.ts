@@ -1,40 +1,49 @@
 import canonicalize from 'canonicalize';
 import { ProtocolError } from './errors.js';
 
-function pointer(path: string, key: string | number): string {
-  return `${path}/${String(key).replaceAll('~', '~0').replaceAll('/', '~1')}`;
+/** The JSON Pointer of the value at `keys` (built only for an error: most values pass). */
+function pointer(keys: (string | number)[]): string {
+  return keys.map((key) => `/${String(key).replaceAll('~', '~0').replaceAll('/', '~1')}`).join('');
 }
 
 /**
  * Rejects what JSON cannot carry faithfully. `JSON.stringify` (and so the canonicalize package)
  * silently drops `undefined` properties and turns them into `null` in arrays; a hash over such
- * a value would not be the hash of what the API returns, so we refuse instead.
+ * a value would not be the hash of what the API returns, so we refuse instead. `keys` is the path
+ * walked so far (pushed and popped in place).
  */
-function assertJsonValue(value: unknown, path: string, seen: Set<object>): void {
+function assertJsonValue(value: unknown, keys: (string | number)[], seen: Set<object>): void {
   switch (typeof value) {
     case 'string':
     case 'boolean':
       return;
     case 'number':
-      if (!Number.isFinite(value)) throw new ProtocolError(`${String(value)} is not valid JSON`, path);
+      if (!Number.isFinite(value)) throw new ProtocolError(`${String(value)} is not valid JSON`, pointer(keys));
       return;
     case 'object':
       break;
     default:
-      throw new ProtocolError(`a value of type ${typeof value} is not valid JSON`, path);
+      throw new ProtocolError(`a value of type ${typeof value} is not valid JSON`, pointer(keys));
   }
   if (value === null) return;
-  if (seen.has(value)) throw new ProtocolError('circular reference', path);
+  if (seen.has(value)) throw new ProtocolError('circular reference', pointer(keys));
   seen.add(value);
   const toJSON: unknown = 'toJSON' in value ? value.toJSON : undefined;
   if (typeof toJSON === 'function') {
-    assertJsonValue((toJSON as () => unknown).call(value), path, seen);
+    assertJsonValue((toJSON as () => unknown).call(value), keys, seen);
   } else if (Array.isArray(value)) {
-    value.forEach((item: unknown, i) => {
-      assertJsonValue(item, pointer(path, i), seen);
-    });
+    for (let i = 0; i < value.length; i++) {
+      keys.push(i);
+      assertJsonValue(value[i], keys, seen);
+      keys.pop();
+    }
   } else {
-    for (const [key, item] of Object.entries(value)) assertJsonValue(item, pointer(path, key), seen);
+    for (const key in value) {
+      if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
+      keys.push(key);
+      assertJsonValue((value as Record<string, unknown>)[key], keys, seen);
+      keys.pop();
+    }
   }
   seen.delete(value);
 }
@@ -49,7 +58,7 @@ function assertJsonValue(value: unknown, path: string, seen: Set<object>): void 
  * canonicalJson({ b: 1, a: [true, 'x'] }); // '{"a":[true,"x"],"b":1}'
  */
 export function canonicalJson(value: unknown): string {
-  assertJsonValue(value, '', new Set());
+  assertJsonValue(value, [], new Set());
   let text: string | undefined;
   try {
     text = canonicalize(value);

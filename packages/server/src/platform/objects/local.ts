@@ -1,7 +1,6 @@
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { randomToken } from '../ids.js';
 import { assertObjectKey, type ObjectStore } from './interface.js';
@@ -19,6 +18,24 @@ export function createLocalObjectStore(root: string): ObjectStore & { root: stri
     assertObjectKey(key);
     return join(root, ...key.split('/'));
   };
+  // Directories this process made or found, so a write to a known one costs no mkdir. One removed
+  // behind our back (a test's cleanup, an operator) is made again when a write meets ENOENT.
+  const madeDirs = new Set<string>();
+  const remember = (dir: string) => {
+    if (madeDirs.size >= 10_000) madeDirs.clear();
+    madeDirs.add(dir);
+  };
+  const writeAgain = async (dir: string, write: () => Promise<unknown>) => {
+    try {
+      await write();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      madeDirs.delete(dir);
+      await mkdir(dir, { recursive: true });
+      remember(dir);
+      await write();
+    }
+  };
   return {
     kind: 'local',
     location: { kind: 'local', root },
@@ -26,10 +43,17 @@ export function createLocalObjectStore(root: string): ObjectStore & { root: stri
     pathOf,
     async put(key, body, contentType) {
       const target = pathOf(key);
-      await mkdir(dirname(target), { recursive: true });
+      const dir = dirname(target);
+      // A stream cannot be replayed after a failed open, so its directory is always made first.
+      if (!Buffer.isBuffer(body) || !madeDirs.has(dir)) {
+        await mkdir(dir, { recursive: true });
+        remember(dir);
+      }
       const temp = `${target}.${randomToken(8)}.part`;
       try {
-        await pipeline(Buffer.isBuffer(body) ? Readable.from([body]) : body, createWriteStream(temp));
+        // A buffer (every result and receipt body) is written in one call; a stream is piped.
+        if (Buffer.isBuffer(body)) await writeAgain(dir, () => writeFile(temp, body));
+        else await pipeline(body, createWriteStream(temp));
         if (contentType) await writeFile(`${target}.content-type`, contentType);
         else await rm(`${target}.content-type`, { force: true });
         await rename(temp, target);
@@ -37,7 +61,7 @@ export function createLocalObjectStore(root: string): ObjectStore & { root: stri
         await rm(temp, { force: true });
         throw err;
       }
-      return { bytes: (await stat(target)).size };
+      return { bytes: Buffer.isBuffer(body) ? body.length : (await stat(target)).size };
     },
     async stat(key) {
       try {

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -80,6 +80,19 @@ contract('S3 (s3rver)', () =>
     credentials: s3.credentials,
   }),
 );
+
+describe('local directory store', () => {
+  it('writes into a directory removed behind its back, and leaves no temporary file', async () => {
+    const root = join(dir, 'removed');
+    const store = createLocalObjectStore(root);
+    expect(await store.put('results/one', Buffer.from('first'), 'text/plain')).toEqual({ bytes: 5 });
+    // The store remembers it made results/; an operator (or a cleanup) removes it meanwhile.
+    await rm(join(root, 'results'), { recursive: true, force: true });
+    expect(await store.put('results/two', Buffer.from('second'), 'text/plain')).toEqual({ bytes: 6 });
+    expect((await drain(await store.read('results/two')))?.toString()).toBe('second');
+    expect((await readdir(join(root, 'results'))).sort()).toEqual(['two', 'two.content-type']);
+  });
+});
 
 describe('object store choice', () => {
   it('is the data-dir directory by default and S3 when SVC_S3_BUCKET is set', () => {
