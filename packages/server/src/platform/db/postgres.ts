@@ -10,10 +10,48 @@ const typeParsers = {
   },
 } as pg.CustomTypesConfig;
 
-function wrap(client: pg.Pool | pg.PoolClient): Queryable {
+/** Distinct statement texts kept as named prepared statements; past this many, texts run unnamed. */
+const MAX_NAMED = 1000;
+
+/**
+ * Names for statement texts, shared by every connection of the pool: node-postgres parses a named
+ * statement once per connection and from then on only binds and executes it, so PostgreSQL skips
+ * parsing and analysis, and after five runs plans it once for all (as the PGlite store does,
+ * pglite.ts). The names are never reused for another text. A text whose prepared plan no longer
+ * fits its tables (0A000, after DDL) gets a new name, so it is parsed again.
+ */
+class StatementNames {
+  private readonly names = new Map<string, string>();
+  private next = 0;
+
+  of(sql: string): string | undefined {
+    const known = this.names.get(sql);
+    if (known !== undefined || this.names.size >= MAX_NAMED) return known;
+    const name = `svc_${(this.next++).toString(36)}`;
+    this.names.set(sql, name);
+    return name;
+  }
+
+  stale(sql: string): void {
+    this.names.delete(sql);
+  }
+}
+
+function wrap(client: pg.Pool | pg.PoolClient, names: StatementNames, inTransaction: boolean): Queryable {
+  const run = (sql: string, params: readonly unknown[]) =>
+    client.query({ text: sql, values: params as unknown[], name: names.of(sql) });
   return {
     async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
-      const result = await client.query(sql, params as unknown[]);
+      let result: pg.QueryResult;
+      try {
+        result = await run(sql, params);
+      } catch (err) {
+        if ((err as { code?: string }).code !== '0A000') throw err;
+        names.stale(sql);
+        // Outside a transaction nothing was done: the statement runs again, parsed anew.
+        if (inTransaction) throw err;
+        result = await run(sql, params);
+      }
       return { rows: result.rows as Row[], rowCount: result.rowCount ?? result.rows.length };
     },
     async exec(sql: string): Promise<void> {
@@ -22,12 +60,6 @@ function wrap(client: pg.Pool | pg.PoolClient): Queryable {
   };
 }
 
-/**
- * Connects to PostgreSQL. LISTEN uses one dedicated connection, re-established after a drop.
- *
- * @example
- * const db = await createPostgresDb('postgres://svc@127.0.0.1/svc');
- */
 export async function createPostgresDb(url: string, options: { max?: number } = {}): Promise<Db> {
   const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, types: typeParsers });
   pool.on('error', () => undefined); // idle-client errors surface on the next query instead
@@ -64,7 +96,8 @@ export async function createPostgresDb(url: string, options: { max?: number } = 
     return listener;
   }
 
-  const base = wrap(pool);
+  const names = new StatementNames();
+  const base = wrap(pool, names, false);
   return {
     kind: 'postgres',
     query: base.query,
@@ -73,7 +106,7 @@ export async function createPostgresDb(url: string, options: { max?: number } = 
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        const result = await fn(wrap(client));
+        const result = await fn(wrap(client, names, true));
         await client.query('COMMIT');
         return result;
       } catch (err) {

@@ -128,4 +128,26 @@ describe(`statements on the ${TEST_STORE_KIND} store`, () => {
       expect(rows[0]?.n).toBeGreaterThan(400);
     },
   );
+  it.runIf(TEST_STORE_KIND === 'postgres')(
+    'PostgreSQL parses each statement once per connection, and names at most 1,000 texts',
+    async () => {
+      const sql = 'SELECT id FROM stmt_probe WHERE id = $1 AND $2::int > 0';
+      const preparedHere = (tx: Pick<Db, 'query'>, text: string) =>
+        tx.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [text]);
+      // One transaction is one connection: the statement is prepared on it once, however often it runs.
+      await db.transaction(async (tx) => {
+        for (let i = 1; i <= 3; i++) expect((await tx.query(sql, ['nulls', i])).rows).toEqual([{ id: 'nulls' }]);
+        expect((await preparedHere(tx, sql)).rows).toEqual([{ n: 1 }]);
+      });
+      for (let i = 0; i < 1100; i++) await db.query(`SELECT ${i} AS n WHERE $1::int IS NOT NULL`, [i]);
+      await db.transaction(async (tx) => {
+        const { rows } = await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements');
+        expect(rows[0]?.n).toBeLessThanOrEqual(1000);
+        // Texts past the bound still run (unnamed).
+        expect((await tx.query<{ n: number }>('SELECT 1099 AS n WHERE $1::int IS NOT NULL', [1])).rows).toEqual([
+          { n: 1099 },
+        ]);
+      });
+    },
+  );
 });
