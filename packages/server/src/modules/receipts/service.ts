@@ -106,7 +106,8 @@ export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: 
       return { work_id: workId, result_hash: body.result_hash, status: work.status };
     throw new ApiError('conflict', `work ${workId} already has a different result`);
   }
-  if (work.status !== 'leased')
+  // A gateway attempt whose lease lapsed takes its result; its receipt then decides (applyReceipt).
+  if (work.status !== 'leased' && !(work.status === 'lost' && work.type !== 'job'))
     throw new ApiError('conflict', `work ${workId} is ${work.status}; no result is accepted`);
   if (!(await storeResult(ctx, ctx.db, workId, bytes, body)))
     throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
@@ -222,13 +223,20 @@ async function applyReceipt(
   if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
   if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
   let work: WorkRow = locked;
+  // A gateway attempt whose lease lapsed while its receipt could not reach any instance (all of
+  // them down longer than the lease, or the node cut off): the node did the work, and the client
+  // may have had the answer. Its receipt is taken as long as the request still runs on this
+  // attempt (`lockRequestOfWork` below): not failed over, not ended. A job's lost attempt has
+  // gone back to the queue, so its receipt is refused.
+  const lapsed = work.status === 'lost' && work.type !== 'job';
+  if (lapsed && work.result_hash !== null) work = { ...work, status: 'delivered' };
   // An inline result is stored as completed at once: if a check below refuses the receipt, the
   // transaction rolls the result back with it.
   let resultCompleted = false;
   if (
     inline &&
     inlineBytes &&
-    work.status === 'leased' &&
+    (work.status === 'leased' || lapsed) &&
     work.result_hash === null &&
     (await storeResult(ctx, tx, work.id, inlineBytes, inline, 'completed'))
   ) {

@@ -237,6 +237,8 @@ export async function setWorkStatus(db: Queryable, workId: string, status: WorkR
 /**
  * Records the result of leased work that has none yet (its bytes are stored apart, by the
  * caller) and moves it to `status`. False when the work was no longer leased without a result.
+ * A gateway attempt whose lease lapsed (`lost`) takes its result too: the caller holds its
+ * request's row and has checked that the request still runs on this attempt.
  */
 export async function storeWorkResult(
   db: Queryable,
@@ -252,7 +254,7 @@ export async function storeWorkResult(
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
-      WHERE id = $1 AND status = 'leased' AND result_hash IS NULL`,
+      WHERE id = $1 AND result_hash IS NULL AND (status = 'leased' OR (status = 'lost' AND type <> 'job'))`,
     [
       workId,
       result.result_hash,

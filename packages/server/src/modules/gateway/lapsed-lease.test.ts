@@ -1,0 +1,140 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { NODE_HEADERS, requestMessage, sha256Hex, signHex, signSvc1 } from '@svc/protocol';
+import {
+  bearer,
+  createKey,
+  createTestApp,
+  createTestNode,
+  createTestStore,
+  signUp,
+  watchPolls,
+  type TestApp,
+  type TestNode,
+  type TestStore,
+  type WorkItem,
+} from '../../../test/harness.js';
+import type { App } from '../../app.js';
+import { reconcileAccount } from '../billing/service.js';
+import { sweepExpiredLeases } from '../scheduler/service.js';
+
+const OUTPUT = JSON.stringify({
+  content: 'hi',
+  finish_reason: 'stop',
+  usage: { prompt_tokens: 3, completion_tokens: 1 },
+});
+
+/** The node's receipt with its result inline, as the agent re-sends it from its outbox, to `app`. */
+function resend(app: App, node: TestNode, work: WorkItem, jobId = work.job_id) {
+  const result_hash = sha256Hex(OUTPUT);
+  const body = JSON.stringify({
+    job_id: jobId,
+    pubkey: node.pubkey,
+    result_hash,
+    metering_units: 4,
+    signature: signSvc1(
+      { job_id: jobId, node_public_key_hex: node.pubkey, result_hash_hex: result_hash, metering_units: 4 },
+      node.privateKey,
+    ),
+    metadata: { model: work.model, engine: 'test' },
+    result: {
+      output: OUTPUT,
+      encoding: 'utf8',
+      content_type: 'application/json',
+      result_hash,
+      metering_units: 4,
+      usage: { prompt_tokens: 3, completion_tokens: 1 },
+    },
+  });
+  const timestamp = Date.now();
+  const url = '/api/v1/node/receipt';
+  return app.inject({
+    method: 'POST',
+    url,
+    payload: body,
+    headers: {
+      'content-type': 'application/json',
+      [NODE_HEADERS.node]: node.nodeId,
+      [NODE_HEADERS.timestamp]: String(timestamp),
+      [NODE_HEADERS.signature]: signHex(
+        requestMessage({ method: 'POST', pathWithQuery: url, timestamp, body }),
+        node.privateKey,
+      ),
+    },
+  });
+}
+
+/**
+ * The instance serving a request stops (crash, kill -9, a restart slower than the lease) after the
+ * node finished: the node keeps its signed receipt, but the work's lease lapses before any
+ * instance takes it. The receipt is still applied when it reaches an instance, as long as the
+ * request runs on that attempt: the client may have had its answer, and the node did the work.
+ */
+describe('a gateway receipt after its lease lapsed', () => {
+  let store: TestStore;
+  const apps: TestApp[] = [];
+  afterEach(async () => {
+    for (const t of apps.splice(0)) await t.close().catch(() => undefined);
+    await store.drop();
+  });
+
+  it('is applied while the request still runs on that attempt (one receipt, one charge, its run signed)', async () => {
+    store = await createTestStore();
+    const first = await createTestApp({ store });
+    apps.push(first);
+    const buyer = await signUp(first.app);
+    const operator = await createKey(first.app, await signUp(first.app), ['operator']);
+    const node = await createTestNode(first.app, operator, { models: ['tinyllama'] });
+    const polls = watchPolls(first.ctx);
+    const polled = node.poll({ waitMs: 20_000 });
+    await polls.until(1);
+    void first.app
+      .inject({
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: bearer(buyer.apiKey),
+        payload: { model: 'tinyllama', messages: [{ role: 'user', content: 'then the instance stops' }] },
+      })
+      .catch(() => undefined);
+    const [work] = await polled;
+    if (!work) throw new Error('no work reached the node');
+    await first.ctx.writer.settled();
+    // The instance goes away with the request running; its lease then lapses and another
+    // instance's sweep marks the attempt lost.
+    await first.close();
+    apps.splice(0);
+    const second = await createTestApp({ store });
+    apps.push(second);
+    await second.ctx.db.query("UPDATE work_items SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [
+      work.work_id,
+    ]);
+    await sweepExpiredLeases(second.ctx);
+    const state = async () =>
+      (
+        await second.ctx.db.query<{ work: string; request: string; receipts: number; charges: number }>(
+          `SELECT (SELECT status FROM work_items WHERE id = $1) AS work,
+                  (SELECT status FROM gateway_requests WHERE id = $2) AS request,
+                  (SELECT count(*)::int FROM receipts WHERE job_id = $2) AS receipts,
+                  (SELECT count(*)::int FROM credit_transactions WHERE ref = $2 AND tx_type = 'charge') AS charges`,
+          [work.work_id, work.job_id],
+        )
+      ).rows[0];
+    expect(await state()).toEqual({ work: 'lost', request: 'running', receipts: 0, charges: 0 });
+
+    const applied = await resend(second.app, node, work);
+    expect(applied.statusCode).toBe(200);
+    expect(await state()).toEqual({ work: 'completed', request: 'completed', receipts: 1, charges: 1 });
+    // Sent again (the ack was lost): applied once.
+    expect((await resend(second.app, node, work)).statusCode).toBe(409);
+    expect(await state()).toEqual({ work: 'completed', request: 'completed', receipts: 1, charges: 1 });
+    const run = await second.app.inject({
+      method: 'GET',
+      url: `/api/v1/jobs/${work.job_id}/evidence`,
+      headers: bearer(buyer.apiKey),
+    });
+    expect(run.json()).toMatchObject({
+      run: { status: 'completed', root_signature_hex: expect.stringMatching(/^[0-9a-f]{128}$/) },
+    });
+    const audit = await reconcileAccount(second.ctx.db, buyer.orgId);
+    expect([audit.held_cents, audit.consistent]).toEqual([0, true]);
+  });
+});
