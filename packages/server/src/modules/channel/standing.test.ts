@@ -57,8 +57,9 @@ describe('standing slots on the node channel: work pushed at once, never past th
   });
 
   /** A registered node serving only `model` (so each test routes to its own node) and its channel. */
-  async function nodeWithChannel(model: string, existing?: TestNode) {
-    const node = existing ?? (await createTestNode(t.app, operatorKey, { models: [model], max_concurrency: 8 }));
+  async function nodeWithChannel(model: string, existing?: TestNode, info: Record<string, unknown> = {}) {
+    const node =
+      existing ?? (await createTestNode(t.app, operatorKey, { models: [model], max_concurrency: 8, ...info }));
     const row = await findNode(t.ctx.db, node.nodeId);
     if (!row) throw new Error('node not stored');
     const fake = fakeSocket();
@@ -154,6 +155,29 @@ describe('standing slots on the node channel: work pushed at once, never past th
     );
     expect((await first).statusCode).toBe(502);
     expect((await second).statusCode).toBe(502);
+  }, 60_000);
+
+  it('a job submitted while the node has a free slot is assigned to it and pushed at once', async () => {
+    const c = await nodeWithChannel('tinyllama', undefined, { country: 'IS' });
+    const grant = c.say({ type: 'grant', slots: 1 });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: {
+        kind: 1,
+        budget: 0.05,
+        max_price_per_unit: 0.00001,
+        currency: 'CAD',
+        inline_text: 'hi',
+        strict_jurisdiction: 'IS',
+      },
+    });
+    expect(res.statusCode).toBe(201);
+    const jobId = (res.json() as { job_id: string }).job_id;
+    await eventually(() => c.work().length === 1);
+    expect(c.work()[0]).toMatchObject({ re: grant, work: [{ job_id: jobId, type: 'job' }] });
+    failAll(c.say, c.work()[0]?.work ?? []);
   }, 60_000);
 
   it('work pushed but never written to the socket, or handed over as the channel closes, goes back to the store for the next poll', async () => {
