@@ -21,7 +21,8 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startOpenAITestServer } from '@svc/node-agent/testing';
-import { createTestStore } from '@svc/server/testing';
+import { createTestStore, type TestStore } from '@svc/server/testing';
+import { openDb } from '../packages/server/src/platform/db/index.js';
 import { positiveInt, printTable, ratio, wholeNumber } from './lib.js';
 
 const { values } = parseArgs({
@@ -52,6 +53,28 @@ interface Target {
   headers: Record<string, string>;
   /** Its gateway and node processes, whose CPU time the bench reads. */
   processes?: { gateway: ChildProcess; node: ChildProcess };
+  /** An svc target's store, read after the run (hand-overs under load). */
+  store?: TestStore;
+}
+
+/**
+ * Of the chat work items created between `from` and `to`, how many were handed to the node at
+ * once (stored already dispatched, in the opening's own statement: `dispatched_at = created_at`)
+ * rather than taken from the store by a later poll. Read from the store once its server stopped,
+ * so it counts the same way for a baseline checkout that has no counter of its own.
+ */
+async function handOvers(store: TestStore, from: Date, to: Date): Promise<{ handed: number; total: number }> {
+  const db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+  try {
+    const { rows } = await db.query<{ handed: number; total: number }>(
+      `SELECT count(*) FILTER (WHERE dispatched_at = created_at)::int AS handed, count(*)::int AS total
+         FROM work_items WHERE type = 'chat' AND created_at >= $1 AND created_at <= $2`,
+      [from, to],
+    );
+    return rows[0] ?? { handed: 0, total: 0 };
+  } finally {
+    await db.close();
+  }
 }
 
 async function chat(t: Target): Promise<void> {
@@ -309,6 +332,7 @@ async function startSvc(
     base: `${url}/v1`,
     headers: { authorization: `Bearer ${buyer.api_key}` },
     processes: { gateway: server.child, node: agent.child },
+    store,
   };
   await until(
     'the node registering',
@@ -323,6 +347,7 @@ async function startSvc(
 }
 
 const upstream = await startOpenAITestServer();
+let loadWindow: { from: Date; to: Date } | undefined;
 const running: ReturnType<typeof svcProcess>[] = [];
 const svcTargets: Target[] = [];
 const cleanups: (() => Promise<void>)[] = [];
@@ -385,11 +410,13 @@ try {
     requests,
     [direct, ...svcTargets].map((t) => () => firstToken(t)),
   );
+  const loadFrom = new Date();
   const [tDirect, ...tOthers] = await throughputRoundRobin(
     concurrency,
     duration,
     [direct, ...others].map((t) => () => chat(t)),
   );
+  const loadTo = new Date();
   if (!latDirect || !ttftDirect || !tDirect) throw new Error('a measurement is missing');
   const ms = (n: number) => n.toFixed(2);
   const names = ['bare relay', 'bare relay ws', ...svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'))];
@@ -443,9 +470,20 @@ try {
       others.map(() => ''),
     ),
   ]);
+  loadWindow = { from: loadFrom, to: loadTo };
 } finally {
   // Agents before their servers, so no node is left polling a server that is gone.
   for (const p of [...running].reverse()) await stop(p);
+  if (loadWindow) {
+    const window = loadWindow;
+    for (const [i, t] of svcTargets.entries()) {
+      if (!t.store) continue;
+      const { handed, total } = await handOvers(t.store, window.from, window.to);
+      console.log(
+        `${i === 0 ? 'via svc' : 'via baseline'}: under ${concurrency} loops, ${handed} of ${total} chat requests (${total ? ((100 * handed) / total).toFixed(1) : '0'} %) were handed to the node at once; the rest waited in the store for its next pull or slot`,
+      );
+    }
+  }
   await upstream.close();
   for (const cleanup of cleanups) await cleanup();
 }

@@ -50,8 +50,15 @@ export interface NodeAgentOptions {
   country?: string;
   region?: string;
   name?: string;
-  /** Work items run at once, 1 to 16 (default 1). */
+  /** Work items run at once, 1 to 16 (default 1): a slot frees once the item's receipt is sealed in the outbox. */
   concurrency?: number;
+  /**
+   * The most signed receipts waiting for the server's acknowledgement (sealed in the outbox, being
+   * delivered): the agent asks for work (a pull's `max`, a grant's slots) only while those, plus
+   * the work it runs, holds or was granted, stay within it (default 16 x `concurrency`: 4 x held back
+   * a fifth of the requests under 16 loops on a loaded PostgreSQL, where acks lag by a few hundred ms).
+   */
+  maxUnacked?: number;
   allowProcessRunner?: boolean;
   /** Runs repository work (kind 9) with this program (`svc node --capsule CMD`). */
   capsule?: { program: string; args: string[]; env?: Record<string, string> };
@@ -100,6 +107,8 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   const concurrency = options.concurrency ?? 1;
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16)
     throw new RangeError('concurrency must be an integer from 1 to 16');
+  const maxUnacked = options.maxUnacked ?? 16 * concurrency;
+  if (!Number.isInteger(maxUnacked) || maxUnacked < 1) throw new RangeError('maxUnacked must be a positive integer');
   const emit = (event: AgentEvent) => options.onEvent?.(event);
   const models = [...engines.keys()].sort();
   const outbox = createOutbox(options.dataDir);
@@ -119,6 +128,8 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   let wakeLoop: (() => void) | undefined;
 
   const runningCount = () => [...tracked.values()].filter((w) => w.phase === 'running').length;
+  // Sealed (in the outbox) and not yet acknowledged: their slots are free, the outbox holds them.
+  const unackedCount = () => tracked.size - runningCount();
   const isStopping = () => stopController.signal.aborted;
 
   function wake(): void {
@@ -272,30 +283,52 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
     await Promise.allSettled([...tasks]);
   }
 
+  /** Work handed to the node (a poll's answer, or pushed on granted slots): queued and started. */
+  function accept({ items, rejected }: { items: WorkItem[]; rejected: unknown[] }): void {
+    for (const bad of rejected)
+      emit({ event: 'warning', message: `ignored a malformed work item: ${JSON.stringify(bad).slice(0, 200)}` });
+    const fresh = items.filter((item) => !tracked.has(item.work_id) && !queue.some((q) => q.work_id === item.work_id));
+    if (isStopping()) {
+      // Pushed on a slot granted before the stop: given back at once, for another node.
+      for (const item of fresh) {
+        if (deps) void reportFailure(deps, item.work_id, 'the node is shutting down', true);
+        emit({ event: 'work', work_id: item.work_id, job_id: item.job_id, type: item.type, outcome: 'interrupted' });
+      }
+      return;
+    }
+    queue.push(...fresh);
+    wake();
+  }
+
   async function pollLoop(nodeClient: NodeClient, workDeps: WorkDeps): Promise<void> {
     await flushOutbox(workDeps);
     let failures = 0;
     let reregister = false;
     while (!isStopping()) {
-      if (runningCount() >= concurrency || queue.length > 0) {
+      const standing = channel?.grants === true;
+      // Free slots, less what is already granted, and never so many that the receipts waiting for
+      // their ack (with those the work asked for may add) pass maxUnacked.
+      const granted = standing ? (channel?.granted ?? 0) : 0;
+      const ahead = runningCount() + queue.length + granted;
+      const room = Math.min(concurrency - ahead, maxUnacked - unackedCount() - ahead);
+      if (standing || room <= 0 || queue.length > 0) {
+        // Standing slots: keep the server's count of this node's free slots current; work is
+        // pushed on them (`onWork`) and each freed slot is granted again.
+        if (standing && room > 0) channel?.grant(room);
         await new Promise<void>((resolve) => (wakeLoop = resolve));
         continue;
       }
+
       try {
         if (reregister) await register(nodeClient);
         reregister = false;
-        const max = concurrency - runningCount();
+        const max = room;
         const { items, rejected } = await nodeClient.pollWork(
           { waitMs: timing.waitMs, max },
           { signal: stopController.signal },
         );
         failures = 0;
-        for (const bad of rejected)
-          emit({ event: 'warning', message: `ignored a malformed work item: ${JSON.stringify(bad).slice(0, 200)}` });
-        queue.push(
-          ...items.filter((item) => !tracked.has(item.work_id) && !queue.some((q) => q.work_id === item.work_id)),
-        );
-        wake();
+        accept({ items, rejected });
       } catch (err) {
         if (isStopping()) break;
         // 401 is an unknown node (the server forgot it) or a clock problem; registering again is idempotent.
@@ -355,6 +388,9 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       identity,
       nodeId: () => nodeClient.nodeId,
       onWarning: (message) => emit({ event: 'warning', message }),
+      onWork: (work) => accept(work),
+      // Hello (grants known) or closed (grants gone): the loop grants again, or polls over HTTP.
+      onChange: () => wake(),
       onOpen: (before) => {
         if (before > 0 && !isStopping())
           void flushOutbox(viaChannel).catch((err: unknown) =>

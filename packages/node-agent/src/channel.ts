@@ -36,16 +36,32 @@ export interface NodeChannelOptions {
   now?: () => number;
   /** How often the node pings; a channel without a pong for two periods is dropped (default 15 s). */
   pingMs?: number;
+  /** Work pushed on granted slots (not the answer to a pull). */
+  onWork?: (work: { items: WorkItem[]; rejected: unknown[] }) => void;
+  /** The channel said hello (`grants` is known) or closed: the agent looks at its slots again. */
+  onChange?: () => void;
 }
 
 /** The node side of the channel: requests answered by `reply`, receipts by `ack`, pulls by `work`. */
 export interface NodeChannel {
-  /** Whether messages can be sent now. */
+  /** Whether messages can be sent now (the channel opened and the server said hello). */
   readonly open: boolean;
-  /** Resolves once the first connection attempt ended (true when it opened). */
+  /** Resolves once the first connection attempt ended (true when it opened and the server said hello). */
   ready(): Promise<boolean>;
+  /** Whether this connection takes `grant` messages (its `hello` said so); false while closed. */
+  readonly grants: boolean;
+  /** Slots granted on this connection that no pushed item has spent yet (0 while closed). */
+  readonly granted: number;
+  /**
+   * Grants `slots` more standing slots (docs/node-protocol.md, "Standing slots"): the server pushes
+   * work on them (`onWork`) without a pull. False when the channel cannot take it now.
+   */
+  grant(slots: number): boolean;
   /** Sends a message answered by a `reply`; resolves with its body, rejects with a ControlPlaneError. */
-  request(message: Exclude<OutgoingMessage, { type: 'pull' | 'receipt' }>, options?: CallOptions): Promise<unknown>;
+  request(
+    message: Exclude<OutgoingMessage, { type: 'pull' | 'receipt' | 'grant' }>,
+    options?: CallOptions,
+  ): Promise<unknown>;
   /** Sends a receipt; resolves when the server acknowledges that its records are committed. */
   receipt(message: Extract<OutgoingMessage, { type: 'receipt' }>, options?: CallOptions): Promise<void>;
   /** Asks for up to `max` items; resolves with them once pushed, or with none when the channel closes. */
@@ -85,6 +101,9 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
   const pending = new Map<number, Pending>();
   let socket: WebSocket | undefined;
   let isOpen = false;
+  let hello = false;
+  let grants = false;
+  let granted = 0;
   let seq = 0;
   let opened = 0;
   let failures = 0;
@@ -120,10 +139,27 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
       return;
     }
     const m: ServerChannelMessage = value;
-    if (m.type === 'hello') return;
+    if (m.type === 'hello') {
+      hello = true;
+      grants = m.grants === true;
+      granted = 0;
+      settleFirst(true);
+      options.onChange?.();
+      return;
+    }
     const re = m.re;
     const waiting = re === undefined ? undefined : pending.get(re);
-    if (waiting === undefined || re === undefined) return;
+    if (m.type === 'work' && waiting?.kind !== 'pull') {
+      // Pushed on granted slots: each item spends one.
+      const work = parseWorkList({ work: m.work });
+      granted = Math.max(0, granted - m.work.length);
+      options.onWork?.(work);
+      return;
+    }
+    if (waiting === undefined || re === undefined) {
+      if (m.type === 'reply' && !m.ok) options.onWarning?.(`the server refused a channel message: ${m.error.message}`);
+      return;
+    }
     pending.delete(re);
     if (m.type === 'work') waiting.resolve(parseWorkList({ work: m.work }));
     else if (m.type === 'ack') waiting.resolve(undefined);
@@ -174,7 +210,6 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
         ws.ping();
       }, pingMs);
       pingTimer.unref();
-      settleFirst(true);
       options.onOpen?.(opened++);
     });
     ws.on('pong', () => (alive = true));
@@ -194,8 +229,13 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
       if (socket === ws) socket = undefined;
       clearInterval(pingTimer);
       isOpen = false;
+      // Granted slots end with the connection (the server forgets them too).
+      hello = false;
+      grants = false;
+      granted = 0;
       settleFirst(false);
       dropAll();
+      options.onChange?.();
       scheduleReconnect();
     });
   }
@@ -233,9 +273,23 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
   if (options.nodeId() === undefined) settleFirst(false);
   return {
     get open() {
-      return isOpen;
+      // After the hello, which says whether the server takes grants.
+      return isOpen && hello;
     },
     ready: () => ready,
+    get grants() {
+      return isOpen && hello && grants;
+    },
+    get granted() {
+      return granted;
+    },
+    grant(slots) {
+      const ws = socket;
+      if (!isOpen || !grants || ws === undefined) return false;
+      granted += slots;
+      ws.send(JSON.stringify({ type: 'grant', slots, seq: ++seq }));
+      return true;
+    },
     request: (message, call) => send(message, 'reply', call),
     receipt: async (message, call) => {
       await send(message, 'receipt', call);

@@ -126,17 +126,25 @@ export const HeartbeatBodySchema = Type.Object(
 );
 export type HeartbeatBodyWire = Static<typeof HeartbeatBodySchema>;
 
+/** The most standing slots a node may hold granted on one channel at once (`grant` messages). */
+export const NODE_CHANNEL_MAX_GRANTED = 64;
+
 const nodeMessage = <K extends string, T extends Record<string, TSchema>>(type: K, fields: T) =>
   Type.Object({ type: Type.Literal(type), seq: Seq, ...fields }, { additionalProperties: false });
 
 /**
  * What a node sends. `pull` asks for up to `max` work items (the node's free slots): the server
  * pushes them in one `work` message as soon as work is assigned, and holds the pull until then.
+ * `grant` (to a server whose `hello` says `grants: true`) adds `slots` to the node's standing
+ * capacity on this channel: the server pushes each work item down the channel as soon as it is
+ * assigned, one slot per item, with no pull waiting, and the node grants a slot again when it
+ * frees one. Granted slots end with the connection. A grant is answered only when refused.
  * Every other message is answered by one `reply` naming its `seq` (`re`), except a receipt, which
  * is answered by an `ack` once its records are committed (or a failed `reply`).
  */
 export const NodeChannelMessageSchema = Type.Union([
   nodeMessage('pull', { max: Type.Integer({ minimum: 1, maximum: 16 }) }),
+  nodeMessage('grant', { slots: Type.Integer({ minimum: 1, maximum: NODE_CHANNEL_MAX_GRANTED }) }),
   nodeMessage('heartbeat', { body: HeartbeatBodySchema }),
   nodeMessage('events', { work_id: WorkId, events: Type.Array(StreamEventSchema, { maxItems: 4096 }) }),
   nodeMessage('result', { work_id: WorkId, result: ResultUploadSchema }),
@@ -149,12 +157,20 @@ export type NodeChannelMessage = Static<typeof NodeChannelMessageSchema>;
 export const ChannelErrorSchema = Type.Object({ code: Type.Integer(), error: Type.String(), message: Type.String() });
 
 /**
- * What the server sends. `hello` first (the node's id and lease length); `work` answers a `pull`;
+ * What the server sends. `hello` first (the node's id and lease length; `grants: true` when it
+ * takes `grant` messages); `work` answers a `pull`, or, pushed on granted slots, names in `re` the
+ * node's latest `grant`;
  * `ack` names work whose receipt is committed (also for a receipt sent again after it was
  * applied); `reply` answers every other node message (`body` is what the HTTP route answers).
  */
 export const ServerChannelMessageSchema = Type.Union([
-  Type.Object({ type: Type.Literal('hello'), seq: Seq, node_id: Type.String(), lease_seconds: Type.Integer() }),
+  Type.Object({
+    type: Type.Literal('hello'),
+    seq: Seq,
+    node_id: Type.String(),
+    lease_seconds: Type.Integer(),
+    grants: Type.Optional(Type.Boolean()),
+  }),
   Type.Object({ type: Type.Literal('work'), seq: Seq, re: Seq, work: Type.Array(WorkItemSchema) }),
   Type.Object({ type: Type.Literal('ack'), seq: Seq, re: Type.Optional(Seq), work_ids: Type.Array(Type.String()) }),
   Type.Object({ type: Type.Literal('reply'), seq: Seq, re: Seq, ok: Type.Literal(true), body: Type.Unknown() }),

@@ -15,8 +15,9 @@ export async function eventually<T>(
 }
 
 /**
- * Counts the nodes' long polls waiting in this instance (inside `jobSignal.wait`), so a test can
- * wait until a node is parked instead of sleeping. Install it before the nodes start polling.
+ * Counts the nodes' long polls waiting in this instance (inside `jobSignal.wait`), and node
+ * channels standing with a free granted slot (`jobSignal.stand`), so a test can wait until a node
+ * is ready for work instead of sleeping. Install it before the nodes start polling.
  *
  * @example
  * const polls = watchPolls(t.ctx);
@@ -26,10 +27,21 @@ export async function eventually<T>(
 export function watchPolls(ctx: ServiceContext): { waiting(): number; until(n: number): Promise<number> } {
   const signal = ctx.jobSignal;
   const wait = signal.wait.bind(signal);
-  let waiting = 0;
+  const stand = signal.stand.bind(signal);
+  let polls = 0;
+  const standing = new Set<{ free(): number }>();
   signal.wait = (...args) => {
-    waiting += 1;
-    return wait(...args).finally(() => (waiting -= 1));
+    polls += 1;
+    return wait(...args).finally(() => (polls -= 1));
   };
-  return { waiting: () => waiting, until: (n) => eventually(() => waiting >= n && waiting) };
+  signal.stand = (node, slots) => {
+    standing.add(slots);
+    const unstand = stand(node, slots);
+    return () => {
+      standing.delete(slots);
+      unstand();
+    };
+  };
+  const waiting = () => polls + [...standing].filter((s) => s.free() > 0).length;
+  return { waiting, until: (n) => eventually(() => waiting() >= n && waiting()) };
 }

@@ -1,4 +1,5 @@
 import {
+  NODE_CHANNEL_MAX_GRANTED,
   NodeChannelMessageSchema,
   type NodeChannelMessage,
   type ServerChannelMessage,
@@ -13,12 +14,15 @@ import type { NodeRow } from '../nodes/store.js';
 import { deliverResult, failWork, submitReceipt } from '../receipts/service.js';
 import { receiptOfWork } from '../receipts/store.js';
 import { heartbeat, pollWork } from '../scheduler/node-work.js';
+import { workItemView } from '../scheduler/service.js';
+import { createStandingSlots, giveBackWork } from './standing.js';
 
 const checkMessage = TypeCompiler.Compile(NodeChannelMessageSchema);
 
 /** The part of a WebSocket a connection uses (the `ws` library's socket fits). */
 export interface ChannelSocket {
-  send(data: string): void;
+  /** `done` learns whether the data reached the socket (an error: it did not). */
+  send(data: string, done?: (err?: Error) => void): void;
   close(code?: number, reason?: string): void;
   readonly readyState: number;
 }
@@ -42,7 +46,8 @@ function errorBody(err: unknown): { code: number; error: string; message: string
 /**
  * One node's channel (docs/node-protocol.md, "The node channel"), over an authenticated socket:
  * the node's messages run the same services as the HTTP routes, work is pushed as soon as a
- * pull's wait ends with work, and receipts are acknowledged once committed. A receipt for work
+ * pull's wait ends with work, or at once on the slots the node granted (./standing.ts), and
+ * receipts are acknowledged once committed. A receipt for work
  * whose receipt (the same signature) is already stored is acknowledged again: applied at most
  * once, keyed by work id. A message that is not JSON, does not fit its schema or whose `seq` does
  * not increase closes the channel (1008).
@@ -61,10 +66,25 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
   // Ends the pull's current wait so that it looks again: after a receipt or a failure the node has
   // a free slot, and a job may be claimable that no message will announce.
   let nudge: AbortController | undefined;
-  const repoll = () => nudge?.abort();
   const send = (message: Unsequenced<ServerChannelMessage>) => {
     if (closed || socket.readyState !== OPEN) return;
     socket.send(JSON.stringify({ ...message, seq: ++sent }));
+  };
+  const slots = createStandingSlots(ctx, node, (rows, re) => {
+    if (closed || socket.readyState !== OPEN) return false;
+    socket.send(JSON.stringify({ type: 'work', re, work: rows.map(workItemView), seq: ++sent }), (err) => {
+      if (!err) return;
+      // Never reached the socket, which is broken: this channel stands no more; the work goes back to the store.
+      close();
+      void giveBackWork(ctx, node.id, rows).catch((e: unknown) =>
+        ctx.log.error({ err: e, node_id: node.id }, 'give-back failed'),
+      );
+    });
+    return true;
+  });
+  const repoll = () => {
+    nudge?.abort();
+    slots.look();
   };
   const refuse = (why: string) => {
     ctx.log.warn({ node_id: node.id }, `node channel closed: ${why}`);
@@ -73,6 +93,7 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
   };
   const close = () => {
     closed = true;
+    slots.close();
     stop.abort();
   };
   const answer = async (re: number, run: () => Promise<unknown>) => {
@@ -144,6 +165,19 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
     switch (m.type) {
       case 'pull':
         return pull(m.seq, m.max);
+      case 'grant':
+        if (!slots.grant(m.slots, m.seq))
+          send({
+            type: 'reply',
+            re: m.seq,
+            ok: false,
+            error: {
+              code: 400,
+              error: 'invalid_request',
+              message: `a node may hold at most ${NODE_CHANNEL_MAX_GRANTED} granted slots on a channel`,
+            },
+          });
+        return Promise.resolve();
       case 'heartbeat':
         return answer(m.seq, () => heartbeat(ctx, node, m.body));
       case 'events':
@@ -167,7 +201,7 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
         });
     }
   };
-  send({ type: 'hello', node_id: node.id, lease_seconds: ctx.config.leaseSeconds });
+  send({ type: 'hello', node_id: node.id, lease_seconds: ctx.config.leaseSeconds, grants: true });
   return {
     receive(text) {
       if (closed) return;

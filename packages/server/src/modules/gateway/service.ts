@@ -127,12 +127,13 @@ function workPayload(call: GatewayCall) {
  * Routes a new request (DESIGN.md section 10), takes its maximum cost from this instance's credit
  * reservation of the organization (402 `insufficient_credits` decided in memory, before the 503
  * of routing; a statement only when the reservation must grow), then gets the work to the chosen
- * node before anything is stored: to its poll or channel waiting in this process, at once, with a
+ * node before anything is stored: to a free granted slot of its channel (channel/standing.ts) or
+ * its poll waiting in this process, at once, with a
  * ticket (gateway/ticket.ts) from which any instance can rebuild the opening should it be lost.
  * The opening (hold, request row, `call.onOpen`, leased work, evidence run) goes to the
  * group-commit writer, ahead of the receipt's records (one writer, FIFO). The credit stays taken
- * until the hold is written. When no poll of the node waits here, the work waits in the store for
- * its next poll: it is announced once the opening committed.
+ * until the hold is written. When neither waits here, the work waits in the store for its next
+ * poll or free slot (on any instance): it is announced once the opening committed.
  */
 export async function openRequest(
   ctx: ServiceContext,

@@ -35,6 +35,15 @@ export interface JobSignal {
    */
   reserve(nodeId: string): Handoff | undefined;
   /**
+   * Adds a standing waiter for `node` (a node channel's granted slots): unlike a poll's wait it
+   * stays among the waiters until the returned function removes it. A message for it (a job it may
+   * take, `node:<id>`) calls `standing.wake`; a hand-over ({@link JobSignal.reserve},
+   * {@link JobSignal.reserveFor}) calls `standing.reserve`, which takes one slot or answers
+   * undefined when none is free. A reserved standing waiter moves to the back of the line, so
+   * signalled jobs rotate among nodes with free slots.
+   */
+  stand(node: MatchNode & { id?: string }, standing: Pick<Waiter, 'wake' | 'reserve'> & { free(): number }): () => void;
+  /**
    * Takes out of the waiters the longest-waiting poll of this process whose node `accepts`, so that
    * a job just queued can be assigned to it in the same transaction and handed over in memory (see
    * `reserveWaitingNode` in ./service.ts). Undefined when no waiting node is accepted. The caller
@@ -88,10 +97,13 @@ const DISPATCH_TRIES = 3;
 /** The longest a node goes without a claim while no job is signalled. */
 export const CLAIM_RECHECK_MS = 5_000;
 
-interface Waiter {
+/** A poll's wait, or a channel's standing slots ({@link JobSignal.stand}). */
+export interface Waiter {
   node: MatchNode & { id?: string };
   wake: () => void;
   reserve: () => Handoff | undefined;
+  /** Stays among the waiters when reserved (a channel's standing slots), with this many slots free. */
+  standing?: { free(): number };
 }
 
 /** A `node:<id>` signal that found no waiter is kept this long, for a poll between two waits. */
@@ -111,9 +123,10 @@ export async function createJobSignal(
   const wakeFor = async (payload: string) => {
     if (payload.startsWith('node:')) {
       const nodeId = payload.slice(5);
-      const waiter = [...waiters].find((w) => w.node.id === nodeId);
-      if (waiter) waiter.wake();
-      else {
+      // Every waiter of the node: its channel's standing slots and a poll may both wait.
+      const ofNode = [...waiters].filter((w) => w.node.id === nodeId);
+      for (const waiter of ofNode) waiter.wake();
+      if (ofNode.length === 0) {
         for (const [id, until] of missed) if (until < Date.now()) missed.delete(id);
         missed.set(nodeId, Date.now() + NODE_WAKE_KEEP_MS);
       }
@@ -185,6 +198,15 @@ export async function createJobSignal(
     renew(emptyClaims, nodeId, generation);
     renew(drained, nodeId, nodeMessages.get(nodeId) ?? 0);
   };
+  const reserveWaiter = (w: Waiter) => {
+    const handoff = w.reserve();
+    if (handoff && w.standing) {
+      // To the back of the line (a reserved poll leaves it): the next signalled job tries others first.
+      waiters.delete(w);
+      waiters.add(w);
+    }
+    return handoff;
+  };
   const signal: JobSignal = {
     dispatchWith: (d) => {
       dispatch = d;
@@ -247,7 +269,7 @@ export async function createJobSignal(
     reserve(nodeId) {
       for (const w of waiters) {
         if (w.node.id !== nodeId) continue;
-        const handoff = w.reserve();
+        const handoff = reserveWaiter(w);
         if (handoff) return handoff;
       }
       return undefined;
@@ -257,10 +279,15 @@ export async function createJobSignal(
       for (const w of waiters) {
         const node = w.node;
         if (!accepts(node)) continue;
-        const handoff = w.reserve();
+        const handoff = reserveWaiter(w);
         if (handoff) return { node, handoff };
       }
       return undefined;
+    },
+    stand(node, standing) {
+      const waiter: Waiter = { node, wake: standing.wake, reserve: standing.reserve, standing };
+      waiters.add(waiter);
+      return () => waiters.delete(waiter);
     },
   };
   return { signal, close: unsubscribe };

@@ -3,7 +3,7 @@ import { moveJob, addJobEvent } from '../jobs/store.js';
 import { recordEvents } from '../evidence/recorder.js';
 import { touchNode, type NodeRow } from '../nodes/store.js';
 import { claimJobs, workItemView } from './service.js';
-import { jobWorkAmong, renewLeases, takeLeasedWork } from '../work/store.js';
+import { jobWorkAmong, renewLeases, takeLeasedWork, type WorkRow } from '../work/store.js';
 
 /**
  * The node's long-poll: first hands out work already leased to this node (gateway requests
@@ -27,20 +27,8 @@ export async function pollWork(
 ) {
   const deadline = Date.now() + options.waitMs;
   for (;;) {
-    if (options.waitMs === 0 || ctx.jobSignal.shouldTakeLeased(node.id)) {
-      const heard = ctx.jobSignal.leasedGeneration(node.id);
-      const leased = await takeLeasedWork(ctx.db, node.id, options.max, ctx.config.leaseSeconds);
-      // Fewer than asked for: nothing leased before `heard` is left behind.
-      if (leased.length < options.max) ctx.jobSignal.leasedDrained(node.id, heard);
-      if (leased.length > 0) return { work: leased.map(workItemView) };
-    }
-    const seen = ctx.jobSignal.generation();
-    // A poll that will not wait claims every time: a job's message may still be on its way.
-    if (options.waitMs === 0 || ctx.jobSignal.shouldClaim(node.id)) {
-      const { work, noneEligible } = await claimJobs(ctx, node, options.max);
-      if (work.length > 0) return { work: work.map(workItemView) };
-      if (noneEligible) ctx.jobSignal.nothingToClaim(node.id, seen);
-    }
+    const found = await takeWork(ctx, node, options.max, { always: options.waitMs === 0 });
+    if (found.length > 0) return { work: found.map(workItemView) };
     const left = deadline - Date.now();
     if (left <= 0 || options.signal?.aborted) return { work: [] };
     const handed = await ctx.jobSignal.wait(node, left, options.signal, options.wake);
@@ -49,6 +37,35 @@ export async function pollWork(
     // next poll. One told to look again returns to its caller, which polls anew.
     if (options.signal?.aborted || options.wake?.aborted) return { work: [] };
   }
+}
+
+/**
+ * One look in the store for the node, as a poll takes it: up to `max` items of work already leased
+ * to it (gateway requests routed to it), else jobs it may claim. Each look is skipped while the
+ * signal's marks say it would find nothing (`JobSignal.shouldTakeLeased`, `shouldClaim`), unless
+ * `always` (a poll that will not wait: a message may still be on its way). Used by the long-poll
+ * and by the node channel's standing slots.
+ */
+export async function takeWork(
+  ctx: ServiceContext,
+  node: NodeRow,
+  max: number,
+  options: { always?: boolean } = {},
+): Promise<WorkRow[]> {
+  if (options.always || ctx.jobSignal.shouldTakeLeased(node.id)) {
+    const heard = ctx.jobSignal.leasedGeneration(node.id);
+    const leased = await takeLeasedWork(ctx.db, node.id, max, ctx.config.leaseSeconds);
+    // Fewer than asked for: nothing leased before `heard` is left behind.
+    if (leased.length < max) ctx.jobSignal.leasedDrained(node.id, heard);
+    if (leased.length > 0) return leased;
+  }
+  const seen = ctx.jobSignal.generation();
+  if (options.always || ctx.jobSignal.shouldClaim(node.id)) {
+    const { work, noneEligible } = await claimJobs(ctx, node, max);
+    if (work.length > 0) return work;
+    if (noneEligible) ctx.jobSignal.nothingToClaim(node.id, seen);
+  }
+  return [];
 }
 
 /**
