@@ -128,10 +128,9 @@ export async function createNodeDirectory(
       const at = Date.now();
       const [rows, open] = await Promise.all([liveRoutingNodes(ctx.db, NODE_LIVE_SECONDS), openWorkByNode(ctx.db)]);
       for (const row of rows) {
+        // A node written or read again since this read began is newer here than in `rows`.
         const known = entries.get(row.id);
         if (!known || known.writeNo <= since) entries.set(row.id, { row, writeNo: known?.writeNo ?? 0 });
-        else if (row.last_seen && (known.row.last_seen?.getTime() ?? 0) < row.last_seen.getTime())
-          known.row = { ...known.row, last_seen: row.last_seen };
       }
       storedOpen = open;
       localAtRefresh = local;
