@@ -4,7 +4,7 @@ import type { Bus } from '../../platform/bus.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { openWorkByNode } from '../work/store.js';
-import { findRoutingNode, liveRoutingNodes, type RoutingNodeRow } from './store.js';
+import { findRoutingNode, liveRoutingNodes, recentlySeenNodes, type RoutingNodeRow } from './store.js';
 
 /** A live node serving a model, as routing weighs it (the shape of gateway/routing.ts `RouteCandidate`). */
 export interface DirectoryCandidate {
@@ -30,7 +30,10 @@ export interface DirectoryCandidate {
  *   routing decision waits for the reads in flight.
  * - **Liveness** is judged at each decision against the clock: a node stops being routed to
  *   NODE_LIVE_SECONDS after its last signed call this instance saw, or that the store recorded
- *   (read every `refreshMs`: calls served by other instances reach it that late).
+ *   (the calls recorded since are read every `refreshMs`: calls served by other instances reach
+ *   it that late).
+ * - **A lost announcement** (PostgreSQL: the listening connection dropped) is repaired by a read
+ *   of every live node's routing columns every NODE_DIRECTORY_FULL_READ_MS.
  * - **Open work** is the store's count per node (read every `refreshMs`: job leases and other
  *   instances' requests count from then), moved in memory by this instance's own gateway attempts
  *   (`localOpen`) as they open and end. Routing is a preference: the node's capacity and leases
@@ -51,15 +54,23 @@ export interface NodeDirectory {
    * the reads it follows are done. For a caller that wrote a node on another connection.
    */
   caughtUp(): Promise<void>;
-  /** Reads the live nodes and everyone's open work again (every `refreshMs` by itself). */
+  /**
+   * Reads the nodes' calls recorded since the last refresh and everyone's open work again (every
+   * `refreshMs` by itself); every live node's routing columns every NODE_DIRECTORY_FULL_READ_MS.
+   */
   refresh(): Promise<void>;
   /** When the last refresh read the store (ms since the epoch), 0 before the first. */
   readonly refreshedAt: number;
   close(): Promise<void>;
 }
 
-/** How often the live nodes and the open work counts are read again. */
+/** How often the nodes' last signed calls and the open work counts are read again. */
 export const NODE_DIRECTORY_REFRESH_MS = 1_000;
+/**
+ * How often a refresh reads every live node's routing columns, not only the calls recorded since
+ * the last one: the repair of a change whose announcement was lost (a dropped listening connection).
+ */
+export const NODE_DIRECTORY_FULL_READ_MS = 30_000;
 
 interface Entry {
   row: RoutingNodeRow;
@@ -89,6 +100,7 @@ export async function createNodeDirectory(
   let storedOpen = new Map<string, number>();
   let localAtRefresh = new Map<string, number>();
   let refreshedAt = 0;
+  let fullReadAt = 0;
   const rereads = new Map<string, { again: boolean; done: Promise<void> }>();
 
   const write = (row: RoutingNodeRow) => entries.set(row.id, { row, writeNo: ++writes });
@@ -126,15 +138,29 @@ export async function createNodeDirectory(
       const since = writes;
       const local = new Map(localOpen());
       const at = Date.now();
-      const [rows, open] = await Promise.all([liveRoutingNodes(ctx.db, NODE_LIVE_SECONDS), openWorkByNode(ctx.db)]);
+      const full = at - fullReadAt >= NODE_DIRECTORY_FULL_READ_MS;
+      // Calls recorded since the last refresh, with a second to spare (the store's clock and ours).
+      const window = Math.ceil((at - refreshedAt) / 1000) + 1;
+      const [rows, seen, open] = await Promise.all([
+        full ? liveRoutingNodes(ctx.db, NODE_LIVE_SECONDS) : [],
+        full ? [] : recentlySeenNodes(ctx.db, window),
+        openWorkByNode(ctx.db),
+      ]);
       for (const row of rows) {
         // A node written or read again since this read began is newer here than in `rows`.
         const known = entries.get(row.id);
         if (!known || known.writeNo <= since) entries.set(row.id, { row, writeNo: known?.writeNo ?? 0 });
       }
+      for (const { id, last_seen } of seen) {
+        const known = entries.get(id);
+        if (!known)
+          void reread(id); // live again, or new to this instance
+        else if (known.writeNo <= since) known.row = { ...known.row, last_seen };
+      }
       storedOpen = open;
       localAtRefresh = local;
       refreshedAt = at;
+      if (full) fullReadAt = at;
     })().finally(() => (refreshing = undefined));
     return refreshing;
   };

@@ -272,3 +272,12 @@ export async function findRoutingNode(db: Queryable, nodeId: string): Promise<Ro
   const { rows } = await db.query<RoutingNodeRow>(`SELECT ${ROUTING_COLUMNS} FROM nodes WHERE id = $1`, [nodeId]);
   return rows[0];
 }
+
+/** Nodes whose last signed call was recorded within `seconds`, with that time: liveness news. */
+export async function recentlySeenNodes(db: Queryable, seconds: number): Promise<{ id: string; last_seen: Date }[]> {
+  const { rows } = await db.query<{ id: string; last_seen: Date }>(
+    'SELECT id, last_seen FROM nodes WHERE last_seen > now() - make_interval(secs => $1)',
+    [seconds],
+  );
+  return rows;
+}
