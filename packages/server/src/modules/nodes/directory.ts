@@ -166,11 +166,17 @@ export async function createNodeDirectory(
   };
 
   const echoes = new Map<string, () => void>();
-  await refresh();
+  // Listening before the first read: a change committed in between is read again, not missed.
   const unsubscribe = await ctx.bus.subscribe('nodes', (payload) => {
     if (payload.startsWith('caught-up:')) echoes.get(payload)?.();
     else void reread(payload);
   });
+  try {
+    await refresh();
+  } catch (err) {
+    await unsubscribe().catch(() => undefined);
+    throw err;
+  }
   const timer = setInterval(
     () => void refresh().catch((err: unknown) => ctx.log.warn({ err }, 'node directory: refresh failed')),
     refreshMs,
