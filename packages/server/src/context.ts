@@ -22,6 +22,7 @@ import { startPayoutSchedule } from './modules/payouts/service.js';
 import { createPaymentProvider, type PaymentProvider } from './platform/payments/index.js';
 import { createKeyCache, type KeyCache } from './modules/auth/key-cache.js';
 import { createWriter, type Writer } from './platform/writer.js';
+import { createNodeDirectory, type NodeDirectory } from './modules/nodes/directory.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -51,6 +52,8 @@ export interface ServiceContext {
   keyCache: KeyCache;
   /** This instance's credit reservations per organization: the 402 decision in memory (billing/reservations.ts). */
   reservations: Reservations;
+  /** The nodes as routing reads them, without a statement per request (nodes/directory.ts). */
+  nodeDirectory: NodeDirectory;
   /** The group-commit writer: records written behind the answer, many requests per transaction. */
   writer: Writer;
   /** Every outbound request to a URL a client gave goes through this (the SSRF guard). */
@@ -122,6 +125,7 @@ export async function createContext(
     const objects = createObjectStore(config);
     await moveDbBlobsToObjects(db, objects, log);
     const keyCache = await createKeyCache({ db, bus, log });
+    const nodeDirectory = await createNodeDirectory({ db, bus, log }, { localOpen: () => hub.attempts.openPerNode });
     const egress = createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve });
     const metrics = createMetrics();
     const reservations = createReservations({
@@ -154,6 +158,7 @@ export async function createContext(
       hub,
       keyCache,
       reservations,
+      nodeDirectory,
       writer: createWriter({ db, log, flushMs: config.writer.flushMs }),
       egress,
       stopBackground: async () => undefined,
@@ -174,6 +179,7 @@ export async function createContext(
       await hub.close();
       await keyCache.close();
       await reservations.close();
+      await nodeDirectory.close();
     };
     return ctx;
   } catch (err) {

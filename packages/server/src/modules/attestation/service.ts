@@ -89,6 +89,7 @@ export async function submitEvidence(ctx: ServiceContext, node: NodeRow, body: S
     },
     'node attestation',
   );
+  await ctx.nodeDirectory.changed(node.id);
   await ctx.bus.publish('nodes', node.id);
   return {
     node_id: node.id,

@@ -37,6 +37,8 @@ export interface RunningAttempts {
    */
   end(requestId: string): boolean;
   readonly size: number;
+  /** How many of these requests each node holds now (the directory's open work of this instance). */
+  readonly openPerNode: ReadonlyMap<string, number>;
 }
 
 export interface RunningAttempt {
@@ -66,9 +68,23 @@ export async function openingsSettled(
 export function createRunningAttempts(): RunningAttempts {
   const running = new Map<string, RunningAttempt>();
   const openings = new Map<string, Promise<unknown>>();
+  const perNode = new Map<string, number>();
+  const count = (nodeId: string | null, by: number) => {
+    if (nodeId === null) return;
+    const n = (perNode.get(nodeId) ?? 0) + by;
+    if (n > 0) perNode.set(nodeId, n);
+    else perNode.delete(nodeId);
+  };
+  const forgetRequest = (requestId: string, entry: RunningAttempt | undefined) => {
+    if (!entry || running.get(requestId) !== entry) return;
+    running.delete(requestId);
+    count(entry.row.node_id, -1);
+  };
   return {
     open(row, opening) {
+      forgetRequest(row.id, running.get(row.id));
       running.set(row.id, { row, state: 'open' });
+      count(row.node_id, 1);
       if (!opening) return;
       const ids = [row.id, ...(row.work_id ? [row.work_id] : [])];
       for (const id of ids) openings.set(id, opening);
@@ -82,7 +98,10 @@ export function createRunningAttempts(): RunningAttempts {
     },
     moved(requestId, workId, nodeId) {
       const entry = running.get(requestId);
-      if (entry?.state === 'open') entry.row = { ...entry.row, work_id: workId, node_id: nodeId };
+      if (entry?.state !== 'open') return;
+      count(entry.row.node_id, -1);
+      entry.row = { ...entry.row, work_id: workId, node_id: nodeId };
+      count(nodeId, 1);
     },
     claim(requestId, nodeId) {
       const entry = running.get(requestId);
@@ -94,9 +113,7 @@ export function createRunningAttempts(): RunningAttempts {
       const entry = running.get(requestId);
       if (!entry) return;
       entry.written = written;
-      const forget = () => {
-        if (running.get(requestId) === entry) running.delete(requestId);
-      };
+      const forget = () => forgetRequest(requestId, entry);
       written.then(forget, forget);
     },
     pendingWrite(requestId) {
@@ -105,11 +122,14 @@ export function createRunningAttempts(): RunningAttempts {
     end(requestId) {
       const entry = running.get(requestId);
       if (entry?.state === 'completing') return false;
-      running.delete(requestId);
+      forgetRequest(requestId, entry);
       return true;
     },
     get size() {
       return running.size;
+    },
+    get openPerNode() {
+      return perNode;
     },
   };
 }

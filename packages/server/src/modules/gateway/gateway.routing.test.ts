@@ -72,6 +72,8 @@ describe('gateway routing: jurisdiction and TEE', () => {
       "UPDATE nodes SET attestation_verified = true, attestation_expires_at = now() + interval '1 day' WHERE id = $1",
       [us.nodeId],
     );
+    // A statement on another connection: on PostgreSQL the directory hears of it over the bus.
+    await f.server.ctx.nodeDirectory.caughtUp();
     try {
       for (let i = 0; i < 6; i++) {
         const done = await client.chat.completions.create(ask(`tee ${i}`, { requires_tee: true }));
@@ -101,6 +103,7 @@ describe('gateway routing: jurisdiction and TEE', () => {
         "UPDATE nodes SET attestation_expires_at = now() - interval '1 second' WHERE id = $1",
         [us.nodeId],
       );
+      await f.server.ctx.nodeDirectory.caughtUp();
       expect((await f.api('POST', '/v1/chat/completions', ask('tee expired', { requires_tee: true }))).status).toBe(
         503,
       );
@@ -113,6 +116,7 @@ describe('gateway routing: jurisdiction and TEE', () => {
     await f.server.ctx.db.query("UPDATE nodes SET last_seen = now() - interval '31 seconds' WHERE id = $1", [
       us.nodeId,
     ]);
+    await f.server.ctx.nodeDirectory.caughtUp();
     const res = await f.api('POST', '/v1/chat/completions', ask('where', { strict_jurisdiction: 'US' }));
     expect(res.status).toBe(503);
     // Its next signed call makes it live again.

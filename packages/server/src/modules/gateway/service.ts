@@ -24,7 +24,6 @@ import { endRequest } from './settle.js';
 import {
   findGatewayRequest,
   insertGatewayRequest,
-  liveNodesServing,
   setAttempt,
   staleRequests,
   type GatewayRequestRow,
@@ -77,8 +76,9 @@ export function svcNode(node: RouteCandidate) {
   return { node_id: node.id, gpu_model: node.gpu_model, region: node.region, country: node.country };
 }
 
+/** Routes over this instance's node directory: no statement (nodes/directory.ts). */
 async function pickNode(ctx: ServiceContext, call: GatewayCall, exclude: string[]) {
-  return chooseNode(await liveNodesServing(ctx.db, call.model), { ...call.route, model: call.model, exclude });
+  return chooseNode(await ctx.nodeDirectory.serving(call.model), { ...call.route, model: call.model, exclude });
 }
 
 /** The routing constraints of a request: its evidence run's policy snapshot. */

@@ -1,7 +1,5 @@
 import type { Queryable } from '../../platform/db/index.js';
-import { NODE_LIVE_SECONDS } from '../system/service.js';
 import type { GatewayType } from './pricing.js';
-import type { RouteCandidate } from './routing.js';
 
 export type GatewayStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'timeout';
 
@@ -24,18 +22,6 @@ export interface GatewayRequestRow {
   metadata: Record<string, unknown>;
   created_at: Date;
   completed_at: Date | null;
-}
-
-/** Live nodes (a signed call within NODE_LIVE_SECONDS) that serve `model`, with the work they hold open. */
-export async function liveNodesServing(db: Queryable, model: string): Promise<RouteCandidate[]> {
-  const { rows } = await db.query<RouteCandidate>(
-    `SELECT n.id, n.org_id, n.country, n.region, n.gpu_model, (n.attestation_verified AND n.attestation_expires_at > now()) AS attestation_verified,
-            (SELECT count(*) FROM work_items w WHERE w.node_id = n.id AND w.status IN ('leased', 'delivered'))::int AS open_work
-       FROM nodes n
-      WHERE $1 = ANY(n.models) AND n.last_seen > now() - make_interval(secs => $2)`,
-    [model, NODE_LIVE_SECONDS],
-  );
-  return rows;
 }
 
 export async function insertGatewayRequest(

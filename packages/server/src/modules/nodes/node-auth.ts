@@ -96,6 +96,7 @@ export async function verifyNodeRequest(ctx: ServiceContext, request: FastifyReq
     if (!(await rememberSignature(ctx.db, signature))) throw refuse('replayed request');
     rememberKey(node.id, node.pubkey);
   }
+  ctx.nodeDirectory.seen(node.id);
   if (shouldTouch(node.id)) await touchNode(ctx.db, node.id);
   return node;
 }

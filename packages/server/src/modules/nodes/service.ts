@@ -125,6 +125,7 @@ export async function registerNode(
     },
   });
   if (!row) throw new ApiError('conflict', 'this node key is registered to another organization');
+  ctx.nodeDirectory.put(row);
   ctx.log.info(
     { node_id: row.id, org_id: principal.orgId, country: row.country, models: row.models },
     'node registered',

@@ -240,3 +240,44 @@ export async function earningsByNode(
   );
   return rows;
 }
+
+/** What routing reads of a node (nodes/directory.ts). */
+export type RoutingNodeRow = Pick<
+  NodeRow,
+  | 'id'
+  | 'org_id'
+  | 'country'
+  | 'region'
+  | 'gpu_model'
+  | 'models'
+  | 'attestation_verified'
+  | 'attestation_expires_at'
+  | 'last_seen'
+>;
+
+const ROUTING_COLUMNS =
+  'id, org_id, country, region, gpu_model, models, attestation_verified, attestation_expires_at, last_seen';
+
+/** Nodes with a signed call within `liveSeconds`, as routing reads them. */
+export async function liveRoutingNodes(db: Queryable, liveSeconds: number): Promise<RoutingNodeRow[]> {
+  const { rows } = await db.query<RoutingNodeRow>(
+    `SELECT ${ROUTING_COLUMNS} FROM nodes WHERE last_seen > now() - make_interval(secs => $1)`,
+    [liveSeconds],
+  );
+  return rows;
+}
+
+/** One node as routing reads it; undefined when there is no such node (any more). */
+export async function findRoutingNode(db: Queryable, nodeId: string): Promise<RoutingNodeRow | undefined> {
+  const { rows } = await db.query<RoutingNodeRow>(`SELECT ${ROUTING_COLUMNS} FROM nodes WHERE id = $1`, [nodeId]);
+  return rows[0];
+}
+
+/** Nodes whose last signed call was recorded within `seconds`, with that time: liveness news. */
+export async function recentlySeenNodes(db: Queryable, seconds: number): Promise<{ id: string; last_seen: Date }[]> {
+  const { rows } = await db.query<{ id: string; last_seen: Date }>(
+    'SELECT id, last_seen FROM nodes WHERE last_seen > now() - make_interval(secs => $1)',
+    [seconds],
+  );
+  return rows;
+}

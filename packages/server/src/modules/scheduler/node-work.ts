@@ -88,6 +88,7 @@ export async function heartbeat(
     freeVram: body.free_vram_bytes,
     activeWork: renewed.length,
   });
+  ctx.nodeDirectory.seen(node.id, { models: body.models });
   if (renewed.length > 0) {
     const rows = await jobWorkAmong(ctx.db, renewed);
     for (const row of rows) {

@@ -141,6 +141,14 @@ export async function undispatchWork(db: Queryable, workId: string): Promise<voi
   ]);
 }
 
+/** Each node's open work (leased or delivered), for nodes that have any: what routing weighs. */
+export async function openWorkByNode(db: Queryable): Promise<Map<string, number>> {
+  const { rows } = await db.query<{ node_id: string; n: number }>(
+    "SELECT node_id, count(*)::int AS n FROM work_items WHERE status IN ('leased', 'delivered') GROUP BY node_id",
+  );
+  return new Map(rows.map((r) => [r.node_id, r.n]));
+}
+
 export async function countOpenWork(db: Queryable, nodeId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM work_items WHERE node_id = $1 AND status IN ('leased', 'delivered')",

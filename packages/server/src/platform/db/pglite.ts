@@ -130,6 +130,21 @@ export async function createPgliteDb(dir: string): Promise<Db> {
   // same fan-out and order, without a statement (about 0.5 ms) on the one connection per message.
   const listeners = new Map<string, Set<(payload: string) => void>>();
   const prepared = new PreparedStatements();
+  // A NOTIFY sent by SQL (a trigger, migrations/0160_nodes_changed.sql) reaches the same listeners:
+  // PGlite hands it over while the statement that committed it returns.
+  const listening = new Set<string>();
+  pg.onNotification((channel, payload) => deliver(channel, payload));
+  const deliver = (channel: string, payload: string) => {
+    for (const handler of [...(listeners.get(channel) ?? [])]) {
+      queueMicrotask(() => {
+        try {
+          handler(payload);
+        } catch {
+          // A listener's failure is its own; the others still hear the message.
+        }
+      });
+    }
+  };
   return {
     kind: 'pglite',
     // Outside a transaction a statement takes the transaction lock too, as `PGlite.query` does.
@@ -160,21 +175,17 @@ export async function createPgliteDb(dir: string): Promise<Db> {
       // Each subscription is its own entry, so the same function may listen twice.
       const entry = (payload: string) => handler(payload);
       handlers.add(entry);
+      if (!listening.has(channel)) {
+        listening.add(channel);
+        await pg.exec(`LISTEN "${channel}"`);
+      }
       return async () => {
         handlers.delete(entry);
       };
     },
     async notify(channel, payload) {
       assertChannel(channel);
-      for (const handler of [...(listeners.get(channel) ?? [])]) {
-        queueMicrotask(() => {
-          try {
-            handler(payload);
-          } catch {
-            // A listener's failure is its own; the others still hear the message.
-          }
-        });
-      }
+      deliver(channel, payload);
     },
     close: () => pg.close(),
   };
