@@ -32,6 +32,11 @@ export interface RunningAttempts {
   /** The pending write of a claimed request, for a receipt that arrives again meanwhile. */
   pendingWrite(requestId: string): Promise<unknown> | undefined;
   /**
+   * The request whose current attempt is `workId`, while it is open here (not claimed by a
+   * receipt, not ended): what a node's stream events need checked before they are forwarded.
+   */
+  runningWork(workId: string): RunningAttempt | undefined;
+  /**
    * Claims the request for an ending without a receipt: false when a receipt already completes it
    * behind the answer (then the caller must not end it), true otherwise (it is forgotten here).
    */
@@ -69,6 +74,14 @@ export function createRunningAttempts(): RunningAttempts {
   const running = new Map<string, RunningAttempt>();
   const openings = new Map<string, Promise<unknown>>();
   const perNode = new Map<string, number>();
+  // Request id by the work id of its current attempt.
+  const byWork = new Map<string, string>();
+  const track = (row: GatewayRequestRow) => {
+    if (row.work_id) byWork.set(row.work_id, row.id);
+  };
+  const untrack = (row: GatewayRequestRow) => {
+    if (row.work_id && byWork.get(row.work_id) === row.id) byWork.delete(row.work_id);
+  };
   const count = (nodeId: string | null, by: number) => {
     if (nodeId === null) return;
     const n = (perNode.get(nodeId) ?? 0) + by;
@@ -79,12 +92,14 @@ export function createRunningAttempts(): RunningAttempts {
     if (!entry || running.get(requestId) !== entry) return;
     running.delete(requestId);
     count(entry.row.node_id, -1);
+    untrack(entry.row);
   };
   return {
     open(row, opening) {
       forgetRequest(row.id, running.get(row.id));
       running.set(row.id, { row, state: 'open' });
       count(row.node_id, 1);
+      track(row);
       if (!opening) return;
       const ids = [row.id, ...(row.work_id ? [row.work_id] : [])];
       for (const id of ids) openings.set(id, opening);
@@ -100,8 +115,10 @@ export function createRunningAttempts(): RunningAttempts {
       const entry = running.get(requestId);
       if (entry?.state !== 'open') return;
       count(entry.row.node_id, -1);
+      untrack(entry.row);
       entry.row = { ...entry.row, work_id: workId, node_id: nodeId };
       count(nodeId, 1);
+      track(entry.row);
     },
     claim(requestId, nodeId) {
       const entry = running.get(requestId);
@@ -118,6 +135,11 @@ export function createRunningAttempts(): RunningAttempts {
     },
     pendingWrite(requestId) {
       return running.get(requestId)?.written;
+    },
+    runningWork(workId) {
+      const requestId = byWork.get(workId);
+      const entry = requestId === undefined ? undefined : running.get(requestId);
+      return entry?.state === 'open' && entry.row.work_id === workId ? entry : undefined;
     },
     end(requestId) {
       const entry = running.get(requestId);

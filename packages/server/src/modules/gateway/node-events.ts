@@ -79,6 +79,15 @@ export async function acceptEvents(ctx: ServiceContext, node: NodeRow, workId: s
  * message): `read` runs once the work is known to accept events.
  */
 export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: string, read: () => StreamEvent[]) {
+  // A streamed request this process runs, on this node's current attempt: checked in memory, so
+  // the first tokens do not wait for the opening's records to commit nor read the work row. A
+  // request that ended here (cancelled, timed out) is no longer running: the store's path answers.
+  const running = ctx.hub.attempts.runningWork(workId);
+  if (running && running.row.node_id === node.id && running.row.stream) {
+    const events = read();
+    await ctx.hub.emitEvents(workId, events);
+    return { accepted: events.length, cancel: false };
+  }
   // Work dispatched before its opening committed is in the store once that write settles.
   await openingsSettled(ctx.hub.attempts, [workId]);
   const work = await findWork(ctx.db, workId);
