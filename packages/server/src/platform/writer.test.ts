@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestStore, type TestStore } from '../../test/harness.js';
 import { openDb, type Db, type Queryable } from './db/index.js';
-import { createWriter, type WriteKind } from './writer.js';
+import { createWriter, WriteFailure, type WriteKind } from './writer.js';
 
 /** Counts the transactions the writer opens on `db`. */
 function counting(db: Db) {
@@ -179,6 +179,35 @@ describe('the group-commit writer', () => {
     const short: WriteKind<number, number> = { name: 'short', rank: 1, writeMany: async () => [] };
     const writer = createWriter({ db, log: quiet, flushMs: 5 });
     await expect(writer.enqueueAs(short, 1)).rejects.toThrow('short returned 0 values for 1 items');
+    await writer.close();
+  });
+
+  it('an item the kind refuses alone (a WriteFailure) rejects while the rest of its flush commits', async () => {
+    const spy = counting(db);
+    const errors: unknown[] = [];
+    const odd: WriteKind<number, number> = {
+      name: 'even only',
+      rank: 1,
+      async writeMany(tx, ns) {
+        const even = ns.filter((n) => n % 2 === 0);
+        await tx.query('INSERT INTO writer_test (n) SELECT unnest($1::int[])', [even]);
+        return ns.map((n) => (n % 2 === 0 ? n : new WriteFailure(new Error(`${n} is odd`))));
+      },
+    };
+    const writer = createWriter({
+      db: spy,
+      log: { error: (o: unknown) => errors.push(o), warn: () => undefined },
+      flushMs: 20,
+    });
+    const results = await Promise.allSettled([2, 3, 4].map((n) => writer.enqueueAs(odd, n)));
+    expect(results).toEqual([
+      { status: 'fulfilled', value: 2 },
+      { status: 'rejected', reason: new Error('3 is odd') },
+      { status: 'fulfilled', value: 4 },
+    ]);
+    expect(spy.transactions).toBe(1);
+    expect(errors).toHaveLength(1);
+    expect((await rows()).map((r) => r.n)).toEqual([2, 4]);
     await writer.close();
   });
 });

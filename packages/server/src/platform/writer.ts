@@ -38,11 +38,17 @@ export interface WriteKind<I, T> {
   readonly name: string;
   readonly rank: number;
   /**
-   * Writes `items` inside `tx` and returns one value per item, in order. Throwing fails the whole
-   * flush: each of its items is then written again alone (a batch of one in its own transaction),
-   * so one bad item fails alone.
+   * Writes `items` inside `tx` and returns one value per item, in order: a {@link WriteFailure}
+   * for an item refused on its own (whose writes the kind rolled back, e.g. to a savepoint), which
+   * then rejects alone while the flush commits. Throwing fails the whole flush: each of its items
+   * is then written again alone (a batch of one in its own transaction), so one bad item fails alone.
    */
-  writeMany(tx: Queryable, items: readonly I[]): Promise<T[]>;
+  writeMany(tx: Queryable, items: readonly I[]): Promise<(T | WriteFailure)[]>;
+}
+
+/** What `writeMany` returns for an item that failed alone: its promise rejects with `error`. */
+export class WriteFailure {
+  constructor(readonly error: unknown) {}
 }
 
 interface Item {
@@ -116,11 +122,16 @@ export function createWriter(options: WriterOptions): Writer {
   let done = 0;
   let closed = false;
 
+  const settle = (item: Item, value: unknown) => {
+    if (!(value instanceof WriteFailure)) return item.resolve(value);
+    options.log.error({ err: value.error }, 'writer: a record write failed');
+    item.reject(value.error);
+  };
   // One bad write must not lose the others: after a failed flush each write gets its own transaction.
   const runAlone = async (item: Item) => {
     try {
       const [value] = await options.db.transaction((tx) => writeGrouped(tx, [item]));
-      item.resolve(value);
+      settle(item, value);
     } catch (err) {
       options.log.error({ err }, 'writer: a record write failed');
       item.reject(err);
@@ -140,7 +151,7 @@ export function createWriter(options: WriterOptions): Writer {
       for (const item of batch) await runAlone(item);
       return;
     }
-    batch.forEach((item, i) => item.resolve(values[i]));
+    batch.forEach((item, i) => settle(item, values[i]));
   };
   // Flushes run one after another, so writes commit in the order they were queued.
   const flush = (): Promise<void> => {

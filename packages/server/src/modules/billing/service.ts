@@ -3,6 +3,7 @@ import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { reclaimExpired, sumReservations } from './reservation-store.js';
+import { closeHoldsMany, type CloseHold, type ClosedHold } from './settle-many.js';
 import { fillDays, windowStart } from './series.js';
 import {
   applyUsage,
@@ -47,6 +48,8 @@ export interface PostingOptions {
   description?: string;
   ref?: string | null;
 }
+
+export type { ClosedHold } from './settle-many.js';
 
 export interface Balance {
   balance_cents: number;
@@ -120,7 +123,23 @@ export interface LedgerOperations {
     options: Omit<PostingOptions, 'txType'>,
   ): Promise<EarningPosting>;
   balance(orgId: string): Promise<Balance>;
+  /**
+   * Closes many holds at once, exactly as `settle` (then `earn` when `earn` is set) or `release`
+   * called for each entry in order would, with a constant number of statements (a flush of the
+   * group-commit writer). Throws as those calls would, and then nothing is written.
+   */
+  closeMany(entries: readonly HoldClosing[]): Promise<ClosedHold[]>;
 }
+
+/** One entry of `closeMany`: a hold charged `usageMicro` (crediting `earn` its earning), or released. */
+export type HoldClosing =
+  | {
+      holdId: string;
+      usageMicro: number;
+      options?: PostingOptions;
+      earn?: { orgId: string; options: Omit<PostingOptions, 'txType'> };
+    }
+  | { holdId: string; release: true };
 
 export interface Ledger extends LedgerOperations {
   /** The same operations inside a transaction the caller already has open (no nested BEGIN). */
@@ -324,6 +343,20 @@ function operations(
         });
         return { ...earning, transaction };
       });
+    },
+
+    closeMany: async (entries) => {
+      const closings: CloseHold[] = entries.map((e) => {
+        if ('release' in e) return e;
+        requireAmount(e.usageMicro, 'usage_micro', { max: MAX_USAGE_MICRO });
+        const entry = posting(e.options ?? {}, 'charge');
+        const earn = e.earn && {
+          orgId: e.earn.orgId,
+          posting: posting({ ...e.earn.options, txType: 'earning' }, 'earning'),
+        };
+        return { holdId: e.holdId, usageMicro: e.usageMicro, posting: entry, ...(earn ? { earn } : {}) };
+      });
+      return run((q) => closeHoldsMany(q, closings));
     },
 
     balance: (orgId) =>

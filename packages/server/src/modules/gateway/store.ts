@@ -76,6 +76,18 @@ export async function findGatewayRequest(
   return rows[0];
 }
 
+/** The requests of `ids`, locked (one statement for a flush of receipts), by id. */
+export async function lockGatewayRequests(
+  db: Queryable,
+  ids: readonly string[],
+): Promise<Map<string, GatewayRequestRow>> {
+  const { rows } = await db.query<GatewayRequestRow>(
+    'SELECT * FROM gateway_requests WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
+    [ids],
+  );
+  return new Map(rows.map((r) => [r.id, r]));
+}
+
 /** Points the request at a new attempt. */
 export async function setAttempt(
   db: Queryable,
@@ -88,6 +100,33 @@ export async function setAttempt(
     attempt.work_id,
     JSON.stringify(attempt.metadata),
   ]);
+}
+
+/** {@link closeGatewayRequest} for many running requests, completed by their receipts, in one statement; how many it closed. */
+export async function completeGatewayRequests(
+  db: Queryable,
+  ends: readonly {
+    id: string;
+    usage: Record<string, number>;
+    charged_cents: number;
+    charged_micro: number;
+    receipt_id: string;
+  }[],
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE gateway_requests SET status = 'completed', usage = v.usage::jsonb, charged_cents = v.cents, receipt_id = v.receipt_id,
+            error = NULL, charged_micro = v.micro, completed_at = now()
+       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(id, usage, cents, receipt_id, micro)
+      WHERE gateway_requests.id = v.id AND gateway_requests.status = 'running'`,
+    [
+      ends.map((e) => e.id),
+      ends.map((e) => JSON.stringify(e.usage)),
+      ends.map((e) => e.charged_cents),
+      ends.map((e) => e.receipt_id),
+      ends.map((e) => e.charged_micro),
+    ],
+  );
+  return rowCount ?? 0;
 }
 
 /** Closes a running request; false when it was already closed (someone else finished it first). */

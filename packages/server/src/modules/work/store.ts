@@ -221,6 +221,55 @@ export async function lockWorkForReceipt(
   return rows[0];
 }
 
+/**
+ * Every work row of `jobIds`, locked, with whether a receipt exists for it: what
+ * {@link lockWorkForReceipt} reads, for many receipts in one statement (the caller picks each
+ * receipt's row: the latest of its job on its node).
+ */
+export async function lockWorkOfJobs(
+  db: Queryable,
+  jobIds: readonly string[],
+): Promise<(WorkRow & { has_receipt: boolean; created_at: Date })[]> {
+  const { rows } = await db.query<WorkRow & { has_receipt: boolean; created_at: Date }>(
+    `SELECT w.*, EXISTS (SELECT 1 FROM receipts r WHERE r.work_id = w.id) AS has_receipt
+       FROM work_items w WHERE w.job_id = ANY($1::text[]) ORDER BY w.id FOR UPDATE OF w`,
+    [jobIds],
+  );
+  return rows;
+}
+
+/**
+ * {@link storeWorkResult} with status `completed` for many leased work items without a result, in
+ * one statement. Returns how many rows it changed.
+ */
+export async function completeWorkWithResults(
+  db: Queryable,
+  results: readonly {
+    workId: string;
+    result_hash: string;
+    content_type: string;
+    bytes: number;
+    metering_units: number;
+    usage?: Record<string, unknown>;
+  }[],
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE work_items SET status = 'completed', result_hash = v.result_hash, result_content_type = v.content_type,
+            result_bytes = v.bytes, metering_units = v.units, usage = v.usage::jsonb, updated_at = now()
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[]) AS v(id, result_hash, content_type, bytes, units, usage)
+      WHERE work_items.id = v.id AND work_items.status = 'leased' AND work_items.result_hash IS NULL`,
+    [
+      results.map((r) => r.workId),
+      results.map((r) => r.result_hash),
+      results.map((r) => r.content_type),
+      results.map((r) => r.bytes),
+      results.map((r) => r.metering_units),
+      results.map((r) => (r.usage ? JSON.stringify(r.usage) : null)),
+    ],
+  );
+  return rowCount ?? 0;
+}
+
 /** Expired leases, locked for this transaction so one instance handles each. */
 export async function lockExpiredWork(db: Queryable, limit: number): Promise<WorkRow[]> {
   const { rows } = await db.query<WorkRow>(
