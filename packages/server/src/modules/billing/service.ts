@@ -3,7 +3,7 @@ import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { reclaimExpired, sumReservations } from './reservation-store.js';
-import { closeHoldsMany, type CloseHold, type ClosedHold } from './settle-many.js';
+import { closeHoldsMany, takeHoldsMany, type CloseHold, type ClosedHold, type NewHold } from './settle-many.js';
 import { fillDays, windowStart } from './series.js';
 import {
   applyUsage,
@@ -49,7 +49,7 @@ export interface PostingOptions {
   ref?: string | null;
 }
 
-export type { ClosedHold } from './settle-many.js';
+export type { ClosedHold, NewHold } from './settle-many.js';
 
 export interface Balance {
   balance_cents: number;
@@ -129,6 +129,12 @@ export interface LedgerOperations {
    * group-commit writer). Throws as those calls would, and then nothing is written.
    */
   closeMany(entries: readonly HoldClosing[]): Promise<ClosedHold[]>;
+  /**
+   * Takes many holds at once, exactly as `hold` called for each in order would when each fits,
+   * with a constant number of statements (a flush of the group-commit writer). Throws 402 when one
+   * does not fit, writing nothing: take that one alone (`hold` also reclaims expired reservations).
+   */
+  holdMany(holds: readonly NewHold[]): Promise<void>;
 }
 
 /** One entry of `closeMany`: a hold charged `usageMicro` (crediting `earn` its earning), or released. */
@@ -344,6 +350,15 @@ function operations(
         return { ...earning, transaction };
       });
     },
+
+    holdMany: (holds) =>
+      run(async (q) => {
+        const drawn = await takeHoldsMany(q, holds, reservations?.instanceId ?? null);
+        holds.forEach((h, i) => {
+          const d = drawn[i] ?? 0;
+          if (d > 0) reservations?.drawn(h.orgId, d);
+        });
+      }),
 
     closeMany: async (entries) => {
       const closings: CloseHold[] = entries.map((e) => {

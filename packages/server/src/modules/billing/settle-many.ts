@@ -2,7 +2,16 @@ import { MICRO_PER_CENT } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import { applyUsage, clampPromo, freePart, MAX_USAGE_MICRO, operatorEarning, requireAmount } from './rules.js';
+import {
+  applyUsage,
+  availableCents,
+  clampPromo,
+  freePart,
+  insufficientCredits,
+  MAX_USAGE_MICRO,
+  operatorEarning,
+  requireAmount,
+} from './rules.js';
 import type { EarningPosting, Settlement } from './service.js';
 import { type AccountRow, type HoldRow, type LedgerRow, type NewLedgerRow } from './store.js';
 
@@ -211,4 +220,102 @@ async function writeClosings(
   );
   if (inserted.length !== rows.length) throw new Error('ledger insert returned too few rows');
   return inserted.sort((a, b) => Number(a.seq) - Number(b.seq)).map(({ seq: _seq, ...row }) => row);
+}
+
+/** One hold to take: `cents` for `ref` (a job or request), under the id `id`. */
+export interface NewHold {
+  id: string;
+  orgId: string;
+  cents: number;
+  ref: string | null;
+}
+
+/**
+ * Takes many holds at once, as `hold` called for each in order would (out of `instanceId`'s
+ * reservation of the organization first, the rest from the unreserved balance), with 3 statements
+ * whatever their number: the accounts locked in one fixed order, this instance's reservations read
+ * after the locks (as `lockAccountForHold` does, for the same reason), then the holds, their ledger
+ * rows, the reservations and the accounts written in one. Throws 402 when a hold does not fit
+ * (the caller takes that one alone: `hold` reclaims expired reservations first), writing nothing.
+ * Returns what each hold drew from the reservation.
+ */
+export async function takeHoldsMany(
+  tx: Queryable,
+  holds: readonly NewHold[],
+  instanceId: string | null,
+): Promise<number[]> {
+  if (holds.length === 0) return [];
+  const orgIds = [...new Set(holds.map((h) => h.orgId))];
+  const { rows: locked } = await tx.query<AccountRow & { org_id: string }>(
+    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE`,
+    [orgIds],
+  );
+  const own = new Map<string, number>();
+  if (instanceId !== null) {
+    const { rows } = await tx.query<{ org_id: string; amount_cents: number }>(
+      'SELECT org_id, amount_cents FROM credit_reservations WHERE org_id = ANY($1::text[]) AND instance_id = $2 AND expires_at > now()',
+      [orgIds, instanceId],
+    );
+    for (const r of rows) own.set(r.org_id, Number(r.amount_cents));
+  }
+  const accounts = new Map(locked.map(({ org_id, ...a }) => [org_id, { ...a, reserved_cents: a.reserved_cents ?? 0 }]));
+  const drawnByOrg = new Map<string, number>();
+  const rows: NewLedgerRow[] = [];
+  const drawn = holds.map((h) => {
+    requireAmount(h.cents, 'cents');
+    const account = accounts.get(h.orgId);
+    if (!account) throw new ApiError('not_found', `organization ${h.orgId} has no credit account`);
+    const reserved = own.get(h.orgId) ?? 0;
+    const free = availableCents(account);
+    if (reserved + free < h.cents) throw insufficientCredits(reserved + free, h.cents);
+    const d = Math.min(reserved, h.cents);
+    own.set(h.orgId, reserved - d);
+    drawnByOrg.set(h.orgId, (drawnByOrg.get(h.orgId) ?? 0) + d);
+    account.held_cents += h.cents;
+    account.reserved_cents -= d;
+    rows.push({
+      txType: 'hold',
+      description: `hold ${h.id}: ${h.cents} cents reserved`,
+      orgId: h.orgId,
+      amountCents: 0,
+      amountMicro: 0,
+      freeMicro: 0,
+      holdCents: h.cents,
+      balanceAfter: account.balance_cents,
+      ref: h.ref ?? h.id,
+    });
+    return d;
+  });
+  const values = rows.map(ledgerRow);
+  const column = (i: number) => values.map((v) => v[i]);
+  const touched = [...accounts].filter(([orgId]) => orgIds.includes(orgId));
+  await tx.query(
+    `WITH h AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])),
+          r AS (UPDATE credit_reservations SET amount_cents = credit_reservations.amount_cents - v.drawn, updated_at = now()
+                  FROM unnest($5::text[], $6::bigint[]) AS v(org_id, drawn)
+                 WHERE credit_reservations.org_id = v.org_id AND credit_reservations.instance_id = $7 AND v.drawn > 0),
+          a AS (UPDATE credit_accounts SET held_cents = v.held, reserved_cents = credit_accounts.reserved_cents - v.drawn, updated_at = now()
+                  FROM unnest($8::text[], $9::bigint[], $10::bigint[]) AS v(org_id, held, drawn)
+                 WHERE credit_accounts.org_id = v.org_id)
+     INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
+     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
+       FROM unnest($11::text[], $12::text[], $13::text[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[], $20::text[])
+            WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, n)
+      ORDER BY n`,
+    [
+      holds.map((h) => h.id),
+      holds.map((h) => h.orgId),
+      holds.map((h) => h.cents),
+      holds.map((h) => h.ref),
+      [...drawnByOrg.keys()],
+      [...drawnByOrg.values()],
+      instanceId,
+      touched.map(([orgId]) => orgId),
+      touched.map(([, a]) => a.held_cents),
+      touched.map(([orgId]) => drawnByOrg.get(orgId) ?? 0),
+      ...Array.from({ length: 10 }, (_, i) => column(i)),
+    ],
+  );
+  return drawn;
 }

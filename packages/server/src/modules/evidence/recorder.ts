@@ -7,6 +7,7 @@ import {
   appendAndSignMany,
   appendEvents,
   insertRunWithEvents,
+  insertRunsWithEvents,
   latestEventsOfTypes,
   latestEventsOfTypesMany,
   lockOpenRun,
@@ -124,6 +125,28 @@ export async function openRun(
   const { rows, edges } = await buildEvents(tx, { id, event_count: 0, last_event_id: null }, run.job_id, events);
   await insertRunWithEvents(tx, { ...run, id }, rows, edges);
   return id;
+}
+
+/**
+ * {@link openRun} for many subjects in one statement (a flush of the group-commit writer): the
+ * same rows as `openRun` called for each. Returns the run ids, in order.
+ */
+export async function openRuns(
+  tx: Queryable,
+  runs: readonly { run: Omit<NewRun, 'id'>; events: readonly EvidenceEvent[] }[],
+): Promise<string[]> {
+  const events: EventRow[] = [];
+  const edges: EdgeRow[] = [];
+  const rows = runs.map(({ run, events: opening }) => {
+    const id = newId('run');
+    // A new run has no earlier events: every cause is in its opening batch or nowhere.
+    const built = eventRows({ id, event_count: 0, last_event_id: null }, run.job_id, opening, new Map());
+    events.push(...built.rows);
+    edges.push(...built.edges);
+    return { ...run, id };
+  });
+  if (rows.length > 0) await insertRunsWithEvents(tx, rows, events, edges);
+  return rows.map((r) => r.id);
 }
 
 /**

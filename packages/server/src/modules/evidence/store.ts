@@ -138,6 +138,52 @@ export async function insertRunWithEvents(
   await db.query(`WITH run AS (${insertRun}), ${eventInserts(params, events, edges)} SELECT 1`, params);
 }
 
+/** {@link insertRunWithEvents} for many runs in one statement (events and edges of all of them in arrays). */
+export async function insertRunsWithEvents(
+  db: Queryable,
+  runs: readonly NewRun[],
+  events: readonly EventRow[],
+  edges: readonly EdgeRow[],
+): Promise<void> {
+  const last = new Map<string, EventRow>();
+  for (const e of events) last.set(e.run_id, e);
+  await db.query(
+    `WITH run AS (INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id)
+                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::text[])),
+          ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash)
+                 SELECT * FROM unnest($13::text[], $14::text[], $15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[]))
+     INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type)
+     SELECT * FROM unnest($22::text[], $23::text[], $24::text[], $25::text[])`,
+    [
+      runs.map((r) => r.id),
+      runs.map((r) => r.org_id),
+      runs.map((r) => r.buyer_id),
+      runs.map((r) => r.subject_type),
+      runs.map((r) => r.job_id),
+      runs.map((r) => r.summary),
+      runs.map((r) => r.jurisdiction),
+      runs.map((r) => r.policy_id),
+      runs.map((r) => r.trust_tier),
+      runs.map((r) => r.work_type),
+      runs.map((r) => last.get(r.id)?.sequence ?? 0),
+      runs.map((r) => last.get(r.id)?.id ?? null),
+      events.map((e) => e.id),
+      events.map((e) => e.run_id),
+      events.map((e) => e.sequence),
+      events.map((e) => e.event_type),
+      events.map((e) => e.subject_id),
+      events.map((e) => e.summary),
+      events.map((e) => e.metadata),
+      events.map((e) => e.created_at),
+      events.map((e) => e.event_hash),
+      edges.map((e) => e.run_id),
+      edges.map((e) => e.from_event_id),
+      edges.map((e) => e.to_event_id),
+      edges.map((e) => e.edge_type),
+    ],
+  );
+}
+
 /** The open run of a subject, locked so that appends to one run are serialised. */
 export async function lockOpenRun(
   db: Queryable,

@@ -64,6 +64,36 @@ export async function insertGatewayRequest(
   return rowCount === 1;
 }
 
+/** {@link insertGatewayRequest} for many requests in one statement; the ids of those inserted (not already there). */
+export async function insertGatewayRequests(
+  db: Queryable,
+  rs: readonly Pick<
+    GatewayRequestRow,
+    'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
+  >[],
+): Promise<Set<string>> {
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
+     SELECT id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata::jsonb
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[])
+            AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
+     ON CONFLICT (id) DO NOTHING RETURNING id`,
+    [
+      rs.map((r) => r.id),
+      rs.map((r) => r.org_id),
+      rs.map((r) => r.buyer_id),
+      rs.map((r) => r.type),
+      rs.map((r) => r.model),
+      rs.map((r) => r.stream),
+      rs.map((r) => r.node_id),
+      rs.map((r) => r.work_id),
+      rs.map((r) => r.hold_id),
+      rs.map((r) => JSON.stringify(r.metadata)),
+    ],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
 export async function findGatewayRequest(
   db: Queryable,
   id: string,

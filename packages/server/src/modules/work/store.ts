@@ -113,6 +113,33 @@ export async function insertLeasedWork(
   return row;
 }
 
+/** {@link insertLeasedWork} for many gateway work items in one statement. */
+export async function insertLeasedWorks(
+  db: Queryable,
+  ws: readonly Parameters<typeof insertLeasedWork>[1][],
+): Promise<void> {
+  await db.query(
+    `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at)
+     SELECT id, job_id, org_id, node_id, type, 0, model, payload::jsonb, stream, 'leased',
+            COALESCE(expires, now() + make_interval(secs => lease_seconds)), CASE WHEN dispatched THEN now() END
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::int[], $10::boolean[], $11::timestamptz[])
+            AS v(id, job_id, org_id, node_id, type, model, payload, stream, lease_seconds, dispatched, expires)`,
+    [
+      ws.map((w) => w.id),
+      ws.map((w) => w.request_id),
+      ws.map((w) => w.org_id),
+      ws.map((w) => w.node_id),
+      ws.map((w) => w.type),
+      ws.map((w) => w.model),
+      ws.map((w) => JSON.stringify(w.payload)),
+      ws.map((w) => w.stream),
+      ws.map((w) => w.lease_seconds),
+      ws.map((w) => w.dispatched ?? false),
+      ws.map((w) => w.lease_expires_at ?? null),
+    ],
+  );
+}
+
 /**
  * Hands out work already leased to this node but not yet sent to it (gateway requests routed
  * straight to it), oldest first: marks it dispatched and starts its lease now.
