@@ -325,10 +325,7 @@ function operations(
       const entry = posting(options, options.txType);
       const freeMicro = options.freeMicro ?? 0;
       requireAmount(freeMicro, 'free_micro', { max: cents * MICRO_PER_CENT });
-      return run(async (q) => {
-        await lockedAccount(q, orgId);
-        return postCredit(q, { ...entry, orgId, cents, freeMicro });
-      });
+      return run((q) => postCredit(q, { ...entry, orgId, cents, freeMicro }));
     },
 
     earn: async (orgId, charge, options) => {
@@ -339,7 +336,6 @@ function operations(
         cents: charge.charged_cents,
       });
       return run(async (q) => {
-        await lockedAccount(q, orgId);
         const transaction = await postCredit(q, {
           ...entry,
           orgId,
