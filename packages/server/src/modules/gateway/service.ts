@@ -20,7 +20,7 @@ import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
 import { openRun, openRuns, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
-import { WriteFailure, type WriteKind } from '../../platform/writer.js';
+import type { WriteKind } from '../../platform/writer.js';
 import { endRequest } from './settle.js';
 import {
   findGatewayRequest,
@@ -345,7 +345,7 @@ function openingParts(ctx: ServiceContext, o: Opening) {
  * stored yet: a receipt's ticket may have rebuilt one), the holds (`holdMany`), what each
  * `call.onOpen` adds, the work rows and the evidence runs, each one multi-row statement, in the
  * same rows as `writeOpening` for each. Throws (having written part) when one of them cannot be
- * written: the caller rolls back and writes them one by one.
+ * written: the flush fails, and the writer writes them one by one.
  */
 async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Opening[]): Promise<void> {
   const all = os.map((o) => ({ o, parts: openingParts(ctx, o) }));
@@ -368,41 +368,25 @@ async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Op
 
 /**
  * The writer's kind for openings handed over with their work (rank 1: before the receipts of the
- * same flush). The flush's openings are written together under a savepoint; should that fail
- * (a hold that does not fit the reservation, say), it is rolled back and each opening is written
- * alone as `writeOpening`, under its own savepoint, so a refused one fails alone.
+ * same flush). One opening is written as `writeOpening`; several together by `writeOpenings`.
+ * Should that fail (a hold that does not fit the reservation, say), the flush fails and the
+ * writer writes each of its items again alone, so a refused opening fails alone with today's
+ * error. No savepoint: a flush costs no statement more than its writes.
  */
 const openings: WriteKind<{ ctx: ServiceContext; o: Opening }, undefined> = {
   name: 'gateway openings',
   rank: 1,
   async writeMany(tx, items) {
-    const ctx = items[0]?.ctx;
-    if (!ctx) return [];
-    await tx.query('SAVEPOINT openings');
-    try {
+    const [first] = items;
+    if (!first) return [];
+    if (items.length === 1) await writeOpening(first.ctx, tx, first.o);
+    else
       await writeOpenings(
-        ctx,
+        first.ctx,
         tx,
         items.map((i) => i.o),
       );
-      await tx.query('RELEASE SAVEPOINT openings');
-      return items.map(() => undefined);
-    } catch {
-      await tx.query('ROLLBACK TO SAVEPOINT openings');
-    }
-    const out: (undefined | WriteFailure)[] = [];
-    for (const { o } of items) {
-      await tx.query('SAVEPOINT opening');
-      try {
-        await writeOpening(ctx, tx, o);
-        await tx.query('RELEASE SAVEPOINT opening');
-        out.push(undefined);
-      } catch (err) {
-        await tx.query('ROLLBACK TO SAVEPOINT opening');
-        out.push(new WriteFailure(err));
-      }
-    }
-    return out;
+    return items.map(() => undefined);
   },
 };
 

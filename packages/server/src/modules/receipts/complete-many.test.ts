@@ -289,4 +289,51 @@ describe('gateway openings and receipts written as batches', () => {
       expect(verified.checks.filter((c) => !c.ok)).toEqual([]);
     }
   }, 120_000);
+
+  it('an opening whose hold no longer fits fails alone: the flush is retried item by item, the others are written', async () => {
+    const t = await createTestApp({ env: { ...ENV, SVC_WRITER_FLUSH_MS: '60000' } });
+    try {
+      const buyer = await signUp(t.app);
+      // 6 cents: three holds of 2 cents each (tinyllama, max_tokens 8).
+      await t.ctx.ledger.credit(buyer.orgId, 3, { txType: 'topup', description: 'card' });
+      await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), { models: ['tinyllama'] });
+      vi.spyOn(t.ctx.jobSignal, 'reserve').mockImplementation(() => ({
+        deliver: () => true,
+        release: () => undefined,
+      }));
+      let transactions = 0;
+      const transaction = t.ctx.db.transaction.bind(t.ctx.db);
+      vi.spyOn(t.ctx.db, 'transaction').mockImplementation((fn) => (transactions++, transaction(fn)));
+      const principal: Principal = {
+        kind: 'key',
+        orgId: buyer.orgId,
+        buyerId: buyer.buyerId,
+        role: 'owner',
+        scopes: ['buyer'],
+      };
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const call = prepareChat({ model: 'tinyllama', messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8 });
+        await openRequest(t.ctx, principal, call, newId('wrk'));
+        ids.push(call.id);
+      }
+      // Meanwhile a hold of 1 cent takes part of the credit the three openings were promised in memory.
+      await t.ctx.db.transaction((tx) => t.ctx.ledger.within(tx).hold(buyer.orgId, 1, 'elsewhere'));
+      transactions = 0;
+      await t.ctx.writer.settled();
+      vi.restoreAllMocks();
+      // The flush of three failed; each was written again alone: two fit, the third is refused.
+      expect(transactions).toBe(4);
+      const { rows } = await t.ctx.db.query<{ id: string }>('SELECT id FROM gateway_requests WHERE id = ANY($1)', [
+        ids,
+      ]);
+      expect(rows.map((r) => r.id).sort()).toEqual(ids.slice(0, 2).sort());
+      expect(t.logs.text()).toContain('insufficient credits');
+      expect(await t.ctx.ledger.balance(buyer.orgId)).toMatchObject({ balance_cents: 6, held_cents: 5 });
+      expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
+    } finally {
+      vi.restoreAllMocks();
+      await t.close();
+    }
+  }, 60_000);
 });
