@@ -197,10 +197,10 @@ async function writeClosings(
   const column = (i: number) => values.map((v) => v[i]);
   const { rows: inserted } = await tx.query<LedgerRow & { seq: number }>(
     `WITH h AS (UPDATE credit_holds SET status = v.status, closed_at = now()
-                  FROM unnest($1::text[], $2::text[]) AS v(id, status) WHERE credit_holds.id = v.id AND credit_holds.status = 'active'),
+                  FROM unnest($1::text[], $2::text[]) AS v(id, status) WHERE credit_holds.id = v.id AND credit_holds.id = ANY($1::text[]) AND credit_holds.status = 'active'),
           a AS (UPDATE credit_accounts SET balance_cents = v.balance, held_cents = v.held, carry_micro = v.carry, promo_micro = v.promo, updated_at = now()
                   FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS v(org_id, balance, held, carry, promo)
-                 WHERE credit_accounts.org_id = v.org_id)
+                 WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($3::text[]))
      INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
      SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
        FROM unnest($8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::text[], $17::text[])
@@ -294,10 +294,10 @@ export async function takeHoldsMany(
                 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])),
           r AS (UPDATE credit_reservations SET amount_cents = credit_reservations.amount_cents - v.drawn, updated_at = now()
                   FROM unnest($5::text[], $6::bigint[]) AS v(org_id, drawn)
-                 WHERE credit_reservations.org_id = v.org_id AND credit_reservations.instance_id = $7 AND v.drawn > 0),
+                 WHERE credit_reservations.org_id = v.org_id AND credit_reservations.org_id = ANY($5::text[]) AND credit_reservations.instance_id = $7 AND v.drawn > 0),
           a AS (UPDATE credit_accounts SET held_cents = v.held, reserved_cents = credit_accounts.reserved_cents - v.drawn, updated_at = now()
                   FROM unnest($8::text[], $9::bigint[], $10::bigint[]) AS v(org_id, held, drawn)
-                 WHERE credit_accounts.org_id = v.org_id)
+                 WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($8::text[]))
      INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
      SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
        FROM unnest($11::text[], $12::text[], $13::text[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[], $20::text[])

@@ -344,7 +344,7 @@ export async function appendAndSignMany(
             event_count = v.event_count, last_event_id = v.last_event_id, signed_at = now(), updated_at = now()
        FROM unnest($14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int[], $21::text[])
             AS v(id, root_hash, root_signature_hex, signer_public_key_hex, signer_key_id, summary, event_count, last_event_id)
-      WHERE evidence_runs.id = v.id AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = v.signer_key_id AND valid_until IS NULL)
+      WHERE evidence_runs.id = v.id AND evidence_runs.id = ANY($14::text[]) AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = v.signer_key_id AND valid_until IS NULL)
      RETURNING evidence_runs.id`,
     [
       events.map((e) => e.id),

@@ -147,7 +147,7 @@ export async function completeGatewayRequests(
     `UPDATE gateway_requests SET status = 'completed', usage = v.usage::jsonb, charged_cents = v.cents, receipt_id = v.receipt_id,
             error = NULL, charged_micro = v.micro, completed_at = now()
        FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(id, usage, cents, receipt_id, micro)
-      WHERE gateway_requests.id = v.id AND gateway_requests.status = 'running'`,
+      WHERE gateway_requests.id = v.id AND gateway_requests.id = ANY($1::text[]) AND gateway_requests.status = 'running'`,
     [
       ends.map((e) => e.id),
       ends.map((e) => JSON.stringify(e.usage)),

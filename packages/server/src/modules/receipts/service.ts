@@ -371,15 +371,21 @@ export type QueuedReceipt = FastReceipt & { ctx: ServiceContext; body: ReceiptBo
  * The writer's kind for fast-path receipts: written many per flush (`completeMany`), after the
  * flush's openings (rank 2: a request's opening is queued before its receipt). An item that is not
  * the plain case is applied after them one by one, as `submitReceipt` would, each under a
- * savepoint: refused, it rolls back and rejects alone while the flush commits.
+ * savepoint: refused, it rolls back and rejects alone while the flush commits. A flush holding one
+ * receipt applies it as `submitReceipt` does (refused, the flush of one fails and it rejects).
  */
 const fastReceipts: WriteKind<QueuedReceipt, ReceiptRow> = {
   name: 'gateway receipts',
   rank: 2,
   async writeMany(tx, items) {
-    const ctx = items[0]?.ctx;
-    if (!ctx) return [];
-    const batched = await completeMany(ctx, tx, items);
+    const [first] = items;
+    if (!first) return [];
+    // One receipt alone takes today's path: the batch's statements only pay off from two on.
+    if (items.length === 1)
+      return [
+        (await applyReceipt(first.ctx, tx, first.node, first.body, first.inline, first.inlineBytes, undefined)).receipt,
+      ];
+    const batched = await completeMany(first.ctx, tx, items);
     const out: (ReceiptRow | WriteFailure)[] = [];
     for (const [i, item] of items.entries()) out.push(batched[i] ?? (await applyAlone(tx, item)));
     return out;

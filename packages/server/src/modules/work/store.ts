@@ -284,7 +284,7 @@ export async function completeWorkWithResults(
     `UPDATE work_items SET status = 'completed', result_hash = v.result_hash, result_content_type = v.content_type,
             result_bytes = v.bytes, metering_units = v.units, usage = v.usage::jsonb, updated_at = now()
        FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[]) AS v(id, result_hash, content_type, bytes, units, usage)
-      WHERE work_items.id = v.id AND work_items.status = 'leased' AND work_items.result_hash IS NULL`,
+      WHERE work_items.id = v.id AND work_items.id = ANY($1::text[]) AND work_items.status = 'leased' AND work_items.result_hash IS NULL`,
     [
       results.map((r) => r.workId),
       results.map((r) => r.result_hash),
