@@ -301,9 +301,6 @@ describe('gateway openings and receipts written as batches', () => {
         deliver: () => true,
         release: () => undefined,
       }));
-      let transactions = 0;
-      const transaction = t.ctx.db.transaction.bind(t.ctx.db);
-      vi.spyOn(t.ctx.db, 'transaction').mockImplementation((fn) => (transactions++, transaction(fn)));
       const principal: Principal = {
         kind: 'key',
         orgId: buyer.orgId,
@@ -319,11 +316,18 @@ describe('gateway openings and receipts written as batches', () => {
       }
       // Meanwhile a hold of 1 cent takes part of the credit the three openings were promised in memory.
       await t.ctx.db.transaction((tx) => t.ctx.ledger.within(tx).hold(buyer.orgId, 1, 'elsewhere'));
-      transactions = 0;
+      // Only the writer's request inserts: background ticks run transactions of their own meanwhile.
+      const inserts: string[] = [];
+      onTransactionStatements(t.ctx.db, (sql) => sql.startsWith('INSERT INTO gateway_requests') && inserts.push(sql));
       await t.ctx.writer.settled();
       vi.restoreAllMocks();
       // The flush of three failed; each was written again alone: two fit, the third is refused.
-      expect(transactions).toBe(4);
+      expect(inserts.map((sql) => (sql.includes('unnest') ? 'batch' : 'alone'))).toEqual([
+        'batch',
+        'alone',
+        'alone',
+        'alone',
+      ]);
       const { rows } = await t.ctx.db.query<{ id: string }>('SELECT id FROM gateway_requests WHERE id = ANY($1)', [
         ids,
       ]);
