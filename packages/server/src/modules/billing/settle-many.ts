@@ -16,7 +16,8 @@ import type { EarningPosting, Settlement } from './service.js';
 import { type AccountRow, type HoldRow, type LedgerRow, type NewLedgerRow } from './store.js';
 
 /**
- * Many hold closings in one go (the group-commit writer's flush of gateway completions): every
+ * Many holds taken (`takeHoldsMany`, a flush of gateway openings) or closed (`closeHoldsMany`, a
+ * flush of gateway completions) in one go. Closing: every
  * account involved is locked by one statement in a fixed order, the holds by a second, each
  * closing is computed in JS exactly as `settle`, `release` and `earn` compute it one after another
  * (in entry order, each seeing the accounts as the ones before left them), and the holds, the
