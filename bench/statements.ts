@@ -7,6 +7,7 @@
  * @example
  * npx tsx bench/statements.ts --requests 100
  * npx tsx bench/statements.ts --requests 100 --trace 3
+ * npx tsx bench/statements.ts --requests 400 --concurrency 16   # where the writer's flushes batch
  * DATABASE_URL=postgres://... npx tsx bench/statements.ts
  */
 import { parseArgs } from 'node:util';
@@ -15,9 +16,15 @@ import { startGatewayFixture } from '../packages/server/test/gateway-fixture.js'
 import { positiveInt, wholeNumber } from './lib.js';
 
 const { values } = parseArgs({
-  options: { requests: { type: 'string', default: '100' }, trace: { type: 'string', default: '0' } },
+  options: {
+    requests: { type: 'string', default: '100' },
+    trace: { type: 'string', default: '0' },
+    concurrency: { type: 'string', default: '1' },
+  },
 });
 const requests = positiveInt('requests', values.requests);
+// Loops asking at once: with more than one, the group-commit writer's flushes hold several requests.
+const concurrency = positiveInt('concurrency', values.concurrency);
 const traces = wholeNumber('trace', values.trace);
 
 const f = await startGatewayFixture({ env: { SVC_LOG_LEVEL: 'silent' } });
@@ -83,12 +90,22 @@ for (let i = 0; i < 30; i++) await chat();
 await new Promise((r) => setTimeout(r, 300));
 recording = true;
 const started = performance.now();
-for (let i = 0; i < requests; i++) await chat();
+let asked = 0;
+await Promise.all(
+  Array.from({ length: concurrency }, async () => {
+    while (asked < requests) {
+      asked++;
+      await chat();
+    }
+  }),
+);
 const elapsed = performance.now() - started;
 await new Promise((r) => setTimeout(r, 300));
 recording = false;
 
-console.log(`store ${db.kind}; ${requests} sequential chat requests, per request:`);
+console.log(
+  `store ${db.kind}; ${requests} chat requests${concurrency > 1 ? ` from ${concurrency} concurrent loops` : ', sequential'}, per request:`,
+);
 console.log('  count      ms  statement');
 let count = 0;
 let ms = 0;
@@ -100,7 +117,7 @@ for (const [sql, s] of [...stats].sort((a, b) => b[1].ms - a[1].ms)) {
   console.log(`${(s.n / requests).toFixed(2).padStart(7)} ${(s.ms / requests).toFixed(2).padStart(7)}  ${sql}`);
 }
 console.log(
-  `total: ${(count / requests).toFixed(1)} statements (BEGIN and COMMIT not counted), ${(ms / requests).toFixed(1)} ms in them; ${(elapsed / requests).toFixed(1)} ms per request`,
+  `total: ${(count / requests).toFixed(1)} statements (BEGIN and COMMIT not counted), ${(ms / requests).toFixed(1)} ms in them; ${(elapsed / requests).toFixed(1)} ms per request (wall / requests)`,
 );
 
 for (let i = 0; i < traces; i++) {

@@ -27,6 +27,9 @@ describe('the agent on standing slots (the channel, against the real server)', (
     };
     const enqueue = writer.enqueue.bind(writer);
     writer.enqueue = (write) => (gate ? gate.wait.then(() => enqueue(write)) : enqueue(write));
+    // Openings and receipts go in as batched kinds.
+    const enqueueAs = writer.enqueueAs.bind(writer);
+    writer.enqueueAs = (kind, item) => (gate ? gate.wait.then(() => enqueueAs(kind, item)) : enqueueAs(kind, item));
   });
   afterEach(async () => {
     gate?.open();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestStore, type TestStore } from '../../test/harness.js';
 import { openDb, type Db, type Queryable } from './db/index.js';
-import { createWriter } from './writer.js';
+import { createWriter, WriteFailure, type WriteKind } from './writer.js';
 
 /** Counts the transactions the writer opens on `db`. */
 function counting(db: Db) {
@@ -103,5 +103,111 @@ describe('the group-commit writer', () => {
     expect((await rows()).map((r) => r.n)).toContain(11);
     await expect(writer.enqueue(insert(12))).rejects.toThrow('closed');
     expect(await rows()).toHaveLength(7);
+  });
+
+  /** A batched kind inserting all its items with one statement; records each call's items. */
+  const batchedInsert = (rank: number, calls: number[][]): WriteKind<number, number> => ({
+    name: `insert-${rank}`,
+    rank,
+    async writeMany(tx, ns) {
+      calls.push([...ns]);
+      await tx.query('INSERT INTO writer_test (n) SELECT unnest($1::int[])', [ns]);
+      return ns.map((n) => n * 10);
+    },
+  });
+
+  it('hands every queued item of a kind to one writeMany call per flush, and resolves each with its value', async () => {
+    const spy = counting(db);
+    const calls: number[][] = [];
+    const kind = batchedInsert(1, calls);
+    const writer = createWriter({ db: spy, log: quiet, flushMs: 20 });
+    const values = await Promise.all(Array.from({ length: 20 }, (_, i) => writer.enqueueAs(kind, i)));
+    expect(values).toEqual(Array.from({ length: 20 }, (_, i) => i * 10));
+    expect(calls).toEqual([Array.from({ length: 20 }, (_, i) => i)]);
+    expect(spy.transactions).toBe(1);
+    expect((await rows()).map((r) => r.n).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    await writer.close();
+  });
+
+  it('runs the kinds of a flush in ascending rank, plain writes first, whatever the enqueue order', async () => {
+    const order: string[] = [];
+    const late: WriteKind<number, number> = {
+      name: 'late',
+      rank: 2,
+      writeMany: async (_tx, ns) => (order.push(`late ${ns.join(',')}`), [...ns]),
+    };
+    const early: WriteKind<number, number> = {
+      name: 'early',
+      rank: 1,
+      writeMany: async (_tx, ns) => (order.push(`early ${ns.join(',')}`), [...ns]),
+    };
+    const writer = createWriter({ db, log: quiet, flushMs: 20 });
+    await Promise.all([
+      writer.enqueueAs(late, 1),
+      writer.enqueueAs(early, 2),
+      writer.enqueue(async () => order.push('plain')),
+      writer.enqueueAs(late, 3),
+      writer.enqueueAs(early, 4),
+    ]);
+    expect(order).toEqual(['plain', 'early 2,4', 'late 1,3']);
+    await writer.close();
+  });
+
+  it('a failed batch is written again item by item, each a batch of one in its own transaction', async () => {
+    const spy = counting(db);
+    const calls: number[][] = [];
+    const errors: unknown[] = [];
+    const kind = batchedInsert(1, calls);
+    const writer = createWriter({
+      db: spy,
+      log: { error: (o: unknown) => errors.push(o), warn: () => undefined },
+      flushMs: 20,
+    });
+    await writer.enqueueAs(kind, 5);
+    calls.length = 0;
+    const results = await Promise.allSettled([4, 5, 6].map((n) => writer.enqueueAs(kind, n)));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(results[0]).toEqual({ status: 'fulfilled', value: 40 });
+    expect(calls).toEqual([[4, 5, 6], [4], [5], [6]]);
+    expect(spy.transactions).toBe(5);
+    expect(errors).toHaveLength(1);
+    expect((await rows()).map((r) => r.n).sort((a, b) => a - b)).toEqual([4, 5, 6]);
+    await writer.close();
+  });
+
+  it('a kind returning too few values fails its flush instead of resolving items with nothing', async () => {
+    const short: WriteKind<number, number> = { name: 'short', rank: 1, writeMany: async () => [] };
+    const writer = createWriter({ db, log: quiet, flushMs: 5 });
+    await expect(writer.enqueueAs(short, 1)).rejects.toThrow('short returned 0 values for 1 items');
+    await writer.close();
+  });
+
+  it('an item the kind refuses alone (a WriteFailure) rejects while the rest of its flush commits', async () => {
+    const spy = counting(db);
+    const errors: unknown[] = [];
+    const odd: WriteKind<number, number> = {
+      name: 'even only',
+      rank: 1,
+      async writeMany(tx, ns) {
+        const even = ns.filter((n) => n % 2 === 0);
+        await tx.query('INSERT INTO writer_test (n) SELECT unnest($1::int[])', [even]);
+        return ns.map((n) => (n % 2 === 0 ? n : new WriteFailure(new Error(`${n} is odd`))));
+      },
+    };
+    const writer = createWriter({
+      db: spy,
+      log: { error: (o: unknown) => errors.push(o), warn: () => undefined },
+      flushMs: 20,
+    });
+    const results = await Promise.allSettled([2, 3, 4].map((n) => writer.enqueueAs(odd, n)));
+    expect(results).toEqual([
+      { status: 'fulfilled', value: 2 },
+      { status: 'rejected', reason: new Error('3 is odd') },
+      { status: 'fulfilled', value: 4 },
+    ]);
+    expect(spy.transactions).toBe(1);
+    expect(errors).toHaveLength(1);
+    expect((await rows()).map((r) => r.n)).toEqual([2, 4]);
+    await writer.close();
   });
 });

@@ -11,9 +11,16 @@ import type { Db, Queryable } from './db/index.js';
 export interface Writer {
   /**
    * Queues `write` for the next flush and resolves to its value once that flush committed.
-   * Writes run in enqueue order inside the flush's transaction; `write` must only touch `tx`.
+   * Plain writes run in enqueue order inside the flush's transaction, before its batched kinds;
+   * `write` must only touch `tx`.
    */
   enqueue<T>(write: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Queues `item` of a batched kind: a flush hands every queued item of the kind to one
+   * `writeMany` call (a few multi-row statements instead of one call per item). Resolves to the
+   * item's value once the flush committed.
+   */
+  enqueueAs<I, T>(kind: WriteKind<I, T>, item: I): Promise<T>;
   /** Resolves once every write queued so far is committed or failed (flushes at once). */
   settled(): Promise<void>;
   /** Writes queued or being flushed right now. */
@@ -22,10 +29,68 @@ export interface Writer {
   close(): Promise<void>;
 }
 
+/**
+ * A kind of record write that a flush writes many at a time. A flush runs its kinds in ascending
+ * `rank` (a request's opening before its completion; plain writes have rank 0), each kind's items
+ * in enqueue order, all in the flush's one transaction.
+ */
+export interface WriteKind<I, T> {
+  readonly name: string;
+  readonly rank: number;
+  /**
+   * Writes `items` inside `tx` and returns one value per item, in order: a {@link WriteFailure}
+   * for an item refused on its own (whose writes the kind rolled back, e.g. to a savepoint), which
+   * then rejects alone while the flush commits. Throwing fails the whole flush: each of its items
+   * is then written again alone (a batch of one in its own transaction), so one bad item fails alone.
+   */
+  writeMany(tx: Queryable, items: readonly I[]): Promise<(T | WriteFailure)[]>;
+}
+
+/** What `writeMany` returns for an item that failed alone: its promise rejects with `error`. */
+export class WriteFailure {
+  constructor(readonly error: unknown) {}
+}
+
 interface Item {
-  write: (tx: Queryable) => Promise<unknown>;
+  kind: WriteKind<unknown, unknown>;
+  value: unknown;
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
+}
+
+type PlainWrite = (tx: Queryable) => Promise<unknown>;
+
+/** Plain `enqueue` writes: each its own call, in enqueue order. */
+const plain: WriteKind<PlainWrite, unknown> = {
+  name: 'plain',
+  rank: 0,
+  async writeMany(tx, writes) {
+    const out: unknown[] = [];
+    for (const write of writes) out.push(await write(tx));
+    return out;
+  },
+};
+
+/** Writes `batch` grouped by kind (ascending rank, then first appearance); values in `batch` order. */
+async function writeGrouped(tx: Queryable, batch: readonly Item[]): Promise<unknown[]> {
+  const groups = new Map<WriteKind<unknown, unknown>, number[]>();
+  batch.forEach((item, i) => {
+    const group = groups.get(item.kind);
+    if (group) group.push(i);
+    else groups.set(item.kind, [i]);
+  });
+  const values: unknown[] = new Array(batch.length);
+  const ordered = [...groups].sort((a, b) => a[0].rank - b[0].rank);
+  for (const [kind, indexes] of ordered) {
+    const out = await kind.writeMany(
+      tx,
+      indexes.map((i) => batch[i]?.value),
+    );
+    if (out.length !== indexes.length)
+      throw new Error(`writer: ${kind.name} returned ${out.length} values for ${indexes.length} items`);
+    indexes.forEach((i, j) => (values[i] = out[j]));
+  }
+  return values;
 }
 
 export interface WriterOptions {
@@ -43,6 +108,8 @@ export interface WriterOptions {
  * @example
  * const writer = createWriter({ db, log, flushMs: 2 });
  * await writer.enqueue((tx) => tx.query('UPDATE ...')); // committed once this resolves
+ * const rows: WriteKind<number, number> = { name: 'rows', rank: 1, writeMany: (tx, ns) => insertAll(tx, ns) };
+ * await Promise.all([writer.enqueueAs(rows, 1), writer.enqueueAs(rows, 2)]); // one insertAll call
  */
 export function createWriter(options: WriterOptions): Writer {
   const maxBatch = options.maxBatch ?? 256;
@@ -55,10 +122,16 @@ export function createWriter(options: WriterOptions): Writer {
   let done = 0;
   let closed = false;
 
+  const settle = (item: Item, value: unknown) => {
+    if (!(value instanceof WriteFailure)) return item.resolve(value);
+    options.log.error({ err: value.error }, 'writer: a record write failed');
+    item.reject(value.error);
+  };
   // One bad write must not lose the others: after a failed flush each write gets its own transaction.
   const runAlone = async (item: Item) => {
     try {
-      item.resolve(await options.db.transaction((tx) => item.write(tx)));
+      const [value] = await options.db.transaction((tx) => writeGrouped(tx, [item]));
+      settle(item, value);
     } catch (err) {
       options.log.error({ err }, 'writer: a record write failed');
       item.reject(err);
@@ -67,11 +140,7 @@ export function createWriter(options: WriterOptions): Writer {
   const runBatch = async (batch: Item[]) => {
     let values: unknown[];
     try {
-      values = await options.db.transaction(async (tx) => {
-        const out: unknown[] = [];
-        for (const item of batch) out.push(await item.write(tx));
-        return out;
-      });
+      values = await options.db.transaction((tx) => writeGrouped(tx, batch));
     } catch (err) {
       if (batch.length === 1 && batch[0]) {
         options.log.error({ err }, 'writer: a record write failed');
@@ -82,7 +151,7 @@ export function createWriter(options: WriterOptions): Writer {
       for (const item of batch) await runAlone(item);
       return;
     }
-    batch.forEach((item, i) => item.resolve(values[i]));
+    batch.forEach((item, i) => settle(item, values[i]));
   };
   // Flushes run one after another, so writes commit in the order they were queued.
   const flush = (): Promise<void> => {
@@ -103,16 +172,19 @@ export function createWriter(options: WriterOptions): Writer {
     if (!timer && !flushing) timer = setTimeout(() => void flush(), options.flushMs);
   };
 
+  const push = <T>(kind: WriteKind<unknown, unknown>, value: unknown): Promise<T> => {
+    if (closed) return Promise.reject(new Error('the writer is closed'));
+    return new Promise<T>((resolve, reject) => {
+      queue.push({ kind, value, resolve: resolve as (value: unknown) => void, reject });
+      queued++;
+      if (queue.length >= maxBatch) void flush();
+      else schedule();
+    });
+  };
+
   return {
-    enqueue<T>(write: (tx: Queryable) => Promise<T>): Promise<T> {
-      if (closed) return Promise.reject(new Error('the writer is closed'));
-      return new Promise<T>((resolve, reject) => {
-        queue.push({ write, resolve: resolve as (value: unknown) => void, reject });
-        queued++;
-        if (queue.length >= maxBatch) void flush();
-        else schedule();
-      });
-    },
+    enqueue: <T>(write: (tx: Queryable) => Promise<T>) => push<T>(plain as WriteKind<unknown, unknown>, write),
+    enqueueAs: <I, T>(kind: WriteKind<I, T>, item: I) => push<T>(kind as WriteKind<unknown, unknown>, item),
     async settled() {
       const mark = queued;
       while (done < mark) await flush();

@@ -79,6 +79,7 @@ describe('ledger: refusals', () => {
       () => ledger.hold('org_nope', 1),
       () => ledger.charge('org_nope', 1),
       () => ledger.credit('org_nope', 1, { txType: 'topup' }),
+      () => ledger.earn('org_nope', { charged_micro: 10_000, free_micro: 0, charged_cents: 1 }, {}),
       () => ledger.balance('org_nope'),
     ];
     for (const op of ops) {

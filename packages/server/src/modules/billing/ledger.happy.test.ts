@@ -48,6 +48,30 @@ describe('ledger: happy paths with exact numbers', () => {
     expect(calls[0]).toMatch(/^SELECT .* FROM credit_accounts WHERE org_id = \$1$/);
   });
 
+  it('credit and earn write two statements each: the account update (the lock, RETURNING the balance), then the row', async () => {
+    const org = await freshOrg();
+    const calls: string[] = [];
+    await t.ctx.db.transaction(async (tx) => {
+      const spied = {
+        ...tx,
+        query: ((sql: string, params?: readonly unknown[]) => (
+          calls.push(sql),
+          tx.query(sql, params)
+        )) as typeof tx.query,
+      };
+      await ledger.within(spied).credit(org, 7, { txType: 'topup' });
+      await ledger.within(spied).earn(org, { charged_micro: 100_000, free_micro: 0, charged_cents: 10 }, {});
+    });
+    expect(calls.map((sql) => sql.trim().split(/\s+/).slice(0, 3).join(' '))).toEqual([
+      'UPDATE credit_accounts SET',
+      'INSERT INTO credit_transactions',
+      'UPDATE credit_accounts SET',
+      'INSERT INTO credit_transactions',
+    ]);
+    expect(await ledger.balance(org)).toMatchObject({ balance_cents: 500 + 7 + 8 });
+    await expectConsistent(org);
+  });
+
   it('hold reserves part of the balance with a row that moves no cents (hold_cents +200)', async () => {
     const org = await freshOrg();
     const { holdId } = await ledger.hold(org, 200, 'job_a');

@@ -3,6 +3,7 @@ import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { reclaimExpired, sumReservations } from './reservation-store.js';
+import { closeHoldsMany, takeHoldsMany, type CloseHold, type ClosedHold, type NewHold } from './settle-many.js';
 import { fillDays, windowStart } from './series.js';
 import {
   applyUsage,
@@ -47,6 +48,8 @@ export interface PostingOptions {
   description?: string;
   ref?: string | null;
 }
+
+export type { ClosedHold, NewHold } from './settle-many.js';
 
 export interface Balance {
   balance_cents: number;
@@ -120,7 +123,29 @@ export interface LedgerOperations {
     options: Omit<PostingOptions, 'txType'>,
   ): Promise<EarningPosting>;
   balance(orgId: string): Promise<Balance>;
+  /**
+   * Closes many holds at once, exactly as `settle` (then `earn` when `earn` is set) or `release`
+   * called for each entry in order would, with a constant number of statements (a flush of the
+   * group-commit writer). Throws as those calls would, and then nothing is written.
+   */
+  closeMany(entries: readonly HoldClosing[]): Promise<ClosedHold[]>;
+  /**
+   * Takes many holds at once, exactly as `hold` called for each in order would when each fits,
+   * with a constant number of statements (a flush of the group-commit writer). Throws 402 when one
+   * does not fit, writing nothing: take that one alone (`hold` also reclaims expired reservations).
+   */
+  holdMany(holds: readonly NewHold[]): Promise<void>;
 }
+
+/** One entry of `closeMany`: a hold charged `usageMicro` (crediting `earn` its earning), or released. */
+export type HoldClosing =
+  | {
+      holdId: string;
+      usageMicro: number;
+      options?: PostingOptions;
+      earn?: { orgId: string; options: Omit<PostingOptions, 'txType'> };
+    }
+  | { holdId: string; release: true };
 
 export interface Ledger extends LedgerOperations {
   /** The same operations inside a transaction the caller already has open (no nested BEGIN). */
@@ -300,10 +325,7 @@ function operations(
       const entry = posting(options, options.txType);
       const freeMicro = options.freeMicro ?? 0;
       requireAmount(freeMicro, 'free_micro', { max: cents * MICRO_PER_CENT });
-      return run(async (q) => {
-        await lockedAccount(q, orgId);
-        return postCredit(q, { ...entry, orgId, cents, freeMicro });
-      });
+      return run((q) => postCredit(q, { ...entry, orgId, cents, freeMicro }));
     },
 
     earn: async (orgId, charge, options) => {
@@ -314,7 +336,6 @@ function operations(
         cents: charge.charged_cents,
       });
       return run(async (q) => {
-        await lockedAccount(q, orgId);
         const transaction = await postCredit(q, {
           ...entry,
           orgId,
@@ -324,6 +345,29 @@ function operations(
         });
         return { ...earning, transaction };
       });
+    },
+
+    holdMany: (holds) =>
+      run(async (q) => {
+        const drawn = await takeHoldsMany(q, holds, reservations?.instanceId ?? null);
+        holds.forEach((h, i) => {
+          const d = drawn[i] ?? 0;
+          if (d > 0) reservations?.drawn(h.orgId, d);
+        });
+      }),
+
+    closeMany: async (entries) => {
+      const closings: CloseHold[] = entries.map((e) => {
+        if ('release' in e) return e;
+        requireAmount(e.usageMicro, 'usage_micro', { max: MAX_USAGE_MICRO });
+        const entry = posting(e.options ?? {}, 'charge');
+        const earn = e.earn && {
+          orgId: e.earn.orgId,
+          posting: posting({ ...e.earn.options, txType: 'earning' }, 'earning'),
+        };
+        return { holdId: e.holdId, usageMicro: e.usageMicro, posting: entry, ...(earn ? { earn } : {}) };
+      });
+      return run((q) => closeHoldsMany(q, closings));
     },
 
     balance: (orgId) =>

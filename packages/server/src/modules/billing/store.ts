@@ -1,4 +1,5 @@
 import type { Queryable } from '../../platform/db/index.js';
+import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 
 /** One ledger row as the API returns it (CreditTransaction). */
@@ -25,7 +26,8 @@ export async function openAccount(db: Queryable, orgId: string): Promise<void> {
 
 /**
  * Adds `cents` (>= 0) to the balance and writes the ledger row, with its `balance_after`, in the
- * caller's transaction. `freeMicro` is the promotional part (a free-tier grant, an earning from
+ * caller's transaction. Its first statement locks the account row (an `UPDATE ... RETURNING`, no
+ * separate `SELECT ... FOR UPDATE`); 404 `not_found` when the organization has no account. `freeMicro` is the promotional part (a free-tier grant, an earning from
  * free-tier work): it joins the account's promotional balance.
  */
 export async function postCredit(
@@ -47,7 +49,8 @@ export async function postCredit(
     [entry.orgId, entry.cents, entry.freeMicro ?? 0],
   );
   const balance = rows[0]?.balance_cents;
-  if (balance === undefined) throw new Error(`no credit account for ${entry.orgId}`);
+  // The update is the lock: no account row, nothing written.
+  if (balance === undefined) throw new ApiError('not_found', `organization ${entry.orgId} has no credit account`);
   return insertLedgerRow(db, { ...entry, amountCents: entry.cents, balanceAfter: balance });
 }
 

@@ -4,11 +4,15 @@ import { newId } from '../../platform/ids.js';
 import type { PlatformSecrets } from '../../platform/secrets.js';
 import {
   appendAndSign,
+  appendAndSignMany,
   appendEvents,
   insertRunWithEvents,
+  insertRunsWithEvents,
   latestEventsOfTypes,
+  latestEventsOfTypesMany,
   lockOpenRun,
   lockOpenRunWithHashes,
+  lockOpenRunsWithHashes,
   markSigned,
   type EdgeRow,
   type EdgeType,
@@ -37,6 +41,17 @@ function timestamp(): string {
   return new Date().toISOString();
 }
 
+/** The causes of `events` that no earlier event of the same batch provides: looked up in the store. */
+function wantedCauses(events: readonly EvidenceEvent[]): Set<string> {
+  const wanted = new Set<string>();
+  events.forEach((e, i) =>
+    (e.causedBy ?? []).forEach((type) => events.slice(0, i).some((p) => p.type === type) || wanted.add(type)),
+  );
+  return wanted;
+}
+
+type Latest = Map<string, { id: string; sequence: number }>;
+
 /** The rows for `events` appended to `run`: hashed, with their `then` and `caused_by` edges. */
 async function buildEvents(
   tx: Queryable,
@@ -44,15 +59,19 @@ async function buildEvents(
   subjectId: string,
   events: readonly EvidenceEvent[],
 ): Promise<{ rows: EventRow[]; edges: EdgeRow[] }> {
-  // Only causes that no earlier event of this batch provides are looked up in the store.
-  const wanted = new Set<string>();
-  events.forEach((e, i) =>
-    (e.causedBy ?? []).forEach((type) => events.slice(0, i).some((p) => p.type === type) || wanted.add(type)),
-  );
+  const wanted = wantedCauses(events);
   const latest =
-    wanted.size > 0 && run.event_count > 0
-      ? await latestEventsOfTypes(tx, run.id, [...wanted])
-      : new Map<string, { id: string; sequence: number }>();
+    wanted.size > 0 && run.event_count > 0 ? await latestEventsOfTypes(tx, run.id, [...wanted]) : new Map();
+  return eventRows(run, subjectId, events, latest);
+}
+
+/** {@link buildEvents} with the store's latest events of the wanted causes already read. */
+function eventRows(
+  run: { id: string; event_count: number; last_event_id: string | null },
+  subjectId: string,
+  events: readonly EvidenceEvent[],
+  latest: Latest,
+): { rows: EventRow[]; edges: EdgeRow[] } {
   const rows: EventRow[] = [];
   const edges: EdgeRow[] = [];
   let previous = run.last_event_id ? { id: run.last_event_id, sequence: run.event_count } : undefined;
@@ -109,6 +128,28 @@ export async function openRun(
 }
 
 /**
+ * {@link openRun} for many subjects in one statement (a flush of the group-commit writer): the
+ * same rows as `openRun` called for each. Returns the run ids, in order.
+ */
+export async function openRuns(
+  tx: Queryable,
+  runs: readonly { run: Omit<NewRun, 'id'>; events: readonly EvidenceEvent[] }[],
+): Promise<string[]> {
+  const events: EventRow[] = [];
+  const edges: EdgeRow[] = [];
+  const rows = runs.map(({ run, events: opening }) => {
+    const id = newId('run');
+    // A new run has no earlier events: every cause is in its opening batch or nowhere.
+    const built = eventRows({ id, event_count: 0, last_event_id: null }, run.job_id, opening, new Map());
+    events.push(...built.rows);
+    edges.push(...built.edges);
+    return { ...run, id };
+  });
+  if (rows.length > 0) await insertRunsWithEvents(tx, rows, events, edges);
+  return rows.map((r) => r.id);
+}
+
+/**
  * Appends events to the open run of `subjectId`. Returns false (recording nothing) when the
  * subject has no open run: it predates evidence runs, or its run is already signed.
  */
@@ -138,27 +179,112 @@ export async function closeRun(
   const run = await lockOpenRunWithHashes(tx, subjectId);
   if (!run) return false;
   const { rows, edges } = await buildEvents(tx, run, subjectId, events);
+  const closing = closingOf(run, rows, summary);
+  // Signed only while the key is still the active one; another process may have rotated it.
+  if (await appendAndSign(tx, run.id, rows, edges, closing.sign(secrets), closing.count, closing.lastId)) return true;
+  await secrets.reload(tx);
+  await markSigned(tx, run.id, closing.sign(secrets), closing.count, closing.lastId);
+  return true;
+}
+
+/** A run's counters after its closing events, and its certificate over every event hash. */
+function closingOf(
+  run: { id: string; event_count: number; last_event_id: string | null; hashes: string[] },
+  rows: readonly EventRow[],
+  summary: string,
+) {
   const hashes = [...run.hashes, ...rows.map((r) => r.event_hash)];
   const last = rows[rows.length - 1];
-  const count = last?.sequence ?? run.event_count;
-  const lastId = last?.id ?? run.last_event_id;
-  const sign = () => {
-    const key = secrets.active;
-    const root = merkleRoot(hashes);
-    return {
-      root_hash: root,
-      root_signature_hex: signCertificate(
-        { run_id: run.id, event_count: hashes.length, root_hash_hex: root },
-        key.privateKey,
-      ),
-      signer_public_key_hex: key.public_key_hex,
-      signer_key_id: key.key_id,
-      summary,
-    };
+  return {
+    count: last?.sequence ?? run.event_count,
+    lastId: last?.id ?? run.last_event_id,
+    sign: (secrets: PlatformSecrets) => {
+      const key = secrets.active;
+      const root = merkleRoot(hashes);
+      return {
+        root_hash: root,
+        root_signature_hex: signCertificate(
+          { run_id: run.id, event_count: hashes.length, root_hash_hex: root },
+          key.privateKey,
+        ),
+        signer_public_key_hex: key.public_key_hex,
+        signer_key_id: key.key_id,
+        summary,
+      };
+    },
   };
-  // Signed only while the key is still the active one; another process may have rotated it.
-  if (await appendAndSign(tx, run.id, rows, edges, sign(), count, lastId)) return true;
-  await secrets.reload(tx);
-  await markSigned(tx, run.id, sign(), count, lastId);
-  return true;
+}
+
+/** One run to close with {@link closeRuns}. */
+export interface RunClosing {
+  subjectId: string;
+  events: readonly EvidenceEvent[];
+  summary: string;
+}
+
+/**
+ * {@link closeRun} for many subjects with a constant number of statements (a flush of the
+ * group-commit writer): one read of the runs' heads, one of earlier causes when some are needed,
+ * one write of every event, edge and signature. The same rows and certificates as `closeRun`
+ * called for each in order; false for a subject without an open run (or closed earlier in the list).
+ */
+export async function closeRuns(
+  tx: Queryable,
+  secrets: PlatformSecrets,
+  closings: readonly RunClosing[],
+): Promise<boolean[]> {
+  if (closings.length === 0) return [];
+  const runs = await lockOpenRunsWithHashes(
+    tx,
+    closings.map((c) => c.subjectId),
+  );
+  const wanted = closings.map((c) => wantedCauses(c.events));
+  const lookups = closings.flatMap((c, i) => {
+    const run = runs.get(c.subjectId);
+    return run && run.event_count > 0 && (wanted[i]?.size ?? 0) > 0
+      ? [{ run: run.id, types: [...(wanted[i] ?? [])] }]
+      : [];
+  });
+  const latest =
+    lookups.length > 0
+      ? await latestEventsOfTypesMany(
+          tx,
+          lookups.map((l) => l.run),
+          [...new Set(lookups.flatMap((l) => l.types))],
+        )
+      : new Map<string, Latest>();
+  const seen = new Set<string>();
+  const events: EventRow[] = [];
+  const edges: EdgeRow[] = [];
+  const signings: { runId: string; closing: ReturnType<typeof closingOf> }[] = [];
+  const closed = closings.map((c, i) => {
+    const run = runs.get(c.subjectId);
+    if (!run || seen.has(c.subjectId)) return false;
+    seen.add(c.subjectId);
+    const types = wanted[i] ?? new Set<string>();
+    const found = latest.get(run.id) ?? new Map();
+    const own: Latest = new Map([...found].filter(([type]) => types.has(type)));
+    const built = eventRows(run, c.subjectId, c.events, own);
+    events.push(...built.rows);
+    edges.push(...built.edges);
+    signings.push({ runId: run.id, closing: closingOf(run, built.rows, c.summary) });
+    return true;
+  });
+  const signed = await appendAndSignMany(
+    tx,
+    events,
+    edges,
+    signings.map((s) => ({
+      runId: s.runId,
+      signed: s.closing.sign(secrets),
+      eventCount: s.closing.count,
+      lastEventId: s.closing.lastId,
+    })),
+  );
+  const unsigned = signings.filter((s) => !signed.has(s.runId));
+  if (unsigned.length > 0) {
+    await secrets.reload(tx);
+    for (const s of unsigned) await markSigned(tx, s.runId, s.closing.sign(secrets), s.closing.count, s.closing.lastId);
+  }
+  return closed;
 }

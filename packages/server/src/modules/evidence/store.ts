@@ -138,6 +138,52 @@ export async function insertRunWithEvents(
   await db.query(`WITH run AS (${insertRun}), ${eventInserts(params, events, edges)} SELECT 1`, params);
 }
 
+/** {@link insertRunWithEvents} for many runs in one statement (events and edges of all of them in arrays). */
+export async function insertRunsWithEvents(
+  db: Queryable,
+  runs: readonly NewRun[],
+  events: readonly EventRow[],
+  edges: readonly EdgeRow[],
+): Promise<void> {
+  const last = new Map<string, EventRow>();
+  for (const e of events) last.set(e.run_id, e);
+  await db.query(
+    `WITH run AS (INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id)
+                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::text[])),
+          ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash)
+                 SELECT * FROM unnest($13::text[], $14::text[], $15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[]))
+     INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type)
+     SELECT * FROM unnest($22::text[], $23::text[], $24::text[], $25::text[])`,
+    [
+      runs.map((r) => r.id),
+      runs.map((r) => r.org_id),
+      runs.map((r) => r.buyer_id),
+      runs.map((r) => r.subject_type),
+      runs.map((r) => r.job_id),
+      runs.map((r) => r.summary),
+      runs.map((r) => r.jurisdiction),
+      runs.map((r) => r.policy_id),
+      runs.map((r) => r.trust_tier),
+      runs.map((r) => r.work_type),
+      runs.map((r) => last.get(r.id)?.sequence ?? 0),
+      runs.map((r) => last.get(r.id)?.id ?? null),
+      events.map((e) => e.id),
+      events.map((e) => e.run_id),
+      events.map((e) => e.sequence),
+      events.map((e) => e.event_type),
+      events.map((e) => e.subject_id),
+      events.map((e) => e.summary),
+      events.map((e) => e.metadata),
+      events.map((e) => e.created_at),
+      events.map((e) => e.event_hash),
+      edges.map((e) => e.run_id),
+      edges.map((e) => e.from_event_id),
+      edges.map((e) => e.to_event_id),
+      edges.map((e) => e.edge_type),
+    ],
+  );
+}
+
 /** The open run of a subject, locked so that appends to one run are serialised. */
 export async function lockOpenRun(
   db: Queryable,
@@ -161,6 +207,41 @@ export async function lockOpenRunWithHashes(
     [subjectId],
   );
   return rows[0];
+}
+
+/** {@link lockOpenRunWithHashes} for many subjects in one statement: the open runs found, by subject. */
+export async function lockOpenRunsWithHashes(
+  db: Queryable,
+  subjectIds: readonly string[],
+): Promise<Map<string, Pick<RunRow, 'id' | 'event_count' | 'last_event_id'> & { hashes: string[] }>> {
+  const { rows } = await db.query<
+    Pick<RunRow, 'id' | 'job_id' | 'event_count' | 'last_event_id'> & { hashes: string[] }
+  >(
+    `SELECT r.id, r.job_id, r.event_count, r.last_event_id, ARRAY(SELECT e.event_hash FROM evidence_events e WHERE e.run_id = r.id ORDER BY e.sequence) AS hashes
+       FROM evidence_runs r WHERE r.job_id = ANY($1::text[]) AND r.status = 'open' ORDER BY r.id FOR UPDATE OF r`,
+    [subjectIds],
+  );
+  return new Map(rows.map(({ job_id, ...run }) => [job_id, run]));
+}
+
+/** {@link latestEventsOfTypes} for many runs in one statement, by run id. */
+export async function latestEventsOfTypesMany(
+  db: Queryable,
+  runIds: readonly string[],
+  types: readonly string[],
+): Promise<Map<string, Map<string, { id: string; sequence: number }>>> {
+  const { rows } = await db.query<{ run_id: string; id: string; event_type: string; sequence: number }>(
+    `SELECT DISTINCT ON (run_id, event_type) run_id, id, event_type, sequence FROM evidence_events
+      WHERE run_id = ANY($1::text[]) AND event_type = ANY($2::text[]) ORDER BY run_id, event_type, sequence DESC`,
+    [runIds, types],
+  );
+  const out = new Map<string, Map<string, { id: string; sequence: number }>>();
+  for (const r of rows) {
+    const run = out.get(r.run_id) ?? new Map<string, { id: string; sequence: number }>();
+    run.set(r.event_type, { id: r.id, sequence: r.sequence });
+    out.set(r.run_id, run);
+  }
+  return out;
 }
 
 /** The latest event of each of `types` in a run (for `caused_by` edges to earlier batches). */
@@ -232,6 +313,64 @@ export async function appendAndSign(
     params,
   );
   return rowCount === 1;
+}
+
+/** One run of {@link appendAndSignMany}: its signature and its counters after the append. */
+export interface RunSigning {
+  runId: string;
+  signed: Signature;
+  eventCount: number;
+  lastEventId: string | null;
+}
+
+/**
+ * {@link appendAndSign} for many runs in one statement (the events and edges of all of them, in
+ * arrays): every run is signed whose `signer_key_id` is still the active platform key. Returns
+ * the ids of the runs signed; the events are written either way.
+ */
+export async function appendAndSignMany(
+  db: Queryable,
+  events: readonly EventRow[],
+  edges: readonly EdgeRow[],
+  runs: readonly RunSigning[],
+): Promise<Set<string>> {
+  const { rows } = await db.query<{ id: string }>(
+    `WITH ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])),
+          ed AS (INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type)
+                 SELECT * FROM unnest($10::text[], $11::text[], $12::text[], $13::text[]))
+     UPDATE evidence_runs SET status = 'signed', root_hash = v.root_hash, root_signature_hex = v.root_signature_hex,
+            signer_public_key_hex = v.signer_public_key_hex, signer_key_id = v.signer_key_id, summary = v.summary,
+            event_count = v.event_count, last_event_id = v.last_event_id, signed_at = now(), updated_at = now()
+       FROM unnest($14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int[], $21::text[])
+            AS v(id, root_hash, root_signature_hex, signer_public_key_hex, signer_key_id, summary, event_count, last_event_id)
+      WHERE evidence_runs.id = v.id AND evidence_runs.id = ANY($14::text[]) AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = v.signer_key_id AND valid_until IS NULL)
+     RETURNING evidence_runs.id`,
+    [
+      events.map((e) => e.id),
+      events.map((e) => e.run_id),
+      events.map((e) => e.sequence),
+      events.map((e) => e.event_type),
+      events.map((e) => e.subject_id),
+      events.map((e) => e.summary),
+      events.map((e) => e.metadata),
+      events.map((e) => e.created_at),
+      events.map((e) => e.event_hash),
+      edges.map((e) => e.run_id),
+      edges.map((e) => e.from_event_id),
+      edges.map((e) => e.to_event_id),
+      edges.map((e) => e.edge_type),
+      runs.map((r) => r.runId),
+      runs.map((r) => r.signed.root_hash),
+      runs.map((r) => r.signed.root_signature_hex),
+      runs.map((r) => r.signed.signer_public_key_hex),
+      runs.map((r) => r.signed.signer_key_id),
+      runs.map((r) => r.signed.summary),
+      runs.map((r) => r.eventCount),
+      runs.map((r) => r.lastEventId),
+    ],
+  );
+  return new Set(rows.map((r) => r.id));
 }
 
 /** Signs a run whose events are all written (the key check already done by the caller). */

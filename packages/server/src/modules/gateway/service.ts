@@ -19,17 +19,19 @@ import { issueTicket } from './ticket.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
-import { openRun, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { openRun, openRuns, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import type { WriteKind } from '../../platform/writer.js';
 import { endRequest } from './settle.js';
 import {
   findGatewayRequest,
   insertGatewayRequest,
+  insertGatewayRequests,
   setAttempt,
   staleRequests,
   type GatewayRequestRow,
 } from './store.js';
 import type { Handoff } from '../work/handoff.js';
-import { insertLeasedWork, undispatchWork, type WorkRow } from '../work/store.js';
+import { insertLeasedWork, insertLeasedWorks, undispatchWork, type WorkRow } from '../work/store.js';
 
 /** A validated gateway request, ready to be routed. */
 export interface GatewayCall {
@@ -170,7 +172,7 @@ export async function openRequest(
     // Handed over at once: the opening follows in the writer. Else the node finds the work in the
     // store at its next poll, so the opening commits first, in a transaction of its own.
     opening = handoff
-      ? ctx.writer.enqueue((tx) => writeOpening(ctx, tx, o))
+      ? ctx.writer.enqueueAs(openings, { ctx, o })
       : ctx.db.transaction((tx) => writeOpening(ctx, tx, o));
     opening.then(
       () => credit.release(),
@@ -287,48 +289,107 @@ function ticketOf(ctx: ServiceContext, o: Opening) {
  * work's ticket rebuilt the opening first (ticket.ts, rebuild.ts).
  */
 async function writeOpening(ctx: ServiceContext, tx: Queryable, o: Opening): Promise<void> {
+  const parts = openingParts(ctx, o);
+  if (!(await insertGatewayRequest(tx, parts.request))) return;
+  await ctx.ledger.within(tx).hold(parts.hold.orgId, parts.hold.cents, parts.hold.ref, { id: parts.hold.id });
+  await o.call.onOpen?.(tx);
+  await insertLeasedWork(tx, parts.work);
+  await openRun(tx, parts.run.run, parts.run.events);
+}
+
+/** The records an opening writes, as data: `writeOpening` writes one, `openings` many in one flush. */
+function openingParts(ctx: ServiceContext, o: Opening) {
   const { principal, call, workId, cents, decision, holdId } = o;
-  const request = openedRequest(o);
-  if (!(await insertGatewayRequest(tx, request))) return;
-  await ctx.ledger.within(tx).hold(principal.orgId, cents, call.id, { id: holdId });
-  await call.onOpen?.(tx);
-  await insertLeasedWork(tx, {
-    ...workPayload(call),
-    id: workId,
-    request_id: call.id,
-    org_id: principal.orgId,
-    node_id: decision.node.id,
-    lease_seconds: ctx.config.leaseSeconds,
-    dispatched: o.dispatched,
-    lease_expires_at: o.leaseExpiresAt,
-  });
   const policy = requestPolicy(call);
-  await openRun(
-    tx,
-    {
+  return {
+    request: openedRequest(o),
+    hold: { id: holdId, orgId: principal.orgId, cents, ref: call.id },
+    work: {
+      ...workPayload(call),
+      id: workId,
+      request_id: call.id,
       org_id: principal.orgId,
-      buyer_id: principal.buyerId,
-      subject_type: 'request',
-      job_id: call.id,
-      summary: `${call.type} ${call.model}, open`,
-      jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null,
-      policy_id: policyId(policy),
-      trust_tier: call.route.requires_tee ? 'sovereign' : 'public',
-      work_type: call.type,
+      node_id: decision.node.id,
+      lease_seconds: ctx.config.leaseSeconds,
+      dispatched: o.dispatched,
+      lease_expires_at: o.leaseExpiresAt,
     },
-    [
-      {
-        type: 'request.received',
-        summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`,
-        metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
+    run: {
+      run: {
+        org_id: principal.orgId,
+        buyer_id: principal.buyerId,
+        subject_type: 'request' as const,
+        job_id: call.id,
+        summary: `${call.type} ${call.model}, open`,
+        jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null,
+        policy_id: policyId(policy),
+        trust_tier: call.route.requires_tee ? 'sovereign' : 'public',
+        work_type: call.type,
       },
-      ...(call.evidence ?? []),
-      policyEvaluated(policy, policyText(call)),
-      ledgerHeld(holdId, cents, 'request.received'),
-      ...routedEvents(decision, workId, 1),
-    ],
+      events: [
+        {
+          type: 'request.received',
+          summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`,
+          metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
+        },
+        ...(call.evidence ?? []),
+        policyEvaluated(policy, policyText(call)),
+        ledgerHeld(holdId, cents, 'request.received'),
+        ...routedEvents(decision, workId, 1),
+      ],
+    },
+  };
+}
+
+/**
+ * The openings of one flush with a constant number of statements: the request rows (those not
+ * stored yet: a receipt's ticket may have rebuilt one), the holds (`holdMany`), what each
+ * `call.onOpen` adds, the work rows and the evidence runs, each one multi-row statement, in the
+ * same rows as `writeOpening` for each. Throws (having written part) when one of them cannot be
+ * written: the flush fails, and the writer writes them one by one.
+ */
+async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Opening[]): Promise<void> {
+  const all = os.map((o) => ({ o, parts: openingParts(ctx, o) }));
+  const inserted = await insertGatewayRequests(
+    tx,
+    all.map((a) => a.parts.request),
+  );
+  const fresh = all.filter((a) => inserted.has(a.parts.request.id));
+  await ctx.ledger.within(tx).holdMany(fresh.map((a) => a.parts.hold));
+  for (const { o } of fresh) await o.call.onOpen?.(tx);
+  await insertLeasedWorks(
+    tx,
+    fresh.map((a) => a.parts.work),
+  );
+  await openRuns(
+    tx,
+    fresh.map((a) => a.parts.run),
   );
 }
+
+/**
+ * The writer's kind for openings handed over with their work (rank 1: before the receipts of the
+ * same flush). One opening is written as `writeOpening`; several together by `writeOpenings`.
+ * Should that fail (a hold that does not fit the reservation, say), the flush fails and the
+ * writer writes each of its items again alone, so a refused opening fails alone with today's
+ * error. No savepoint: a flush costs no statement more than its writes.
+ */
+const openings: WriteKind<{ ctx: ServiceContext; o: Opening }, undefined> = {
+  name: 'gateway openings',
+  rank: 1,
+  async writeMany(tx, items) {
+    const [first] = items;
+    if (!first) return [];
+    if (items.length === 1) await writeOpening(first.ctx, tx, first.o);
+    else
+      await writeOpenings(
+        first.ctx,
+        tx,
+        items.map((i) => i.o),
+      );
+    return items.map(() => undefined);
+  },
+};
 
 /**
  * Writes work leased to `nodeId` in one transaction (`write` returns it, or undefined to write

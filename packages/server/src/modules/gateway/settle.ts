@@ -4,12 +4,19 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events.js';
-import { closeRun } from '../evidence/recorder.js';
+import { closeRun, closeRuns, type EvidenceEvent } from '../evidence/recorder.js';
+import type { HoldClosing } from '../billing/service.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
 import { openingsSettled } from './attempts.js';
 import { costMicro, usageFromUnits } from './pricing.js';
-import { closeGatewayRequest, findGatewayRequest, type GatewayRequestRow, type GatewayStatus } from './store.js';
+import {
+  closeGatewayRequest,
+  completeGatewayRequests,
+  findGatewayRequest,
+  type GatewayRequestRow,
+  type GatewayStatus,
+} from './store.js';
 
 /**
  * How a gateway request ends and what it is charged. Every path (receipt, client gone, node
@@ -148,6 +155,108 @@ export async function completeFromReceipt(
     `${request.type} ${request.model}, completed`,
   );
   return { ...request, ...closed, completed_at: new Date() };
+}
+
+/** One receipted completion of {@link completeManyFromReceipts}: as `completeFromReceipt` takes it. */
+export interface ReceiptCompletion {
+  request: GatewayRequestRow;
+  work: Pick<WorkRow, 'id' | 'usage'>;
+  node: NodeRow;
+  receipt: ReceiptRow;
+}
+
+/**
+ * {@link completeFromReceipt} for many requests with a constant number of statements (a flush of
+ * the group-commit writer): the holds closed by one `closeMany` of the ledger, the requests closed
+ * by one statement, their evidence runs signed by `closeRuns`. The same rows, amounts, events and
+ * certificates as `completeFromReceipt` called for each in order. Every request must be locked and
+ * running (checked by the caller); throws when one is not, writing nothing more.
+ */
+export async function completeManyFromReceipts(
+  ctx: ServiceContext,
+  tx: Queryable,
+  done: readonly ReceiptCompletion[],
+): Promise<GatewayRequestRow[]> {
+  const plans = done.map((d) => {
+    const usage = usageFromUnits(d.request.type, d.receipt.metering_units, d.work.usage);
+    const holdId = d.request.hold_id;
+    const micro = holdId ? costMicro(d.request.model, usage) : 0;
+    return { d, usage, holdId, micro };
+  });
+  const closings = plans.flatMap(({ d, usage, holdId, micro }): HoldClosing[] => {
+    if (!holdId) return [];
+    if (micro === 0) return [{ holdId, release: true }];
+    return [
+      {
+        holdId,
+        usageMicro: micro,
+        options: {
+          description: `${d.request.type} ${d.request.model}: ${describe(usage)} on ${d.node.id}`,
+          ref: d.request.id,
+        },
+        earn: {
+          orgId: d.node.org_id,
+          options: { description: `${d.request.type} ${d.request.id} on ${d.node.id}`, ref: d.request.id },
+        },
+      },
+    ];
+  });
+  const closed = await ctx.ledger.within(tx).closeMany(closings);
+  let next = 0;
+  const ends = plans.map(({ holdId }) => {
+    if (!holdId) return { charged: 0, chargedMicro: 0, events: [] as EvidenceEvent[] };
+    const outcome = closed[next++];
+    if (!outcome) throw new Error('the ledger closed fewer holds than asked');
+    if ('release' in outcome)
+      return {
+        charged: 0,
+        chargedMicro: 0,
+        events: [ledgerReleased(holdId, outcome.released_cents, 'receipt.verified')],
+      };
+    const { settlement, earning } = outcome;
+    return {
+      charged: settlement.charged_cents,
+      chargedMicro: settlement.charged_micro,
+      events: [ledgerCharged(holdId, settlement, earning?.transaction ?? null, 'receipt.verified')],
+    };
+  });
+  const rows = plans.map(({ d, usage }, i) => ({
+    id: d.request.id,
+    usage: usage as Record<string, number>,
+    charged_cents: ends[i]?.charged ?? 0,
+    charged_micro: ends[i]?.chargedMicro ?? 0,
+    receipt_id: d.receipt.id,
+  }));
+  if ((await completeGatewayRequests(tx, rows)) !== rows.length)
+    throw new Error('a gateway request of the flush was no longer running');
+  await closeRuns(
+    tx,
+    ctx.secrets,
+    plans.map(({ d, usage }, i) => ({
+      subjectId: d.request.id,
+      events: [
+        ...receiptEvents(d.receipt, d.node, d.work.id),
+        ...(ends[i]?.events ?? []),
+        {
+          type: 'request.completed',
+          summary: `completed on ${d.node.id}: ${describe(usage) || 'no usage'}`,
+          metadata: { receipt_id: d.receipt.id, usage, charged_cents: ends[i]?.charged ?? 0 },
+          causedBy: ['receipt.verified'],
+        },
+      ],
+      summary: `${d.request.type} ${d.request.model}, completed`,
+    })),
+  );
+  const now = new Date();
+  return plans.map(({ d }, i) => ({
+    ...d.request,
+    status: 'completed' as const,
+    usage: rows[i]?.usage ?? null,
+    charged_cents: rows[i]?.charged_cents ?? 0,
+    charged_micro: rows[i]?.charged_micro ?? 0,
+    receipt_id: d.receipt.id,
+    completed_at: now,
+  }));
 }
 
 /**

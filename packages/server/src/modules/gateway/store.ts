@@ -50,6 +50,36 @@ export async function insertGatewayRequest(
   return rowCount === 1;
 }
 
+/** {@link insertGatewayRequest} for many requests in one statement; the ids of those inserted (not already there). */
+export async function insertGatewayRequests(
+  db: Queryable,
+  rs: readonly Pick<
+    GatewayRequestRow,
+    'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
+  >[],
+): Promise<Set<string>> {
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
+     SELECT id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata::jsonb
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[])
+            AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
+     ON CONFLICT (id) DO NOTHING RETURNING id`,
+    [
+      rs.map((r) => r.id),
+      rs.map((r) => r.org_id),
+      rs.map((r) => r.buyer_id),
+      rs.map((r) => r.type),
+      rs.map((r) => r.model),
+      rs.map((r) => r.stream),
+      rs.map((r) => r.node_id),
+      rs.map((r) => r.work_id),
+      rs.map((r) => r.hold_id),
+      rs.map((r) => JSON.stringify(r.metadata)),
+    ],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
 export async function findGatewayRequest(
   db: Queryable,
   id: string,
@@ -60,6 +90,18 @@ export async function findGatewayRequest(
     [id],
   );
   return rows[0];
+}
+
+/** The requests of `ids`, locked (one statement for a flush of receipts), by id. */
+export async function lockGatewayRequests(
+  db: Queryable,
+  ids: readonly string[],
+): Promise<Map<string, GatewayRequestRow>> {
+  const { rows } = await db.query<GatewayRequestRow>(
+    'SELECT * FROM gateway_requests WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
+    [ids],
+  );
+  return new Map(rows.map((r) => [r.id, r]));
 }
 
 /** Points the request at a new attempt. */
@@ -74,6 +116,33 @@ export async function setAttempt(
     attempt.work_id,
     JSON.stringify(attempt.metadata),
   ]);
+}
+
+/** {@link closeGatewayRequest} for many running requests, completed by their receipts, in one statement; how many it closed. */
+export async function completeGatewayRequests(
+  db: Queryable,
+  ends: readonly {
+    id: string;
+    usage: Record<string, number>;
+    charged_cents: number;
+    charged_micro: number;
+    receipt_id: string;
+  }[],
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE gateway_requests SET status = 'completed', usage = v.usage::jsonb, charged_cents = v.cents, receipt_id = v.receipt_id,
+            error = NULL, charged_micro = v.micro, completed_at = now()
+       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(id, usage, cents, receipt_id, micro)
+      WHERE gateway_requests.id = v.id AND gateway_requests.id = ANY($1::text[]) AND gateway_requests.status = 'running'`,
+    [
+      ends.map((e) => e.id),
+      ends.map((e) => JSON.stringify(e.usage)),
+      ends.map((e) => e.charged_cents),
+      ends.map((e) => e.receipt_id),
+      ends.map((e) => e.charged_micro),
+    ],
+  );
+  return rowCount ?? 0;
 }
 
 /** Closes a running request; false when it was already closed (someone else finished it first). */

@@ -13,6 +13,7 @@ import {
   type WorkItem,
 } from '../../../test/harness.js';
 import type { Queryable } from '../../platform/db/index.js';
+import type { WriteKind } from '../../platform/writer.js';
 import { reconcileAccount } from '../billing/service.js';
 import { issueTicket, TICKET_MAX_AGE_MS, type WorkTicket } from './ticket.js';
 
@@ -89,14 +90,14 @@ describe('work tickets', () => {
     await polls.until(1);
     // The opening's write is held back (as if this instance died before its flush): it lands later.
     const { writer } = t.ctx;
-    const enqueue = writer.enqueue.bind(writer);
-    let heldBack: ((tx: Queryable) => Promise<unknown>) | undefined;
+    const enqueueAs = writer.enqueueAs.bind(writer);
+    let heldBack: { kind: WriteKind<unknown, unknown>; item: unknown } | undefined;
     let land: (written: Promise<unknown>) => void = () => undefined;
-    vi.spyOn(writer, 'enqueue').mockImplementation(((write: (tx: Queryable) => Promise<unknown>) => {
-      if (heldBack) return enqueue(write);
-      heldBack = write;
+    vi.spyOn(writer, 'enqueueAs').mockImplementation(((kind: WriteKind<unknown, unknown>, item: unknown) => {
+      if (heldBack || kind.name !== 'gateway openings') return enqueueAs(kind, item);
+      heldBack = { kind, item };
       return new Promise<unknown>((resolve) => (land = resolve));
-    }) as typeof writer.enqueue);
+    }) as typeof writer.enqueueAs);
     const asked = t.app.inject({
       method: 'POST',
       url: '/v1/chat/completions',
@@ -136,7 +137,7 @@ describe('work tickets', () => {
 
     // The writer's own opening lands after the rebuild: it finds the request and writes nothing.
     if (!heldBack) throw new Error('no opening was queued');
-    const late = enqueue(heldBack);
+    const late = enqueueAs(heldBack.kind, heldBack.item);
     land(late);
     await late;
     expect(await stored(t.ctx.db, work.job_id)).toEqual(rebuilt);

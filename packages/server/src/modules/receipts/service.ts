@@ -23,7 +23,9 @@ import { usageFromUnits } from '../gateway/pricing.js';
 import { openingsSettled } from '../gateway/attempts.js';
 import { rebuildOpening } from '../gateway/rebuild.js';
 import { checkTicket, type WorkTicket } from '../gateway/ticket.js';
-import { insertReceipt, receiptView } from './store.js';
+import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from './store.js';
+import { completeMany, type FastReceipt } from './complete-many.js';
+import { WriteFailure, type WriteKind } from '../../platform/writer.js';
 import { attestationSummary } from '../attestation/service.js';
 import {
   checkCaptureReceipt,
@@ -191,14 +193,7 @@ export async function submitReceipt(
 /** A receipt as `submitReceipt` takes it. */
 type ReceiptBody = Parameters<typeof submitReceipt>[2];
 
-/**
- * A receipt's id: derived from its work item's (one receipt per work item), so the id a client
- * was answered with before the records committed is the id they are stored under, whichever
- * instance applies the receipt (a re-send after a restart included).
- */
-export function receiptIdOf(workId: string): string {
-  return `rcpt_${workId.slice(workId.indexOf('_') + 1)}`;
-}
+export { receiptIdOf } from './store.js';
 
 /**
  * Everything a receipt changes, inside `tx` (`submitReceipt`'s own transaction, or a flush of the
@@ -366,7 +361,7 @@ async function completeInMemory(
   const { row } = claimed;
   const workId = row.work_id ?? '';
   const receiptId = receiptIdOf(workId);
-  const written = ctx.writer.enqueue((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, undefined));
+  const written = enqueueFastReceipt(ctx, { node, body, inline, inlineBytes });
   ctx.hub.attempts.writing(row.id, written);
   const usage = usageFromUnits(row.type, body.metering_units, inline.usage ?? null);
   ctx.hub.completed(workId, {
@@ -374,8 +369,56 @@ async function completeInMemory(
     request: { ...row, status: 'completed', usage: usage as Record<string, number>, receipt_id: receiptId },
     output: inlineBytes,
   });
-  const outcome = await written;
-  return receiptView(outcome.receipt);
+  return receiptView(await written);
+}
+
+/** A fast-path receipt as the writer queues it: `completeMany`'s item, with the whole body for the one-by-one path. */
+export type QueuedReceipt = FastReceipt & { ctx: ServiceContext; body: ReceiptBody; inline: ResultUpload };
+
+/**
+ * The writer's kind for fast-path receipts: written many per flush (`completeMany`), after the
+ * flush's openings (rank 2: a request's opening is queued before its receipt). An item that is not
+ * the plain case is applied after them one by one, as `submitReceipt` would, each under a
+ * savepoint: refused, it rolls back and rejects alone while the flush commits. A flush holding one
+ * receipt applies it as `submitReceipt` does (refused, the flush of one fails and it rejects).
+ */
+const fastReceipts: WriteKind<QueuedReceipt, ReceiptRow> = {
+  name: 'gateway receipts',
+  rank: 2,
+  async writeMany(tx, items) {
+    const [first] = items;
+    if (!first) return [];
+    // One receipt alone takes today's path: the batch's statements only pay off from two on.
+    if (items.length === 1)
+      return [
+        (await applyReceipt(first.ctx, tx, first.node, first.body, first.inline, first.inlineBytes, undefined)).receipt,
+      ];
+    const batched = await completeMany(first.ctx, tx, items);
+    const out: (ReceiptRow | WriteFailure)[] = [];
+    for (const [i, item] of items.entries()) out.push(batched[i] ?? (await applyAlone(tx, item)));
+    return out;
+  },
+};
+
+/**
+ * Applies one queued fast-path receipt as `submitReceipt` does (`applyReceipt`), under a savepoint
+ * of the flush's transaction: refused, its writes roll back and it fails alone.
+ */
+export async function applyAlone(tx: Queryable, i: QueuedReceipt): Promise<ReceiptRow | WriteFailure> {
+  await tx.query('SAVEPOINT fast_receipt');
+  try {
+    const { receipt } = await applyReceipt(i.ctx, tx, i.node, i.body, i.inline, i.inlineBytes, undefined);
+    await tx.query('RELEASE SAVEPOINT fast_receipt');
+    return receipt;
+  } catch (err) {
+    await tx.query('ROLLBACK TO SAVEPOINT fast_receipt');
+    return new WriteFailure(err);
+  }
+}
+
+/** Enqueues fast-path receipts as `completeInMemory` does (tests drive a flush of many with it). */
+export function enqueueFastReceipt(ctx: ServiceContext, item: Omit<QueuedReceipt, 'ctx'>): Promise<ReceiptRow> {
+  return ctx.writer.enqueueAs(fastReceipts, { ctx, ...item });
 }
 
 /**

@@ -16,6 +16,15 @@ export interface ReceiptRow {
   created_at: Date;
 }
 
+/**
+ * A receipt's id: derived from its work item's (one receipt per work item), so the id a client
+ * was answered with before the records committed is the id they are stored under, whichever
+ * instance applies the receipt (a re-send after a restart included).
+ */
+export function receiptIdOf(workId: string): string {
+  return `rcpt_${workId.slice(workId.indexOf('_') + 1)}`;
+}
+
 export async function insertReceipt(
   db: Queryable,
   r: Omit<ReceiptRow, 'signature_version' | 'created_at'>,
@@ -39,6 +48,39 @@ export async function insertReceipt(
   const row = rows[0];
   if (!row) throw new Error('receipt insert returned nothing');
   return row;
+}
+
+/** {@link insertReceipt} for many receipts in one statement; returns them as stored, in order. */
+export async function insertReceipts(
+  db: Queryable,
+  receipts: readonly Omit<ReceiptRow, 'signature_version' | 'created_at'>[],
+): Promise<ReceiptRow[]> {
+  const column = <K extends keyof (typeof receipts)[number]>(k: K) => receipts.map((r) => r[k]);
+  const { rows } = await db.query<ReceiptRow>(
+    `INSERT INTO receipts (id, job_id, work_id, org_id, node_id, node_public_key, result_hash, metering_units, signature, metadata)
+     SELECT id, job_id, work_id, org_id, node_id, node_public_key, result_hash, units, signature, metadata::jsonb
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[])
+            AS v(id, job_id, work_id, org_id, node_id, node_public_key, result_hash, units, signature, metadata)
+     RETURNING *`,
+    [
+      column('id'),
+      column('job_id'),
+      column('work_id'),
+      column('org_id'),
+      column('node_id'),
+      column('node_public_key'),
+      column('result_hash'),
+      column('metering_units'),
+      column('signature'),
+      receipts.map((r) => JSON.stringify(r.metadata)),
+    ],
+  );
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return receipts.map((r) => {
+    const row = byId.get(r.id);
+    if (!row) throw new Error(`receipt ${r.id} was not inserted`);
+    return row;
+  });
 }
 
 /** The receipt accepted for a work item, if any (a work item has at most one). */

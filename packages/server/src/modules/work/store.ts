@@ -113,6 +113,33 @@ export async function insertLeasedWork(
   return row;
 }
 
+/** {@link insertLeasedWork} for many gateway work items in one statement. */
+export async function insertLeasedWorks(
+  db: Queryable,
+  ws: readonly Parameters<typeof insertLeasedWork>[1][],
+): Promise<void> {
+  await db.query(
+    `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at)
+     SELECT id, job_id, org_id, node_id, type, 0, model, payload::jsonb, stream, 'leased',
+            COALESCE(expires, now() + make_interval(secs => lease_seconds)), CASE WHEN dispatched THEN now() END
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::int[], $10::boolean[], $11::timestamptz[])
+            AS v(id, job_id, org_id, node_id, type, model, payload, stream, lease_seconds, dispatched, expires)`,
+    [
+      ws.map((w) => w.id),
+      ws.map((w) => w.request_id),
+      ws.map((w) => w.org_id),
+      ws.map((w) => w.node_id),
+      ws.map((w) => w.type),
+      ws.map((w) => w.model),
+      ws.map((w) => JSON.stringify(w.payload)),
+      ws.map((w) => w.stream),
+      ws.map((w) => w.lease_seconds),
+      ws.map((w) => w.dispatched ?? false),
+      ws.map((w) => w.lease_expires_at ?? null),
+    ],
+  );
+}
+
 /**
  * Hands out work already leased to this node but not yet sent to it (gateway requests routed
  * straight to it), oldest first: marks it dispatched and starts its lease now.
@@ -227,6 +254,55 @@ export async function lockWorkForReceipt(
     [jobId, nodeId],
   );
   return rows[0];
+}
+
+/**
+ * Every work row of `jobIds`, locked, with whether a receipt exists for it: what
+ * {@link lockWorkForReceipt} reads, for many receipts in one statement (the caller picks each
+ * receipt's row: the latest of its job on its node).
+ */
+export async function lockWorkOfJobs(
+  db: Queryable,
+  jobIds: readonly string[],
+): Promise<(WorkRow & { has_receipt: boolean; created_at: Date })[]> {
+  const { rows } = await db.query<WorkRow & { has_receipt: boolean; created_at: Date }>(
+    `SELECT w.*, EXISTS (SELECT 1 FROM receipts r WHERE r.work_id = w.id) AS has_receipt
+       FROM work_items w WHERE w.job_id = ANY($1::text[]) ORDER BY w.id FOR UPDATE OF w`,
+    [jobIds],
+  );
+  return rows;
+}
+
+/**
+ * {@link storeWorkResult} with status `completed` for many leased work items without a result, in
+ * one statement. Returns how many rows it changed.
+ */
+export async function completeWorkWithResults(
+  db: Queryable,
+  results: readonly {
+    workId: string;
+    result_hash: string;
+    content_type: string;
+    bytes: number;
+    metering_units: number;
+    usage?: Record<string, unknown>;
+  }[],
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE work_items SET status = 'completed', result_hash = v.result_hash, result_content_type = v.content_type,
+            result_bytes = v.bytes, metering_units = v.units, usage = v.usage::jsonb, updated_at = now()
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[]) AS v(id, result_hash, content_type, bytes, units, usage)
+      WHERE work_items.id = v.id AND work_items.id = ANY($1::text[]) AND work_items.status = 'leased' AND work_items.result_hash IS NULL`,
+    [
+      results.map((r) => r.workId),
+      results.map((r) => r.result_hash),
+      results.map((r) => r.content_type),
+      results.map((r) => r.bytes),
+      results.map((r) => r.metering_units),
+      results.map((r) => (r.usage ? JSON.stringify(r.usage) : null)),
+    ],
+  );
+  return rowCount ?? 0;
 }
 
 /** Expired leases, locked for this transaction so one instance handles each. */

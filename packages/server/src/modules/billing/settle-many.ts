@@ -1,0 +1,322 @@
+import { MICRO_PER_CENT } from '@svc/protocol';
+import type { Queryable } from '../../platform/db/index.js';
+import { ApiError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import {
+  applyUsage,
+  availableCents,
+  clampPromo,
+  freePart,
+  insufficientCredits,
+  MAX_USAGE_MICRO,
+  operatorEarning,
+  requireAmount,
+} from './rules.js';
+import type { EarningPosting, Settlement } from './service.js';
+import { type AccountRow, type HoldRow, type LedgerRow, type NewLedgerRow } from './store.js';
+
+/**
+ * Many holds taken (`takeHoldsMany`, a flush of gateway openings) or closed (`closeHoldsMany`, a
+ * flush of gateway completions) in one go. Closing: every
+ * account involved is locked by one statement in a fixed order, the holds by a second, each
+ * closing is computed in JS exactly as `settle`, `release` and `earn` compute it one after another
+ * (in entry order, each seeing the accounts as the ones before left them), and the holds, the
+ * accounts and the ledger rows are written by one statement.
+ */
+
+/** One hold to close: charged `usageMicro` (with the operator's earning when `earn` is set), or released. */
+export type CloseHold =
+  | {
+      holdId: string;
+      usageMicro: number;
+      posting: { txType: string; description: string; ref: string | null | undefined };
+      earn?: { orgId: string; posting: { description: string; ref: string | null | undefined } };
+    }
+  | { holdId: string; release: true };
+
+/** What one closing did, as `settle` + `earn` (or `release`) return it. */
+export type ClosedHold =
+  { settlement: Settlement; earning: EarningPosting | null } | { released_cents: number; release: LedgerRow };
+
+const ACCOUNT_COLUMNS = 'org_id, balance_cents, held_cents, carry_micro, promo_micro, reserved_cents';
+
+/** Row values of `credit_transactions` in insert order (the `seq` follows it). */
+function ledgerRow(row: NewLedgerRow): unknown[] {
+  return [
+    newId('tx'),
+    row.orgId,
+    row.txType,
+    row.amountCents,
+    row.amountMicro ?? row.amountCents * MICRO_PER_CENT,
+    row.freeMicro ?? 0,
+    row.holdCents ?? 0,
+    row.balanceAfter,
+    row.description,
+    row.ref ?? null,
+  ];
+}
+
+/**
+ * Closes every hold of `entries` inside `tx`, as the entries' `settle`/`earn`/`release` calls
+ * would one after another, with 3 statements whatever their number. Throws as those calls would
+ * (409 for a hold that is not active, 404 for a missing account), writing nothing.
+ */
+export async function closeHoldsMany(tx: Queryable, entries: readonly CloseHold[]): Promise<ClosedHold[]> {
+  if (entries.length === 0) return [];
+  for (const e of entries) if ('usageMicro' in e) requireAmount(e.usageMicro, 'usage_micro', { max: MAX_USAGE_MICRO });
+  const holdIds = entries.map((e) => e.holdId);
+  const earners = entries.flatMap((e) => ('earn' in e && e.earn ? [e.earn.orgId] : []));
+  // One fixed order (org id) for every account of the flush, so two flushes never wait on each other in a cycle.
+  const { rows: locked } = await tx.query<AccountRow & { org_id: string }>(
+    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts
+      WHERE org_id IN (SELECT org_id FROM credit_holds WHERE id = ANY($1::text[])) OR org_id = ANY($2::text[])
+      ORDER BY org_id FOR UPDATE`,
+    [holdIds, earners],
+  );
+  const { rows: holdRows } = await tx.query<HoldRow>(
+    'SELECT id, org_id, amount_cents, ref, status FROM credit_holds WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
+    [holdIds],
+  );
+  const accounts = new Map(locked.map(({ org_id, ...a }) => [org_id, { ...a }]));
+  const holds = new Map(holdRows.map((h) => [h.id, { ...h }]));
+  const rows: NewLedgerRow[] = [];
+  // Per entry: where its rows start in `rows`, and how to make its outcome from the written rows.
+  const outcomes: ((written: LedgerRow[]) => ClosedHold)[] = [];
+  for (const e of entries) {
+    const hold = holds.get(e.holdId);
+    const account = hold && accounts.get(hold.org_id);
+    if (!hold || !account) throw new ApiError('not_found', `hold ${e.holdId} not found`);
+    if (hold.status !== 'active') throw new ApiError('conflict', `hold ${e.holdId} is already ${hold.status}`);
+    const first = rows.length;
+    if ('release' in e) {
+      hold.status = 'released';
+      account.held_cents -= hold.amount_cents;
+      rows.push({
+        txType: 'release',
+        description: `hold ${hold.id} released: ${hold.amount_cents} cents back to available, nothing charged`,
+        orgId: hold.org_id,
+        amountCents: 0,
+        amountMicro: 0,
+        holdCents: -hold.amount_cents,
+        balanceAfter: account.balance_cents,
+        ref: hold.ref ?? hold.id,
+      });
+      const cents = hold.amount_cents;
+      outcomes.push((written) => ({ released_cents: cents, release: at(written, first) }));
+      continue;
+    }
+    const charged = applyUsage(e.usageMicro, account.carry_micro, hold.amount_cents);
+    const exact = charged.capped ? hold.amount_cents * MICRO_PER_CENT : e.usageMicro;
+    const free = freePart(exact, account.promo_micro);
+    const balance = account.balance_cents - charged.cents;
+    const next = {
+      balance_cents: balance,
+      held_cents: account.held_cents - hold.amount_cents,
+      carry_micro: charged.carryMicro,
+    };
+    const promo = clampPromo(account.promo_micro - free, next);
+    Object.assign(account, next, { promo_micro: promo });
+    hold.status = 'settled';
+    const ref = e.posting.ref ?? hold.ref ?? hold.id;
+    const released = hold.amount_cents - charged.cents;
+    rows.push(
+      {
+        ...e.posting,
+        orgId: hold.org_id,
+        amountCents: -charged.cents,
+        amountMicro: -exact,
+        freeMicro: -free,
+        balanceAfter: balance,
+        ref,
+      },
+      {
+        txType: 'release',
+        description: `hold ${hold.id} closed: ${charged.cents} cents charged, ${released} back to available`,
+        orgId: hold.org_id,
+        amountCents: 0,
+        amountMicro: 0,
+        holdCents: -hold.amount_cents,
+        balanceAfter: balance,
+        ref,
+      },
+    );
+    const settlement = (written: LedgerRow[]): Settlement => ({
+      charged_cents: charged.cents,
+      charged_micro: exact,
+      free_micro: free,
+      released_cents: released,
+      transaction: at(written, first),
+      release: at(written, first + 1),
+    });
+    if (!e.earn) {
+      outcomes.push((written) => ({ settlement: settlement(written), earning: null }));
+      continue;
+    }
+    const earner = accounts.get(e.earn.orgId);
+    if (!earner) throw new ApiError('not_found', `organization ${e.earn.orgId} has no credit account`);
+    const earning = operatorEarning({ micro: exact, freeMicro: free, cents: charged.cents });
+    // As postCredit's statement: the promotional part joins, never above what the account holds.
+    earner.balance_cents += earning.cents;
+    earner.promo_micro = Math.max(
+      0,
+      Math.min(earner.promo_micro + earning.freeMicro, earner.balance_cents * MICRO_PER_CENT - earner.carry_micro),
+    );
+    rows.push({
+      txType: 'earning',
+      description: e.earn.posting.description,
+      ref: e.earn.posting.ref,
+      orgId: e.earn.orgId,
+      amountCents: earning.cents,
+      amountMicro: earning.micro,
+      freeMicro: earning.freeMicro,
+      balanceAfter: earner.balance_cents,
+    });
+    outcomes.push((written) => ({
+      settlement: settlement(written),
+      earning: { ...earning, transaction: at(written, first + 2) },
+    }));
+  }
+  const written = await writeClosings(tx, [...holds.values()], [...accounts], rows);
+  return outcomes.map((make) => make(written));
+}
+
+function at(rows: LedgerRow[], i: number): LedgerRow {
+  const row = rows[i];
+  if (!row) throw new Error('ledger insert returned too few rows');
+  return row;
+}
+
+/** Closes the holds, sets the accounts and inserts the ledger rows (in order), in one statement. */
+async function writeClosings(
+  tx: Queryable,
+  holds: HoldRow[],
+  accounts: [string, AccountRow][],
+  rows: NewLedgerRow[],
+): Promise<LedgerRow[]> {
+  const closed = holds.filter((h) => h.status !== 'active');
+  const values = rows.map(ledgerRow);
+  const column = (i: number) => values.map((v) => v[i]);
+  const { rows: inserted } = await tx.query<LedgerRow & { seq: number }>(
+    `WITH h AS (UPDATE credit_holds SET status = v.status, closed_at = now()
+                  FROM unnest($1::text[], $2::text[]) AS v(id, status) WHERE credit_holds.id = v.id AND credit_holds.id = ANY($1::text[]) AND credit_holds.status = 'active'),
+          a AS (UPDATE credit_accounts SET balance_cents = v.balance, held_cents = v.held, carry_micro = v.carry, promo_micro = v.promo, updated_at = now()
+                  FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS v(org_id, balance, held, carry, promo)
+                 WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($3::text[]))
+     INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
+     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
+       FROM unnest($8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::text[], $17::text[])
+         WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, n)
+     ORDER BY n
+     RETURNING seq, id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at`,
+    [
+      closed.map((h) => h.id),
+      closed.map((h) => h.status),
+      accounts.map(([orgId]) => orgId),
+      accounts.map(([, a]) => a.balance_cents),
+      accounts.map(([, a]) => a.held_cents),
+      accounts.map(([, a]) => a.carry_micro),
+      accounts.map(([, a]) => a.promo_micro),
+      ...Array.from({ length: 10 }, (_, i) => column(i)),
+    ],
+  );
+  if (inserted.length !== rows.length) throw new Error('ledger insert returned too few rows');
+  return inserted.sort((a, b) => Number(a.seq) - Number(b.seq)).map(({ seq: _seq, ...row }) => row);
+}
+
+/** One hold to take: `cents` for `ref` (a job or request), under the id `id`. */
+export interface NewHold {
+  id: string;
+  orgId: string;
+  cents: number;
+  ref: string | null;
+}
+
+/**
+ * Takes many holds at once, as `hold` called for each in order would (out of `instanceId`'s
+ * reservation of the organization first, the rest from the unreserved balance), with 3 statements
+ * whatever their number: the accounts locked in one fixed order, this instance's reservations read
+ * after the locks (as `lockAccountForHold` does, for the same reason), then the holds, their ledger
+ * rows, the reservations and the accounts written in one. Throws 402 when a hold does not fit
+ * (the caller takes that one alone: `hold` reclaims expired reservations first), writing nothing.
+ * Returns what each hold drew from the reservation.
+ */
+export async function takeHoldsMany(
+  tx: Queryable,
+  holds: readonly NewHold[],
+  instanceId: string | null,
+): Promise<number[]> {
+  if (holds.length === 0) return [];
+  const orgIds = [...new Set(holds.map((h) => h.orgId))];
+  const { rows: locked } = await tx.query<AccountRow & { org_id: string }>(
+    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE`,
+    [orgIds],
+  );
+  const own = new Map<string, number>();
+  if (instanceId !== null) {
+    const { rows } = await tx.query<{ org_id: string; amount_cents: number }>(
+      'SELECT org_id, amount_cents FROM credit_reservations WHERE org_id = ANY($1::text[]) AND instance_id = $2 AND expires_at > now()',
+      [orgIds, instanceId],
+    );
+    for (const r of rows) own.set(r.org_id, Number(r.amount_cents));
+  }
+  const accounts = new Map(locked.map(({ org_id, ...a }) => [org_id, { ...a, reserved_cents: a.reserved_cents ?? 0 }]));
+  const drawnByOrg = new Map<string, number>();
+  const rows: NewLedgerRow[] = [];
+  const drawn = holds.map((h) => {
+    requireAmount(h.cents, 'cents');
+    const account = accounts.get(h.orgId);
+    if (!account) throw new ApiError('not_found', `organization ${h.orgId} has no credit account`);
+    const reserved = own.get(h.orgId) ?? 0;
+    const free = availableCents(account);
+    if (reserved + free < h.cents) throw insufficientCredits(reserved + free, h.cents);
+    const d = Math.min(reserved, h.cents);
+    own.set(h.orgId, reserved - d);
+    drawnByOrg.set(h.orgId, (drawnByOrg.get(h.orgId) ?? 0) + d);
+    account.held_cents += h.cents;
+    account.reserved_cents -= d;
+    rows.push({
+      txType: 'hold',
+      description: `hold ${h.id}: ${h.cents} cents reserved`,
+      orgId: h.orgId,
+      amountCents: 0,
+      amountMicro: 0,
+      freeMicro: 0,
+      holdCents: h.cents,
+      balanceAfter: account.balance_cents,
+      ref: h.ref ?? h.id,
+    });
+    return d;
+  });
+  const values = rows.map(ledgerRow);
+  const column = (i: number) => values.map((v) => v[i]);
+  const touched = [...accounts].filter(([orgId]) => orgIds.includes(orgId));
+  await tx.query(
+    `WITH h AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])),
+          r AS (UPDATE credit_reservations SET amount_cents = credit_reservations.amount_cents - v.drawn, updated_at = now()
+                  FROM unnest($5::text[], $6::bigint[]) AS v(org_id, drawn)
+                 WHERE credit_reservations.org_id = v.org_id AND credit_reservations.org_id = ANY($5::text[]) AND credit_reservations.instance_id = $7 AND v.drawn > 0),
+          a AS (UPDATE credit_accounts SET held_cents = v.held, reserved_cents = credit_accounts.reserved_cents - v.drawn, updated_at = now()
+                  FROM unnest($8::text[], $9::bigint[], $10::bigint[]) AS v(org_id, held, drawn)
+                 WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($8::text[]))
+     INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
+     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
+       FROM unnest($11::text[], $12::text[], $13::text[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[], $20::text[])
+            WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, n)
+      ORDER BY n`,
+    [
+      holds.map((h) => h.id),
+      holds.map((h) => h.orgId),
+      holds.map((h) => h.cents),
+      holds.map((h) => h.ref),
+      [...drawnByOrg.keys()],
+      [...drawnByOrg.values()],
+      instanceId,
+      touched.map(([orgId]) => orgId),
+      touched.map(([, a]) => a.held_cents),
+      touched.map(([orgId]) => drawnByOrg.get(orgId) ?? 0),
+      ...Array.from({ length: 10 }, (_, i) => column(i)),
+    ],
+  );
+  return drawn;
+}

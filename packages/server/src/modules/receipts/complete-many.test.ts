@@ -1,0 +1,343 @@
+import { createHash } from 'node:crypto';
+import { signSvc1 } from '@svc/protocol';
+import { verifyBundle } from '@svc/protocol/verify';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createKey, createTestApp, createTestNode, signUp, type TestApp } from '../../../test/harness.js';
+import { onTransactionStatements } from '../../../test/transaction-spy.js';
+import { newId } from '../../platform/ids.js';
+import type { Principal } from '../../platform/principal.js';
+import { reconcileAccount } from '../billing/service.js';
+import { evidenceBundle } from '../evidence/service.js';
+import { prepareChat } from '../gateway/chat.js';
+import { prepareEmbeddings } from '../gateway/embeddings.js';
+import { openRequest } from '../gateway/service.js';
+import { endRequest } from '../gateway/settle.js';
+import { findNode } from '../nodes/store.js';
+import { applyAlone, enqueueFastReceipt, type QueuedReceipt } from './service.js';
+import { receiptIdOf } from './store.js';
+
+/**
+ * Gateway openings and completions written as batches (one flush of the writer each:
+ * `writeOpenings`, `completeMany`) leave exactly the rows that today's one-by-one `writeOpening`
+ * and `applyReceipt` leave: two identical worlds (two
+ * buyers, one with paid and free-tier credit, one on a small balance whose free tier runs out;
+ * an operator; chat and embeddings; usage with carries, a release, a capped charge, a request
+ * ended before its receipt), one applied one by one, the other in one flush, compared row by row
+ * with ids, keys and times replaced by their order of appearance.
+ */
+
+/** What each request asks and what its receipt says. */
+interface Spec {
+  buyer: 0 | 1;
+  kind: 'chat' | 'embeddings';
+  units: number;
+  promptTokens?: number;
+  /** Ended (cancelled) before its receipt: the receipt is refused 409. */
+  ended?: boolean;
+}
+
+const SPECS: Spec[] = [
+  { buyer: 0, kind: 'chat', units: 13_037, promptTokens: 12 },
+  { buyer: 1, kind: 'chat', units: 21_900, promptTokens: 700 }, // the free tier runs out here
+  { buyer: 0, kind: 'embeddings', units: 91 },
+  { buyer: 1, kind: 'chat', units: 0 }, // costs nothing: the hold is released
+  { buyer: 0, kind: 'chat', units: 5, promptTokens: 5 },
+  { buyer: 1, kind: 'chat', units: 4_400, promptTokens: 3, ended: true }, // refused in the middle
+  { buyer: 0, kind: 'chat', units: 400_000, promptTokens: 1 }, // beyond its hold: capped
+  { buyer: 1, kind: 'chat', units: 12_345, promptTokens: 345 },
+  { buyer: 1, kind: 'embeddings', units: 70_007 },
+  { buyer: 0, kind: 'chat', units: 9_999, promptTokens: 0 },
+];
+
+const ENV = { SVC_FREE_TIER_CENTS: '3', SVC_RATE_LIMIT_BURST: '100000', SVC_ORG_RATE_LIMIT_BURST: '100000' };
+
+interface World {
+  t: TestApp;
+  orgs: string[];
+  principals: Principal[];
+  requestIds: string[];
+  items: QueuedReceipt[];
+}
+
+/**
+ * Signs up the buyers and the operator, opens every request of SPECS and signs their receipts.
+ * `batched`: the openings are handed over with their work (as to a waiting poll) and written by
+ * one flush of the writer; else each is written in its own transaction (today's path).
+ */
+async function buildWorld(batched: boolean): Promise<World> {
+  const t = await createTestApp({ env: { ...ENV, ...(batched ? { SVC_WRITER_FLUSH_MS: '60000' } : {}) } });
+  const statements: string[] = [];
+  if (batched) {
+    vi.spyOn(t.ctx.jobSignal, 'reserve').mockImplementation(() => ({ deliver: () => true, release: () => undefined }));
+    onTransactionStatements(t.ctx.db, (sql) => statements.push(sql));
+  }
+  const buyers = [await signUp(t.app), await signUp(t.app)];
+  const operator = await signUp(t.app);
+  const node = await createTestNode(t.app, await createKey(t.app, operator, ['operator']), {
+    models: ['phi-4', 'all-MiniLM-L6-v2'],
+  });
+  await t.ctx.ledger.credit(buyers[0]?.orgId ?? '', 1_000, { txType: 'topup', description: 'card' });
+  await t.ctx.ledger.credit(buyers[1]?.orgId ?? '', 40, { txType: 'topup', description: 'card' });
+  const principals: Principal[] = buyers.map((b) => ({
+    kind: 'key',
+    orgId: b.orgId,
+    buyerId: b.buyerId,
+    role: 'owner',
+    scopes: ['buyer'],
+  }));
+  const nodeRow = await findNode(t.ctx.db, node.nodeId);
+  if (!nodeRow) throw new Error('no node row');
+  const requestIds: string[] = [];
+  const items: QueuedReceipt[] = [];
+  for (const [i, spec] of SPECS.entries()) {
+    const call =
+      spec.kind === 'chat'
+        ? prepareChat({ model: 'phi-4', messages: [{ role: 'user', content: `question ${i}` }], max_tokens: 30_000 })
+        : prepareEmbeddings({ model: 'all-MiniLM-L6-v2', input: `text ${i}` });
+    const principal = principals[spec.buyer];
+    if (!principal) throw new Error('no principal');
+    await openRequest(t.ctx, principal, call, newId('wrk'));
+    requestIds.push(call.id);
+    const output = JSON.stringify({ answer: `result ${i}` });
+    const resultHash = createHash('sha256').update(output).digest('hex');
+    const usage = spec.promptTokens === undefined ? undefined : { prompt_tokens: spec.promptTokens };
+    const inline = {
+      output,
+      encoding: 'utf8' as const,
+      content_type: 'application/json',
+      result_hash: resultHash,
+      metering_units: spec.units,
+      ...(usage ? { usage } : {}),
+    };
+    const fields = {
+      job_id: call.id,
+      node_public_key_hex: node.pubkey,
+      result_hash_hex: resultHash,
+      metering_units: spec.units,
+    };
+    items.push({
+      ctx: t.ctx,
+      node: nodeRow,
+      body: {
+        job_id: call.id,
+        pubkey: node.pubkey,
+        result_hash: resultHash,
+        signature: signSvc1(fields, node.privateKey),
+        metering_units: spec.units,
+        metadata: { model: call.model, engine: 'test' },
+        result: inline,
+      },
+      inline,
+      inlineBytes: Buffer.from(output),
+    });
+  }
+  if (batched) {
+    // Every opening was queued behind its hand-over: one flush writes them all.
+    expect(t.ctx.writer.pending).toBe(SPECS.length);
+    await t.ctx.writer.settled();
+    vi.restoreAllMocks();
+    expect(statements.filter((s) => s.startsWith('INSERT INTO gateway_requests'))).toHaveLength(1);
+    expect(statements.filter((s) => s.includes('INSERT INTO credit_holds'))).toHaveLength(1);
+    expect(statements.filter((s) => s.startsWith('INSERT INTO work_items'))).toHaveLength(1);
+    expect(statements.filter((s) => s.includes('INSERT INTO evidence_runs'))).toHaveLength(1);
+  }
+  for (const [i, spec] of SPECS.entries())
+    if (spec.ended) await endRequest(t.ctx, requestIds[i] ?? '', { status: 'cancelled', error: 'client went away' });
+  return { t, orgs: [...buyers.map((b) => b.orgId), operator.orgId], principals, requestIds, items };
+}
+
+/** Columns that differ between two runs of the same script whatever the code: times, sequence numbers, hashes over them. */
+const VOLATILE = new Set([
+  'created_at',
+  'updated_at',
+  'closed_at',
+  'completed_at',
+  'signed_at',
+  'lease_expires_at',
+  'dispatched_at',
+  'seq',
+  'event_hash',
+  'root_hash',
+  'root_signature_hex',
+  'signer_public_key_hex',
+  'signer_key_id',
+  'expires_at',
+]);
+const ID = /\b(?:tx|hold|wrk|run|evt|rcpt|org|buy|node|key|chatcmpl|emb|x|pol)[_-][0-9a-z]{10,}\b|\b[0-9a-f]{64,}\b/g;
+// Routing counts the node's open work from the store: openings still queued in the writer are not
+// counted, so this figure depends on when the openings commit, not on how they are written.
+const OPEN_WORK = /\\"open_work\\":\d+|least loaded \(\d+ open\)/g;
+const TIME = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z/g;
+
+/** Every row a completion touches, per request and per organization, in an order that names no id. */
+async function snapshot(w: World): Promise<unknown[]> {
+  const q = async (sql: string, params: unknown[]) =>
+    (await w.t.ctx.db.query<Record<string, unknown>>(sql, params)).rows;
+  const out: unknown[] = [];
+  for (const id of w.requestIds) {
+    out.push(
+      await q('SELECT * FROM gateway_requests WHERE id = $1', [id]),
+      await q('SELECT * FROM work_items WHERE job_id = $1 ORDER BY created_at', [id]),
+      await q('SELECT * FROM receipts WHERE job_id = $1', [id]),
+      await q('SELECT h.* FROM credit_holds h JOIN gateway_requests g ON g.hold_id = h.id WHERE g.id = $1', [id]),
+      await q('SELECT * FROM evidence_runs WHERE job_id = $1', [id]),
+      await q(
+        'SELECT e.* FROM evidence_events e JOIN evidence_runs r ON r.id = e.run_id WHERE r.job_id = $1 ORDER BY e.sequence',
+        [id],
+      ),
+      await q(
+        `SELECT d.edge_type, f.sequence AS from_seq, t.sequence AS to_seq FROM evidence_edges d
+           JOIN evidence_events f ON f.id = d.from_event_id JOIN evidence_events t ON t.id = d.to_event_id
+           JOIN evidence_runs r ON r.id = d.run_id WHERE r.job_id = $1 ORDER BY to_seq, from_seq, d.edge_type`,
+        [id],
+      ),
+    );
+  }
+  for (const org of w.orgs) {
+    out.push(
+      await q('SELECT * FROM credit_accounts WHERE org_id = $1', [org]),
+      await q('SELECT * FROM credit_transactions WHERE org_id = $1 ORDER BY seq', [org]),
+    );
+  }
+  // Ids, keys and times by order of appearance: equal snapshots have the same shape of references.
+  const names = new Map<string, string>();
+  const text = JSON.stringify(out, (key, value: unknown) => (VOLATILE.has(key) ? undefined : value));
+  return JSON.parse(
+    text
+      .replace(OPEN_WORK, 'OPEN_WORK')
+      .replace(TIME, 'TIME')
+      .replace(ID, (id) => {
+        const prefix = /^[0-9a-f]{64,}$/.test(id) ? 'hex' : id.split(/[_-]/)[0];
+        if (!names.has(id)) names.set(id, `${prefix}#${names.size}`);
+        return names.get(id) ?? id;
+      }),
+  ) as unknown[];
+}
+
+describe('gateway openings and receipts written as batches', () => {
+  let one: World;
+  let many: World;
+  beforeAll(async () => {
+    one = await buildWorld(false);
+    many = await buildWorld(true);
+  }, 120_000);
+  afterAll(async () => {
+    vi.restoreAllMocks();
+    await one?.t.close();
+    await many?.t.close();
+  });
+
+  it('leave the same rows, ledger amounts and evidence as today’s one-by-one paths, the refused receipt alone refused', async () => {
+    // Today's path: each receipt applied by applyReceipt, one transaction each.
+    const oneByOne = [];
+    for (const item of one.items) {
+      const out = await one.t.ctx.db.transaction((tx) => applyAlone(tx, item));
+      oneByOne.push(out);
+    }
+    // The batch: every receipt queued at once, written by one flush.
+    const statements: string[] = [];
+    onTransactionStatements(many.t.ctx.db, (sql) => statements.push(sql));
+    const queued = Promise.allSettled(many.items.map((item) => enqueueFastReceipt(many.t.ctx, item)));
+    await many.t.ctx.writer.settled();
+    const settled = await queued;
+    vi.restoreAllMocks();
+
+    const refused = SPECS.findIndex((s) => s.ended);
+    expect(settled.map((s) => s.status)).toEqual(SPECS.map((s) => (s.ended ? 'rejected' : 'fulfilled')));
+    const reason = (settled[refused] as PromiseRejectedResult).reason as Error;
+    expect(reason.message).toBe(
+      `gateway request ${many.requestIds[refused]} is cancelled; no receipt is accepted for this work`,
+    );
+    expect(oneByOne[refused]).toMatchObject({
+      error: { message: reason.message.replace(many.requestIds[refused] ?? '', one.requestIds[refused] ?? '') },
+    });
+    // One flush: one insert of all the receipts, one ledger write, one evidence write.
+    expect(statements.filter((s) => s.startsWith('INSERT INTO receipts'))).toHaveLength(1);
+    expect(statements.filter((s) => s.includes('INSERT INTO credit_transactions')).length).toBe(1);
+    expect(statements.filter((s) => s.includes('UPDATE evidence_runs')).length).toBe(1);
+    // The receipt ids are those the client was answered with: derived from the work ids.
+    for (const s of settled) if (s.status === 'fulfilled') expect(s.value.id).toBe(receiptIdOf(s.value.work_id));
+
+    expect(await snapshot(many)).toEqual(await snapshot(one));
+    // The script covers what it claims: whole cents moved with carries, free-tier credit spent
+    // and earned, a hold released, a charge capped by its hold.
+    const ledger = (
+      await many.t.ctx.db.query<{ tx_type: string; amount_cents: number; amount_micro: number; free_micro: number }>(
+        'SELECT tx_type, amount_cents, amount_micro, free_micro FROM credit_transactions',
+      )
+    ).rows;
+    const charges = ledger.filter((r) => r.tx_type === 'charge');
+    expect(charges).toHaveLength(SPECS.filter((s) => !s.ended && s.units > 0).length);
+    expect(charges.filter((r) => r.amount_cents < 0).length).toBeGreaterThanOrEqual(4);
+    expect(charges.some((r) => r.amount_micro !== r.amount_cents * 10_000)).toBe(true);
+    expect(charges.some((r) => r.free_micro < 0 && r.free_micro > r.amount_micro)).toBe(true); // free tier ran out mid-charge
+    expect(ledger.some((r) => r.tx_type === 'earning' && r.free_micro > 0)).toBe(true);
+    expect(ledger.filter((r) => r.tx_type === 'release' && r.amount_micro === 0).length).toBe(charges.length + 2);
+    const capped = await many.t.ctx.db.query<{ capped: boolean }>(
+      'SELECT g.charged_micro = h.amount_cents * 10000 AS capped FROM gateway_requests g JOIN credit_holds h ON h.id = g.hold_id WHERE g.id = $1',
+      [many.requestIds[6]],
+    );
+    expect(capped.rows).toEqual([{ capped: true }]);
+
+    for (const org of many.orgs) expect((await reconcileAccount(many.t.ctx.db, org)).consistent).toBe(true);
+    const keys = [{ public_key_hex: many.t.ctx.secrets.active.public_key_hex }];
+    for (const [i, id] of many.requestIds.entries()) {
+      const principal = many.principals[SPECS[i]?.buyer ?? 0];
+      if (!principal) throw new Error('no principal');
+      const bundle = await evidenceBundle(many.t.ctx, principal, id);
+      const verified = await verifyBundle(bundle.text, { trustedKeys: keys });
+      expect(verified.checks.filter((c) => !c.ok)).toEqual([]);
+    }
+  }, 120_000);
+
+  it('an opening whose hold no longer fits fails alone: the flush is retried item by item, the others are written', async () => {
+    const t = await createTestApp({ env: { ...ENV, SVC_WRITER_FLUSH_MS: '60000' } });
+    try {
+      const buyer = await signUp(t.app);
+      // 6 cents: three holds of 2 cents each (tinyllama, max_tokens 8).
+      await t.ctx.ledger.credit(buyer.orgId, 3, { txType: 'topup', description: 'card' });
+      await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), { models: ['tinyllama'] });
+      vi.spyOn(t.ctx.jobSignal, 'reserve').mockImplementation(() => ({
+        deliver: () => true,
+        release: () => undefined,
+      }));
+      const principal: Principal = {
+        kind: 'key',
+        orgId: buyer.orgId,
+        buyerId: buyer.buyerId,
+        role: 'owner',
+        scopes: ['buyer'],
+      };
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const call = prepareChat({ model: 'tinyllama', messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8 });
+        await openRequest(t.ctx, principal, call, newId('wrk'));
+        ids.push(call.id);
+      }
+      // Meanwhile a hold of 1 cent takes part of the credit the three openings were promised in memory.
+      await t.ctx.db.transaction((tx) => t.ctx.ledger.within(tx).hold(buyer.orgId, 1, 'elsewhere'));
+      // Only the writer's request inserts: background ticks run transactions of their own meanwhile.
+      const inserts: string[] = [];
+      onTransactionStatements(t.ctx.db, (sql) => sql.startsWith('INSERT INTO gateway_requests') && inserts.push(sql));
+      await t.ctx.writer.settled();
+      vi.restoreAllMocks();
+      // The flush of three failed; each was written again alone: two fit, the third is refused.
+      expect(inserts.map((sql) => (sql.includes('unnest') ? 'batch' : 'alone'))).toEqual([
+        'batch',
+        'alone',
+        'alone',
+        'alone',
+      ]);
+      const { rows } = await t.ctx.db.query<{ id: string }>('SELECT id FROM gateway_requests WHERE id = ANY($1)', [
+        ids,
+      ]);
+      expect(rows.map((r) => r.id).sort()).toEqual(ids.slice(0, 2).sort());
+      expect(t.logs.text()).toContain('insufficient credits');
+      expect(await t.ctx.ledger.balance(buyer.orgId)).toMatchObject({ balance_cents: 6, held_cents: 5 });
+      expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
+    } finally {
+      vi.restoreAllMocks();
+      await t.close();
+    }
+  }, 60_000);
+});

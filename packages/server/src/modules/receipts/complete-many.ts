@@ -1,0 +1,145 @@
+import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
+import { attestationSummary } from '../attestation/service.js';
+import { completeManyFromReceipts, gatewayReceiptMetadata } from '../gateway/settle.js';
+import { lockGatewayRequests, type GatewayRequestRow } from '../gateway/store.js';
+import type { NodeRow } from '../nodes/store.js';
+import { completeWorkWithResults, lockWorkOfJobs } from '../work/store.js';
+import { insertReceipts, receiptIdOf, type ReceiptRow } from './store.js';
+
+/**
+ * Gateway receipts checked in memory (`completeInMemory`), written many at a time by a flush of
+ * the group-commit writer (DESIGN.md section 4): with a constant number of statements whatever
+ * their number, the same rows as `applyReceipt` writes for each in order.
+ */
+
+/** A gateway receipt whose signature, key and inline result were checked, to be applied in a flush. */
+export interface FastReceipt {
+  node: NodeRow;
+  body: {
+    job_id: string;
+    result_hash: string;
+    signature: string;
+    metering_units: number;
+    metadata?: Record<string, unknown>;
+  };
+  inline: { content_type?: string; result_hash: string; metering_units: number; usage?: Record<string, unknown> };
+  inlineBytes: Buffer;
+}
+
+/**
+ * Applies inside `tx` every item of `items` that is the plain case (its work is the latest of its
+ * request on its node, leased, without a result or a receipt; its request running on that work;
+ * the first item of its request): two statements lock the work and request rows, then the
+ * results, the receipts, the ledger, the requests and the evidence runs of all of them are
+ * written with one or a few statements each. Returns the receipt of each item applied, undefined
+ * for each item left (written nothing for): the caller applies those one by one as today, so each
+ * gets today's exact outcome or error.
+ */
+export async function completeMany(
+  ctx: ServiceContext,
+  tx: Queryable,
+  items: readonly FastReceipt[],
+): Promise<(ReceiptRow | undefined)[]> {
+  const jobIds = items.map((i) => i.body.job_id);
+  const works = await lockWorkOfJobs(tx, jobIds);
+  // As lockWorkForReceipt: the latest work item of the request on the node sending the receipt.
+  const workOf = (item: FastReceipt) =>
+    works
+      .filter((w) => w.job_id === item.body.job_id && w.node_id === item.node.id)
+      .reduce<(typeof works)[number] | undefined>((a, w) => (!a || w.created_at > a.created_at ? w : a), undefined);
+  const first = new Set<number>(jobIds.map((id) => jobIds.indexOf(id)));
+  const candidates = items.flatMap((item, index) => {
+    const work = workOf(item);
+    const plain =
+      first.has(index) &&
+      work !== undefined &&
+      !work.has_receipt &&
+      work.type !== 'job' &&
+      work.status === 'leased' &&
+      work.result_hash === null;
+    return plain ? [{ item, index, work }] : [];
+  });
+  const requests =
+    candidates.length > 0
+      ? await lockGatewayRequests(
+          tx,
+          candidates.map((c) => c.item.body.job_id),
+        )
+      : new Map();
+  const ready = candidates.flatMap(({ item, index, work }) => {
+    const request = requests.get(item.body.job_id);
+    return request && request.work_id === work.id && request.status === 'running'
+      ? [{ item, index, work, request: request as GatewayRequestRow }]
+      : [];
+  });
+  const out: (ReceiptRow | undefined)[] = items.map(() => undefined);
+  if (ready.length === 0) return out;
+
+  // From here on everything is written: a failure fails the flush, and the writer retries each alone.
+  const attested = new Map<string, Awaited<ReturnType<typeof attestationSummary>>>();
+  for (const { item, request } of ready)
+    if (request.metadata.requires_tee === true && !attested.has(item.node.id))
+      attested.set(item.node.id, await attestationSummary(tx, item.node.id));
+  const attestationOf = (r: (typeof ready)[number]) =>
+    r.request.metadata.requires_tee === true ? attested.get(r.item.node.id) : undefined;
+  const results = await Promise.all(
+    ready.map(async ({ item, work }) => {
+      const contentType = item.inline.content_type ?? 'application/json';
+      await ctx.blobs.within(tx).put(`results/${work.id}`, item.inlineBytes, contentType);
+      return {
+        workId: work.id,
+        result_hash: item.inline.result_hash,
+        content_type: contentType,
+        bytes: item.inlineBytes.length,
+        metering_units: item.inline.metering_units,
+        ...(item.inline.usage ? { usage: item.inline.usage } : {}),
+      };
+    }),
+  );
+  if ((await completeWorkWithResults(tx, results)) !== results.length)
+    throw new Error('a work item of the flush changed state under its lock');
+  const receipts = await insertReceipts(
+    tx,
+    ready.map((r) => {
+      const { item, work, request } = r;
+      const attestation = attestationOf(r);
+      return {
+        id: receiptIdOf(work.id),
+        job_id: item.body.job_id,
+        work_id: work.id,
+        org_id: work.org_id,
+        node_id: item.node.id,
+        node_public_key: item.node.pubkey,
+        result_hash: item.body.result_hash,
+        metering_units: item.body.metering_units,
+        signature: item.body.signature,
+        metadata: {
+          ...(item.body.metadata ?? {}),
+          node_country: item.node.country,
+          node_region: item.node.region,
+          gpu_model: item.node.gpu_model,
+          ...gatewayReceiptMetadata(request, item.node),
+          ...(attestation ? { attestation } : {}),
+        },
+      };
+    }),
+  );
+  await completeManyFromReceipts(
+    ctx,
+    tx,
+    ready.map((r, i) => {
+      const attestation = attestationOf(r);
+      const receipt = receipts[i];
+      if (!receipt) throw new Error('a receipt of the flush was not inserted');
+      return {
+        request: r.request,
+        work: { id: r.work.id, usage: r.item.inline.usage ?? null },
+        node: attestation ? { ...r.item.node, attestation } : r.item.node,
+        receipt,
+      };
+    }),
+  );
+  ready.forEach((r, i) => (out[r.index] = receipts[i]));
+  return out;
+}
