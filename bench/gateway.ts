@@ -141,7 +141,8 @@ async function throughputRoundRobin(
   workers: number,
   seconds: number,
   onces: (() => Promise<void>)[],
-): Promise<{ rps: number; failed: number }[]> {
+  measuring?: () => void,
+): Promise<{ rps: number; done: number; failed: number }[]> {
   const run = async (ms: number, once: () => Promise<void>) => {
     const deadline = Date.now() + ms;
     let done = 0;
@@ -161,6 +162,7 @@ async function throughputRoundRobin(
     return { done, failed };
   };
   for (const once of onces) await run(2_000, once);
+  measuring?.();
   const totals = onces.map(() => ({ done: 0, failed: 0 }));
   for (let second = 0; second < seconds; second++) {
     for (const [k, once] of onces.entries()) {
@@ -172,7 +174,7 @@ async function throughputRoundRobin(
       }
     }
   }
-  return totals.map((t) => ({ rps: t.done / seconds, failed: t.failed }));
+  return totals.map((t) => ({ rps: t.done / seconds, done: t.done, failed: t.failed }));
 }
 
 const CLOCK_TICKS = (() => {
@@ -411,12 +413,25 @@ try {
     [direct, ...svcTargets].map((t) => () => firstToken(t)),
   );
   const loadFrom = new Date();
+  // CPU under load: each target's processes from the end of the warm-ups to the end of the turns
+  // (their idle time during the other targets' turns included, so work left after a turn counts),
+  // per request that target answered.
+  const readCpu = () => others.map((t) => ({ gateway: cpuMs(t.processes?.gateway), node: cpuMs(t.processes?.node) }));
+  let cpuFrom = readCpu();
   const [tDirect, ...tOthers] = await throughputRoundRobin(
     concurrency,
     duration,
     [direct, ...others].map((t) => () => chat(t)),
+    () => (cpuFrom = readCpu()),
   );
+  const cpuTo = readCpu();
   const loadTo = new Date();
+  const loadedCpu = cpuTo.map((a, i) => {
+    const done = tOthers[i]?.done ?? 0;
+    const per = (x: number | undefined, y: number | undefined) =>
+      x === undefined || y === undefined || done === 0 ? undefined : (x - y) / done;
+    return { gateway: per(a.gateway, cpuFrom[i]?.gateway), node: per(a.node, cpuFrom[i]?.node) };
+  });
   if (!latDirect || !ttftDirect || !tDirect) throw new Error('a measurement is missing');
   const ms = (n: number) => n.toFixed(2);
   const names = ['bare relay', 'bare relay ws', ...svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'))];
@@ -434,6 +449,13 @@ try {
       `chat CPU ms per request, ${side}`,
       'n/a',
       measured.cpu.map((c) => cpuCell(c[side])),
+      others.map(() => ''),
+    );
+  const cpuLoaded = (side: 'gateway' | 'node') =>
+    row(
+      `same at ${concurrency} loops, ${side}`,
+      'n/a',
+      loadedCpu.map((c) => cpuCell(c[side])),
       others.map(() => ''),
     );
   const noStream = relays.map(() => 'n/a');
@@ -457,6 +479,8 @@ try {
     ttft('p99'),
     cpu('gateway'),
     cpu('node'),
+    cpuLoaded('gateway'),
+    cpuLoaded('node'),
     row(
       `chat req/s (${concurrency} concurrent)`,
       tDirect.rps.toFixed(0),
