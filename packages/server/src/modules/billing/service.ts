@@ -3,7 +3,14 @@ import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { reclaimExpired, sumReservations } from './reservation-store.js';
-import { closeHoldsMany, takeHoldsMany, type CloseHold, type ClosedHold, type NewHold } from './settle-many.js';
+import {
+  chargeHold,
+  closeHoldsMany,
+  takeHoldsMany,
+  type CloseHold,
+  type ClosedHold,
+  type NewHold,
+} from './settle-many.js';
 import { fillDays, windowStart } from './series.js';
 import {
   applyUsage,
@@ -223,47 +230,14 @@ function operations(
       const entry = posting(options, 'charge');
       return run(async (q) => {
         const { hold, account } = await lockedActiveHold(q, holdId);
-        const charged = applyUsage(usageMicro, account.carry_micro, hold.amount_cents);
-        const exact = charged.capped ? hold.amount_cents * MICRO_PER_CENT : usageMicro;
-        const free = freePart(exact, account.promo_micro);
-        const balance = account.balance_cents - charged.cents;
-        const next = {
-          balance_cents: balance,
-          held_cents: account.held_cents - hold.amount_cents,
-          carry_micro: charged.carryMicro,
-        };
-        await closeHoldAndSetAccount(q, holdId, 'settled', hold.org_id, {
-          ...next,
-          promo_micro: clampPromo(account.promo_micro - free, next),
-        });
-        const ref = entry.ref ?? hold.ref ?? hold.id;
-        const released = hold.amount_cents - charged.cents;
-        const [transaction, release] = await insertLedgerRows(q, [
-          {
-            ...entry,
-            orgId: hold.org_id,
-            amountCents: -charged.cents,
-            amountMicro: -exact,
-            freeMicro: -free,
-            balanceAfter: balance,
-            ref,
-          },
-          {
-            txType: 'release',
-            description: `hold ${hold.id} closed: ${charged.cents} cents charged, ${released} back to available`,
-            orgId: hold.org_id,
-            amountCents: 0,
-            amountMicro: 0,
-            holdCents: -hold.amount_cents,
-            balanceAfter: balance,
-            ref,
-          },
-        ]);
+        const charged = chargeHold(account, hold, usageMicro, entry);
+        await closeHoldAndSetAccount(q, holdId, 'settled', hold.org_id, charged.next);
+        const [transaction, release] = await insertLedgerRows(q, charged.rows);
         return {
-          charged_cents: charged.cents,
-          charged_micro: exact,
-          free_micro: free,
-          released_cents: released,
+          charged_cents: charged.chargedCents,
+          charged_micro: charged.exact,
+          free_micro: charged.free,
+          released_cents: charged.released,
           transaction: transaction ?? null,
           ...(release ? { release } : {}),
         };

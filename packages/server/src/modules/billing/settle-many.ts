@@ -105,41 +105,12 @@ export async function closeHoldsMany(tx: Queryable, entries: readonly CloseHold[
       outcomes.push((written) => ({ released_cents: cents, release: at(written, first) }));
       continue;
     }
-    const charged = applyUsage(e.usageMicro, account.carry_micro, hold.amount_cents);
-    const exact = charged.capped ? hold.amount_cents * MICRO_PER_CENT : e.usageMicro;
-    const free = freePart(exact, account.promo_micro);
-    const balance = account.balance_cents - charged.cents;
-    const next = {
-      balance_cents: balance,
-      held_cents: account.held_cents - hold.amount_cents,
-      carry_micro: charged.carryMicro,
-    };
-    const promo = clampPromo(account.promo_micro - free, next);
-    Object.assign(account, next, { promo_micro: promo });
+    const c = chargeHold(account, hold, e.usageMicro, e.posting);
+    Object.assign(account, c.next);
     hold.status = 'settled';
-    const ref = e.posting.ref ?? hold.ref ?? hold.id;
-    const released = hold.amount_cents - charged.cents;
-    rows.push(
-      {
-        ...e.posting,
-        orgId: hold.org_id,
-        amountCents: -charged.cents,
-        amountMicro: -exact,
-        freeMicro: -free,
-        balanceAfter: balance,
-        ref,
-      },
-      {
-        txType: 'release',
-        description: `hold ${hold.id} closed: ${charged.cents} cents charged, ${released} back to available`,
-        orgId: hold.org_id,
-        amountCents: 0,
-        amountMicro: 0,
-        holdCents: -hold.amount_cents,
-        balanceAfter: balance,
-        ref,
-      },
-    );
+    rows.push(...c.rows);
+    const { exact, free, released } = c;
+    const charged = { cents: c.chargedCents };
     const settlement = (written: LedgerRow[]): Settlement => ({
       charged_cents: charged.cents,
       charged_micro: exact,
@@ -178,6 +149,60 @@ export async function closeHoldsMany(tx: Queryable, entries: readonly CloseHold[
   }
   const written = await writeClosings(tx, [...holds.values()], [...accounts], rows);
   return outcomes.map((make) => make(written));
+}
+
+/**
+ * A hold charged `usageMicro` against its organization's account as it stands: what the charge
+ * is (capped at the hold, the sub-cent carry, the free-tier part), the account's next state and
+ * the two ledger rows (the charge, then the hold's release). The one computation of `settle` and
+ * of `closeHoldsMany`, so the batch and the one-by-one path cannot drift apart.
+ */
+export function chargeHold(
+  account: Pick<AccountRow, 'balance_cents' | 'held_cents' | 'carry_micro' | 'promo_micro'>,
+  hold: Pick<HoldRow, 'id' | 'org_id' | 'amount_cents' | 'ref'>,
+  usageMicro: number,
+  entry: { txType: string; description: string; ref: string | null | undefined },
+) {
+  const charged = applyUsage(usageMicro, account.carry_micro, hold.amount_cents);
+  const exact = charged.capped ? hold.amount_cents * MICRO_PER_CENT : usageMicro;
+  const free = freePart(exact, account.promo_micro);
+  const balance = account.balance_cents - charged.cents;
+  const next = {
+    balance_cents: balance,
+    held_cents: account.held_cents - hold.amount_cents,
+    carry_micro: charged.carryMicro,
+  };
+  const ref = entry.ref ?? hold.ref ?? hold.id;
+  const released = hold.amount_cents - charged.cents;
+  const rows: [NewLedgerRow, NewLedgerRow] = [
+    {
+      ...entry,
+      orgId: hold.org_id,
+      amountCents: -charged.cents,
+      amountMicro: -exact,
+      freeMicro: -free,
+      balanceAfter: balance,
+      ref,
+    },
+    {
+      txType: 'release',
+      description: `hold ${hold.id} closed: ${charged.cents} cents charged, ${released} back to available`,
+      orgId: hold.org_id,
+      amountCents: 0,
+      amountMicro: 0,
+      holdCents: -hold.amount_cents,
+      balanceAfter: balance,
+      ref,
+    },
+  ];
+  return {
+    chargedCents: charged.cents,
+    exact,
+    free,
+    released,
+    next: { ...next, promo_micro: clampPromo(account.promo_micro - free, next) },
+    rows,
+  };
 }
 
 function at(rows: LedgerRow[], i: number): LedgerRow {
