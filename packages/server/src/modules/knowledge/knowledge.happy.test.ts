@@ -309,6 +309,9 @@ describe('knowledge bases end to end: upload, ingestion on a real node, search, 
     expect(events.at(-1)).toBe('[DONE]');
     const first = JSON.parse(events[0] ?? '{}') as { sources?: Source[]; id: string };
     expect(first.sources?.[0]?.document_id).toBe(docs.sourdough);
+    // Read from the store directly: the request's records (its retrievals with it) may still be
+    // in the writer behind the answer (docs/gateway.md, "Read-your-writes").
+    await f.server.ctx.writer.settled();
     expect(await retrievalsFor(f.server.ctx.db, first.id)).toHaveLength(first.sources?.length ?? -1);
   });
 
