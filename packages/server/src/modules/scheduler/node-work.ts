@@ -92,9 +92,10 @@ export async function heartbeat(
   if (renewed.length > 0) {
     const rows = await jobWorkAmong(ctx.db, renewed);
     for (const row of rows) {
-      const started = await moveJob(ctx.db, row.job_id, 'running');
-      if (!started) continue;
+      // The move and its events commit together: a kill -9 between them left a running job
+      // whose evidence run never said it started.
       await ctx.db.transaction(async (tx) => {
+        if (!(await moveJob(tx, row.job_id, 'running'))) return;
         await addJobEvent(tx, row.job_id, 'job_running', { node_id: node.id, work_id: row.id });
         await recordEvents(tx, row.job_id, [
           {
