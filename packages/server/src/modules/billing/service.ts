@@ -5,6 +5,7 @@ import { newId } from '../../platform/ids.js';
 import { reclaimExpired, sumReservations } from './reservation-store.js';
 import {
   chargeHold,
+  releaseRow,
   closeHoldsMany,
   takeHoldsMany,
   type CloseHold,
@@ -251,16 +252,7 @@ function operations(
           ...account,
           held_cents: account.held_cents - hold.amount_cents,
         });
-        await insertLedgerRow(q, {
-          txType: 'release',
-          description: `hold ${hold.id} released: ${hold.amount_cents} cents back to available, nothing charged`,
-          orgId: hold.org_id,
-          amountCents: 0,
-          amountMicro: 0,
-          holdCents: -hold.amount_cents,
-          balanceAfter: account.balance_cents,
-          ref: hold.ref ?? hold.id,
-        });
+        await insertLedgerRow(q, releaseRow(hold, account.balance_cents));
         return { released_cents: hold.amount_cents };
       }),
 

@@ -91,16 +91,7 @@ export async function closeHoldsMany(tx: Queryable, entries: readonly CloseHold[
     if ('release' in e) {
       hold.status = 'released';
       account.held_cents -= hold.amount_cents;
-      rows.push({
-        txType: 'release',
-        description: `hold ${hold.id} released: ${hold.amount_cents} cents back to available, nothing charged`,
-        orgId: hold.org_id,
-        amountCents: 0,
-        amountMicro: 0,
-        holdCents: -hold.amount_cents,
-        balanceAfter: account.balance_cents,
-        ref: hold.ref ?? hold.id,
-      });
+      rows.push(releaseRow(hold, account.balance_cents));
       const cents = hold.amount_cents;
       outcomes.push((written) => ({ released_cents: cents, release: at(written, first) }));
       continue;
@@ -109,13 +100,11 @@ export async function closeHoldsMany(tx: Queryable, entries: readonly CloseHold[
     Object.assign(account, c.next);
     hold.status = 'settled';
     rows.push(...c.rows);
-    const { exact, free, released } = c;
-    const charged = { cents: c.chargedCents };
     const settlement = (written: LedgerRow[]): Settlement => ({
-      charged_cents: charged.cents,
-      charged_micro: exact,
-      free_micro: free,
-      released_cents: released,
+      charged_cents: c.chargedCents,
+      charged_micro: c.exact,
+      free_micro: c.free,
+      released_cents: c.released,
       transaction: at(written, first),
       release: at(written, first + 1),
     });
@@ -125,7 +114,7 @@ export async function closeHoldsMany(tx: Queryable, entries: readonly CloseHold[
     }
     const earner = accounts.get(e.earn.orgId);
     if (!earner) throw new ApiError('not_found', `organization ${e.earn.orgId} has no credit account`);
-    const earning = operatorEarning({ micro: exact, freeMicro: free, cents: charged.cents });
+    const earning = operatorEarning({ micro: c.exact, freeMicro: c.free, cents: c.chargedCents });
     // As postCredit's statement: the promotional part joins, never above what the account holds.
     earner.balance_cents += earning.cents;
     earner.promo_micro = Math.max(
@@ -149,6 +138,23 @@ export async function closeHoldsMany(tx: Queryable, entries: readonly CloseHold[
   }
   const written = await writeClosings(tx, [...holds.values()], [...accounts], rows);
   return outcomes.map((make) => make(written));
+}
+
+/** The ledger row of a hold released with nothing charged (`release`, and a batch's zero-cost closing). */
+export function releaseRow(
+  hold: Pick<HoldRow, 'id' | 'org_id' | 'amount_cents' | 'ref'>,
+  balanceAfter: number,
+): NewLedgerRow {
+  return {
+    txType: 'release',
+    description: `hold ${hold.id} released: ${hold.amount_cents} cents back to available, nothing charged`,
+    orgId: hold.org_id,
+    amountCents: 0,
+    amountMicro: 0,
+    holdCents: -hold.amount_cents,
+    balanceAfter,
+    ref: hold.ref ?? hold.id,
+  };
 }
 
 /**

@@ -138,6 +138,28 @@ export async function insertRunWithEvents(
   await db.query(`WITH run AS (${insertRun}), ${eventInserts(params, events, edges)} SELECT 1`, params);
 }
 
+/**
+ * The 13 array parameters of a batch's events (9 columns, as `evidence_events` takes them) and
+ * edges (4), in that order: the `unnest` inputs of the batch statements below.
+ */
+function eventAndEdgeColumns(events: readonly EventRow[], edges: readonly EdgeRow[]): unknown[][] {
+  return [
+    events.map((e) => e.id),
+    events.map((e) => e.run_id),
+    events.map((e) => e.sequence),
+    events.map((e) => e.event_type),
+    events.map((e) => e.subject_id),
+    events.map((e) => e.summary),
+    events.map((e) => e.metadata),
+    events.map((e) => e.created_at),
+    events.map((e) => e.event_hash),
+    edges.map((e) => e.run_id),
+    edges.map((e) => e.from_event_id),
+    edges.map((e) => e.to_event_id),
+    edges.map((e) => e.edge_type),
+  ];
+}
+
 /** {@link insertRunWithEvents} for many runs in one statement (events and edges of all of them in arrays). */
 export async function insertRunsWithEvents(
   db: Queryable,
@@ -167,19 +189,7 @@ export async function insertRunsWithEvents(
       runs.map((r) => r.work_type),
       runs.map((r) => last.get(r.id)?.sequence ?? 0),
       runs.map((r) => last.get(r.id)?.id ?? null),
-      events.map((e) => e.id),
-      events.map((e) => e.run_id),
-      events.map((e) => e.sequence),
-      events.map((e) => e.event_type),
-      events.map((e) => e.subject_id),
-      events.map((e) => e.summary),
-      events.map((e) => e.metadata),
-      events.map((e) => e.created_at),
-      events.map((e) => e.event_hash),
-      edges.map((e) => e.run_id),
-      edges.map((e) => e.from_event_id),
-      edges.map((e) => e.to_event_id),
-      edges.map((e) => e.edge_type),
+      ...eventAndEdgeColumns(events, edges),
     ],
   );
 }
@@ -347,19 +357,7 @@ export async function appendAndSignMany(
       WHERE evidence_runs.id = v.id AND evidence_runs.id = ANY($14::text[]) AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = v.signer_key_id AND valid_until IS NULL)
      RETURNING evidence_runs.id`,
     [
-      events.map((e) => e.id),
-      events.map((e) => e.run_id),
-      events.map((e) => e.sequence),
-      events.map((e) => e.event_type),
-      events.map((e) => e.subject_id),
-      events.map((e) => e.summary),
-      events.map((e) => e.metadata),
-      events.map((e) => e.created_at),
-      events.map((e) => e.event_hash),
-      edges.map((e) => e.run_id),
-      edges.map((e) => e.from_event_id),
-      edges.map((e) => e.to_event_id),
-      edges.map((e) => e.edge_type),
+      ...eventAndEdgeColumns(events, edges),
       runs.map((r) => r.runId),
       runs.map((r) => r.signed.root_hash),
       runs.map((r) => r.signed.root_signature_hex),

@@ -4,17 +4,10 @@
  * soft `jurisdiction` preference, then the least loaded node.
  */
 
-/** A live node serving the model, with its open work count. */
-export interface RouteCandidate {
-  id: string;
-  /** The operator's organization (earns on the work). */
-  org_id: string;
-  country: string | null;
-  region: string | null;
-  gpu_model: string | null;
-  attestation_verified: boolean;
-  open_work: number;
-}
+import type { DirectoryCandidate } from '../nodes/directory.js';
+
+/** A live node serving the model, with its open work count: what the node directory holds. */
+export type RouteCandidate = DirectoryCandidate;
 
 export interface RouteAsk {
   model: string;

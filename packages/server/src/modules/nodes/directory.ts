@@ -6,9 +6,10 @@ import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { openWorkByNode } from '../work/store.js';
 import { findRoutingNode, liveRoutingNodes, recentlySeenNodes, type RoutingNodeRow } from './store.js';
 
-/** A live node serving a model, as routing weighs it (the shape of gateway/routing.ts `RouteCandidate`). */
+/** A live node serving a model, as routing weighs it (gateway/routing.ts `RouteCandidate`). */
 export interface DirectoryCandidate {
   id: string;
+  /** The operator's organization (earns on the work). */
   org_id: string;
   country: string | null;
   region: string | null;
