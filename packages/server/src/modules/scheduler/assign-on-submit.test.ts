@@ -11,7 +11,7 @@ import {
 } from '../../../test/harness.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { findNode } from '../nodes/store.js';
-import { pollWork } from './node-work.js';
+import { pollWork } from '../work/node-work.js';
 import { sweepExpiredLeases } from './service.js';
 
 /**

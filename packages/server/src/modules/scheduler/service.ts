@@ -1,4 +1,3 @@
-import type { WorkItemWire } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { captureWorkPayload, noteJobAssigned, releaseFromJob } from '../capture/processing.js';
@@ -53,21 +52,6 @@ async function payloadOf(ctx: ServiceContext, db: Queryable, job: JobRow): Promi
     timeout_seconds: s.timeout_seconds,
     inputs: s.inputs,
     payload_url: s.payload_url,
-  };
-}
-
-/** The work item as the node receives it (docs/node-protocol.md). */
-export function workItemView(w: WorkRow): WorkItemWire {
-  return {
-    work_id: w.id,
-    job_id: w.job_id,
-    type: w.type,
-    kind: w.kind,
-    model: w.model,
-    payload: w.payload,
-    stream: w.stream,
-    lease_expires_at: w.lease_expires_at.toISOString(),
-    ...(w.ticket ? { ticket: w.ticket } : {}),
   };
 }
 

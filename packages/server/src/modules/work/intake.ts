@@ -3,59 +3,24 @@ import { verifySvc1 } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
-import { deliverArtifacts, enqueueTerminalWebhook } from '../jobs/delivery.js';
-import { afterLostAttempt } from '../jobs/states.js';
-import { addJobEvent, findJobById, moveJob } from '../jobs/store.js';
 import type { NodeRow } from '../nodes/store.js';
-import { ledgerCharged, receiptEvents } from '../evidence/events.js';
-import { recordEvents } from '../evidence/recorder.js';
-import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
-import {
-  findWork,
-  lockWorkForReceipt,
-  noteWorkFailure,
-  setWorkStatus,
-  storeWorkResult,
-  type WorkRow,
-} from '../work/store.js';
-import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '../gateway/settle.js';
-import { usageFromUnits } from '../gateway/pricing.js';
-import { openingsSettled } from '../gateway/attempts.js';
-import { rebuildOpening } from '../gateway/rebuild.js';
-import { checkTicket, type WorkTicket } from '../gateway/ticket.js';
-import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from './store.js';
+import { findWork, lockWorkForReceipt, setWorkStatus, storeWorkResult, type WorkRow } from './store.js';
+import { completionOf, type ReceiptBody, type ResultUpload } from './completion.js';
+import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from '../receipts/store.js';
 import { completeMany, type FastReceipt } from './complete-many.js';
 import { WriteFailure, type WriteKind } from '../../platform/writer.js';
-import { attestationSummary } from '../attestation/service.js';
-import {
-  checkCaptureReceipt,
-  finishProcessing,
-  isCaptureKind,
-  outputUploads,
-  releaseFromJob,
-  type CaptureReceiptCheck,
-} from '../capture/processing.js';
 
 /** The platform's share of each job's charge, in basis points (configurable later). */
 export { PLATFORM_FEE_BPS } from '../billing/rules.js';
+export type { ResultUpload } from './completion.js';
 
 async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
   // Gateway work may reach its node before its opening commits: the row is there once it settles.
-  await openingsSettled(ctx.hub.attempts, [workId]);
+  await ctx.completions.request.settled(ctx, [workId]);
   const work = await findWork(ctx.db, workId);
   // Work leased to another node does not exist for this one.
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
   return work;
-}
-
-/** The body of `POST /api/v1/node/work/{work_id}/result`, also carried inline by a receipt as `result`. */
-export interface ResultUpload {
-  output: string;
-  encoding: 'utf8' | 'base64';
-  content_type?: string;
-  result_hash: string;
-  metering_units: number;
-  usage?: Record<string, unknown>;
 }
 
 /** The result's bytes, checked against its `result_hash` (400 naming `path` when they differ). */
@@ -124,21 +89,7 @@ export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: 
  * result is stored in the same transaction first: one call instead of two, for the gateway's
  * hot path. A result already delivered must be the same one.
  */
-export async function submitReceipt(
-  ctx: ServiceContext,
-  node: NodeRow,
-  body: {
-    job_id: string;
-    pubkey: string;
-    result_hash: string;
-    signature: string;
-    metering_units: number;
-    metadata?: Record<string, unknown>;
-    result?: ResultUpload;
-    /** The work item's ticket, returned unchanged (gateway work dispatched before its opening committed). */
-    ticket?: WorkTicket;
-  },
-) {
+export async function submitReceipt(ctx: ServiceContext, node: NodeRow, body: ReceiptBody) {
   if (body.pubkey !== node.pubkey)
     throw new ApiError('forbidden', 'pubkey is not the key of the node making the request');
   const fields = {
@@ -157,43 +108,27 @@ export async function submitReceipt(
       { path: '/result/result_hash', message: 'differs from /result_hash' },
     ]);
   const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
-  const fast = inline && inlineBytes ? await completeInMemory(ctx, node, body, inline, inlineBytes) : undefined;
-  if (fast) return fast;
+  const written =
+    inline && inlineBytes
+      ? ctx.completions.request.completeInMemory(ctx, node, body, inline, inlineBytes, () =>
+          enqueueFastReceipt(ctx, { node, body, inline, inlineBytes }),
+        )
+      : undefined;
+  if (written) return receiptView(await written);
   // A receipt for a request this process is completing behind its answer waits for that write,
   // then meets the stored receipt (a duplicate): applied at most once.
-  await ctx.hub.attempts.pendingWrite(body.job_id)?.catch(() => undefined);
-  await openingsSettled(ctx.hub.attempts, [body.job_id]);
-  const capture = await checkCaptureWork(ctx, node, body, inline, inlineBytes);
-  const outcome = await ctx.db.transaction((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, capture));
-  if (outcome.job && (outcome.job.spec.delivery_artifact_put_url || outcome.job.spec.delivery_manifest_put_url)) {
-    const blob = await ctx.blobs.get(`results/${outcome.job.work_id}`);
-    const job = outcome.job;
-    if (blob)
-      void deliverArtifacts(ctx, job, blob, outcome.receipt.id).catch((err: unknown) =>
-        ctx.log.error({ err, job_id: job.id }, 'artifact delivery failed'),
-      );
-  }
-  // A gateway request waits for its receipt: here (handed over with the answer), or on another
-  // instance (told over the bus; it reads the outcome from the store).
-  const handedOver =
-    'request' in outcome &&
-    outcome.request !== undefined &&
-    ctx.hub.completed(outcome.receipt.work_id, {
-      receiptId: outcome.receipt.id,
-      request: outcome.request,
-      ...(inlineBytes ? { output: inlineBytes } : {}),
-    });
-  if (!outcome.job && !handedOver) await ctx.bus.publish('work', outcome.receipt.work_id);
-  // The waiting client's answer goes out before this acknowledgement: its request runs on from
-  // here in microtasks, and the node is not waiting on anyone (its result is stored).
-  if (handedOver) await new Promise((resolve) => setImmediate(resolve));
+  await ctx.completions.request.receiptWritten(ctx, body.job_id);
+  await ctx.completions.request.settled(ctx, [body.job_id]);
+  const check = await checkBeforeReceipt(ctx, node, body, inlineBytes);
+  const outcome = await ctx.db.transaction((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, check));
+  await outcome.completion.afterReceipt(ctx, outcome.done, {
+    receipt: outcome.receipt,
+    ...(inlineBytes ? { output: inlineBytes } : {}),
+  });
   return receiptView(outcome.receipt);
 }
 
-/** A receipt as `submitReceipt` takes it. */
-type ReceiptBody = Parameters<typeof submitReceipt>[2];
-
-export { receiptIdOf } from './store.js';
+export { receiptIdOf } from '../receipts/store.js';
 
 /**
  * Everything a receipt changes, inside `tx` (`submitReceipt`'s own transaction, or a flush of the
@@ -207,21 +142,19 @@ async function applyReceipt(
   body: ReceiptBody,
   inline: ResultUpload | undefined,
   inlineBytes: Buffer | undefined,
-  capture: CaptureReceiptCheck | undefined,
+  check: unknown,
 ) {
   let locked = await lockWorkForReceipt(tx, body.job_id, node.id);
   // Unknown work with a ticket: its opening was lost before it committed; the checked ticket rebuilds it.
-  if (!locked && body.ticket) {
-    const ticket = checkTicket(ctx.secrets, body.ticket, { nodeId: node.id, requestId: body.job_id });
-    if (await rebuildOpening(ctx, tx, node, ticket)) locked = await lockWorkForReceipt(tx, body.job_id, node.id);
-  }
+  if (!locked && body.ticket && (await ctx.completions.request.rebuild(ctx, tx, node, body.ticket, body.job_id)))
+    locked = await lockWorkForReceipt(tx, body.job_id, node.id);
   if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
   if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
   let work: WorkRow = locked;
   // A gateway attempt whose lease lapsed while its receipt could not reach any instance (all of
   // them down longer than the lease, or the node cut off): the node did the work, and the client
   // may have had the answer. Its receipt is taken as long as the request still runs on this
-  // attempt (`lockRequestOfWork` below): not failed over, not ended. A job's lost attempt has
+  // attempt (the request's `lockOwner` below): not failed over, not ended. A job's lost attempt has
   // gone back to the queue, so its receipt is refused.
   const lapsed = work.status === 'lost' && work.type !== 'job';
   if (lapsed && work.result_hash !== null) work = { ...work, status: 'delivered' };
@@ -256,14 +189,10 @@ async function applyReceipt(
     throw new ApiError('invalid_request', 'result_hash differs from the delivered result', [
       { path: '/result_hash', message: 'differs from the delivered result' },
     ]);
-  const job = work.type === 'job' ? await findJobById(tx, work.job_id, true) : undefined;
-  if (work.type === 'job' && (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status))) {
-    throw new ApiError('conflict', `job ${body.job_id} is no longer leased to this node`);
-  }
-  const gateway = work.type === 'job' ? undefined : await lockRequestOfWork(tx, work);
-  // Sovereign work carries the attestation the node held when it did the work (docs/attestation.md).
-  const sovereign = job?.execution_pool === 'sovereign' || gateway?.metadata.requires_tee === true;
-  const attestation = sovereign ? await attestationSummary(tx, node.id) : null;
+  const completion = completionOf(ctx.completions, work);
+  const owner = await completion.lockOwner(ctx, tx, work);
+  const [facts] = await completion.receiptFacts(ctx, tx, [{ owner, node }]);
+  const attestation = facts?.attestation ?? null;
   const receipt = await insertReceipt(tx, {
     id: receiptIdOf(work.id),
     job_id: body.job_id,
@@ -279,97 +208,14 @@ async function applyReceipt(
       node_country: node.country,
       node_region: node.region,
       gpu_model: node.gpu_model,
-      ...(gateway ? gatewayReceiptMetadata(gateway, node) : {}),
+      ...facts?.metadata,
       ...(attestation ? { attestation } : {}),
     },
   });
   const evidenceNode = attestation ? { ...node, attestation } : node;
   if (!resultCompleted) await setWorkStatus(tx, work.id, 'completed');
-  if (gateway)
-    return {
-      receipt,
-      job: undefined,
-      request: await completeFromReceipt(ctx, tx, gateway, { work, node: evidenceNode, receipt }),
-    };
-  if (!job) return { receipt, job: undefined };
-  const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
-  const settlement = job.hold_id
-    ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, {
-        description: `job ${job.id}: ${body.metering_units} units on ${node.id}`,
-        ref: job.id,
-      })
-    : { charged_cents: 0, charged_micro: 0, free_micro: 0, released_cents: 0, transaction: null };
-  const earned = job.hold_id
-    ? await ctx.ledger
-        .within(tx)
-        .earn(node.org_id, settlement, { description: `job ${job.id} on ${node.id}`, ref: job.id })
-    : null;
-  const earning = earned?.cents ?? 0;
-  const completed = await moveJob(tx, job.id, 'completed', {
-    result_hash: body.result_hash,
-    charged_cents: settlement.charged_cents,
-    charged_micro: settlement.charged_micro,
-  });
-  await closeJobRun(tx, ctx.secrets, job, 'completed', [
-    ...receiptEvents(receipt, evidenceNode, work.id),
-    ledgerCharged(job.hold_id, settlement, earned?.transaction ?? null, 'receipt.verified'),
-    {
-      type: 'job.completed',
-      summary: `completed on ${node.id}: ${body.metering_units} units, result ${body.result_hash.slice(0, 16)}...`,
-      metadata: {
-        result_hash: body.result_hash,
-        receipt_id: receipt.id,
-        metering_units: body.metering_units,
-        charged_cents: settlement.charged_cents,
-      },
-      causedBy: ['receipt.verified'],
-    },
-  ]);
-  await addJobEvent(tx, job.id, 'job_completed', {
-    result_hash: body.result_hash,
-    node_id: node.id,
-    receipt_id: receipt.id,
-    metering_units: body.metering_units,
-    charged_cents: settlement.charged_cents,
-    charged_micro: settlement.charged_micro,
-    released_cents: settlement.released_cents,
-    operator_earning_cents: earning,
-  });
-  if (capture && job.spec.capture_set_id === capture.captureSetId)
-    await finishProcessing(tx, ctx.secrets, { id: job.id, node_id: node.id, result_hash: body.result_hash }, capture);
-  if (completed) await enqueueTerminalWebhook(tx, completed);
-  return { receipt, job: completed };
-}
-
-/**
- * The fast path of a gateway receipt (DESIGN.md section 4, revised 2026-11-24): the request waits
- * in this process, the node sent its result inline, and the signature, key and result hash are
- * already checked. The attempt is claimed in memory (the work is the request's current attempt,
- * leased to this node, no receipt claimed it yet), the waiting client gets its answer at once,
- * and the records go to the group-commit writer. Resolves once they committed: only then may the
- * node be acknowledged. Undefined when memory cannot decide: the store's path runs instead.
- */
-async function completeInMemory(
-  ctx: ServiceContext,
-  node: NodeRow,
-  body: ReceiptBody,
-  inline: ResultUpload,
-  inlineBytes: Buffer,
-) {
-  const claimed = ctx.hub.attempts.claim(body.job_id, node.id);
-  if (!claimed) return undefined;
-  const { row } = claimed;
-  const workId = row.work_id ?? '';
-  const receiptId = receiptIdOf(workId);
-  const written = enqueueFastReceipt(ctx, { node, body, inline, inlineBytes });
-  ctx.hub.attempts.writing(row.id, written);
-  const usage = usageFromUnits(row.type, body.metering_units, inline.usage ?? null);
-  ctx.hub.completed(workId, {
-    receiptId,
-    request: { ...row, status: 'completed', usage: usage as Record<string, number>, receipt_id: receiptId },
-    output: inlineBytes,
-  });
-  return receiptView(await written);
+  const done = await completion.complete(ctx, tx, owner, { work, node: evidenceNode, receipt, body, check });
+  return { receipt, completion, done };
 }
 
 /** A fast-path receipt as the writer queues it: `completeMany`'s item, with the whole body for the one-by-one path. */
@@ -422,30 +268,18 @@ export function enqueueFastReceipt(ctx: ServiceContext, item: Omit<QueuedReceipt
 }
 
 /**
- * A receipt for a kind 8 or 10 job is checked before its transaction (every output is read and
- * hashed, which must not hold row locks): its result is the output manifest, and its metering
- * what the server counts itself (capture/processing.ts). Undefined for any other work.
+ * What the work's owner checks before the receipt's transaction (reads that must not hold row
+ * locks: a kind 8 or 10 job reads and hashes every output). Undefined when there is nothing to check.
  */
-async function checkCaptureWork(
+async function checkBeforeReceipt(
   ctx: ServiceContext,
   node: NodeRow,
-  body: { job_id: string; result_hash: string; metering_units: number },
-  inline: ResultUpload | undefined,
+  body: ReceiptBody,
   inlineBytes: Buffer | undefined,
-): Promise<CaptureReceiptCheck | undefined> {
+): Promise<unknown> {
   const work = await lockWorkForReceipt(ctx.db, body.job_id, node.id);
-  if (!work || work.type !== 'job' || !isCaptureKind(work.kind) || work.has_receipt) return undefined;
-  const job = await findJobById(ctx.db, work.job_id);
-  if (!job?.spec.capture_set_id) return undefined;
-  const stored = inlineBytes ? undefined : await ctx.blobs.get(`results/${work.id}`);
-  return checkCaptureReceipt(ctx, {
-    workId: work.id,
-    kind: work.kind,
-    captureSetId: job.spec.capture_set_id,
-    result: inlineBytes ?? stored?.bytes,
-    meteringUnits: body.metering_units,
-    usage: inline ? (inline.usage ?? null) : work.usage,
-  });
+  if (!work || work.has_receipt) return undefined;
+  return completionOf(ctx.completions, work).checkReceipt?.(ctx, work, body, inlineBytes);
 }
 
 /**
@@ -456,7 +290,7 @@ export async function outputUploadUrls(ctx: ServiceContext, node: NodeRow, workI
   const work = await openWorkOf(ctx, node, workId);
   if (work.status !== 'leased')
     throw new ApiError('conflict', `work ${workId} is ${work.status}; no outputs are taken`);
-  return outputUploads(ctx, work, body);
+  return ctx.completions.job.outputs(ctx, work, body);
 }
 
 /** A node reports it could not do the work: retryable -> back to the queue (3 attempts), else failed. */
@@ -472,60 +306,8 @@ export async function failWork(
     if (!locked || !['leased', 'delivered'].includes(locked.status))
       throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
     await setWorkStatus(tx, workId, 'failed');
-    if (work.type !== 'job') {
-      await noteWorkFailure(tx, workId, body.message, body.retryable ?? false);
-      return false;
-    }
-    const job = await findJobById(tx, work.job_id, true);
-    if (!job || job.work_id !== workId) return false;
-    await addJobEvent(tx, job.id, 'job_attempt_failed', {
-      node_id: node.id,
-      work_id: workId,
-      message: body.message,
-      retryable: body.retryable ?? false,
-    });
-    const attemptFailed = {
-      type: 'job.attempt_failed',
-      summary: `${node.id} reported a failure: ${body.message}`.slice(0, 500),
-      metadata: { node_id: node.id, work_id: workId, message: body.message, retryable: body.retryable ?? false },
-    };
-    const next = body.retryable ? afterLostAttempt(job.attempts) : 'failed';
-    if (next === 'pending') {
-      await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
-      await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: body.message });
-      await recordEvents(tx, job.id, [
-        attemptFailed,
-        {
-          type: 'job.requeued',
-          summary: 'back in the queue for another node',
-          metadata: { attempt: job.attempts, reason: body.message },
-          causedBy: ['job.attempt_failed'],
-        },
-      ]);
-      return true;
-    }
-    const failed = await moveJob(tx, job.id, 'failed', { failure_reason: body.message });
-    if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
-    if (job.spec.capture_set_id)
-      await releaseFromJob(tx, job.spec.capture_set_id, { id: job.id, status: 'failed', reason: body.message });
-    await addJobEvent(tx, job.id, 'job_failed', {
-      reason: body.message,
-      attempts: job.attempts,
-      released_cents: job.budget_cents,
-    });
-    await closeJobRun(tx, ctx.secrets, job, 'failed', [
-      attemptFailed,
-      ...endedWithoutResult(
-        job,
-        'job.failed',
-        `failed after ${job.attempts} attempt(s): ${body.message}`.slice(0, 500),
-        { reason: body.message, attempts: job.attempts },
-      ),
-    ]);
-    if (failed) await enqueueTerminalWebhook(tx, failed);
-    return false;
+    return completionOf(ctx.completions, work).fail(ctx, tx, work, node, body);
   });
-  if (requeued) await ctx.bus.publish('jobs', work.job_id);
-  if (work.type !== 'job') await ctx.bus.publish('work', workId);
+  await completionOf(ctx.completions, work).afterFailure(ctx, work, requeued);
   return { message: requeued ? 'work failed; the job is queued again' : 'work failed' };
 }
