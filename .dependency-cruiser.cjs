@@ -9,8 +9,11 @@
  *    counts, types too: a module that needs another's types depends on it). Today's cycles are
  *    recorded as known debt, edge by edge, so that no NEW one can land: an import from one module
  *    to another that closes a cycle fails unless that edge is listed here. Remove an edge from the
- *    list when it is gone (issue 22 point 5: `modules/work/` with one completion interface ends
- *    the gateway <-> receipts, nodes <-> receipts and jobs <-> scheduler ones); never add one.
+ *    list when it is gone; never add one. `modules/work/` (the node protocol, with one completion
+ *    interface that jobs and the gateway implement) ended the gateway <-> receipts,
+ *    nodes <-> receipts and nodes <-> scheduler cycles, and jobs' submission-time assignment
+ *    through `jobs/assignment.ts` (the scheduler implements it) the jobs <-> scheduler one
+ *    (2026-11-25): receipts, scheduler, attestation and work are in no cycle.
  */
 
 const MODULES = 'packages/server/src/modules';
@@ -26,17 +29,15 @@ const KNOWN_MODULE_CYCLE_EDGES = {
   auth: ['billing', 'keys', 'nodes'],
   billing: ['auth'],
   capture: ['evidence'],
-  // evidence reads the rows of jobs and gateway requests it reports on.
+  // evidence reads the rows of jobs and gateway requests it reports on (and jobs and the gateway
+  // record evidence).
   evidence: ['gateway', 'jobs'],
   // gateway <-> knowledge: grounded chat.
   gateway: ['evidence', 'knowledge'],
-  // jobs <-> scheduler: a submission assigns to a waiting node (scheduler/service); the scheduler
-  // reads jobs/store, jobs/states and jobs/delivery.
-  jobs: ['capture', 'evidence', 'scheduler'],
+  jobs: ['capture', 'evidence'],
   keys: ['auth'],
   knowledge: ['evidence', 'gateway'],
   nodes: ['billing', 'system'],
-  scheduler: ['capture', 'evidence', 'jobs'],
 };
 
 const runtimeCycle = { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } };

@@ -27,7 +27,8 @@ import type { WorkOwners } from './modules/work/completion.js';
 import { openWorkByNode } from './modules/work/store.js';
 import { jobCompletion } from './modules/jobs/completion.js';
 import { requestCompletion } from './modules/gateway/completion.js';
-import { claimJobs } from './modules/scheduler/service.js';
+import { assignOnSubmit, claimJobs, handOver, hasRoom, reserveWaitingNode } from './modules/scheduler/service.js';
+import type { SubmitAssignment } from './modules/jobs/assignment.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -65,6 +66,8 @@ export interface ServiceContext {
   egress: Egress;
   /** What jobs and the gateway do when a work item's attempt ends, called by the node protocol (work/completion.ts). */
   completions: WorkOwners;
+  /** A job's assignment at its submission to a node waiting here: the scheduler's, for jobs (jobs/assignment.ts). */
+  submitAssignment: SubmitAssignment;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -172,6 +175,7 @@ export async function createContext(
       writer: createWriter({ db, log, flushMs: config.writer.flushMs }),
       egress,
       completions: { job: jobCompletion, request: requestCompletion, claimJobs },
+      submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };

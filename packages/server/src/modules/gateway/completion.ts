@@ -61,6 +61,9 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
     await ctx.bus.publish('work', work.id);
   },
 
+  // A lapsed attempt is the request's follow loop's to handle; its receipt may still come (intake.ts).
+  lost: async () => false,
+
   settled: (ctx, workIds) => openingsSettled(ctx.hub.attempts, workIds),
 
   async receiptWritten(ctx, workId) {

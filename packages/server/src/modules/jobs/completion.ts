@@ -179,6 +179,61 @@ export const jobCompletion: JobCompletion<JobRow, JobRow | undefined> = {
     return false;
   },
 
+  async lost(ctx, tx, work) {
+    const job = await findJobById(tx, work.job_id, true);
+    if (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status)) return false;
+    const next = afterLostAttempt(job.attempts);
+    await addJobEvent(tx, job.id, 'job_lease_lost', {
+      node_id: work.node_id,
+      work_id: work.id,
+      attempt: job.attempts,
+    });
+    const lost = {
+      type: 'job.lease_lost',
+      summary: `${work.node_id} stopped renewing its lease on attempt ${job.attempts}`,
+      metadata: { node_id: work.node_id, work_id: work.id, attempt: job.attempts },
+    };
+    if (next === 'pending') {
+      await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
+      await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: 'lease expired' });
+      await recordEvents(tx, job.id, [
+        lost,
+        {
+          type: 'job.requeued',
+          summary: 'back in the queue for another node',
+          metadata: { attempt: job.attempts, reason: 'lease expired' },
+          causedBy: ['job.lease_lost'],
+        },
+      ]);
+      return true;
+    } else {
+      const failed = await moveJob(tx, job.id, 'failed', {
+        failure_reason: `no node completed it in ${job.attempts} attempts`,
+      });
+      if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
+      if (job.spec.capture_set_id)
+        await releaseFromJob(tx, job.spec.capture_set_id, {
+          id: job.id,
+          status: 'failed',
+          reason: `no node completed it in ${job.attempts} attempts`,
+        });
+      await addJobEvent(tx, job.id, 'job_failed', {
+        reason: 'lease expired on the last attempt',
+        attempts: job.attempts,
+        released_cents: job.budget_cents,
+      });
+      await closeJobRun(tx, ctx.secrets, job, 'failed', [
+        lost,
+        ...endedWithoutResult(job, 'job.failed', `failed: no node completed it in ${job.attempts} attempts`, {
+          reason: 'lease expired on the last attempt',
+          attempts: job.attempts,
+        }),
+      ]);
+      if (failed) await enqueueTerminalWebhook(tx, failed);
+    }
+    return false;
+  },
+
   async afterFailure(ctx, work, requeued) {
     if (requeued) await ctx.bus.publish('jobs', work.job_id);
   },

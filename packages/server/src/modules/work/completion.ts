@@ -99,6 +99,11 @@ export interface WorkCompletion<Owner = unknown, Done = unknown> {
   fail(ctx: ServiceContext, tx: Queryable, work: WorkRow, node: NodeRow, report: FailureReport): Promise<boolean>;
   /** After a failure's commit (`requeued`: what {@link fail} answered). */
   afterFailure(ctx: ServiceContext, work: WorkRow, requeued: boolean): Promise<void>;
+  /**
+   * The lease of `work` expired (locked, already marked `lost`), in the sweep's transaction. True
+   * when the owner goes back to the queue (the sweep then announces it: bus `jobs`, its `job_id`).
+   */
+  lost(ctx: ServiceContext, tx: Queryable, work: WorkRow): Promise<boolean>;
 }
 
 /** One request of a flush's batch of fast receipts, checked and locked (see `complete-many.ts`). */

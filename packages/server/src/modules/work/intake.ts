@@ -10,8 +10,6 @@ import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from '../rec
 import { completeMany, type FastReceipt } from './complete-many.js';
 import { WriteFailure, type WriteKind } from '../../platform/writer.js';
 
-/** The platform's share of each job's charge, in basis points (configurable later). */
-export { PLATFORM_FEE_BPS } from '../billing/rules.js';
 export type { ResultUpload } from './completion.js';
 
 async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
