@@ -1,5 +1,12 @@
 import type { Static } from '@sinclair/typebox';
-import type { OutputUploadsSchema, StreamEventWire, WorkTicketWire } from '@svc/protocol';
+import type {
+  OutputUploadsSchema,
+  ReceiptUploadWire,
+  ResultUploadWire,
+  StreamEventWire,
+  WorkFailRequestWire,
+  WorkTicketWire,
+} from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { NodeRow } from '../nodes/store.js';
@@ -18,33 +25,13 @@ import type { WorkRow } from './store.js';
 type OutputUploadsWire = Static<typeof OutputUploadsSchema>;
 
 /** The body of `POST /api/v1/node/work/{work_id}/result`, also carried inline by a receipt as `result`. */
-export interface ResultUpload {
-  output: string;
-  encoding: 'utf8' | 'base64';
-  content_type?: string;
-  result_hash: string;
-  metering_units: number;
-  usage?: Record<string, unknown>;
-}
+export type ResultUpload = ResultUploadWire;
 
 /** A node's SVC1 receipt as the intake takes it (`POST /api/v1/node/receipt`, the channel's `receipt`). */
-export interface ReceiptBody {
-  job_id: string;
-  pubkey: string;
-  result_hash: string;
-  signature: string;
-  metering_units: number;
-  metadata?: Record<string, unknown>;
-  result?: ResultUpload;
-  /** The work item's ticket, returned unchanged (gateway work dispatched before its opening committed). */
-  ticket?: WorkTicketWire;
-}
+export type ReceiptBody = ReceiptUploadWire;
 
-/** A node's report that it could not do the work. */
-export interface FailureReport {
-  message: string;
-  retryable?: boolean;
-}
+/** A node's report that it could not do the work (`POST /api/v1/node/work/{work_id}/fail`). */
+export type FailureReport = WorkFailRequestWire;
 
 /** What the server records beside a receipt for its owner (outside the SVC1 signature). */
 export interface ReceiptFacts {
