@@ -16,7 +16,7 @@ import { createTestStore } from '@svc/server/testing';
 import { signup } from '../packages/server/src/modules/auth/service.js';
 import { createJob } from '../packages/server/src/modules/jobs/service.js';
 import { upsertNode, type NodeRow } from '../packages/server/src/modules/nodes/store.js';
-import { pollWork } from '../packages/server/src/modules/scheduler/node-work.js';
+import { pollWork } from '../packages/server/src/modules/work/node-work.js';
 import { percentile } from '../packages/server/src/modules/jobs/sla.js';
 import type { Principal } from '../packages/server/src/platform/principal.js';
 import type { Db, Queryable, QueryResult } from '../packages/server/src/platform/db/index.js';

@@ -23,6 +23,12 @@ import { createPaymentProvider, type PaymentProvider } from './platform/payments
 import { createKeyCache, type KeyCache } from './modules/auth/key-cache.js';
 import { createWriter, type Writer } from './platform/writer.js';
 import { createNodeDirectory, type NodeDirectory } from './modules/nodes/directory.js';
+import type { WorkOwners } from './modules/work/completion.js';
+import { openWorkByNode } from './modules/work/store.js';
+import { jobCompletion } from './modules/jobs/completion.js';
+import { requestCompletion } from './modules/gateway/completion.js';
+import { assignOnSubmit, claimJobs, handOver, hasRoom, reserveWaitingNode } from './modules/scheduler/service.js';
+import type { SubmitAssignment } from './modules/jobs/assignment.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -58,6 +64,10 @@ export interface ServiceContext {
   writer: Writer;
   /** Every outbound request to a URL a client gave goes through this (the SSRF guard). */
   egress: Egress;
+  /** What jobs and the gateway do when a work item's attempt ends, called by the node protocol (work/completion.ts). */
+  completions: WorkOwners;
+  /** A job's assignment at its submission to a node waiting here: the scheduler's, for jobs (jobs/assignment.ts). */
+  submitAssignment: SubmitAssignment;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -125,7 +135,10 @@ export async function createContext(
     const objects = createObjectStore(config);
     await moveDbBlobsToObjects(db, objects, log);
     const keyCache = await createKeyCache({ db, bus, log });
-    const nodeDirectory = await createNodeDirectory({ db, bus, log }, { localOpen: () => hub.attempts.openPerNode });
+    const nodeDirectory = await createNodeDirectory(
+      { db, bus, log },
+      { localOpen: () => hub.attempts.openPerNode, openWork: () => openWorkByNode(db) },
+    );
     const egress = createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve });
     const metrics = createMetrics();
     const reservations = createReservations({
@@ -161,6 +174,8 @@ export async function createContext(
       nodeDirectory,
       writer: createWriter({ db, log, flushMs: config.writer.flushMs }),
       egress,
+      completions: { job: jobCompletion, request: requestCompletion, claimJobs },
+      submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };

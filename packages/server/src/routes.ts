@@ -4,7 +4,6 @@ import { attestationRoutes } from './modules/attestation/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { captureRoutes } from './modules/capture/routes.js';
-import { channelRoutes } from './modules/channel/routes.js';
 import { dashboardRoutes } from './modules/dashboard/routes.js';
 import { evidenceRoutes } from './modules/evidence/routes.js';
 import { gatewayRoutes } from './modules/gateway/routes.js';
@@ -19,6 +18,8 @@ import { payoutRoutes } from './modules/payouts/routes.js';
 import { organizationRoutes } from './modules/organizations/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 import { workOrderRoutes } from './modules/work-orders/routes.js';
+import { channelRoutes } from './modules/work/channel-routes.js';
+import { workRoutes } from './modules/work/routes.js';
 
 /** Every route of the API is registered here, one line per resource family. */
 export async function registerRoutes(app: App, ctx: ServiceContext): Promise<void> {
@@ -27,6 +28,7 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await keyRoutes(app, ctx);
   await organizationRoutes(app, ctx);
   await nodeRoutes(app, ctx);
+  await workRoutes(app, ctx);
   await attestationRoutes(app, ctx);
   await channelRoutes(app, ctx);
   await jobRoutes(app, ctx);

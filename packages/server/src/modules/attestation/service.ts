@@ -4,7 +4,7 @@ import type { ServiceContext } from '../../context.js';
 import { ATTESTATION_METHODS } from '../../platform/attestation.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
-import type { AttestationSummary } from '../evidence/events.js';
+import type { AttestationSummary } from './summary.js';
 import { expireAttestations, setNodeAttestation, type NodeRow } from '../nodes/store.js';
 import type { EvidenceRequest } from './schemas.js';
 import { consumeChallenge, findAttestation, forgetOldChallenges, insertChallenge, saveAttestation } from './store.js';

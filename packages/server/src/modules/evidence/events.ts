@@ -1,6 +1,7 @@
 import { canonicalSha256Hex } from '@svc/protocol';
 import type { Settlement } from '../billing/service.js';
 import type { LedgerRow } from '../billing/store.js';
+import type { AttestationSummary } from '../attestation/summary.js';
 import type { EvidenceEvent } from './recorder.js';
 
 /**
@@ -20,13 +21,7 @@ export interface EvidenceNode {
   pubkey?: string;
 }
 
-/** What receipts and evidence of sovereign work say about the node's attestation. */
-export interface AttestationSummary {
-  method: string;
-  measurement: string | null;
-  tcb_status: string | null;
-  verified_at: string;
-}
+export type { AttestationSummary } from '../attestation/summary.js';
 
 /** `pol_` + 16 hex of the SHA-256 of the policy's canonical JSON: equal policies, equal ids. */
 export function policyId(policy: Record<string, unknown>): string {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { watchPolls } from '../../../test/waits.js';
 import { endRequest } from './settle.js';
-import { submitReceipt } from '../receipts/service.js';
+import { submitReceipt } from '../work/intake.js';
 import { findNode } from '../nodes/store.js';
 import { createRunningAttempts } from './attempts.js';
 import type { GatewayRequestRow } from './store.js';

@@ -15,7 +15,7 @@ import {
 } from '../../../test/harness.js';
 import type { App } from '../../app.js';
 import { reconcileAccount } from '../billing/service.js';
-import { sweepExpiredLeases } from '../scheduler/service.js';
+import { sweepExpiredLeases } from '../work/leases.js';
 
 const OUTPUT = JSON.stringify({
   content: 'hi',

@@ -1,5 +1,4 @@
 import multipart from '@fastify/multipart';
-import { EventsResponseSchema } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../app.js';
@@ -7,14 +6,12 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
 import { groundChat } from '../knowledge/retrieval.js';
-import { nodeOf } from '../nodes/node-auth.js';
 import { MAX_AUDIO_BYTES, prepareTranscription, transcriptionView } from './audio.js';
 import { chatCompletionView, prepareChat } from './chat.js';
 import { embeddingsView, prepareEmbeddings } from './embeddings.js';
 import { checkFileUrl, fileBlobKey } from './files.js';
 import { imagesView, prepareImages } from './images.js';
 import { listModels } from './models.js';
-import { acceptEvents } from './node-events.js';
 import {
   GatewayRequestDetail,
   GatewayRequestListQuery,
@@ -103,11 +100,6 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
   });
   await app.register(multipart, {
     limits: { fileSize: MAX_AUDIO_BYTES, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 },
-  });
-  // Node stream events are NDJSON, signed over their exact bytes like every node call.
-  app.addContentTypeParser('application/x-ndjson', { parseAs: 'buffer' }, (request, body, done) => {
-    request.rawBody = body as Buffer;
-    done(null, (body as Buffer).toString('utf8'));
   });
   app.addSchema(SvcNode);
   app.addSchema(GatewayRequestRecord);
@@ -272,28 +264,5 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       if (!blob) throw new ApiError('not_found', `file ${request.params.name} not found`);
       return reply.type(blob.contentType).header('cache-control', 'private, max-age=3600').send(blob.bytes);
     },
-  );
-
-  app.post(
-    '/api/v1/node/work/:work_id/events',
-    {
-      config: { auth: { node: true } },
-      bodyLimit: 4 * 1024 * 1024,
-      schema: {
-        summary: 'Stream events of leased streamed work: NDJSON lines, signed; answers whether to stop',
-        tags: ['nodes'],
-        consumes: ['application/x-ndjson'],
-        params: Type.Object({ work_id: Type.String({ pattern: '^wrk_[a-z0-9]{26}$' }) }),
-        body: Type.String({
-          description:
-            'NDJSON: {"type":"delta","content":"..."}, {"type":"done","usage":{...},"finish_reason":"stop"}, {"type":"error","message":"..."}',
-        }),
-        response: {
-          200: EventsResponseSchema,
-        },
-      },
-    },
-    async (request) =>
-      acceptEvents(ctx, nodeOf(request), request.params.work_id, typeof request.body === 'string' ? request.body : ''),
   );
 }

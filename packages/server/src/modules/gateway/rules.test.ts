@@ -4,7 +4,7 @@ import { sniffAudio } from './audio.js';
 import { base64Floats } from './embeddings.js';
 import { checkFileUrl, presignFileUrl } from './files.js';
 import { busMessages } from './hub.js';
-import { parseEvents } from './node-events.js';
+import { parseEvents } from '../work/node-events.js';
 import { audioSecondsBound, estimateTokens, holdCents, promptTokenBound, usageFromUnits } from './pricing.js';
 import { chooseNode, type RouteCandidate } from './routing.js';
 

@@ -15,10 +15,9 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { transactionRecord } from '../billing/service.js';
 import { ledgerOfRef } from '../billing/store.js';
-import { capabilityMet, floorPriceMicroPerUnit, unmetConstraint } from '../scheduler/matching.js';
-import type { MatchJob, MatchNode } from '../scheduler/matching.js';
+import { capabilityMet, floorPriceMicroPerUnit, unmetConstraint } from './matching.js';
+import type { MatchJob, MatchNode } from './matching.js';
 import { liveAttestedNodes } from '../nodes/store.js';
-import { assignOnSubmit, handOver, hasRoom, reserveWaitingNode } from '../scheduler/service.js';
 import { cancelOpenWork, type WorkRow } from '../work/store.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { isCaptureKind, releaseFromJob, takeForJob } from '../capture/processing.js';
@@ -224,7 +223,8 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   // organization count on the same cents, so none of them finds its cents drawn by another.
   const ticket = await ctx.reservations.take(principal.orgId, budgetCents);
   // A poll waiting in this process whose node may take the job gets it in this transaction.
-  const waiting = reserveWaitingNode(ctx, {
+  const scheduler = ctx.submitAssignment;
+  const waiting = scheduler.reserveWaitingNode(ctx, {
     kind: body.kind,
     execution_pool: pool,
     spec,
@@ -240,7 +240,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
       // The hold comes last: it locks the organization's account row, which concurrent submitters
       // and settlements of the organization wait for, so it is held for the hold and the commit only.
       const holdId = newId('hold');
-      const room = waiting ? await hasRoom(tx, waiting.node) : false;
+      const room = waiting ? await scheduler.hasRoom(tx, waiting.node) : false;
       const queued = await store.insertJob(tx, {
         id: jobId,
         org_id: principal.orgId,
@@ -262,7 +262,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
         execution_pool: pool,
         hold_id: holdId,
       });
-      const assignment = waiting && room ? await assignOnSubmit(ctx, tx, queued, waiting.node) : undefined;
+      const assignment = waiting && room ? await scheduler.assignOnSubmit(ctx, tx, queued, waiting.node) : undefined;
       await openJobRun(tx, queued, assignment?.evidence);
       await ctx.ledger.within(tx).hold(principal.orgId, budgetCents, jobId, { id: holdId });
       assigned = assignment?.work;
@@ -272,7 +272,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     ticket.release();
     if (!assigned) waiting?.handoff.release();
   }
-  if (assigned && waiting) await handOver(ctx, assigned, waiting.handoff);
+  if (assigned && waiting) await scheduler.handOver(ctx, assigned, waiting.handoff);
   else await ctx.bus.publish('jobs', jobId);
   return {
     job_id: job.id,

@@ -3,7 +3,6 @@ import type { Logger } from 'pino';
 import type { Bus } from '../../platform/bus.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
-import { openWorkByNode } from '../work/store.js';
 import { findRoutingNode, liveRoutingNodes, recentlySeenNodes, type RoutingNodeRow } from './store.js';
 
 /** A live node serving a model, as routing weighs it (gateway/routing.ts `RouteCandidate`). */
@@ -81,24 +80,34 @@ interface Entry {
 
 /**
  * Builds the directory and reads the store once (one per process: `ctx.nodeDirectory`).
- * `localOpen` is this instance's open gateway attempts per node (gateway/attempts.ts), read live.
+ * `localOpen` is this instance's open gateway attempts per node (gateway/attempts.ts), read live;
+ * `openWork` reads the store's open work per node (work/store.ts `openWorkByNode`: modules/work
+ * owns `work_items` and sits above this module, so the reader is handed in).
  *
  * @example
- * const directory = await createNodeDirectory({ db, bus, log }, { localOpen: () => hub.attempts.openPerNode });
+ * const directory = await createNodeDirectory(
+ *   { db, bus, log },
+ *   { localOpen: () => hub.attempts.openPerNode, openWork: () => openWorkByNode(db) },
+ * );
  * await directory.serving('tinyllama'); // [{ id: 'node_...', open_work: 0, ... }]
  */
 export async function createNodeDirectory(
   ctx: { db: Queryable; bus: Bus; log: Pick<Logger, 'warn'> },
-  options: { localOpen?: () => ReadonlyMap<string, number>; refreshMs?: number } = {},
+  options: {
+    localOpen?: () => ReadonlyMap<string, number>;
+    openWork?: () => Promise<ReadonlyMap<string, number>>;
+    refreshMs?: number;
+  } = {},
 ): Promise<NodeDirectory> {
   const refreshMs = options.refreshMs ?? NODE_DIRECTORY_REFRESH_MS;
   const localOpen = options.localOpen ?? (() => new Map<string, number>());
+  const openWork = options.openWork ?? (async () => new Map<string, number>());
   const entries = new Map<string, Entry>();
   /** Last signed call served here, per node (ms): newer than the store's `last_seen` by up to a refresh. */
   const seenAt = new Map<string, number>();
   let writes = 0;
   /** The store's open work per node at the last refresh, and this instance's own at that moment. */
-  let storedOpen = new Map<string, number>();
+  let storedOpen: ReadonlyMap<string, number> = new Map<string, number>();
   let localAtRefresh = new Map<string, number>();
   let refreshedAt = 0;
   let fullReadAt = 0;
@@ -145,7 +154,7 @@ export async function createNodeDirectory(
       const [rows, seen, open] = await Promise.all([
         full ? liveRoutingNodes(ctx.db, NODE_LIVE_SECONDS) : [],
         full ? [] : recentlySeenNodes(ctx.db, window),
-        openWorkByNode(ctx.db),
+        openWork(),
       ]);
       for (const row of rows) {
         // A node written or read again since this read began is newer here than in `rows`.

@@ -11,8 +11,8 @@ import {
 } from '../../../test/harness.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { findNode } from '../nodes/store.js';
-import { pollWork } from './node-work.js';
-import { sweepExpiredLeases } from './service.js';
+import { pollWork } from '../work/node-work.js';
+import { sweepExpiredLeases } from '../work/leases.js';
 
 /**
  * A job submitted while a node that may take it waits in this process is assigned in the

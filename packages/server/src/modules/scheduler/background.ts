@@ -4,8 +4,9 @@ import { forgetOldSignatures } from '../nodes/store.js';
 import { expireLapsedAttestations } from '../attestation/service.js';
 import { findJobById, type JobRow } from '../jobs/store.js';
 import type { NodeRow } from '../nodes/store.js';
-import { unmetConstraint, type MatchNode } from './matching.js';
-import { assignSignalledJob, matchJob, sweepExpiredLeases } from './service.js';
+import { unmetConstraint, type MatchNode } from '../jobs/matching.js';
+import { assignSignalledJob, matchJob } from './service.js';
+import { sweepExpiredLeases } from '../work/leases.js';
 import type { Handoff } from '../work/handoff.js';
 import type { WorkRow } from '../work/store.js';
 

@@ -8,7 +8,7 @@ import {
   type TestApp,
   type TestBuyer,
 } from '../../../test/harness.js';
-import { sweepExpiredLeases } from './service.js';
+import { sweepExpiredLeases } from '../work/leases.js';
 
 describe('the scheduler', () => {
   let t: TestApp;

@@ -1,26 +1,15 @@
-import type { WorkItemWire } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
-import { captureWorkPayload, noteJobAssigned, releaseFromJob } from '../capture/processing.js';
+import { captureWorkPayload, noteJobAssigned } from '../capture/processing.js';
 import { newId } from '../../platform/ids.js';
-import { enqueueTerminalWebhook } from '../jobs/delivery.js';
-import { afterLostAttempt } from '../jobs/states.js';
 import { routed } from '../evidence/events.js';
 import { recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
-import { closeJobRun, endedWithoutResult } from '../jobs/evidence.js';
-import { addJobEvent, findJobById, moveJob, type JobRow } from '../jobs/store.js';
+import { addJobEvent, moveJob, type JobRow } from '../jobs/store.js';
 import { isAttested, type NodeRow } from '../nodes/store.js';
 import type { Handoff } from './background.js';
-import { askingPrice, unmetConstraint } from './matching.js';
+import { askingPrice, unmetConstraint } from '../jobs/matching.js';
 import { lockStillPending, pendingJobs } from './store.js';
-import {
-  countOpenWork,
-  insertWork,
-  lockExpiredWork,
-  setWorkStatus,
-  undispatchWork,
-  type WorkRow,
-} from '../work/store.js';
+import { countOpenWork, insertWork, undispatchWork, type WorkRow } from '../work/store.js';
 
 /** How many pending jobs one claim looks at before giving up for this poll. */
 const CLAIM_WINDOW = 200;
@@ -53,21 +42,6 @@ async function payloadOf(ctx: ServiceContext, db: Queryable, job: JobRow): Promi
     timeout_seconds: s.timeout_seconds,
     inputs: s.inputs,
     payload_url: s.payload_url,
-  };
-}
-
-/** The work item as the node receives it (docs/node-protocol.md). */
-export function workItemView(w: WorkRow): WorkItemWire {
-  return {
-    work_id: w.id,
-    job_id: w.job_id,
-    type: w.type,
-    kind: w.kind,
-    model: w.model,
-    payload: w.payload,
-    stream: w.stream,
-    lease_expires_at: w.lease_expires_at.toISOString(),
-    ...(w.ticket ? { ticket: w.ticket } : {}),
   };
 }
 
@@ -280,75 +254,4 @@ export async function assignSignalledJob(
   if (!work) return outcome;
   await handOver(ctx, work, handoff);
   return 'assigned';
-}
-
-/**
- * Handles expired leases: the work is `lost`, and its job goes back to `pending` (or `failed`,
- * releasing its hold, after the third attempt). Safe to run on every instance at once.
- */
-export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
-  const requeued = await ctx.db.transaction(async (tx) => {
-    const expired = await lockExpiredWork(tx, 100);
-    const back: string[] = [];
-    for (const work of expired) {
-      await setWorkStatus(tx, work.id, 'lost');
-      if (work.type !== 'job') continue;
-      const job = await findJobById(tx, work.job_id, true);
-      if (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status)) continue;
-      const next = afterLostAttempt(job.attempts);
-      await addJobEvent(tx, job.id, 'job_lease_lost', {
-        node_id: work.node_id,
-        work_id: work.id,
-        attempt: job.attempts,
-      });
-      const lost = {
-        type: 'job.lease_lost',
-        summary: `${work.node_id} stopped renewing its lease on attempt ${job.attempts}`,
-        metadata: { node_id: work.node_id, work_id: work.id, attempt: job.attempts },
-      };
-      if (next === 'pending') {
-        await moveJob(tx, job.id, 'pending', { node_id: null, work_id: null });
-        await addJobEvent(tx, job.id, 'job_requeued', { attempt: job.attempts, reason: 'lease expired' });
-        await recordEvents(tx, job.id, [
-          lost,
-          {
-            type: 'job.requeued',
-            summary: 'back in the queue for another node',
-            metadata: { attempt: job.attempts, reason: 'lease expired' },
-            causedBy: ['job.lease_lost'],
-          },
-        ]);
-        back.push(job.id);
-      } else {
-        const failed = await moveJob(tx, job.id, 'failed', {
-          failure_reason: `no node completed it in ${job.attempts} attempts`,
-        });
-        if (job.hold_id) await ctx.ledger.within(tx).release(job.hold_id);
-        if (job.spec.capture_set_id)
-          await releaseFromJob(tx, job.spec.capture_set_id, {
-            id: job.id,
-            status: 'failed',
-            reason: `no node completed it in ${job.attempts} attempts`,
-          });
-        await addJobEvent(tx, job.id, 'job_failed', {
-          reason: 'lease expired on the last attempt',
-          attempts: job.attempts,
-          released_cents: job.budget_cents,
-        });
-        await closeJobRun(tx, ctx.secrets, job, 'failed', [
-          lost,
-          ...endedWithoutResult(job, 'job.failed', `failed: no node completed it in ${job.attempts} attempts`, {
-            reason: 'lease expired on the last attempt',
-            attempts: job.attempts,
-          }),
-        ]);
-        if (failed) await enqueueTerminalWebhook(tx, failed);
-      }
-    }
-    return back;
-  });
-  // One message per job, like a submission's: each instance offers it to one eligible waiting node
-  // rather than waking every waiting node to claim.
-  for (const jobId of requeued) await ctx.bus.publish('jobs', jobId);
-  return requeued.length;
 }

@@ -1,11 +1,8 @@
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
-import { attestationSummary } from '../attestation/service.js';
-import { completeManyFromReceipts, gatewayReceiptMetadata } from '../gateway/settle.js';
-import { lockGatewayRequests, type GatewayRequestRow } from '../gateway/store.js';
 import type { NodeRow } from '../nodes/store.js';
-import { completeWorkWithResults, lockWorkOfJobs } from '../work/store.js';
-import { insertReceipts, receiptIdOf, type ReceiptRow } from './store.js';
+import { completeWorkWithResults, lockWorkOfJobs } from './store.js';
+import { insertReceipts, receiptIdOf, type ReceiptRow } from '../receipts/store.js';
 
 /**
  * Gateway receipts checked in memory (`completeInMemory`), written many at a time by a flush of
@@ -60,29 +57,28 @@ export async function completeMany(
       work.result_hash === null;
     return plain ? [{ item, index, work }] : [];
   });
-  const requests =
+  const gateway = ctx.completions.request;
+  const running =
     candidates.length > 0
-      ? await lockGatewayRequests(
+      ? await gateway.lockRunning(
           tx,
-          candidates.map((c) => c.item.body.job_id),
+          candidates.map((c) => c.work),
         )
       : new Map();
   const ready = candidates.flatMap(({ item, index, work }) => {
-    const request = requests.get(item.body.job_id);
-    return request && request.work_id === work.id && request.status === 'running'
-      ? [{ item, index, work, request: request as GatewayRequestRow }]
-      : [];
+    const owner: unknown = running.get(work.id);
+    return owner !== undefined ? [{ item, index, work, owner }] : [];
   });
   const out: (ReceiptRow | undefined)[] = items.map(() => undefined);
   if (ready.length === 0) return out;
 
   // From here on everything is written: a failure fails the flush, and the writer retries each alone.
-  const attested = new Map<string, Awaited<ReturnType<typeof attestationSummary>>>();
-  for (const { item, request } of ready)
-    if (request.metadata.requires_tee === true && !attested.has(item.node.id))
-      attested.set(item.node.id, await attestationSummary(tx, item.node.id));
-  const attestationOf = (r: (typeof ready)[number]) =>
-    r.request.metadata.requires_tee === true ? attested.get(r.item.node.id) : undefined;
+  const facts = await gateway.receiptFacts(
+    ctx,
+    tx,
+    ready.map((r) => ({ owner: r.owner, node: r.item.node })),
+  );
+  const attestationOf = (i: number) => facts[i]?.attestation ?? undefined;
   const results = await Promise.all(
     ready.map(async ({ item, work }) => {
       const contentType = item.inline.content_type ?? 'application/json';
@@ -101,9 +97,9 @@ export async function completeMany(
     throw new Error('a work item of the flush changed state under its lock');
   const receipts = await insertReceipts(
     tx,
-    ready.map((r) => {
-      const { item, work, request } = r;
-      const attestation = attestationOf(r);
+    ready.map((r, i) => {
+      const { item, work } = r;
+      const attestation = attestationOf(i);
       return {
         id: receiptIdOf(work.id),
         job_id: item.body.job_id,
@@ -119,21 +115,21 @@ export async function completeMany(
           node_country: item.node.country,
           node_region: item.node.region,
           gpu_model: item.node.gpu_model,
-          ...gatewayReceiptMetadata(request, item.node),
+          ...facts[i]?.metadata,
           ...(attestation ? { attestation } : {}),
         },
       };
     }),
   );
-  await completeManyFromReceipts(
+  await gateway.completeMany(
     ctx,
     tx,
     ready.map((r, i) => {
-      const attestation = attestationOf(r);
+      const attestation = attestationOf(i);
       const receipt = receipts[i];
       if (!receipt) throw new Error('a receipt of the flush was not inserted');
       return {
-        request: r.request,
+        owner: r.owner,
         work: { id: r.work.id, usage: r.item.inline.usage ?? null },
         node: attestation ? { ...r.item.node, attestation } : r.item.node,
         receipt,

@@ -1,9 +1,7 @@
 import type { ServiceContext } from '../../context.js';
-import { moveJob, addJobEvent } from '../jobs/store.js';
-import { recordEvents } from '../evidence/recorder.js';
 import { touchNode, type NodeRow } from '../nodes/store.js';
-import { claimJobs, workItemView } from './service.js';
-import { jobWorkAmong, renewLeases, takeLeasedWork, type WorkRow } from '../work/store.js';
+import { workItemView } from './view.js';
+import { jobWorkAmong, renewLeases, takeLeasedWork, type WorkRow } from './store.js';
 
 /**
  * The node's long-poll: first hands out work already leased to this node (gateway requests
@@ -61,7 +59,7 @@ export async function takeWork(
   }
   const seen = ctx.jobSignal.generation();
   if (options.always || ctx.jobSignal.shouldClaim(node.id)) {
-    const { work, noneEligible } = await claimJobs(ctx, node, max);
+    const { work, noneEligible } = await ctx.completions.claimJobs(ctx, node, max);
     if (work.length > 0) return work;
     if (noneEligible) ctx.jobSignal.nothingToClaim(node.id, seen);
   }
@@ -89,23 +87,6 @@ export async function heartbeat(
     activeWork: renewed.length,
   });
   ctx.nodeDirectory.seen(node.id, { models: body.models });
-  if (renewed.length > 0) {
-    const rows = await jobWorkAmong(ctx.db, renewed);
-    for (const row of rows) {
-      // The move and its events commit together: a kill -9 between them left a running job
-      // whose evidence run never said it started.
-      await ctx.db.transaction(async (tx) => {
-        if (!(await moveJob(tx, row.job_id, 'running'))) return;
-        await addJobEvent(tx, row.job_id, 'job_running', { node_id: node.id, work_id: row.id });
-        await recordEvents(tx, row.job_id, [
-          {
-            type: 'job.started',
-            summary: `${node.id} reported it is running the work`,
-            metadata: { node_id: node.id, work_id: row.id },
-          },
-        ]);
-      });
-    }
-  }
+  if (renewed.length > 0) await ctx.completions.job.started(ctx, node, await jobWorkAmong(ctx.db, renewed));
   return { cancel: gone, lease_expires_at: new Date(Date.now() + ctx.config.leaseSeconds * 1000).toISOString() };
 }

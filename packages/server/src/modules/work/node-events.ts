@@ -1,9 +1,8 @@
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
-import { findWork } from '../work/store.js';
-import { openingsSettled } from './attempts.js';
-import type { StreamEvent } from './hub.js';
+import type { StreamEventWire as StreamEvent } from '@svc/protocol';
+import { findWork } from './store.js';
 
 /** Lines one events call may carry. */
 export const MAX_EVENT_LINES = 4096;
@@ -82,14 +81,14 @@ export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: 
   // A streamed request this process runs, on this node's current attempt: checked in memory, so
   // the first tokens do not wait for the opening's records to commit nor read the work row. A
   // request that ended here (cancelled, timed out) is no longer running: the store's path answers.
-  const running = ctx.hub.attempts.runningWork(workId);
-  if (running && running.row.node_id === node.id && running.row.stream) {
+  const gateway = ctx.completions.request;
+  if (gateway.streamsHere(ctx, workId, node.id)) {
     const events = read();
-    await ctx.hub.emitEvents(workId, events);
+    await gateway.emit(ctx, workId, events);
     return { accepted: events.length, cancel: false };
   }
   // Work dispatched before its opening committed is in the store once that write settles.
-  await openingsSettled(ctx.hub.attempts, [workId]);
+  await gateway.settled(ctx, [workId]);
   const work = await findWork(ctx.db, workId);
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
   if (work.status === 'cancelled') return { accepted: 0, cancel: true };
@@ -98,6 +97,6 @@ export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: 
   if (work.status !== 'leased' && work.status !== 'delivered')
     throw new ApiError('conflict', `work ${workId} is ${work.status}; no events are accepted`);
   const events = read();
-  await ctx.hub.emitEvents(workId, events);
+  await gateway.emit(ctx, workId, events);
   return { accepted: events.length, cancel: false };
 }

@@ -8,13 +8,13 @@ import {
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
-import { forwardEvents } from '../gateway/node-events.js';
-import { undispatchWork } from '../work/store.js';
+import { forwardEvents } from './node-events.js';
+import { undispatchWork } from './store.js';
 import type { NodeRow } from '../nodes/store.js';
-import { deliverResult, failWork, submitReceipt } from '../receipts/service.js';
+import { deliverResult, failWork, submitReceipt } from './intake.js';
 import { receiptOfWork } from '../receipts/store.js';
-import { heartbeat, pollWork } from '../scheduler/node-work.js';
-import { workItemView } from '../scheduler/service.js';
+import { heartbeat, pollWork } from './node-work.js';
+import { workItemView } from './view.js';
 import { createStandingSlots, giveBackWork } from './standing.js';
 
 const checkMessage = TypeCompiler.Compile(NodeChannelMessageSchema);

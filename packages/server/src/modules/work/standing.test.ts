@@ -13,7 +13,7 @@ import {
 } from '../../../test/harness.js';
 import { findNode } from '../nodes/store.js';
 import type { WorkRow } from '../work/store.js';
-import { openChannel, type ChannelConnection } from './connection.js';
+import { openChannel, type ChannelConnection } from './channel.js';
 
 type WorkMessage = Extract<ServerChannelMessage, { type: 'work' }>;
 

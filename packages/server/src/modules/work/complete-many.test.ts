@@ -13,8 +13,8 @@ import { prepareEmbeddings } from '../gateway/embeddings.js';
 import { openRequest } from '../gateway/service.js';
 import { endRequest } from '../gateway/settle.js';
 import { findNode } from '../nodes/store.js';
-import { applyAlone, enqueueFastReceipt, type QueuedReceipt } from './service.js';
-import { receiptIdOf } from './store.js';
+import { applyAlone, enqueueFastReceipt, type QueuedReceipt } from './intake.js';
+import { receiptIdOf } from '../receipts/store.js';
 
 /**
  * Gateway openings and completions written as batches (one flush of the writer each:

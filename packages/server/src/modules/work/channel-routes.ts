@@ -4,7 +4,7 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { nodeOf } from '../nodes/node-auth.js';
-import { openChannel } from './connection.js';
+import { openChannel } from './channel.js';
 
 /**
  * `GET /api/v1/node/channel`: the node channel (docs/node-protocol.md). The request is signed

@@ -1,9 +1,9 @@
 import { NODE_CHANNEL_MAX_GRANTED } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { NodeRow } from '../nodes/store.js';
-import { takeWork } from '../scheduler/node-work.js';
-import type { Handoff } from '../work/handoff.js';
-import { undispatchWork, type WorkRow } from '../work/store.js';
+import type { Handoff } from './handoff.js';
+import { takeWork } from './node-work.js';
+import { undispatchWork, type WorkRow } from './store.js';
 
 /** How often standing slots look in the store without being told to (a missed message only delays). */
 const LOOK_AGAIN_MS = 25_000;

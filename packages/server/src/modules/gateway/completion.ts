@@ -1,0 +1,122 @@
+import { attestationSummary } from '../attestation/service.js';
+import type { AttestationSummary } from '../attestation/summary.js';
+import { receiptIdOf } from '../receipts/store.js';
+import type { RequestCompletion } from '../work/completion.js';
+import { noteWorkFailure } from '../work/store.js';
+import { openingsSettled } from './attempts.js';
+import { usageFromUnits } from './pricing.js';
+import { rebuildOpening } from './rebuild.js';
+import { completeFromReceipt, completeManyFromReceipts, gatewayReceiptMetadata, lockRequestOfWork } from './settle.js';
+import { lockGatewayRequests, type GatewayRequestRow } from './store.js';
+import { checkTicket } from './ticket.js';
+
+/**
+ * How a gateway request ends when its attempt does: the gateway's implementation of the work
+ * intake's completion interface (modules/work/completion.ts), registered at start-up. The
+ * request's owner row is the gateway request; a receipt completes it (gateway/settle.ts), a
+ * failure is noted on the work for the request's follow loop, which fails over or ends it.
+ */
+export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequestRow> = {
+  lockOwner: (_ctx, tx, work) => lockRequestOfWork(tx, work),
+
+  async receiptFacts(_ctx, tx, items) {
+    // Sovereign requests carry the attestation their node held, read once per node.
+    const attested = new Map<string, AttestationSummary | null>();
+    const out = [];
+    for (const { owner, node } of items) {
+      let attestation: AttestationSummary | null = null;
+      if (owner.metadata.requires_tee === true) {
+        if (!attested.has(node.id)) attested.set(node.id, await attestationSummary(tx, node.id));
+        attestation = attested.get(node.id) ?? null;
+      }
+      out.push({ metadata: gatewayReceiptMetadata(owner, node), attestation });
+    }
+    return out;
+  },
+
+  complete: (ctx, tx, request, { work, node, receipt }) =>
+    completeFromReceipt(ctx, tx, request, { work, node, receipt }),
+
+  async afterReceipt(ctx, request, { receipt, output }) {
+    // A gateway request waits for its receipt: here (handed over with the answer), or on another
+    // instance (told over the bus; it reads the outcome from the store).
+    const handedOver = ctx.hub.completed(receipt.work_id, {
+      receiptId: receipt.id,
+      request,
+      ...(output ? { output } : {}),
+    });
+    if (!handedOver) await ctx.bus.publish('work', receipt.work_id);
+    // The waiting client's answer goes out before this acknowledgement: its request runs on from
+    // here in microtasks, and the node is not waiting on anyone (its result is stored).
+    else await new Promise((resolve) => setImmediate(resolve));
+  },
+
+  async fail(_ctx, tx, work, _node, report) {
+    // The request's follow loop reads the failure and fails over or ends the request.
+    await noteWorkFailure(tx, work.id, report.message, report.retryable ?? false);
+    return false;
+  },
+
+  async afterFailure(ctx, work) {
+    await ctx.bus.publish('work', work.id);
+  },
+
+  // A lapsed attempt is the request's follow loop's to handle; its receipt may still come (intake.ts).
+  lost: async () => false,
+
+  settled: (ctx, workIds) => openingsSettled(ctx.hub.attempts, workIds),
+
+  async receiptWritten(ctx, workId) {
+    await ctx.hub.attempts.pendingWrite(workId)?.catch(() => undefined);
+  },
+
+  async rebuild(ctx, tx, node, ticket, jobId) {
+    const checked = checkTicket(ctx.secrets, ticket, { nodeId: node.id, requestId: jobId });
+    return rebuildOpening(ctx, tx, node, checked);
+  },
+
+  completeInMemory(ctx, node, body, inline, output, write) {
+    const claimed = ctx.hub.attempts.claim(body.job_id, node.id);
+    if (!claimed) return undefined;
+    const { row } = claimed;
+    const workId = row.work_id ?? '';
+    const receiptId = receiptIdOf(workId);
+    const written = write();
+    ctx.hub.attempts.writing(row.id, written);
+    const usage = usageFromUnits(row.type, body.metering_units, inline.usage ?? null);
+    ctx.hub.completed(workId, {
+      receiptId,
+      request: { ...row, status: 'completed', usage: usage as Record<string, number>, receipt_id: receiptId },
+      output,
+    });
+    return written;
+  },
+
+  async lockRunning(tx, works) {
+    const requests = await lockGatewayRequests(
+      tx,
+      works.map((w) => w.job_id),
+    );
+    const running = new Map<string, GatewayRequestRow>();
+    for (const work of works) {
+      const request = requests.get(work.job_id);
+      if (request && request.work_id === work.id && request.status === 'running') running.set(work.id, request);
+    }
+    return running;
+  },
+
+  async completeMany(ctx, tx, done) {
+    await completeManyFromReceipts(
+      ctx,
+      tx,
+      done.map((d) => ({ request: d.owner, work: d.work, node: d.node, receipt: d.receipt })),
+    );
+  },
+
+  streamsHere(ctx, workId, nodeId) {
+    const running = ctx.hub.attempts.runningWork(workId);
+    return running !== undefined && running.row.node_id === nodeId && running.row.stream;
+  },
+
+  emit: (ctx, workId, events) => ctx.hub.emitEvents(workId, events),
+};

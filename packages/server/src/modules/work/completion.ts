@@ -1,0 +1,167 @@
+import type { Static } from '@sinclair/typebox';
+import type {
+  OutputUploadsSchema,
+  ReceiptUploadWire,
+  ResultUploadWire,
+  StreamEventWire,
+  WorkFailRequestWire,
+  WorkTicketWire,
+} from '@svc/protocol';
+import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
+import type { NodeRow } from '../nodes/store.js';
+import type { ReceiptRow } from '../receipts/store.js';
+import type { WorkRow } from './store.js';
+
+/**
+ * The one completion interface of work items (DESIGN.md section 9, issue 22 point 5). The node
+ * protocol's intake (receipts, results, failures, lost leases) is written once, here in
+ * modules/work; what a work item's owner does when its attempt ends is not: jobs (`type: 'job'`)
+ * and gateway requests (every other type) each implement {@link WorkCompletion}, and the context
+ * registers both at start-up ({@link WorkOwners}). The intake calls them and imports neither, so
+ * this module sits below jobs, the gateway and the scheduler.
+ */
+
+type OutputUploadsWire = Static<typeof OutputUploadsSchema>;
+
+/** The body of `POST /api/v1/node/work/{work_id}/result`, also carried inline by a receipt as `result`. */
+export type ResultUpload = ResultUploadWire;
+
+/** A node's SVC1 receipt as the intake takes it (`POST /api/v1/node/receipt`, the channel's `receipt`). */
+export type ReceiptBody = ReceiptUploadWire;
+
+/** A node's report that it could not do the work (`POST /api/v1/node/work/{work_id}/fail`). */
+export type FailureReport = WorkFailRequestWire;
+
+/** What the server records beside a receipt for its owner (outside the SVC1 signature). */
+export interface ReceiptFacts {
+  /** The owner's part of the receipt's metadata. */
+  metadata: Record<string, unknown>;
+  /** Sovereign work: the attestation the node held when it did the work (docs/attestation.md). */
+  attestation: unknown;
+}
+
+/** A receipt the intake has checked and stored, for its owner to complete from (in the same transaction). */
+export interface Receipted {
+  work: WorkRow;
+  /** The node, with the attestation of {@link ReceiptFacts} when it had one. */
+  node: NodeRow;
+  receipt: ReceiptRow;
+  body: ReceiptBody;
+  /** What {@link WorkCompletion.checkReceipt} returned before the transaction. */
+  check: unknown;
+}
+
+/**
+ * What the owner of a work item does when its attempt ends. `Owner` is the owner's row, locked by
+ * {@link lockOwner} in the intake's transaction; `Done` what {@link complete} returns to
+ * {@link afterReceipt} once the transaction committed.
+ */
+export interface WorkCompletion<Owner = unknown, Done = unknown> {
+  /**
+   * Before the receipt's transaction (reads that must not hold row locks): checks the
+   * item-specific parts of a receipt for `work` (leased to the node, no receipt yet). Its value
+   * is handed to {@link complete} as `check`.
+   */
+  checkReceipt?(ctx: ServiceContext, work: WorkRow, body: ReceiptBody, output: Buffer | undefined): Promise<unknown>;
+  /**
+   * In the receipt's transaction, after the work row's lock: the owner's row, locked; throws (409)
+   * when the work is no longer the owner's current attempt.
+   */
+  lockOwner(ctx: ServiceContext, tx: Queryable, work: WorkRow): Promise<Owner>;
+  /** The receipt's metadata and attestation for each `{ owner, node }`, in order. */
+  receiptFacts(
+    ctx: ServiceContext,
+    tx: Queryable,
+    items: readonly { owner: Owner; node: NodeRow }[],
+  ): Promise<ReceiptFacts[]>;
+  /** Completes the owner from its stored receipt, in the intake's transaction: charge, close, evidence. */
+  complete(ctx: ServiceContext, tx: Queryable, owner: Owner, receipted: Receipted): Promise<Done>;
+  /** After the receipt's commit (`output`: the result's bytes when the receipt carried them). */
+  afterReceipt(ctx: ServiceContext, done: Done, after: { receipt: ReceiptRow; output?: Buffer }): Promise<void>;
+  /**
+   * The node reported a failure of `work` (locked, already marked `failed`), in the intake's
+   * transaction. True when the owner goes back to the queue.
+   */
+  fail(ctx: ServiceContext, tx: Queryable, work: WorkRow, node: NodeRow, report: FailureReport): Promise<boolean>;
+  /** After a failure's commit (`requeued`: what {@link fail} answered). */
+  afterFailure(ctx: ServiceContext, work: WorkRow, requeued: boolean): Promise<void>;
+  /**
+   * The lease of `work` expired (locked, already marked `lost`), in the sweep's transaction. True
+   * when the owner goes back to the queue (the sweep then announces it: bus `jobs`, its `job_id`).
+   */
+  lost(ctx: ServiceContext, tx: Queryable, work: WorkRow): Promise<boolean>;
+}
+
+/** One request of a flush's batch of fast receipts, checked and locked (see `complete-many.ts`). */
+export interface BatchCompletion<Owner> {
+  owner: Owner;
+  work: Pick<WorkRow, 'id' | 'usage'>;
+  node: NodeRow;
+  receipt: ReceiptRow;
+}
+
+/**
+ * The gateway's completion: a request's attempts are followed in memory by the instance that
+ * serves it, so the intake asks it first (fast receipts, stream events, writes in flight).
+ */
+export interface RequestCompletion<Owner = unknown, Done = unknown> extends WorkCompletion<Owner, Done> {
+  /** Waits for the writes in flight in this process that store these work items (openings). */
+  settled(ctx: ServiceContext, workIds: readonly string[]): Promise<void>;
+  /** Waits for the write of a receipt this process is completing behind its answer, if any. */
+  receiptWritten(ctx: ServiceContext, workId: string): Promise<void>;
+  /**
+   * Unknown work whose receipt carries a ticket: its opening was lost before it committed; the
+   * checked ticket rebuilds it in `tx`. True when rebuilt.
+   */
+  rebuild(ctx: ServiceContext, tx: Queryable, node: NodeRow, ticket: WorkTicketWire, jobId: string): Promise<boolean>;
+  /**
+   * The fast path of a receipt with its result inline (signature, key and hash checked): when the
+   * request waits in this process on this node's attempt, claims it in memory, answers the client
+   * and returns `write()` (the receipt's records, in the group-commit writer). Undefined when
+   * memory cannot decide: the store's path runs instead.
+   */
+  completeInMemory(
+    ctx: ServiceContext,
+    node: NodeRow,
+    body: ReceiptBody,
+    inline: ResultUpload,
+    output: Buffer,
+    write: () => Promise<ReceiptRow>,
+  ): Promise<ReceiptRow> | undefined;
+  /**
+   * The owners of a flush's fast receipts, locked, by work id: only those whose request still
+   * runs on that work (the plain case; any other item is applied one by one).
+   */
+  lockRunning(tx: Queryable, works: readonly Pick<WorkRow, 'id' | 'job_id'>[]): Promise<Map<string, Owner>>;
+  /** {@link complete} for many, with a constant number of statements (a flush of the writer). */
+  completeMany(ctx: ServiceContext, tx: Queryable, done: readonly BatchCompletion<Owner>[]): Promise<void>;
+  /** Whether `workId` is the running, streamed attempt of a request this process serves on `nodeId`. */
+  streamsHere(ctx: ServiceContext, workId: string, nodeId: string): boolean;
+  /** Forwards a node's stream events to the request that waits for them (on any instance). */
+  emit(ctx: ServiceContext, workId: string, events: StreamEventWire[]): Promise<void>;
+}
+
+/** The jobs' completion, and the parts of the node protocol only jobs have. */
+export interface JobCompletion<Owner = unknown, Done = unknown> extends WorkCompletion<Owner, Done> {
+  /** A heartbeat says the node runs these items of job work: each job moves to `running` (once). */
+  started(ctx: ServiceContext, node: NodeRow, work: readonly { id: string; job_id: string }[]): Promise<void>;
+  /** `POST /api/v1/node/work/{work_id}/outputs`: a presigned PUT URL per declared output of leased work. */
+  outputs(ctx: ServiceContext, work: WorkRow, body: unknown): Promise<OutputUploadsWire>;
+}
+
+/**
+ * The completions registered at start-up, one per owner of work items, and the scheduler's claim
+ * of pending jobs for a node's poll (`scheduler/service.ts` `claimJobs`).
+ */
+export interface WorkOwners {
+  job: JobCompletion;
+  request: RequestCompletion;
+  /** Assigns up to `max` pending jobs `node` is eligible for; `noneEligible` when it had room and none fits. */
+  claimJobs(ctx: ServiceContext, node: NodeRow, max: number): Promise<{ work: WorkRow[]; noneEligible: boolean }>;
+}
+
+/** The completion of a work item: its job's for `type: 'job'`, else its gateway request's. */
+export function completionOf(owners: WorkOwners, work: Pick<WorkRow, 'type'>): WorkCompletion {
+  return work.type === 'job' ? owners.job : owners.request;
+}

@@ -1,0 +1,311 @@
+import { createHash } from 'node:crypto';
+import { verifySvc1 } from '@svc/protocol';
+import type { ServiceContext } from '../../context.js';
+import type { Queryable } from '../../platform/db/index.js';
+import { ApiError } from '../../platform/errors.js';
+import type { NodeRow } from '../nodes/store.js';
+import { findWork, lockWorkForReceipt, setWorkStatus, storeWorkResult, type WorkRow } from './store.js';
+import { completionOf, type ReceiptBody, type ResultUpload } from './completion.js';
+import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from '../receipts/store.js';
+import { completeMany, type FastReceipt } from './complete-many.js';
+import { WriteFailure, type WriteKind } from '../../platform/writer.js';
+
+export type { ResultUpload } from './completion.js';
+
+async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
+  // Gateway work may reach its node before its opening commits: the row is there once it settles.
+  await ctx.completions.request.settled(ctx, [workId]);
+  const work = await findWork(ctx.db, workId);
+  // Work leased to another node does not exist for this one.
+  if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
+  return work;
+}
+
+/** The result's bytes, checked against its `result_hash` (400 naming `path` when they differ). */
+function resultBytes(body: ResultUpload, path: string): Buffer {
+  const bytes = Buffer.from(body.output, body.encoding === 'base64' ? 'base64' : 'utf8');
+  const actual = createHash('sha256').update(bytes).digest('hex');
+  if (actual !== body.result_hash)
+    throw new ApiError(
+      'invalid_request',
+      `result_hash ${body.result_hash} does not match the SHA-256 of the output (${actual})`,
+      [{ path, message: 'does not match the output' }],
+    );
+  return bytes;
+}
+
+/**
+ * Stores the result of leased work and marks it delivered (or, receipted in the same
+ * transaction, completed), in the caller's transaction when `db` is one. False when the work was
+ * no longer leased without a result (it changed state).
+ */
+async function storeResult(
+  ctx: ServiceContext,
+  db: Queryable,
+  workId: string,
+  bytes: Buffer,
+  body: ResultUpload,
+  status: 'delivered' | 'completed' = 'delivered',
+): Promise<boolean> {
+  const contentType = body.content_type ?? 'application/json';
+  await ctx.blobs.within(db).put(`results/${workId}`, bytes, contentType);
+  return storeWorkResult(db, workId, {
+    result_hash: body.result_hash,
+    content_type: contentType,
+    bytes: bytes.length,
+    metering_units: body.metering_units,
+    usage: body.usage,
+    status,
+  });
+}
+
+/**
+ * Stores a node's result for its work after checking the bytes hash to `result_hash`. Sending
+ * the same result again is accepted; a different one is 409: one job, one result.
+ */
+export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: string, body: ResultUpload) {
+  const work = await openWorkOf(ctx, node, workId);
+  const bytes = resultBytes(body, '/result_hash');
+  if (work.result_hash !== null) {
+    if (work.result_hash === body.result_hash)
+      return { work_id: workId, result_hash: body.result_hash, status: work.status };
+    throw new ApiError('conflict', `work ${workId} already has a different result`);
+  }
+  // A gateway attempt whose lease lapsed takes its result; its receipt then decides (applyReceipt).
+  if (work.status !== 'leased' && !(work.status === 'lost' && work.type !== 'job'))
+    throw new ApiError('conflict', `work ${workId} is ${work.status}; no result is accepted`);
+  if (!(await storeResult(ctx, ctx.db, workId, bytes, body)))
+    throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
+  return { work_id: workId, result_hash: body.result_hash, status: 'delivered' };
+}
+
+/**
+ * Accepts a node's SVC1 receipt for delivered work and completes the job in one transaction:
+ * receipt stored, job completed, buyer charged min(units x price, budget), rest of the hold
+ * released, operator credited its earning. Strict: forged, mismatched, unleased or second
+ * receipts are refused and nothing is charged. With `result` (the result upload, inline) the
+ * result is stored in the same transaction first: one call instead of two, for the gateway's
+ * hot path. A result already delivered must be the same one.
+ */
+export async function submitReceipt(ctx: ServiceContext, node: NodeRow, body: ReceiptBody) {
+  if (body.pubkey !== node.pubkey)
+    throw new ApiError('forbidden', 'pubkey is not the key of the node making the request');
+  const fields = {
+    job_id: body.job_id,
+    node_public_key_hex: body.pubkey,
+    result_hash_hex: body.result_hash,
+    metering_units: body.metering_units,
+  };
+  if (!verifySvc1(fields, body.signature))
+    throw new ApiError('invalid_request', 'the SVC1 signature does not verify for these fields and this node key', [
+      { path: '/signature', message: 'does not verify' },
+    ]);
+  const inline = body.result;
+  if (inline && inline.result_hash !== body.result_hash)
+    throw new ApiError('invalid_request', "result.result_hash differs from the receipt's result_hash", [
+      { path: '/result/result_hash', message: 'differs from /result_hash' },
+    ]);
+  const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
+  const written =
+    inline && inlineBytes
+      ? ctx.completions.request.completeInMemory(ctx, node, body, inline, inlineBytes, () =>
+          enqueueFastReceipt(ctx, { node, body, inline, inlineBytes }),
+        )
+      : undefined;
+  if (written) return receiptView(await written);
+  // A receipt for a request this process is completing behind its answer waits for that write,
+  // then meets the stored receipt (a duplicate): applied at most once.
+  await ctx.completions.request.receiptWritten(ctx, body.job_id);
+  await ctx.completions.request.settled(ctx, [body.job_id]);
+  const check = await checkBeforeReceipt(ctx, node, body, inlineBytes);
+  const outcome = await ctx.db.transaction((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, check));
+  await outcome.completion.afterReceipt(ctx, outcome.done, {
+    receipt: outcome.receipt,
+    ...(inlineBytes ? { output: inlineBytes } : {}),
+  });
+  return receiptView(outcome.receipt);
+}
+
+export { receiptIdOf } from '../receipts/store.js';
+
+/**
+ * Everything a receipt changes, inside `tx` (`submitReceipt`'s own transaction, or a flush of the
+ * group-commit writer): checked against the stored work again (leased to this node, no receipt
+ * yet, the delivered result's hash), so a receipt is applied at most once whatever path it took.
+ */
+async function applyReceipt(
+  ctx: ServiceContext,
+  tx: Queryable,
+  node: NodeRow,
+  body: ReceiptBody,
+  inline: ResultUpload | undefined,
+  inlineBytes: Buffer | undefined,
+  check: unknown,
+) {
+  let locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+  // Unknown work with a ticket: its opening was lost before it committed; the checked ticket rebuilds it.
+  if (!locked && body.ticket && (await ctx.completions.request.rebuild(ctx, tx, node, body.ticket, body.job_id)))
+    locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+  if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
+  if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
+  let work: WorkRow = locked;
+  // A gateway attempt whose lease lapsed while its receipt could not reach any instance (all of
+  // them down longer than the lease, or the node cut off): the node did the work, and the client
+  // may have had the answer. Its receipt is taken as long as the request still runs on this
+  // attempt (the request's `lockOwner` below): not failed over, not ended. A job's lost attempt has
+  // gone back to the queue, so its receipt is refused.
+  const lapsed = work.status === 'lost' && work.type !== 'job';
+  if (lapsed && work.result_hash !== null) work = { ...work, status: 'delivered' };
+  // An inline result is stored as completed at once: if a check below refuses the receipt, the
+  // transaction rolls the result back with it.
+  let resultCompleted = false;
+  if (
+    inline &&
+    inlineBytes &&
+    (work.status === 'leased' || lapsed) &&
+    work.result_hash === null &&
+    (await storeResult(ctx, tx, work.id, inlineBytes, inline, 'completed'))
+  ) {
+    work = {
+      ...work,
+      status: 'delivered',
+      result_hash: inline.result_hash,
+      metering_units: inline.metering_units,
+      usage: inline.usage ?? null,
+    };
+    resultCompleted = true;
+  }
+  if (work.status !== 'delivered' || work.result_hash === null) {
+    throw new ApiError(
+      'conflict',
+      work.status === 'leased'
+        ? 'deliver the result (POST /api/v1/node/work/{work_id}/result) before the receipt'
+        : `work is ${work.status}; no receipt is accepted`,
+    );
+  }
+  if (work.result_hash !== body.result_hash)
+    throw new ApiError('invalid_request', 'result_hash differs from the delivered result', [
+      { path: '/result_hash', message: 'differs from the delivered result' },
+    ]);
+  const completion = completionOf(ctx.completions, work);
+  const owner = await completion.lockOwner(ctx, tx, work);
+  const [facts] = await completion.receiptFacts(ctx, tx, [{ owner, node }]);
+  const attestation = facts?.attestation ?? null;
+  const receipt = await insertReceipt(tx, {
+    id: receiptIdOf(work.id),
+    job_id: body.job_id,
+    work_id: work.id,
+    org_id: work.org_id,
+    node_id: node.id,
+    node_public_key: node.pubkey,
+    result_hash: body.result_hash,
+    metering_units: body.metering_units,
+    signature: body.signature,
+    metadata: {
+      ...(body.metadata ?? {}),
+      node_country: node.country,
+      node_region: node.region,
+      gpu_model: node.gpu_model,
+      ...facts?.metadata,
+      ...(attestation ? { attestation } : {}),
+    },
+  });
+  const evidenceNode = attestation ? { ...node, attestation } : node;
+  if (!resultCompleted) await setWorkStatus(tx, work.id, 'completed');
+  const done = await completion.complete(ctx, tx, owner, { work, node: evidenceNode, receipt, body, check });
+  return { receipt, completion, done };
+}
+
+/** A fast-path receipt as the writer queues it: `completeMany`'s item, with the whole body for the one-by-one path. */
+export type QueuedReceipt = FastReceipt & { ctx: ServiceContext; body: ReceiptBody; inline: ResultUpload };
+
+/**
+ * The writer's kind for fast-path receipts: written many per flush (`completeMany`), after the
+ * flush's openings (rank 2: a request's opening is queued before its receipt). An item that is not
+ * the plain case is applied after them one by one, as `submitReceipt` would, each under a
+ * savepoint: refused, it rolls back and rejects alone while the flush commits. A flush holding one
+ * receipt applies it as `submitReceipt` does (refused, the flush of one fails and it rejects).
+ */
+const fastReceipts: WriteKind<QueuedReceipt, ReceiptRow> = {
+  name: 'gateway receipts',
+  rank: 2,
+  async writeMany(tx, items) {
+    const [first] = items;
+    if (!first) return [];
+    // One receipt alone takes today's path: the batch's statements only pay off from two on.
+    if (items.length === 1)
+      return [
+        (await applyReceipt(first.ctx, tx, first.node, first.body, first.inline, first.inlineBytes, undefined)).receipt,
+      ];
+    const batched = await completeMany(first.ctx, tx, items);
+    const out: (ReceiptRow | WriteFailure)[] = [];
+    for (const [i, item] of items.entries()) out.push(batched[i] ?? (await applyAlone(tx, item)));
+    return out;
+  },
+};
+
+/**
+ * Applies one queued fast-path receipt as `submitReceipt` does (`applyReceipt`), under a savepoint
+ * of the flush's transaction: refused, its writes roll back and it fails alone.
+ */
+export async function applyAlone(tx: Queryable, i: QueuedReceipt): Promise<ReceiptRow | WriteFailure> {
+  await tx.query('SAVEPOINT fast_receipt');
+  try {
+    const { receipt } = await applyReceipt(i.ctx, tx, i.node, i.body, i.inline, i.inlineBytes, undefined);
+    await tx.query('RELEASE SAVEPOINT fast_receipt');
+    return receipt;
+  } catch (err) {
+    await tx.query('ROLLBACK TO SAVEPOINT fast_receipt');
+    return new WriteFailure(err);
+  }
+}
+
+/** Enqueues fast-path receipts as `completeInMemory` does (tests drive a flush of many with it). */
+export function enqueueFastReceipt(ctx: ServiceContext, item: Omit<QueuedReceipt, 'ctx'>): Promise<ReceiptRow> {
+  return ctx.writer.enqueueAs(fastReceipts, { ctx, ...item });
+}
+
+/**
+ * What the work's owner checks before the receipt's transaction (reads that must not hold row
+ * locks: a kind 8 or 10 job reads and hashes every output). Undefined when there is nothing to check.
+ */
+async function checkBeforeReceipt(
+  ctx: ServiceContext,
+  node: NodeRow,
+  body: ReceiptBody,
+  inlineBytes: Buffer | undefined,
+): Promise<unknown> {
+  const work = await lockWorkForReceipt(ctx.db, body.job_id, node.id);
+  if (!work || work.has_receipt) return undefined;
+  return completionOf(ctx.completions, work).checkReceipt?.(ctx, work, body, inlineBytes);
+}
+
+/**
+ * `POST /api/v1/node/work/{work_id}/outputs`: a kind 8 or 10 node declares its output manifest
+ * and gets a presigned PUT URL per output, for work leased to it.
+ */
+export async function outputUploadUrls(ctx: ServiceContext, node: NodeRow, workId: string, body: unknown) {
+  const work = await openWorkOf(ctx, node, workId);
+  if (work.status !== 'leased')
+    throw new ApiError('conflict', `work ${workId} is ${work.status}; no outputs are taken`);
+  return ctx.completions.job.outputs(ctx, work, body);
+}
+
+/** A node reports it could not do the work: retryable -> back to the queue (3 attempts), else failed. */
+export async function failWork(
+  ctx: ServiceContext,
+  node: NodeRow,
+  workId: string,
+  body: { message: string; retryable?: boolean },
+) {
+  const work = await openWorkOf(ctx, node, workId);
+  const requeued = await ctx.db.transaction(async (tx) => {
+    const locked = await findWork(tx, workId, true);
+    if (!locked || !['leased', 'delivered'].includes(locked.status))
+      throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
+    await setWorkStatus(tx, workId, 'failed');
+    return completionOf(ctx.completions, work).fail(ctx, tx, work, node, body);
+  });
+  await completionOf(ctx.completions, work).afterFailure(ctx, work, requeued);
+  return { message: requeued ? 'work failed; the job is queued again' : 'work failed' };
+}
