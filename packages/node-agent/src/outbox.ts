@@ -274,6 +274,8 @@ export function createOutbox(dataDir: string): Outbox {
   const journalPut = (entry: OutboxEntry) => {
     load();
     makeDir();
+    // Signed again for the same work (it came back to this node): the later entry replaces the earlier.
+    if (journaled.has(entry.work_id)) journalRemove(entry.work_id);
     if (active === undefined || active.written >= JOURNAL_ENTRIES) {
       // A full journal stays until its last entry is removed (then deleted); the next one takes entries.
       active = {

@@ -233,6 +233,22 @@ describe('the outbox journal (gateway entries, durable: false)', () => {
     expect(outboxWorkIds(dataDir)).toEqual([]);
   });
 
+  it('keeps only the later entry when the same work is put twice, also across journals', async () => {
+    const { dataDir, seal } = await sealer();
+    const outbox = createOutbox(dataDir);
+    const first = seal(1);
+    const second = { ...first, receipt: { ...first.receipt, metadata: { ...first.receipt.metadata, duration_ms: 2 } } };
+    await outbox.put(first, { durable: false });
+    for (let i = 2; i <= JOURNAL_ENTRIES; i++) await outbox.put(seal(i), { durable: false });
+    await outbox.put(second, { durable: false });
+    for (let i = 2; i <= JOURNAL_ENTRIES; i++) await outbox.remove(`wrk_j${i}`);
+    // The full journal held only replaced or removed entries: it is gone, and a restart reads the later entry.
+    expect(outboxWorkIds(dataDir)).toEqual(['wrk_j1']);
+    expect((await createOutbox(dataDir).list()).entries).toEqual([second]);
+    await outbox.remove('wrk_j1');
+    expect(outboxWorkIds(dataDir)).toEqual([]);
+  });
+
   it('moves a refused journal entry to outbox/rejected as a file of its own', async () => {
     const { dataDir, seal } = await sealer();
     const outbox = createOutbox(dataDir);
