@@ -320,7 +320,15 @@ export function createOutbox(dataDir: string): Outbox {
         return;
       }
       makeDir();
-      await writeFileAtomic(fileOf(entry.work_id), `${JSON.stringify(entry)}\n`, 0o600, { durable: true });
+      const write = () =>
+        writeFileAtomic(fileOf(entry.work_id), `${JSON.stringify(entry)}\n`, 0o600, { durable: true });
+      await write().catch(async (err: NodeJS.ErrnoException) => {
+        // The directory went away under the agent: make it again, once.
+        if (err.code !== 'ENOENT') throw err;
+        dirMade = false;
+        makeDir();
+        await write();
+      });
     },
     async list() {
       load();

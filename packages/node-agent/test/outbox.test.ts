@@ -135,6 +135,16 @@ describe('outbox re-delivery after a crash', () => {
     expect(cp.calls('result').length).toBeGreaterThan(1);
   });
 
+  it('makes the outbox directory again when it went away under a running outbox', async () => {
+    const { dataDir, entry } = await crashedAgentDir();
+    const outbox = createOutbox(dataDir);
+    await outbox.put(entry);
+    await rm(join(dataDir, 'outbox'), { recursive: true, force: true });
+    await outbox.put(entry);
+    expect(outboxWorkIds(dataDir)).toEqual(['wrk_crash']);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
   it('rejects a tampered outbox file whose output no longer matches its hash', async () => {
     const { dataDir, entry } = await crashedAgentDir();
     await mkdir(join(dataDir, 'outbox'), { recursive: true });
