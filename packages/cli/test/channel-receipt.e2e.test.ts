@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { outboxWorkIds } from '@svc/node-agent';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { bearer, createKey, signUp, startTestServer, type TestBuyer } from '@svc/server/testing';
 import { spawnSvc, until, type SpawnedSvc } from './spawn.js';
@@ -91,8 +92,9 @@ describe('a node killed with an unacknowledged receipt (svc node process, channe
       await tx.query('SELECT id FROM work_items WHERE id = $1 FOR UPDATE', [work.id]);
       await released;
     });
-    const entry = join(dir, 'outbox', `${work.id}.json`);
-    await until('the signed receipt in the node outbox', async () => (existsSync(entry) ? true : undefined), 30_000);
+    // Kept in the node's outbox (gateway work: a line of its journal), as a restart would read it.
+    const held = () => outboxWorkIds(dir).includes(work.id);
+    await until('the signed receipt in the node outbox', async () => (held() ? true : undefined), 30_000);
     // The node sends it right after writing it: kill the node once the server has it.
     await until('the receipt message at the server', async () => (receiptArrived ? true : undefined), 30_000);
     first.child.kill('SIGKILL');
@@ -102,11 +104,11 @@ describe('a node killed with an unacknowledged receipt (svc node process, channe
     await blocking;
     const res = await answer;
     expect(res.status).toBe(200);
-    expect(existsSync(entry)).toBe(true);
+    expect(held()).toBe(true);
 
     upstream.setDelay(0);
     const second = await startNode();
-    await until('the outbox emptied after the re-send', async () => (existsSync(entry) ? undefined : true), 60_000);
+    await until('the outbox emptied after the re-send', async () => (held() ? undefined : true), 60_000);
     expect(existsSync(join(dir, 'outbox', 'rejected')) ? readdirSync(join(dir, 'outbox', 'rejected')) : []).toEqual([]);
     expect(second.stdout() + second.stderr()).not.toMatch(/refused/);
 

@@ -3,6 +3,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { outboxWorkIds } from '@svc/node-agent';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { loadConfig, openDb, type Db } from '@svc/server';
 import { createTestStore, TEST_STORE_KIND, type TestStore } from '@svc/server/testing';
@@ -111,7 +112,8 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
     procs.push(node);
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1], 90_000);
     const outbox = join(dir, 'node', 'outbox');
-    const held = () => (existsSync(outbox) ? readdirSync(outbox).filter((f) => f.endsWith('.json')).length : 0);
+    // Receipts the node keeps until acknowledged (its outbox: files and journal lines), as its restart would read them.
+    const held = () => outboxWorkIds(join(dir, 'node')).length;
 
     const answered: string[] = [];
     const receiptIds = new Map<string, string>();
@@ -190,11 +192,7 @@ describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the sa
 
     const second = await serve();
     // The node reconnects to the same address and empties its outbox (acknowledged receipts).
-    await until(
-      'the node outbox emptied after the restart',
-      async () => (readdirSync(outbox).filter((f) => f.endsWith('.json')).length === 0 ? true : undefined),
-      90_000,
-    );
+    await until('the node outbox emptied after the restart', async () => (held() === 0 ? true : undefined), 90_000);
     const rejected = join(outbox, 'rejected');
     expect(readdirSync(outbox).includes('rejected') ? readdirSync(rejected) : []).toEqual([]);
 
@@ -307,7 +305,7 @@ describeOnPglite('kill -9 of svc node holding unacknowledged receipts under 16 c
       };
       const first = await startNode();
       const outbox = join(dir, 'node', 'outbox');
-      const held = () => (existsSync(outbox) ? readdirSync(outbox).filter((f) => f.endsWith('.json')) : []);
+      const held = () => outboxWorkIds(join(dir, 'node'));
 
       const answered: string[] = [];
       let stop = false;
@@ -349,7 +347,7 @@ describeOnPglite('kill -9 of svc node holding unacknowledged receipts under 16 c
       }
       stop = true;
       const answeredAtKill = [...answered];
-      const heldIds = heldAtKill.map((f) => f.replace(/\.json$/, ''));
+      const heldIds = heldAtKill;
       console.log(`[svc test] svc node killed holding ${heldIds.length} unacknowledged receipts`);
 
       await startNode();

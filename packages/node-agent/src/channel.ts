@@ -9,6 +9,7 @@ import {
   type Unsequenced,
 } from '@svc/protocol';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { abortReason, backoffDelay, type BackoffPolicy } from './backoff.js';
 import { ControlPlaneError, type CallOptions, type NodeClient } from './client.js';
@@ -99,6 +100,8 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
   const now = options.now ?? Date.now;
   const pingMs = options.pingMs ?? 15_000;
   const pending = new Map<number, Pending>();
+  /** Receipts waiting for their ack, by work id (seq in `pending`). */
+  const receipts = new Map<string, number>();
   let socket: WebSocket | undefined;
   let isOpen = false;
   let hello = false;
@@ -147,6 +150,15 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
       options.onChange?.();
       return;
     }
+    if (m.type === 'ack') {
+      // One ack may name several receipts (a server may acknowledge a whole commit at once).
+      for (const workId of m.work_ids) {
+        const id = receipts.get(workId);
+        if (id !== undefined) pending.get(id)?.resolve(undefined);
+      }
+      if (m.re !== undefined && pending.get(m.re)?.kind === 'receipt') pending.get(m.re)?.resolve(undefined);
+      return;
+    }
     const re = m.re;
     const waiting = re === undefined ? undefined : pending.get(re);
     if (m.type === 'work' && waiting?.kind !== 'pull') {
@@ -162,7 +174,6 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
     }
     pending.delete(re);
     if (m.type === 'work') waiting.resolve(parseWorkList({ work: m.work }));
-    else if (m.type === 'ack') waiting.resolve(undefined);
     else if (m.ok) waiting.resolve(m.body);
     else waiting.reject(new ControlPlaneError(m.error.code, m.error.error, m.error.message));
   };
@@ -240,6 +251,24 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
     });
   }
 
+  // Frames sent in one tick leave in one write: the socket is corked from the first send of a tick
+  // to the next tick (what ws's maintainers advise for batching: cork `websocket._socket`). Under
+  // load a receipt and the grant of the slot it freed go out together: one segment, one wakeup of
+  // the server. The frames and their order are unchanged.
+  let corked = false;
+  const write = (ws: WebSocket, text: string) => {
+    const raw = (ws as unknown as { _socket?: Socket })._socket;
+    if (!corked && raw !== undefined && !raw.destroyed) {
+      corked = true;
+      raw.cork();
+      process.nextTick(() => {
+        corked = false;
+        raw.uncork();
+      });
+    }
+    ws.send(text);
+  };
+
   const send = (message: OutgoingMessage, kind: Pending['kind'], call: CallOptions = {}): Promise<unknown> => {
     const ws = socket;
     if (!isOpen || ws === undefined)
@@ -249,13 +278,16 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const onAbort = () => finish(() => reject(abortReason(call.signal)));
+      const workId = message.type === 'receipt' ? message.work_id : undefined;
       const finish = (then: () => void) => {
         clearTimeout(timer);
         call.signal?.removeEventListener('abort', onAbort);
         pending.delete(id);
+        if (workId !== undefined && receipts.get(workId) === id) receipts.delete(workId);
         then();
       };
       pending.set(id, { kind, resolve: (v) => finish(() => resolve(v)), reject: (e) => finish(() => reject(e)) });
+      if (workId !== undefined) receipts.set(workId, id);
       call.signal?.addEventListener('abort', onAbort, { once: true });
       if (kind !== 'pull') {
         const ms = call.timeoutMs ?? 30_000;
@@ -265,7 +297,7 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
           ms,
         );
       }
-      ws.send(JSON.stringify({ ...message, seq: id }));
+      write(ws, JSON.stringify({ ...message, seq: id }));
     });
   };
 
@@ -287,7 +319,7 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
       const ws = socket;
       if (!isOpen || !grants || ws === undefined) return false;
       granted += slots;
-      ws.send(JSON.stringify({ type: 'grant', slots, seq: ++seq }));
+      write(ws, JSON.stringify({ type: 'grant', slots, seq: ++seq }));
       return true;
     },
     request: (message, call) => send(message, 'reply', call),

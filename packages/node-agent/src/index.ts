@@ -29,7 +29,15 @@ export {
   type NodeIdentity,
   type NodeRecord,
 } from './identity.js';
-export { createOutbox, resultBody, sealResult, type Outbox, type OutboxEntry } from './outbox.js';
+export {
+  createOutbox,
+  JOURNAL_ENTRIES,
+  outboxWorkIds,
+  resultBody,
+  sealResult,
+  type Outbox,
+  type OutboxEntry,
+} from './outbox.js';
 export { createStreamSink, type StreamSink, type StreamSinkOptions } from './stream-events.js';
 export * from './runners/index.js';
 export { readSystemInfo, type SystemInfo } from './system-info.js';

@@ -237,7 +237,8 @@ describe('the outbox', () => {
   it('writes the signed result before uploading it', async () => {
     const t = await makeAgent(cp, { engines: new Map([['tinyllama', createFakeEngine({ models: ['tinyllama'] })]]) });
     await t.agent.start();
-    cp.failNext('result', [503, 503, 503]);
+    // Failing long enough (about half a second of retries) that the file is read before the upload succeeds and removes it.
+    cp.failNext('result', Array<number>(50).fill(503));
     cp.enqueue(llmJob(40));
     await cp.waitFor(() => cp.calls('result').length >= 1);
     const file = JSON.parse(await readFile(join(t.dataDir, 'outbox', 'wrk_40.json'), 'utf8')) as Record<

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createOpenAIUpstreamEngine } from '../src/engines/openai-upstream.js';
 import type { Engine } from '../src/engines/interface.js';
 import { createSineWav, PNG_SIGNATURE, startOpenAITestServer, type OpenAITestServer } from './testing.js';
@@ -38,6 +38,26 @@ afterAll(async () => {
 });
 
 describe('openai-upstream chat', () => {
+  it("sends JSON calls (chat, embeddings) through undici's request, not fetch; a stream still reads through fetch", async () => {
+    const spy = vi.spyOn(globalThis, 'fetch');
+    try {
+      const chat = await engine.chat({ model: 'tinyllama', messages: [{ role: 'user', content: 'no fetch' }] });
+      expect(chat.content).toBe('You said: no fetch');
+      const embedded = await engine.embed({ model: 'all-MiniLM-L6-v2', input: ['no fetch'] });
+      expect(embedded.embeddings[0]).toHaveLength(384);
+      expect(spy).not.toHaveBeenCalled();
+      const deltas: string[] = [];
+      await engine.chat(
+        { model: 'tinyllama', messages: [{ role: 'user', content: 'streamed' }] },
+        { onDelta: (d) => deltas.push(d) },
+      );
+      expect(deltas.join('')).toBe('You said: streamed');
+      expect(spy).toHaveBeenCalledTimes(1);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('returns the completion, finish reason and reported usage, sending the upstream model name and key', async () => {
     const result = await engine.chat({
       model: 'tinyllama',

@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -6,8 +7,10 @@ import { sha256Hex } from '@svc/protocol';
 import {
   createNodeClient,
   createOutbox,
+  JOURNAL_ENTRIES,
   jsonOutput,
   loadOrCreateIdentity,
+  outboxWorkIds,
   resultBody,
   sealResult,
   type OutboxEntry,
@@ -132,6 +135,16 @@ describe('outbox re-delivery after a crash', () => {
     expect(cp.calls('result').length).toBeGreaterThan(1);
   });
 
+  it('makes the outbox directory again when it went away under a running outbox', async () => {
+    const { dataDir, entry } = await crashedAgentDir();
+    const outbox = createOutbox(dataDir);
+    await outbox.put(entry);
+    await rm(join(dataDir, 'outbox'), { recursive: true, force: true });
+    await outbox.put(entry);
+    expect(outboxWorkIds(dataDir)).toEqual(['wrk_crash']);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
   it('rejects a tampered outbox file whose output no longer matches its hash', async () => {
     const { dataDir, entry } = await crashedAgentDir();
     await mkdir(join(dataDir, 'outbox'), { recursive: true });
@@ -143,5 +156,117 @@ describe('outbox re-delivery after a crash', () => {
     await rm(dataDir, { recursive: true, force: true });
     expect(entries).toEqual([]);
     expect(invalid).toEqual(['wrk_crash.json']);
+  });
+});
+
+describe('the outbox journal (gateway entries, durable: false)', () => {
+  const dirs: string[] = [];
+  afterEach(async () => {
+    for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true });
+  });
+
+  async function sealer() {
+    const dataDir = await mkdtemp(join(tmpdir(), 'svc-node-journal-'));
+    dirs.push(dataDir);
+    const identity = await loadOrCreateIdentity(dataDir);
+    const seal = (n: number): OutboxEntry =>
+      sealResult({
+        item: {
+          work_id: `wrk_j${n}`,
+          job_id: `chatcmpl-${n}`,
+          type: 'chat',
+          kind: 0,
+          model: 'tinyllama',
+          payload: {},
+          stream: false,
+          lease_expires_at: new Date().toISOString(),
+        },
+        run: jsonOutput({ content: `answer ${n}` }, { metering_units: n, usage: {}, engine: 'fake' }),
+        identity,
+        metadata: { model: 'tinyllama', engine: 'fake', duration_ms: 1 },
+      });
+    const journals = async () => (await readdir(join(dataDir, 'outbox'))).filter((n) => n.startsWith('journal-'));
+    return { dataDir, seal, journals };
+  }
+
+  it('appends entries and tombstones to a journal; a restart reads back exactly the entries not removed, byte for byte', async () => {
+    const { dataDir, seal, journals } = await sealer();
+    const outbox = createOutbox(dataDir);
+    const [a, b, c] = [seal(1), seal(2), seal(3)];
+    for (const e of [a, b, c]) await outbox.put(e, { durable: false });
+    await outbox.remove(b.work_id);
+    // No file of its own per entry: one journal.
+    expect(await readdir(join(dataDir, 'outbox'))).toEqual(await journals());
+    expect(await journals()).toHaveLength(1);
+    expect(outboxWorkIds(dataDir)).toEqual(['wrk_j1', 'wrk_j3']);
+    // As after a kill -9: another outbox on the same directory.
+    const { entries, invalid } = await createOutbox(dataDir).list();
+    expect(invalid).toEqual([]);
+    expect(entries.map((e) => JSON.stringify(e)).sort()).toEqual([JSON.stringify(a), JSON.stringify(c)]);
+  });
+
+  it('cuts a line torn by a kill during its write (never sent) and appends after it on a line of its own', async () => {
+    const { dataDir, seal, journals } = await sealer();
+    const first = createOutbox(dataDir);
+    await first.put(seal(1), { durable: false });
+    await first.put(seal(2), { durable: false });
+    const [name] = await journals();
+    const path = join(dataDir, 'outbox', name ?? '');
+    await appendFile(path, JSON.stringify(seal(3)).slice(0, 40));
+    const restarted = createOutbox(dataDir);
+    expect((await restarted.list()).entries.map((e) => e.work_id)).toEqual(['wrk_j1', 'wrk_j2']);
+    // The tombstone goes to the earlier run's journal, after the cut.
+    await restarted.remove('wrk_j1');
+    await restarted.put(seal(4), { durable: false });
+    const lines = (await readFile(path, 'utf8')).split('\n');
+    expect(lines.at(-1)).toBe('');
+    expect(
+      lines.slice(0, -1).map((line) => (JSON.parse(line) as { work_id?: string; done?: string }).work_id ?? 'done'),
+    ).toEqual(['wrk_j1', 'wrk_j2', 'done']);
+    expect((await createOutbox(dataDir).list()).entries.map((e) => e.work_id).sort()).toEqual(['wrk_j2', 'wrk_j4']);
+    expect(existsSync(join(dataDir, 'outbox', 'rejected'))).toBe(false);
+  });
+
+  it(`starts a new journal after ${JOURNAL_ENTRIES} entries, deletes a full one once all its entries are removed, and empties the one taking entries`, async () => {
+    const { dataDir, seal, journals } = await sealer();
+    const outbox = createOutbox(dataDir);
+    const entries = Array.from({ length: JOURNAL_ENTRIES + 1 }, (_, i) => seal(i + 1));
+    for (const e of entries) await outbox.put(e, { durable: false });
+    expect(await journals()).toHaveLength(2);
+    for (const e of entries.slice(0, JOURNAL_ENTRIES)) await outbox.remove(e.work_id);
+    const [last] = await journals();
+    expect(await journals()).toHaveLength(1);
+    expect(outboxWorkIds(dataDir)).toEqual([`wrk_j${JOURNAL_ENTRIES + 1}`]);
+    await outbox.remove(`wrk_j${JOURNAL_ENTRIES + 1}`);
+    expect(await journals()).toEqual([last]);
+    expect((await stat(join(dataDir, 'outbox', last ?? ''))).size).toBe(0);
+    expect(outboxWorkIds(dataDir)).toEqual([]);
+  });
+
+  it('keeps only the later entry when the same work is put twice, also across journals', async () => {
+    const { dataDir, seal } = await sealer();
+    const outbox = createOutbox(dataDir);
+    const first = seal(1);
+    const second = { ...first, receipt: { ...first.receipt, metadata: { ...first.receipt.metadata, duration_ms: 2 } } };
+    await outbox.put(first, { durable: false });
+    for (let i = 2; i <= JOURNAL_ENTRIES; i++) await outbox.put(seal(i), { durable: false });
+    await outbox.put(second, { durable: false });
+    for (let i = 2; i <= JOURNAL_ENTRIES; i++) await outbox.remove(`wrk_j${i}`);
+    // The full journal held only replaced or removed entries: it is gone, and a restart reads the later entry.
+    expect(outboxWorkIds(dataDir)).toEqual(['wrk_j1']);
+    expect((await createOutbox(dataDir).list()).entries).toEqual([second]);
+    await outbox.remove('wrk_j1');
+    expect(outboxWorkIds(dataDir)).toEqual([]);
+  });
+
+  it('moves a refused journal entry to outbox/rejected as a file of its own', async () => {
+    const { dataDir, seal } = await sealer();
+    const outbox = createOutbox(dataDir);
+    const a = seal(1);
+    await outbox.put(a, { durable: false });
+    await outbox.put(seal(2), { durable: false });
+    await outbox.reject(a.work_id);
+    expect(outboxWorkIds(dataDir)).toEqual(['wrk_j2']);
+    expect(JSON.parse(await readFile(join(dataDir, 'outbox', 'rejected', 'wrk_j1.json'), 'utf8'))).toEqual(a);
   });
 });

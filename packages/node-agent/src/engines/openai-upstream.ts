@@ -96,7 +96,7 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
   const http = createUpstreamHttp({
     baseUrl: options.baseUrl,
     timeoutMs,
-    fetch: options.fetch ?? fetch,
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
     ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
   });
 
@@ -173,7 +173,7 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
         body.stream_options = { include_usage: true };
         return streamChat(await http.post('/chat/completions', { json: body }, call), request, onDelta);
       }
-      const json = asObject(await readJson(await http.post('/chat/completions', { json: body }, call)));
+      const json = asObject(await http.postJson('/chat/completions', body, call));
       const choice = Array.isArray(json?.choices) ? asObject(json.choices[0]) : undefined;
       const content = asObject(choice?.message)?.content;
       if (typeof content !== 'string') throw malformed('chat');
@@ -183,7 +183,7 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
 
     async embed(request: EmbedRequest, call: CallOptions = {}): Promise<EmbedResult> {
       const body = { model: upstreamModel(request.model), input: request.input, encoding_format: 'float' };
-      const json = asObject(await readJson(await http.post('/embeddings', { json: body }, call)));
+      const json = asObject(await http.postJson('/embeddings', body, call));
       const data = Array.isArray(json?.data) ? json.data.map(asObject) : [];
       if (data.length !== request.input.length) throw malformed('embeddings');
       const ordered = data.every((item) => count(item?.index) !== undefined)
@@ -252,7 +252,7 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
         size: request.size,
         response_format: 'b64_json',
       };
-      const json = asObject(await readJson(await http.post('/images/generations', { json: body }, call)));
+      const json = asObject(await http.postJson('/images/generations', body, call));
       const data = Array.isArray(json?.data) ? json.data.map(asObject) : [];
       if (data.length === 0) throw malformed('image');
       const images = await Promise.all(

@@ -1,10 +1,12 @@
+import { request } from 'undici';
 import { type CallOptions, EngineError } from './interface.js';
 
 export interface UpstreamHttpConfig {
   baseUrl: string;
   apiKey?: string;
   timeoutMs: number;
-  fetch: typeof fetch;
+  /** Injected (tests): every call goes through it. Else `postJson` uses undici's `request`, the rest the global fetch. */
+  fetch?: typeof fetch;
 }
 
 /** A successful upstream response and the mapping for errors met while reading its body. */
@@ -15,6 +17,13 @@ export interface UpstreamResponse {
 }
 
 export interface UpstreamHttp {
+  /**
+   * POSTs a JSON body and reads a JSON answer (non-streamed chat, embeddings, images): through
+   * undici's `request` (no WHATWG streams, Request or Response objects: about a third of the
+   * CPU of `fetch`, which was half of `svc node`'s per request), or the injected fetch. Same
+   * errors as `post` + `readJson`, except that a redirect is not followed (it is the status's error).
+   */
+  postJson(path: string, json: unknown, options?: CallOptions): Promise<unknown>;
   post(path: string, body: { json: unknown } | { form: FormData }, options?: CallOptions): Promise<UpstreamResponse>;
   get(url: string, options?: CallOptions): Promise<UpstreamResponse>;
   /** Aborts every call in flight; they fail with a retryable "engine closed". */
@@ -71,7 +80,8 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
   const base = config.baseUrl.replace(/\/+$/, '');
   const origin = new URL(base).origin;
 
-  async function send(url: string, init: RequestInit, options: CallOptions): Promise<UpstreamResponse> {
+  /** The call's signal (timeout, engine closed, caller) and the mapping of its failures to EngineError. */
+  function callSignal(options: CallOptions) {
     const timeout = AbortSignal.timeout(config.timeoutMs);
     const signals = [timeout, closing.signal, ...(options.signal ? [options.signal] : [])];
     const signal = AbortSignal.any(signals);
@@ -82,6 +92,11 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
       if (closing.signal.aborted) return new EngineError('engine closed', true);
       return new EngineError(`${context}: ${describe(error)}`, true);
     };
+    return { signal, fail };
+  }
+
+  async function send(url: string, init: RequestInit, options: CallOptions): Promise<UpstreamResponse> {
+    const { signal, fail } = callSignal(options);
     if (signal.aborted) throw fail(signal.reason);
 
     const headers = new Headers(init.headers);
@@ -89,7 +104,7 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
     if (config.apiKey && new URL(url).origin === origin) headers.set('authorization', `Bearer ${config.apiKey}`);
     let response: Response;
     try {
-      response = await config.fetch(url, { ...init, headers, signal });
+      response = await (config.fetch ?? fetch)(url, { ...init, headers, signal });
     } catch (error) {
       throw fail(error);
     }
@@ -100,14 +115,47 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
     return { response, fail };
   }
 
+  const post: UpstreamHttp['post'] = (path, body, options = {}) => {
+    const init: RequestInit =
+      'json' in body
+        ? { method: 'POST', body: JSON.stringify(body.json), headers: { 'content-type': 'application/json' } }
+        : { method: 'POST', body: body.form };
+    return send(`${base}${path}`, init, options);
+  };
+
   return {
-    post(path, body, options = {}) {
-      const init: RequestInit =
-        'json' in body
-          ? { method: 'POST', body: JSON.stringify(body.json), headers: { 'content-type': 'application/json' } }
-          : { method: 'POST', body: body.form };
-      return send(`${base}${path}`, init, options);
+    async postJson(path, json, options = {}) {
+      if (config.fetch !== undefined) return readJson(await post(path, { json }, options));
+      const { signal, fail } = callSignal(options);
+      if (signal.aborted) throw fail(signal.reason);
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+      let text: string;
+      let status: number;
+      try {
+        const response = await request(`${base}${path}`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(json),
+          signal,
+        });
+        status = response.statusCode;
+        try {
+          text = await response.body.text();
+        } catch (error) {
+          throw fail(error, 'reading the upstream response failed');
+        }
+      } catch (error) {
+        throw fail(error);
+      }
+      if (status < 200 || status > 299) throw statusError(status, text);
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        throw new EngineError(`upstream returned invalid JSON: ${text.slice(0, 200)}`, true);
+      }
     },
+    post,
     get(url, options = {}) {
       return send(new URL(url, `${base}/`).href, { method: 'GET' }, options);
     },

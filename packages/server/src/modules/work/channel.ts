@@ -6,6 +6,7 @@ import {
   type Unsequenced,
 } from '@svc/protocol';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import type { Socket } from 'node:net';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { forwardEvents } from './node-events.js';
@@ -66,13 +67,30 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
   // Ends the pull's current wait so that it looks again: after a receipt or a failure the node has
   // a free slot, and a job may be claimable that no message will announce.
   let nudge: AbortController | undefined;
+  // Frames sent in one tick leave in one write: the TCP socket under the WebSocket (the `ws`
+  // library's `_socket`, the batching its maintainers advise) is corked from the first send of a
+  // tick to the next tick, so the acks of one writer flush reach the node together. Frames and
+  // order are unchanged; a write that fails still calls back with its error.
+  let corked = false;
+  const write = (text: string, done?: (err?: Error) => void) => {
+    const raw = (socket as { _socket?: Socket })._socket;
+    if (!corked && raw !== undefined && !raw.destroyed) {
+      corked = true;
+      raw.cork();
+      process.nextTick(() => {
+        corked = false;
+        raw.uncork();
+      });
+    }
+    socket.send(text, done);
+  };
   const send = (message: Unsequenced<ServerChannelMessage>) => {
     if (closed || socket.readyState !== OPEN) return;
-    socket.send(JSON.stringify({ ...message, seq: ++sent }));
+    write(JSON.stringify({ ...message, seq: ++sent }));
   };
   const slots = createStandingSlots(ctx, node, (rows, re) => {
     if (closed || socket.readyState !== OPEN) return false;
-    socket.send(JSON.stringify({ type: 'work', re, work: rows.map(workItemView), seq: ++sent }), (err) => {
+    write(JSON.stringify({ type: 'work', re, work: rows.map(workItemView), seq: ++sent }), (err) => {
       if (!err) return;
       // Never reached the socket, which is broken: this channel stands no more; the work goes back to the store.
       close();

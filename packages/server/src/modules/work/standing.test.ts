@@ -36,7 +36,17 @@ function fakeSocket() {
     },
   };
   const work = () => sent.filter((m): m is WorkMessage => m.type === 'work');
-  return { socket, sent, work };
+  // The TCP socket under a `ws` WebSocket: what is corked and written when.
+  const writes: string[] = [];
+  Object.assign(socket, {
+    _socket: { destroyed: false, cork: () => writes.push('cork'), uncork: () => writes.push('uncork') },
+  });
+  const send = socket.send.bind(socket);
+  socket.send = (data: string, done?: (err?: Error) => void) => {
+    writes.push((JSON.parse(data) as ServerChannelMessage).type);
+    send(data, done);
+  };
+  return { socket, sent, work, writes };
 }
 
 describe('standing slots on the node channel: work pushed at once, never past the grant', () => {
@@ -95,6 +105,20 @@ describe('standing slots on the node channel: work pushed at once, never past th
   const failAll = (say: (m: Record<string, unknown>) => number, items: { work_id: string }[]) => {
     for (const item of items) say({ type: 'fail', work_id: item.work_id, message: 'test over', retryable: false });
   };
+
+  it('writes the frames it sends in one tick to the socket at once (corked until the next tick)', async () => {
+    const c = await nodeWithChannel('nomic-embed-text');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(c.writes).toEqual(['cork', 'hello', 'uncork']);
+    c.writes.length = 0;
+    // Three messages in one tick, each answered at once: the second and third grants pass the limit.
+    c.say({ type: 'grant', slots: 64 });
+    c.say({ type: 'grant', slots: 64 });
+    c.say({ type: 'grant', slots: 64 });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(c.writes).toEqual(['cork', 'reply', 'reply', 'uncork']);
+    c.conn.close();
+  });
 
   it('pushes work on granted slots with no pull waiting, one slot per item, and the rest waits in the store until a slot is granted again', async () => {
     const c = await nodeWithChannel('tinyllama');
