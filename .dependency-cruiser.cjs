@@ -13,7 +13,11 @@
  *    interface that jobs and the gateway implement) ended the gateway <-> receipts,
  *    nodes <-> receipts and nodes <-> scheduler cycles, and jobs' submission-time assignment
  *    through `jobs/assignment.ts` (the scheduler implements it) the jobs <-> scheduler one
- *    (2026-11-25): receipts, scheduler, attestation and work are in no cycle.
+ *    (2026-11-25): receipts, scheduler, attestation and work are in no cycle. The schema pieces
+ *    every module shares (`StringEnum`, `MessageResponse`) and the permission model (`scopes.ts`,
+ *    which platform/route-auth.ts needs) moved from modules/auth to platform/, and the API keys'
+ *    form and digest (`keys/credentials.ts`) to keys, which ended auth <-> billing / keys / nodes
+ *    and nodes <-> billing / system (2026-11-25).
  */
 
 const MODULES = 'packages/server/src/modules';
@@ -23,11 +27,6 @@ const MODULES = 'packages/server/src/modules';
  * the modules it imports that import it back, directly or through others.
  */
 const KNOWN_MODULE_CYCLE_EDGES = {
-  // Many cycles run through auth/schemas.ts (shared bodies such as MessageResponse live in auth)
-  // and auth's own imports: keys/service (key checks), billing/store (signup's account),
-  // nodes/node-auth (signed node requests); also through platform/, which imports modules/auth.
-  auth: ['billing', 'keys', 'nodes'],
-  billing: ['auth'],
   capture: ['evidence'],
   // evidence reads the rows of jobs and gateway requests it reports on (and jobs and the gateway
   // record evidence).
@@ -35,9 +34,7 @@ const KNOWN_MODULE_CYCLE_EDGES = {
   // gateway <-> knowledge: grounded chat.
   gateway: ['evidence', 'knowledge'],
   jobs: ['capture', 'evidence'],
-  keys: ['auth'],
   knowledge: ['evidence', 'gateway'],
-  nodes: ['billing', 'system'],
 };
 
 const runtimeCycle = { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } };
