@@ -17,7 +17,9 @@
  *    every module shares (`StringEnum`, `MessageResponse`) and the permission model (`scopes.ts`,
  *    which platform/route-auth.ts needs) moved from modules/auth to platform/, and the API keys'
  *    form and digest (`keys/credentials.ts`) to keys, which ended auth <-> billing / keys / nodes
- *    and nodes <-> billing / system (2026-11-25).
+ *    and nodes <-> billing / system (2026-11-25). Evidence reads the subjects of its runs (a job's
+ *    view, a gateway request's summary) through `evidence/subjects.ts`, which jobs and the gateway
+ *    implement (`ctx.evidenceSubjects`): capture, evidence and jobs are in no cycle.
  */
 
 const MODULES = 'packages/server/src/modules';
@@ -27,14 +29,9 @@ const MODULES = 'packages/server/src/modules';
  * the modules it imports that import it back, directly or through others.
  */
 const KNOWN_MODULE_CYCLE_EDGES = {
-  capture: ['evidence'],
-  // evidence reads the rows of jobs and gateway requests it reports on (and jobs and the gateway
-  // record evidence).
-  evidence: ['gateway', 'jobs'],
   // gateway <-> knowledge: grounded chat.
-  gateway: ['evidence', 'knowledge'],
-  jobs: ['capture', 'evidence'],
-  knowledge: ['evidence', 'gateway'],
+  gateway: ['knowledge'],
+  knowledge: ['gateway'],
 };
 
 const runtimeCycle = { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } };

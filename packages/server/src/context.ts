@@ -29,6 +29,9 @@ import { jobCompletion } from './modules/jobs/completion.js';
 import { requestCompletion } from './modules/gateway/completion.js';
 import { assignOnSubmit, claimJobs, handOver, hasRoom, reserveWaitingNode } from './modules/scheduler/service.js';
 import type { SubmitAssignment } from './modules/jobs/assignment.js';
+import type { EvidenceSubjects } from './modules/evidence/subjects.js';
+import { jobEvidenceSubject } from './modules/jobs/evidence.js';
+import { requestEvidenceSubject } from './modules/gateway/evidence-subject.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -68,6 +71,8 @@ export interface ServiceContext {
   completions: WorkOwners;
   /** A job's assignment at its submission to a node waiting here: the scheduler's, for jobs (jobs/assignment.ts). */
   submitAssignment: SubmitAssignment;
+  /** The subjects of evidence runs as bundles show them: jobs' and the gateway's (evidence/subjects.ts). */
+  evidenceSubjects: EvidenceSubjects;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -176,6 +181,7 @@ export async function createContext(
       egress,
       completions: { job: jobCompletion, request: requestCompletion, claimJobs },
       submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },
+      evidenceSubjects: { job: jobEvidenceSubject, request: requestEvidenceSubject },
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };
