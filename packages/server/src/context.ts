@@ -32,6 +32,8 @@ import type { SubmitAssignment } from './modules/jobs/assignment.js';
 import type { EvidenceSubjects } from './modules/evidence/subjects.js';
 import { jobEvidenceSubject } from './modules/jobs/evidence.js';
 import { requestEvidenceSubject } from './modules/gateway/evidence-subject.js';
+import type { ChatGrounding } from './modules/gateway/grounding.js';
+import { groundChat } from './modules/knowledge/retrieval.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -73,6 +75,8 @@ export interface ServiceContext {
   submitAssignment: SubmitAssignment;
   /** The subjects of evidence runs as bundles show them: jobs' and the gateway's (evidence/subjects.ts). */
   evidenceSubjects: EvidenceSubjects;
+  /** A chat grounded in a knowledge base: knowledge's, for the gateway (gateway/grounding.ts). */
+  grounding: ChatGrounding;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -182,6 +186,7 @@ export async function createContext(
       completions: { job: jobCompletion, request: requestCompletion, claimJobs },
       submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },
       evidenceSubjects: { job: jobEvidenceSubject, request: requestEvidenceSubject },
+      grounding: { groundChat },
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };
