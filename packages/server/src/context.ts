@@ -3,7 +3,7 @@ import type { Config } from './platform/config.js';
 import { openDb, type Db } from './platform/db/index.js';
 import { createMetrics, type Metrics } from './platform/metrics.js';
 import { createLedger, type Ledger } from './modules/billing/service.js';
-import { startBackgroundTasks } from './modules/scheduler/background.js';
+import { startBackgroundTasks } from './modules/scheduler/tasks.js';
 import { createJobSignal, type JobSignal } from './modules/work/waiters.js';
 import { createAttestationVerifier, type AttestationVerifier } from './platform/attestation.js';
 import { createObjectBlobStore, moveDbBlobsToObjects, type BlobStore } from './platform/blobs.js';
