@@ -6,43 +6,19 @@
  * 1. File level: no runtime import cycle (a cycle made only of `import type` edges is fine: it
  *    vanishes at run time). There is none.
  * 2. Module level: no cycle between the folders of `packages/server/src/modules/` (every import
- *    counts, types too: a module that needs another's types depends on it). Today's cycles are
- *    recorded as known debt, edge by edge, so that no NEW one can land: an import from one module
- *    to another that closes a cycle fails unless that edge is listed here. Remove an edge from the
- *    list when it is gone; never add one. `modules/work/` (the node protocol, with one completion
- *    interface that jobs and the gateway implement) ended the gateway <-> receipts,
- *    nodes <-> receipts and nodes <-> scheduler cycles, and jobs' submission-time assignment
- *    through `jobs/assignment.ts` (the scheduler implements it) the jobs <-> scheduler one
- *    (2026-11-25): receipts, scheduler, attestation and work are in no cycle.
+ *    counts, types too: a module that needs another's types depends on it). There is none, and no
+ *    allow-list: when two modules need each other, the lower one defines an interface the upper
+ *    implements, registered in context.ts (`ctx.completions`, `ctx.submitAssignment`,
+ *    `ctx.evidenceSubjects`, `ctx.grounding`), or the shared part moves to a third place
+ *    (STYLE.md). The last cycles ended on 2026-11-25 (docs/decisions.md, "Module cycles").
+ * 3. `platform/` sits below the modules: it imports none of them (shared schema pieces and the
+ *    permission model live in platform/ so that every module can use them).
+ * 4. `modules/work/` sits below the modules that own work (rule `work-is-below`).
  */
 
 const MODULES = 'packages/server/src/modules';
 
-/**
- * Module edges that are part of a cycle today (2026-11-25), by importing module. Each line names
- * the modules it imports that import it back, directly or through others.
- */
-const KNOWN_MODULE_CYCLE_EDGES = {
-  // Many cycles run through auth/schemas.ts (shared bodies such as MessageResponse live in auth)
-  // and auth's own imports: keys/service (key checks), billing/store (signup's account),
-  // nodes/node-auth (signed node requests); also through platform/, which imports modules/auth.
-  auth: ['billing', 'keys', 'nodes'],
-  billing: ['auth'],
-  capture: ['evidence'],
-  // evidence reads the rows of jobs and gateway requests it reports on (and jobs and the gateway
-  // record evidence).
-  evidence: ['gateway', 'jobs'],
-  // gateway <-> knowledge: grounded chat.
-  gateway: ['evidence', 'knowledge'],
-  jobs: ['capture', 'evidence'],
-  keys: ['auth'],
-  knowledge: ['evidence', 'gateway'],
-  nodes: ['billing', 'system'],
-};
-
 const runtimeCycle = { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } };
-const moduleFolder = (name) => `^${MODULES}/${name}$`;
-const known = Object.keys(KNOWN_MODULE_CYCLE_EDGES);
 
 module.exports = {
   forbidden: [
@@ -54,13 +30,21 @@ module.exports = {
       to: runtimeCycle,
     },
     {
-      name: 'no-new-module-cycle',
+      name: 'no-module-cycle',
       scope: 'folder',
       severity: 'error',
       comment:
-        'A new import cycle between server modules: depend on an interface the lower module defines, or move the shared part to a third module (STYLE.md).',
-      from: { path: `^${MODULES}/[^/]+$`, pathNot: `^${MODULES}/(${known.join('|')})$` },
+        'An import cycle between server modules: depend on an interface the lower module defines (registered in context.ts), or move the shared part to a third module or platform/ (STYLE.md).',
+      from: { path: `^${MODULES}/[^/]+$` },
       to: { path: `^${MODULES}/[^/]+$`, circular: true },
+    },
+    {
+      name: 'platform-is-below',
+      severity: 'error',
+      comment:
+        'packages/server/src/platform/ sits below the modules and imports none of them: move what it needs into platform/, or have the module hand it in at start-up (context.ts).',
+      from: { path: '^packages/server/src/platform/' },
+      to: { path: `^${MODULES}/` },
     },
     {
       name: 'work-is-below',
@@ -70,14 +54,6 @@ module.exports = {
       from: { path: `^${MODULES}/work/` },
       to: { path: `^${MODULES}/(gateway|jobs|scheduler)/|^${MODULES}/receipts/(?!(store|schemas)\\.ts$)` },
     },
-    ...Object.entries(KNOWN_MODULE_CYCLE_EDGES).map(([from, allowed]) => ({
-      name: 'no-new-module-cycle',
-      scope: 'folder',
-      severity: 'error',
-      comment: `A new import cycle from modules/${from}: only the edges of KNOWN_MODULE_CYCLE_EDGES are known debt.`,
-      from: { path: moduleFolder(from) },
-      to: { path: `^${MODULES}/[^/]+$`, pathNot: `^${MODULES}/(${allowed.join('|')})$`, circular: true },
-    })),
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

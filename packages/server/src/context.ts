@@ -3,7 +3,8 @@ import type { Config } from './platform/config.js';
 import { openDb, type Db } from './platform/db/index.js';
 import { createMetrics, type Metrics } from './platform/metrics.js';
 import { createLedger, type Ledger } from './modules/billing/service.js';
-import { createJobSignal, startBackgroundTasks, type JobSignal } from './modules/scheduler/background.js';
+import { startBackgroundTasks } from './modules/scheduler/tasks.js';
+import { createJobSignal, type JobSignal } from './modules/work/waiters.js';
 import { createAttestationVerifier, type AttestationVerifier } from './platform/attestation.js';
 import { createObjectBlobStore, moveDbBlobsToObjects, type BlobStore } from './platform/blobs.js';
 import { createDbBus, type Bus } from './platform/bus.js';
@@ -29,6 +30,11 @@ import { jobCompletion } from './modules/jobs/completion.js';
 import { requestCompletion } from './modules/gateway/completion.js';
 import { assignOnSubmit, claimJobs, handOver, hasRoom, reserveWaitingNode } from './modules/scheduler/service.js';
 import type { SubmitAssignment } from './modules/jobs/assignment.js';
+import type { EvidenceSubjects } from './modules/evidence/subjects.js';
+import { jobEvidenceSubject } from './modules/jobs/evidence.js';
+import { requestEvidenceSubject } from './modules/gateway/evidence-subject.js';
+import type { ChatGrounding } from './modules/gateway/grounding.js';
+import { groundChat } from './modules/knowledge/retrieval.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -68,6 +74,10 @@ export interface ServiceContext {
   completions: WorkOwners;
   /** A job's assignment at its submission to a node waiting here: the scheduler's, for jobs (jobs/assignment.ts). */
   submitAssignment: SubmitAssignment;
+  /** The subjects of evidence runs as bundles show them: jobs' and the gateway's (evidence/subjects.ts). */
+  evidenceSubjects: EvidenceSubjects;
+  /** A chat grounded in a knowledge base: knowledge's, for the gateway (gateway/grounding.ts). */
+  grounding: ChatGrounding;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -176,6 +186,8 @@ export async function createContext(
       egress,
       completions: { job: jobCompletion, request: requestCompletion, claimJobs },
       submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },
+      evidenceSubjects: { job: jobEvidenceSubject, request: requestEvidenceSubject },
+      grounding: { groundChat },
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };

@@ -1,9 +1,9 @@
 import type { FastifyInstance, RouteOptions } from 'fastify';
-import type { Permission } from '../modules/auth/scopes.js';
+import type { Permission } from './scopes.js';
 
 /**
  * What a route requires of its caller, declared on every route as `config.auth`:
- * `{ public: true }`, `{ permission: 'jobs:read' }` (granted by scopes: modules/auth/scopes.ts), or
+ * `{ public: true }`, `{ permission: 'jobs:read' }` (granted by scopes: platform/scopes.ts), or
  * `{ node: true }` for calls signed by a registered node's key (docs/node-protocol.md), or
  * `{ authenticated: true }`: any valid key or session, the handler checking each operation's own
  * permission (the MCP endpoint, whose tools each need their REST twin's permission).

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createKey, createTestApp, signUp, type TestApp } from '../../../test/harness.js';
 import { buildApp } from '../../app.js';
-import { scopesGrant, type Permission } from './scopes.js';
+import { scopesGrant, type Permission } from '../../platform/scopes.js';
 
 /** The stable error string of either envelope: ErrorResponse's `error`, or OpenAI's `error.code` under /v1/. */
 const errorCode = (res: { json: () => { error: unknown } }) => {

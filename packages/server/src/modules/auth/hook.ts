@@ -6,7 +6,7 @@ import { randomToken } from '../../platform/ids.js';
 import type { RateDecision, RateRule } from '../../platform/ratelimit/index.js';
 import { verifyNodeRequest } from '../nodes/node-auth.js';
 import { authenticate } from './service.js';
-import { scopesGrant } from './scopes.js';
+import { scopesGrant } from '../../platform/scopes.js';
 
 const WWW_AUTHENTICATE = { 'www-authenticate': 'Bearer realm="svc"' };
 

@@ -2,7 +2,8 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
 import { enforceRateLimits } from './hook.js';
-import { AuthRequest, AuthResponse, MeResponse, MessageResponse, OrganizationContext } from './schemas.js';
+import { MessageResponse } from '../../platform/schemas.js';
+import { AuthRequest, AuthResponse, MeResponse, OrganizationContext } from './schemas.js';
 import { login, logout, me, normalizeEmail, signup } from './service.js';
 
 const tags = ['accounts'];

@@ -1,12 +1,5 @@
 import { Type } from '@sinclair/typebox';
-
-/** A string enum that validates as `enum` (one clear error) and documents as one. */
-export function StringEnum<const T extends readonly string[]>(
-  values: T,
-  options: { description?: string; default?: T[number] } = {},
-) {
-  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
-}
+import { StringEnum } from '../../platform/schemas.js';
 
 export const Email = Type.String({
   format: 'email',
@@ -42,5 +35,3 @@ export const MeResponse = Type.Object(
   { buyer_id: Type.String(), email: Type.String(), name: Type.String(), organization: Type.Ref(OrganizationContext) },
   { $id: 'MeResponse' },
 );
-
-export const MessageResponse = Type.Object({ message: Type.String() }, { $id: 'MessageResponse' });

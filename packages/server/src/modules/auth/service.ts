@@ -3,17 +3,11 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal, Role } from '../../platform/principal.js';
+import { SESSION_SCOPES } from '../../platform/scopes.js';
 import { openAccount, postCredit } from '../billing/store.js';
 import { createKey } from '../keys/service.js';
-import {
-  DUMMY_PASSWORD_HASH,
-  hashPassword,
-  parseApiKey,
-  hashApiKey,
-  sameDigest,
-  verifyPassword,
-} from './credentials.js';
-import { SESSION_SCOPES } from './scopes.js';
+import { hashApiKey, parseApiKey, sameDigest } from '../keys/credentials.js';
+import { DUMMY_PASSWORD_HASH, hashPassword, verifyPassword } from './credentials.js';
 import { signSessionToken, verifySessionToken } from './sessions.js';
 import * as store from './store.js';
 

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 
 export const CreditTransaction = Type.Object(
   {

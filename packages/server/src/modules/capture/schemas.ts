@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 import { CAPTURE_STATUSES } from './states.js';
 
 /** Wire shapes of sites, epochs and capture sets (DESIGN.md section 14, docs/capture-sets.md). */

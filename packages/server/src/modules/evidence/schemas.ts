@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 
 const Str = Type.String();
 const NullableStr = Type.Union([Type.String(), Type.Null()]);

@@ -11,9 +11,6 @@ import {
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
-import { findGatewayRequest } from '../gateway/store.js';
-import { findJob } from '../jobs/store.js';
-import { jobView } from '../jobs/view.js';
 import { receiptsOfJob, receiptView } from '../receipts/store.js';
 import { platformKeys } from '../system/service.js';
 import {
@@ -150,29 +147,13 @@ export async function evidenceRuns(ctx: ServiceContext, principal: Principal, fi
 
 async function subjectView(ctx: ServiceContext, principal: Principal, run: RunRow): Promise<Record<string, unknown>> {
   if (run.subject_type === 'job') {
-    const job = await findJob(ctx.db, principal.orgId, run.job_id);
-    return job ? { type: 'job', ...jobView(job) } : { type: 'job', id: run.job_id };
+    const job = await ctx.evidenceSubjects.job(ctx.db, principal.orgId, run.job_id);
+    return job ? { type: 'job', ...job } : { type: 'job', id: run.job_id };
   }
   if (run.subject_type === 'work_order') return { type: 'work_order', id: run.job_id };
   // A capture set's run describes its upload and processing: the set itself is read at its own path.
   if (run.subject_type === 'capture_set') return { type: 'capture_set', id: run.job_id };
-  const r = await findGatewayRequest(ctx.db, run.job_id);
-  if (!r) return { type: 'request', id: run.job_id };
-  return {
-    type: 'request',
-    id: r.id,
-    request_type: r.type,
-    model: r.model,
-    stream: r.stream,
-    status: r.status,
-    node_id: r.node_id,
-    usage: r.usage,
-    charged_cents: r.charged_cents,
-    receipt_id: r.receipt_id,
-    error: r.error,
-    created_at: r.created_at.toISOString(),
-    completed_at: iso(r.completed_at),
-  };
+  return (await ctx.evidenceSubjects.request(ctx.db, run.job_id)) ?? { type: 'request', id: run.job_id };
 }
 
 /** The steps an offline verifier runs, in order (docs/evidence.md). */

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 import { chatOutput, chatUsage } from './chat.js';
 import { nodeImages, storeImageFiles } from './images.js';
 import { findOrgGatewayRequest, listGatewayRequests, type GatewayRequestRow, type GatewayStatus } from './store.js';

@@ -5,7 +5,6 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
-import { groundChat } from '../knowledge/retrieval.js';
 import { MAX_AUDIO_BYTES, prepareTranscription, transcriptionView } from './audio.js';
 import { chatCompletionView, prepareChat } from './chat.js';
 import { embeddingsView, prepareEmbeddings } from './embeddings.js';
@@ -155,7 +154,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       },
     },
     async (request, reply) => {
-      const call = await groundChat(ctx, principalOf(request), prepareChat(request.body));
+      const call = await ctx.grounding.groundChat(ctx, principalOf(request), prepareChat(request.body));
       if (call.stream) {
         await streamChat(ctx, principalOf(request), call, reply);
         if (!reply.sent) void reply.hijack(); // the client left before the first byte

@@ -1,6 +1,6 @@
 import { modelsOfType } from '@svc/protocol';
 import { Type, type TSchema } from '@sinclair/typebox';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 
 /**
  * The gateway's wire format: OpenAI's, plus the routing fields of api-spec.md part 4. Unknown

@@ -3,8 +3,8 @@ import type { Queryable } from '../../platform/db/index.js';
 import type { PlatformSecrets } from '../../platform/secrets.js';
 import { ledgerHeld, ledgerReleased, policyEvaluated, policyId } from '../evidence/events.js';
 import { closeRun, openRun, type EvidenceEvent } from '../evidence/recorder.js';
-import type { JobRow } from './store.js';
-import { policyNote } from './view.js';
+import { findJob, type JobRow } from './store.js';
+import { jobView, policyNote } from './view.js';
 
 /** The constraints the scheduler applies to a job: the run's policy snapshot. */
 export function jobPolicy(
@@ -85,4 +85,20 @@ export function endedWithoutResult(
   metadata: Record<string, unknown>,
 ): EvidenceEvent[] {
   return [{ type, summary, metadata }, ...(job.hold_id ? [ledgerReleased(job.hold_id, job.budget_cents, type)] : [])];
+}
+
+/**
+ * A job as its evidence bundle shows it (the `job` part of evidence's `EvidenceSubjects`,
+ * registered in context.ts): its view, or undefined when the organization has no such job.
+ *
+ * @example
+ * const view = await jobEvidenceSubject(ctx.db, principal.orgId, jobId);
+ */
+export async function jobEvidenceSubject(
+  db: Queryable,
+  orgId: string,
+  jobId: string,
+): Promise<Record<string, unknown> | undefined> {
+  const job = await findJob(db, orgId, jobId);
+  return job ? jobView(job) : undefined;
 }

@@ -1,4 +1,8 @@
 import { findJobKind } from '@svc/protocol';
+import type { MatchNode } from '../nodes/match-node.js';
+
+/** What matching needs of a node: defined with the node row (nodes/match-node.ts). */
+export type { MatchNode };
 
 /** What matching needs of a job (DESIGN.md section 8). Pure data. */
 export interface MatchJob {
@@ -11,22 +15,6 @@ export interface MatchJob {
   min_reputation: number | null;
   required_capabilities: string[];
   max_price_micro_per_unit: number;
-}
-
-/** What matching needs of a node. */
-export interface MatchNode {
-  country: string | null;
-  region: string | null;
-  attestation_verified: boolean;
-  green: boolean;
-  reputation: number;
-  capabilities: string[];
-  gpu_model: string | null;
-  cpu_cores: number;
-  ram_bytes: number;
-  vram_bytes: number;
-  models: string[];
-  price_micro_per_unit: Record<string, number>;
 }
 
 const GB = 2 ** 30;

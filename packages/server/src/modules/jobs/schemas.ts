@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 
 const Quantity = Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 });
 const Url = Type.String({ format: 'uri', maxLength: 2048 });

@@ -1,7 +1,7 @@
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
-import { MessageResponse } from '../auth/schemas.js';
+import { MessageResponse } from '../../platform/schemas.js';
 import {
   APIKeyCreateRequest,
   APIKeyCreateResponse,

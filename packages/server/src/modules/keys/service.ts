@@ -2,8 +2,8 @@ import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
-import { API_KEY_HASH_ALG, generateApiKey, hashApiKey } from '../auth/credentials.js';
-import { invalidScopes, scopesNotMintable } from '../auth/scopes.js';
+import { API_KEY_HASH_ALG, generateApiKey, hashApiKey } from './credentials.js';
+import { invalidScopes, scopesNotMintable } from '../../platform/scopes.js';
 import { findKey, insertKey, listKeys, revokeKey, type KeyRecordRow } from './store.js';
 
 export function keyRecord(row: KeyRecordRow) {

@@ -2,7 +2,7 @@ import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
-import { scopesGrant } from '../auth/scopes.js';
+import { scopesGrant } from '../../platform/scopes.js';
 import type { EvidenceEvent } from '../evidence/recorder.js';
 import { withSystemContext, type ChatCall } from '../gateway/chat.js';
 import type { RouteAsk } from '../gateway/routing.js';

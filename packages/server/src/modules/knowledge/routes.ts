@@ -6,7 +6,7 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
 import { createValidatorCompiler } from '../../platform/validation.js';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 import { startIngestor, type Ingestor } from './ingest.js';
 import {
   CreateKnowledgeBaseRequest,

@@ -1,6 +1,6 @@
 import { modelsOfType } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 import { DOCUMENT_FORMATS } from './extract.js';
 
 /** Wire shapes of knowledge bases (docs/knowledge-bases.md). Requests refuse unknown fields. */

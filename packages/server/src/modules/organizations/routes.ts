@@ -1,7 +1,8 @@
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
-import { AuthResponse, MessageResponse } from '../auth/schemas.js';
+import { MessageResponse } from '../../platform/schemas.js';
+import { AuthResponse } from '../auth/schemas.js';
 import {
   BuyerIdParams,
   MemberRoleRequest,

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { Email, Password, RoleSchema, StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
+import { Email, Password, RoleSchema } from '../auth/schemas.js';
 
 export const Organization = Type.Object(
   { id: Type.String(), name: Type.String(), created_at: Type.String({ format: 'date-time' }) },

@@ -6,7 +6,7 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { LocalPage, LocalPaymentProvider, PaymentEvent } from '../../platform/payments/index.js';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 import { applyPaymentEvent, type PaymentDeps } from './service.js';
 import { findTopup } from './store.js';
 

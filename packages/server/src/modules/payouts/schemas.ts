@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { Email, StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
+import { Email } from '../auth/schemas.js';
 
 const DateTime = Type.String({ format: 'date-time' });
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);

@@ -16,7 +16,7 @@ import { sendWork } from '../gateway/service.js';
 import { insertLeasedWork, type WorkRow } from '../work/store.js';
 import { startGatewayFixture } from '../../../test/gateway-fixture.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
-import { CLAIM_RECHECK_MS, createJobSignal } from './background.js';
+import { CLAIM_RECHECK_MS, createJobSignal } from '../work/waiters.js';
 
 describe("a node's re-poll skips the job claim while nothing was signalled", () => {
   it('skips after an empty claim until a job message (not a node: wake-up) or the recheck interval', async () => {

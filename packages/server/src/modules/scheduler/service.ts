@@ -6,7 +6,7 @@ import { routed } from '../evidence/events.js';
 import { recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
 import { addJobEvent, moveJob, type JobRow } from '../jobs/store.js';
 import { isAttested, type NodeRow } from '../nodes/store.js';
-import type { Handoff } from './background.js';
+import type { Handoff } from '../work/handoff.js';
 import { askingPrice, unmetConstraint } from '../jobs/matching.js';
 import { lockStillPending, pendingJobs } from './store.js';
 import { countOpenWork, insertWork, undispatchWork, type WorkRow } from '../work/store.js';

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { principalOf } from '../../platform/principal.js';
-import { MessageResponse } from '../auth/schemas.js';
+import { MessageResponse } from '../../platform/schemas.js';
 import { EvidenceBundleResponse } from '../evidence/schemas.js';
 import { orderBundle, orderEvidence } from './evidence.js';
 import {

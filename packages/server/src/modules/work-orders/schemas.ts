@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { StringEnum } from '../auth/schemas.js';
+import { StringEnum } from '../../platform/schemas.js';
 import { POLICY_PRESETS, TRUST_TIERS } from './policy.js';
 import { WORK_ORDER_STATUSES } from './states.js';
 

@@ -8,7 +8,7 @@ import {
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
-import { MessageResponse } from '../auth/schemas.js';
+import { MessageResponse } from '../../platform/schemas.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { HeartbeatRequest, HeartbeatResponse, WorkItem, WorkList } from '../nodes/schemas.js';
 import { NodeReceiptRequest, Receipt, ResultRequest } from '../receipts/schemas.js';

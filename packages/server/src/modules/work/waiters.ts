@@ -1,17 +1,8 @@
 import type { ServiceContext } from '../../context.js';
-import { sendDueWebhooks } from '../jobs/delivery.js';
-import { forgetOldSignatures } from '../nodes/store.js';
-import { expireLapsedAttestations } from '../attestation/service.js';
-import { findJobById, type JobRow } from '../jobs/store.js';
-import type { NodeRow } from '../nodes/store.js';
-import { unmetConstraint, type MatchNode } from '../jobs/matching.js';
-import { assignSignalledJob, matchJob } from './service.js';
-import { sweepExpiredLeases } from '../work/leases.js';
-import type { Handoff } from '../work/handoff.js';
-import type { WorkRow } from '../work/store.js';
-
-/** Kept importable from here for existing call sites; defined in modules/work/. */
-export type { Handoff } from '../work/handoff.js';
+import type { Queryable } from '../../platform/db/index.js';
+import type { MatchNode } from '../nodes/match-node.js';
+import type { Handoff } from './handoff.js';
+import type { WorkRow } from './store.js';
 
 /** Wakes long-polling nodes in this process when any instance says a job became eligible. */
 export interface JobSignal {
@@ -47,18 +38,19 @@ export interface JobSignal {
   /**
    * Takes out of the waiters the longest-waiting poll of this process whose node `accepts`, so that
    * a job just queued can be assigned to it in the same transaction and handed over in memory (see
-   * `reserveWaitingNode` in ./service.ts). Undefined when no waiting node is accepted. The caller
+   * `reserveWaitingNode` in scheduler/service.ts). Undefined when no waiting node is accepted. The caller
    * must `deliver` or `release` the handoff.
    */
   reserveFor<N extends MatchNode & { id?: string }>(
     accepts: (node: MatchNode & { id?: string }) => node is N,
   ): { node: N; handoff: Handoff } | undefined;
   /**
-   * From now on, a job message names a pending job that a node waiting here may take: `dispatch`
-   * assigns it to that node in memory instead of waking the node to claim (see
-   * `assignSignalledJob` in ./service.ts; installed by {@link startBackgroundTasks}).
+   * From now on, a job message is read through `jobs`: the pending job it names goes to a node
+   * waiting here that may take it, assigned in memory instead of waking the node to claim (the
+   * scheduler's `assignSignalledJob`; installed by its `startBackgroundTasks`). Until then every
+   * job message wakes every waiter, which looks in the store.
    */
-  dispatchWith(dispatch: Dispatcher): void;
+  dispatchWith(jobs: SignalledJobs): void;
   /** A counter of the job messages heard (not `node:<id>`): read it before a claim, hand it to {@link JobSignal.nothingToClaim}. */
   generation(): number;
   /**
@@ -83,14 +75,31 @@ export interface JobSignal {
 }
 
 /**
- * Assigns a signalled pending job to a waiting node reserved for it and hands the work over, or
- * gives the poll back: `full` (the node has no room), `gone` (the job was no longer pending).
+ * What the poll waiters ask of the scheduler about a job message (they sit below it, in the node
+ * protocol, and know neither jobs' rows nor the matching rules): the scheduler implements it and
+ * installs it with {@link JobSignal.dispatchWith}.
+ *
+ * @example
+ * signal.dispatchWith({ find: async (db, jobId) => (await isPending(db, jobId)) ? { accepts, dispatch } : 'not-pending' });
  */
-export type Dispatcher = (
-  job: JobRow,
-  node: MatchNode & { id?: string },
-  handoff: Handoff,
-) => Promise<'assigned' | 'full' | 'gone'>;
+export interface SignalledJobs {
+  /**
+   * The job a message names: undefined when there is none (every waiter looks again),
+   * `not-pending` when it was already taken (nobody is woken), else the pending job.
+   */
+  find(db: Queryable, jobId: string): Promise<SignalledJob | 'not-pending' | undefined>;
+}
+
+/** A signalled pending job, as the waiters see it. */
+export interface SignalledJob {
+  /** Whether a waiting node may take it (the matching rules). */
+  accepts(node: MatchNode & { id?: string }): boolean;
+  /**
+   * Assigns it to the waiting node reserved for it and hands the work over, or gives the poll back:
+   * `full` (the node has no room), `gone` (the job was no longer pending).
+   */
+  dispatch(node: MatchNode & { id?: string }, handoff: Handoff): Promise<'assigned' | 'full' | 'gone'>;
+}
 
 /** How many waiting nodes a signalled job is offered to before it is left for the claims. */
 const DISPATCH_TRIES = 3;
@@ -134,32 +143,21 @@ export async function createJobSignal(
       return;
     }
     if (waiters.size === 0) return;
-    const job = payload.startsWith('job_') ? await findJobById(ctx.db, payload) : undefined;
+    const job = payload.startsWith('job_') && jobs ? await jobs.find(ctx.db, payload) : undefined;
     if (!job) {
       for (const w of [...waiters]) w.wake();
       return;
     }
-    if (job.status !== 'pending') return;
-    if (dispatch) {
-      // Matched here, in memory: the job goes straight to a waiting node that may take it (a full
-      // one is passed over), without waking it to claim. Another instance may take it first.
-      for (let tries = 0; tries < DISPATCH_TRIES; tries++) {
-        const taken = signal.reserveFor((node): node is MatchNode & { id?: string } => {
-          return unmetConstraint(matchJob(job), node) === undefined;
-        });
-        if (!taken) return;
-        if ((await dispatch(job, taken.node, taken.handoff)) !== 'full') return;
-      }
-      return;
-    }
-    for (const w of waiters) {
-      if (unmetConstraint(matchJob(job), w.node) === undefined) {
-        w.wake();
-        return;
-      }
+    if (job === 'not-pending') return;
+    // Matched here, in memory: the job goes straight to a waiting node that may take it (a full
+    // one is passed over), without waking it to claim. Another instance may take it first.
+    for (let tries = 0; tries < DISPATCH_TRIES; tries++) {
+      const taken = signal.reserveFor((node): node is MatchNode & { id?: string } => job.accepts(node));
+      if (!taken) return;
+      if ((await job.dispatch(taken.node, taken.handoff)) !== 'full') return;
     }
   };
-  let dispatch: Dispatcher | undefined;
+  let jobs: SignalledJobs | undefined;
   let generation = 0;
   const emptyClaims = new Map<string, { generation: number; at: number }>();
   const nodeMessages = new Map<string, number>();
@@ -209,8 +207,8 @@ export async function createJobSignal(
     return handoff;
   };
   const signal: JobSignal = {
-    dispatchWith: (d) => {
-      dispatch = d;
+    dispatchWith: (installed) => {
+      jobs = installed;
     },
     generation: () => generation,
     shouldClaim: (nodeId) => !skip(emptyClaims, nodeId, generation),
@@ -292,35 +290,4 @@ export async function createJobSignal(
     },
   };
   return { signal, close: unsubscribe };
-}
-
-/**
- * Installs the in-memory dispatch of signalled jobs ({@link JobSignal.dispatchWith}), and runs the
- * periodic work of every instance: expire leases (every second), send due webhooks (every
- * second), forget old request signatures (every minute). Each tick is safe to run on several
- * instances at once. Returns a function that stops them and waits for a running tick.
- */
-export function startBackgroundTasks(ctx: ServiceContext, options: { intervalMs?: number } = {}): () => Promise<void> {
-  ctx.jobSignal.dispatchWith((job, node, handoff) => assignSignalledJob(ctx, job.id, node as NodeRow, handoff));
-  const interval = options.intervalMs ?? 1000;
-  let running: Promise<void> = Promise.resolve();
-  let ticks = 0;
-  let stopped = false;
-  const tick = async () => {
-    ticks++;
-    await sweepExpiredLeases(ctx);
-    await sendDueWebhooks(ctx);
-    if (ticks % 60 === 0) await forgetOldSignatures(ctx.db);
-    if (ticks % 60 === 30) await expireLapsedAttestations(ctx);
-  };
-  const timer = setInterval(() => {
-    if (stopped) return;
-    running = running.then(tick).catch((err: unknown) => ctx.log.error({ err }, 'background task failed'));
-  }, interval);
-  timer.unref();
-  return async () => {
-    stopped = true;
-    clearInterval(timer);
-    await running;
-  };
 }

@@ -1,0 +1,23 @@
+import { Type } from '@sinclair/typebox';
+
+/**
+ * Schema pieces every module's routes share. They sit below the modules so that any module can
+ * use them without depending on another (they lived in modules/auth/schemas.ts, which made every
+ * module that needed one depend on auth).
+ */
+
+/**
+ * A string enum that validates as `enum` (one clear error) and documents as one.
+ *
+ * @example
+ * const Status = StringEnum(['open', 'closed'] as const, { description: 'the state' });
+ */
+export function StringEnum<const T extends readonly string[]>(
+  values: T,
+  options: { description?: string; default?: T[number] } = {},
+) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
+}
+
+/** The body of an answer that only says what happened; registered once by modules/auth's routes. */
+export const MessageResponse = Type.Object({ message: Type.String() }, { $id: 'MessageResponse' });
