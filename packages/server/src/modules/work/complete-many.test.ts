@@ -49,7 +49,15 @@ const SPECS: Spec[] = [
   { buyer: 0, kind: 'chat', units: 9_999, promptTokens: 0 },
 ];
 
-const ENV = { SVC_FREE_TIER_CENTS: '3', SVC_RATE_LIMIT_BURST: '100000', SVC_ORG_RATE_LIMIT_BURST: '100000' };
+// A world takes 30 s and more to build on a loaded machine: no lease or credit reservation may lapse
+// in one world and not in the other (the work row `lost`, `reserved_cents` returned).
+const ENV = {
+  SVC_FREE_TIER_CENTS: '3',
+  SVC_RATE_LIMIT_BURST: '100000',
+  SVC_ORG_RATE_LIMIT_BURST: '100000',
+  SVC_LEASE_SECONDS: '600',
+  SVC_RESERVATION_TTL_MS: '3600000',
+};
 
 interface World {
   t: TestApp;
