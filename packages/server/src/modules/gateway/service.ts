@@ -171,8 +171,11 @@ export async function openRequest(
     const request = openedRequest(o);
     // Handed over at once: the opening follows in the writer. Else the node finds the work in the
     // store at its next poll, so the opening commits first, in a transaction of its own.
+    // A handed-over opening waits (SVC_WRITER_OPENING_WAIT_MS) for the request's completion, so
+    // that a request answered within it commits its opening and completion in one transaction.
+    const waitMs = Math.max(ctx.config.writer.flushMs, ctx.config.writer.openingWaitMs);
     opening = handoff
-      ? ctx.writer.enqueueAs(openings, { ctx, o })
+      ? ctx.writer.enqueueAs(openings, { ctx, o }, { waitMs })
       : ctx.db.transaction((tx) => writeOpening(ctx, tx, o));
     opening.then(
       () => credit.release(),
@@ -182,7 +185,7 @@ export async function openRequest(
       },
     );
     // Known to this process before the node can answer, so its receipt can be checked in memory.
-    ctx.hub.attempts.open(request, opening);
+    ctx.hub.attempts.open(request, opening, handoff ? () => ctx.writer.hurry() : undefined);
     if (handoff) {
       const work = { ...openedWork(o), ticket: ticketOf(ctx, o) };
       if (handoff.deliver([work])) return { workId, node };

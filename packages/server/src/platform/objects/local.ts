@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -8,11 +8,17 @@ import { assertObjectKey, type ObjectStore } from './interface.js';
 /**
  * Objects as files under `root` (by default `<data dir>/objects`). A write goes to a temporary
  * file renamed into place, so a reader never sees half an object. A content type, when given, is
- * kept beside the file in `<file>.content-type`.
+ * kept beside the file in `<file>.content-type`. A small buffer (a chat result, a receipt body:
+ * up to {@link SMALL_WRITE} bytes) is written with synchronous calls: three or four syscalls of
+ * microseconds each on a local disk, where the promise API would hand each of them (open, write,
+ * close, twice, and the rename) to the thread pool and back, which costs the request more CPU
+ * and, under load, more waiting than the write itself.
  *
  * @example
  * const objects = createLocalObjectStore(join(config.dataDir, 'objects'));
  */
+const SMALL_WRITE = 64 * 1024;
+
 export function createLocalObjectStore(root: string): ObjectStore & { root: string; pathOf(key: string): string } {
   const pathOf = (key: string) => {
     assertObjectKey(key);
@@ -50,6 +56,19 @@ export function createLocalObjectStore(root: string): ObjectStore & { root: stri
         remember(dir);
       }
       const temp = `${target}.${randomToken(8)}.part`;
+      if (Buffer.isBuffer(body) && body.length <= SMALL_WRITE && madeDirs.has(dir)) {
+        try {
+          writeFileSync(temp, body);
+          if (contentType) writeFileSync(`${target}.content-type`, contentType);
+          else rmSync(`${target}.content-type`, { force: true });
+          renameSync(temp, target);
+          return { bytes: body.length };
+        } catch (err) {
+          rmSync(temp, { force: true });
+          // The directory was removed behind our back: the path below makes it again.
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        }
+      }
       try {
         // A buffer (every result and receipt body) is written in one call; a stream is piped.
         if (Buffer.isBuffer(body)) await writeAgain(dir, () => writeFile(temp, body));

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -91,6 +92,30 @@ describe('local directory store', () => {
     expect(await store.put('results/two', Buffer.from('second'), 'text/plain')).toEqual({ bytes: 6 });
     expect((await drain(await store.read('results/two')))?.toString()).toBe('second');
     expect((await readdir(join(root, 'results'))).sort()).toEqual(['two', 'two.content-type']);
+  });
+
+  it('writes a small buffer into a known directory before put returns (no thread-pool round trips); a large one as before', async () => {
+    const root = join(dir, 'small');
+    const store = createLocalObjectStore(root);
+    await store.put('results/first', Buffer.from('makes the directory'), 'application/json');
+    const pending = store.put('results/two', Buffer.from('{"a":1}'), 'application/json');
+    // Already in place, its content type beside it, before the promise is awaited.
+    expect(readFileSync(join(root, 'results', 'two'), 'utf8')).toBe('{"a":1}');
+    expect(readFileSync(join(root, 'results', 'two.content-type'), 'utf8')).toBe('application/json');
+    expect(await pending).toEqual({ bytes: 7 });
+    // Written again without a content type, the old one goes.
+    await store.put('results/two', Buffer.from('x'));
+    expect(await store.stat('results/two')).toEqual({ bytes: 1 });
+    const large = store.put('results/large', Buffer.alloc(65 * 1024, 1), 'application/octet-stream');
+    expect(existsSync(join(root, 'results', 'large'))).toBe(false);
+    expect(await large).toEqual({ bytes: 65 * 1024 });
+    expect((await readdir(join(root, 'results'))).sort()).toEqual([
+      'first',
+      'first.content-type',
+      'large',
+      'large.content-type',
+      'two',
+    ]);
   });
 });
 
