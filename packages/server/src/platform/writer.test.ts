@@ -245,4 +245,24 @@ describe('the group-commit writer', () => {
     expect((await rows()).map((r) => r.n)).toEqual([1, 2]);
     await writer.close();
   });
+
+  it('a flush leaves the waiting items queued after its last due one (they wait for their own flush); settled() takes them', async () => {
+    const calls: number[][] = [];
+    const kind = batchedInsert(1, calls);
+    const writer = createWriter({ db, log: quiet, flushMs: 5 });
+    const first = writer.enqueueAs(kind, 1, { waitMs: 60_000 });
+    const second = writer.enqueueAs(kind, 2);
+    let thirdDone = false;
+    const third = writer.enqueueAs(kind, 3, { waitMs: 60_000 }).then((v) => ((thirdDone = true), v));
+    // 1 is before a due item, so it goes with it; 3 is after the last due item, so it stays.
+    expect(await Promise.all([first, second])).toEqual([10, 20]);
+    expect(calls).toEqual([[1, 2]]);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(thirdDone).toBe(false);
+    expect(writer.pending).toBe(1);
+    await writer.settled();
+    expect(await third).toBe(30);
+    expect(calls).toEqual([[1, 2], [3]]);
+    await writer.close();
+  });
 });

@@ -160,17 +160,29 @@ export function createWriter(options: WriterOptions): Writer {
     }
     batch.forEach((item, i) => settle(item, values[i]));
   };
-  // Flushes run one after another, so writes commit in the order they were queued.
-  const flush = (): Promise<void> => {
+  // Flushes run one after another, so writes commit in the order they were queued. A flush takes
+  // the queue up to its last item that is due, so items still within their wait at its end (the
+  // openings of requests still running) stay for the flush their own completion brings; `all`
+  // (settled, close, a full batch) takes everything.
+  const flush = (all = false): Promise<void> => {
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (flushing) return flushing;
     if (queue.length === 0) return Promise.resolve();
-    const batch = queue.splice(0, maxBatch);
+    let end = Math.min(queue.length, maxBatch);
+    if (!all && !closed) {
+      const horizon = Date.now() + options.flushMs;
+      while (end > 0 && (queue[end - 1]?.due ?? 0) > horizon) end--;
+      if (end === 0) {
+        schedule(Math.min(...queue.map((item) => item.due)));
+        return Promise.resolve();
+      }
+    }
+    const batch = queue.splice(0, end);
     flushing = runBatch(batch).finally(() => {
       done += batch.length;
       flushing = undefined;
-      if (queue.length >= maxBatch || (closed && queue.length > 0)) void flush();
+      if (queue.length >= maxBatch || (closed && queue.length > 0)) void flush(true);
       // What was queued meanwhile waits one interval more at least, to gather the next batch.
       else if (queue.length > 0)
         schedule(Math.max(Date.now() + options.flushMs, Math.min(...queue.map((item) => item.due))));
@@ -191,7 +203,7 @@ export function createWriter(options: WriterOptions): Writer {
       const due = Date.now() + waitMs;
       queue.push({ kind, value, due, resolve: resolve as (value: unknown) => void, reject });
       queued++;
-      if (queue.length >= maxBatch) void flush();
+      if (queue.length >= maxBatch) void flush(true);
       else schedule(due);
     });
   };
@@ -207,14 +219,14 @@ export function createWriter(options: WriterOptions): Writer {
     },
     async settled() {
       const mark = queued;
-      while (done < mark) await flush();
+      while (done < mark) await flush(true);
     },
     get pending() {
       return queued - done;
     },
     async close() {
       closed = true;
-      while (done < queued) await flush();
+      while (done < queued) await flush(true);
       queue = [];
     },
   };

@@ -1,7 +1,24 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { watchPolls } from '../../../test/waits.js';
-import type { Queryable } from '../../platform/db/index.js';
+import { verifyBundle } from '@svc/protocol/verify';
+import type { Db, Queryable } from '../../platform/db/index.js';
+
+/** Records the statements of every transaction on `db` from now on. */
+function recordTransactions(db: Db): string[][] {
+  const seen: string[][] = [];
+  const transaction = db.transaction.bind(db);
+  db.transaction = (fn) =>
+    transaction((tx) => {
+      const statements: string[] = [];
+      seen.push(statements);
+      return fn({
+        query: (sql, params) => (statements.push(sql.replace(/\s+/g, ' ')), tx.query(sql, params)),
+        exec: (sql) => (statements.push(sql), tx.exec(sql)),
+      });
+    });
+  return seen;
+}
 
 const CHAT = { model: 'tinyllama', messages: [{ role: 'user' as const, content: 'one transaction' }] };
 
@@ -33,14 +50,85 @@ describe("a handed-over request's opening waits in the writer for its completion
     const polls = watchPolls(f.server.ctx);
     await f.addNode({ channel: true });
     await polls.until(1);
-    const ids: string[] = [];
-    for (let i = 0; i < 3; i++) ids.push((await f.openai().chat.completions.create(CHAT)).id);
-    await f.server.ctx.writer.settled();
-    for (const id of ids) {
+    // A read through the instance (read-your-writes) or anyone needing the request in the store
+    // flushes at once; a request during which that happened may commit in two transactions.
+    const writer = f.server.ctx.writer;
+    let forced = 0;
+    const settled = writer.settled.bind(writer);
+    const hurry = writer.hurry.bind(writer);
+    writer.settled = () => (forced++, settled());
+    writer.hurry = () => (forced++, hurry());
+    const undisturbed: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const before = forced;
+      const { id } = await f.openai().chat.completions.create(CHAT);
+      if (forced === before) undisturbed.push(id);
+    }
+    await settled();
+    // And handed over at once (under load the node's slot may not be granted back yet: the work
+    // then waits in the store, and its opening commits before dispatch, by design).
+    const { rows } = await f.server.ctx.db.query<{ job_id: string }>(
+      'SELECT job_id FROM work_items WHERE job_id = ANY($1::text[]) AND dispatched_at = created_at',
+      [undisturbed],
+    );
+    const handed = rows.map((r) => r.job_id);
+    expect(handed.length).toBeGreaterThanOrEqual(2);
+    for (const id of handed) {
       const { opening, receipt } = await transactionsOf(f.server.ctx.db, id);
       expect(opening).toMatch(/^\d+$/);
       expect(receipt).toBe(opening);
     }
+  }, 90_000);
+
+  it("the receipt applied in its opening's transaction reads nothing back that the opening just wrote; the records are whole", async () => {
+    f = await startGatewayFixture({ env: { SVC_WRITER_OPENING_WAIT_MS: '60000' } });
+    const polls = watchPolls(f.server.ctx);
+    await f.addNode({ channel: true });
+    await polls.until(1);
+    const transactions = recordTransactions(f.server.ctx.db);
+    const done = await f.openai().chat.completions.create(CHAT);
+    await f.server.ctx.writer.settled();
+    const flush = transactions.find((t) => t.some((sql) => sql.startsWith('INSERT INTO receipts')));
+    expect(flush?.some((sql) => sql.startsWith('INSERT INTO gateway_requests'))).toBe(true);
+    // Not locked and read again: the work, the request, the evidence run's head.
+    expect(
+      flush?.filter((sql) =>
+        /FROM work_items w WHERE w.job_id|FROM gateway_requests WHERE id = \$1 FOR UPDATE|FROM evidence_runs r WHERE r.job_id/.test(
+          sql,
+        ),
+      ),
+    ).toEqual([]);
+    // And everything is there as on any other path: one receipt, the charge and earning, the run signed.
+    const request = await f.api('GET', `/api/v1/gateway/requests/${done.id}`);
+    expect(request.json).toMatchObject({ status: 'completed' });
+    expect(request.json.receipt_id).toMatch(/^rcpt_/);
+    const ledger = await f.server.ctx.db.query<{ tx_type: string }>(
+      'SELECT tx_type FROM credit_transactions WHERE ref = $1 ORDER BY tx_type',
+      [done.id],
+    );
+    expect(ledger.rows.map((r) => r.tx_type)).toEqual(['charge', 'earning', 'hold', 'release']);
+    const receipts = (await f.api('GET', `/api/v1/job/receipts/${done.id}`)).json.receipts as unknown[];
+    expect(receipts).toHaveLength(1);
+    const keys = (await f.api('GET', '/api/v1/keys/platform')).json.keys as { public_key_hex: string }[];
+    const bundle = (await f.api('GET', `/api/v1/jobs/${done.id}/evidence/bundle`)).text;
+    const verified = await verifyBundle(bundle, { trustedKeys: keys });
+    expect(verified.checks.filter((c) => !c.ok)).toEqual([]);
+    const graph = (await f.api('GET', `/api/v1/jobs/${done.id}/evidence`)).json as {
+      events: { event_type: string }[];
+      certificate: { signed: boolean; verified: boolean };
+    };
+    expect(graph.events.map((e) => e.event_type)).toEqual([
+      'request.received',
+      'policy.evaluated',
+      'ledger.held',
+      'routing.decided',
+      'request.assigned',
+      'receipt.submitted',
+      'receipt.verified',
+      'ledger.charged',
+      'request.completed',
+    ]);
+    expect(graph.certificate).toMatchObject({ signed: true, verified: true });
   }, 90_000);
 
   it('with no wait configured, the opening commits in a flush of its own, before the completion', async () => {

@@ -19,7 +19,8 @@ import { issueTicket } from './ticket.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
-import { openRun, openRuns, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { openRunWithHead, openRuns, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { rememberOpening } from './fresh.js';
 import type { WriteKind } from '../../platform/writer.js';
 import { endRequest } from './settle.js';
 import {
@@ -296,8 +297,10 @@ async function writeOpening(ctx: ServiceContext, tx: Queryable, o: Opening): Pro
   if (!(await insertGatewayRequest(tx, parts.request))) return;
   await ctx.ledger.within(tx).hold(parts.hold.orgId, parts.hold.cents, parts.hold.ref, { id: parts.hold.id });
   await o.call.onOpen?.(tx);
-  await insertLeasedWork(tx, parts.work);
-  await openRun(tx, parts.run.run, parts.run.events);
+  const work = await insertLeasedWork(tx, parts.work);
+  const run = await openRunWithHead(tx, parts.run.run, parts.run.events);
+  // Its receipt may follow in this transaction (the opening waited for it in the writer).
+  rememberOpening(tx, { request: parts.request, work, run });
 }
 
 /** The records an opening writes, as data: `writeOpening` writes one, `openings` many in one flush. */

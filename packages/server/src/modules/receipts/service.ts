@@ -22,6 +22,7 @@ import { completeFromReceipt, gatewayReceiptMetadata, lockRequestOfWork } from '
 import { usageFromUnits } from '../gateway/pricing.js';
 import { openingsSettled } from '../gateway/attempts.js';
 import { rebuildOpening } from '../gateway/rebuild.js';
+import { takeOpening, type FreshOpening } from '../gateway/fresh.js';
 import { checkTicket, type WorkTicket } from '../gateway/ticket.js';
 import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from './store.js';
 import { completeMany, type FastReceipt } from './complete-many.js';
@@ -208,8 +209,11 @@ async function applyReceipt(
   inline: ResultUpload | undefined,
   inlineBytes: Buffer | undefined,
   capture: CaptureReceiptCheck | undefined,
+  fresh?: FreshOpening,
 ) {
-  let locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+  // Opened in this very transaction (gateway/fresh.ts): its rows are as inserted, nothing to lock again.
+  const opened = fresh && fresh.request.id === body.job_id && fresh.work.node_id === node.id ? fresh : undefined;
+  let locked = opened ? { ...opened.work, has_receipt: false } : await lockWorkForReceipt(tx, body.job_id, node.id);
   // Unknown work with a ticket: its opening was lost before it committed; the checked ticket rebuilds it.
   if (!locked && body.ticket) {
     const ticket = checkTicket(ctx.secrets, body.ticket, { nodeId: node.id, requestId: body.job_id });
@@ -260,7 +264,8 @@ async function applyReceipt(
   if (work.type === 'job' && (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status))) {
     throw new ApiError('conflict', `job ${body.job_id} is no longer leased to this node`);
   }
-  const gateway = work.type === 'job' ? undefined : await lockRequestOfWork(tx, work);
+  const gateway =
+    work.type === 'job' ? undefined : opened && !lapsed ? opened.request : await lockRequestOfWork(tx, work);
   // Sovereign work carries the attestation the node held when it did the work (docs/attestation.md).
   const sovereign = job?.execution_pool === 'sovereign' || gateway?.metadata.requires_tee === true;
   const attestation = sovereign ? await attestationSummary(tx, node.id) : null;
@@ -289,7 +294,12 @@ async function applyReceipt(
     return {
       receipt,
       job: undefined,
-      request: await completeFromReceipt(ctx, tx, gateway, { work, node: evidenceNode, receipt }),
+      request: await completeFromReceipt(ctx, tx, gateway, {
+        work,
+        node: evidenceNode,
+        receipt,
+        ...(opened ? { run: opened.run } : {}),
+      }),
     };
   if (!job) return { receipt, job: undefined };
   const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
@@ -388,11 +398,22 @@ const fastReceipts: WriteKind<QueuedReceipt, ReceiptRow> = {
   async writeMany(tx, items) {
     const [first] = items;
     if (!first) return [];
-    // One receipt alone takes today's path: the batch's statements only pay off from two on.
-    if (items.length === 1)
-      return [
-        (await applyReceipt(first.ctx, tx, first.node, first.body, first.inline, first.inlineBytes, undefined)).receipt,
-      ];
+    // One receipt alone takes today's path: the batch's statements only pay off from two on. Its
+    // opening, when it waited for it in this flush, is known as inserted (gateway/fresh.ts).
+    if (items.length === 1) {
+      const fresh = takeOpening(tx, first.body.job_id);
+      const { receipt } = await applyReceipt(
+        first.ctx,
+        tx,
+        first.node,
+        first.body,
+        first.inline,
+        first.inlineBytes,
+        undefined,
+        fresh,
+      );
+      return [receipt];
+    }
     const batched = await completeMany(first.ctx, tx, items);
     const out: (ReceiptRow | WriteFailure)[] = [];
     for (const [i, item] of items.entries()) out.push(batched[i] ?? (await applyAlone(tx, item)));
