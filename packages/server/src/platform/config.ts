@@ -38,8 +38,12 @@ export interface Config {
    * (SVC_RESERVATION_ASK_WAIT_MS, default 100; a give-back promised in time is waited for longer).
    */
   reservations: { ttlMs: number; sliceCents: number; askWaitMs: number };
-  /** The group-commit writer (platform/writer.ts): the longest a queued record waits (SVC_WRITER_FLUSH_MS, default 2). */
-  writer: { flushMs: number };
+  /**
+   * The group-commit writer (platform/writer.ts): the longest a queued record waits
+   * (SVC_WRITER_FLUSH_MS, default 2), and the longest a handed-over request's opening waits for
+   * its completion to commit with it in one transaction (SVC_WRITER_OPENING_WAIT_MS, default 50).
+   */
+  writer: { flushMs: number; openingWaitMs: number };
   /** Lifetime of presigned file URLs (generated images), in seconds (SVC_FILE_URL_TTL_SECONDS). */
   fileUrlTtlSeconds: number;
   /** The dashboard's built static files, served at `/` (SVC_DASHBOARD_DIR; default packages/dashboard/dist). */
@@ -383,6 +387,9 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     },
     writer: {
       flushMs: env.SVC_WRITER_FLUSH_MS ? parseIntIn('SVC_WRITER_FLUSH_MS', env.SVC_WRITER_FLUSH_MS, 0, 60_000) : 2,
+      openingWaitMs: env.SVC_WRITER_OPENING_WAIT_MS
+        ? parseIntIn('SVC_WRITER_OPENING_WAIT_MS', env.SVC_WRITER_OPENING_WAIT_MS, 0, 60_000)
+        : 50,
     },
     fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS
       ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400)

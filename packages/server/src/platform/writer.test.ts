@@ -210,4 +210,59 @@ describe('the group-commit writer', () => {
     expect((await rows()).map((r) => r.n)).toEqual([2, 4]);
     await writer.close();
   });
+
+  it('an item with waitMs waits past the flush interval and rides along with the next flush another write brings', async () => {
+    const spy = counting(db);
+    const calls: number[][] = [];
+    const kind = batchedInsert(1, calls);
+    const writer = createWriter({ db: spy, log: quiet, flushMs: 5 });
+    let opened = false;
+    const opening = writer.enqueueAs(kind, 1, { waitMs: 60_000 }).then((v) => ((opened = true), v));
+    // Far past the flush interval, the waiting item is still queued, not committed.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(opened).toBe(false);
+    expect(await rows()).toEqual([]);
+    // A write with the plain interval brings a flush that takes both, in one transaction.
+    const [first, second] = await Promise.all([opening, writer.enqueueAs(kind, 2)]);
+    expect([first, second]).toEqual([10, 20]);
+    expect(calls).toEqual([[1, 2]]);
+    expect(spy.transactions).toBe(1);
+    await writer.close();
+  });
+
+  it('an item with waitMs commits alone once its wait is over; hurry() brings its flush forward', async () => {
+    const writer = createWriter({ db, log: quiet, flushMs: 5 });
+    const started = Date.now();
+    await writer.enqueueAs(batchedInsert(1, []), 1, { waitMs: 80 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(75);
+    expect((await rows()).map((r) => r.n)).toEqual([1]);
+    let hurried = false;
+    const waiting = writer.enqueueAs(batchedInsert(1, []), 2, { waitMs: 60_000 }).then(() => (hurried = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(hurried).toBe(false);
+    writer.hurry();
+    await waiting;
+    expect((await rows()).map((r) => r.n)).toEqual([1, 2]);
+    await writer.close();
+  });
+
+  it('a flush leaves the waiting items queued after its last due one (they wait for their own flush); settled() takes them', async () => {
+    const calls: number[][] = [];
+    const kind = batchedInsert(1, calls);
+    const writer = createWriter({ db, log: quiet, flushMs: 5 });
+    const first = writer.enqueueAs(kind, 1, { waitMs: 60_000 });
+    const second = writer.enqueueAs(kind, 2);
+    let thirdDone = false;
+    const third = writer.enqueueAs(kind, 3, { waitMs: 60_000 }).then((v) => ((thirdDone = true), v));
+    // 1 is before a due item, so it goes with it; 3 is after the last due item, so it stays.
+    expect(await Promise.all([first, second])).toEqual([10, 20]);
+    expect(calls).toEqual([[1, 2]]);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(thirdDone).toBe(false);
+    expect(writer.pending).toBe(1);
+    await writer.settled();
+    expect(await third).toBe(30);
+    expect(calls).toEqual([[1, 2], [3]]);
+    await writer.close();
+  });
 });

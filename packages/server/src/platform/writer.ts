@@ -18,9 +18,13 @@ export interface Writer {
   /**
    * Queues `item` of a batched kind: a flush hands every queued item of the kind to one
    * `writeMany` call (a few multi-row statements instead of one call per item). Resolves to the
-   * item's value once the flush committed.
+   * item's value once the flush committed. With `waitMs` the item may wait that long (instead of
+   * the flush interval) for a flush that other writes bring about: a request's opening waits for
+   * its completion, so the two commit in one transaction (any flush takes every queued item).
    */
-  enqueueAs<I, T>(kind: WriteKind<I, T>, item: I): Promise<T>;
+  enqueueAs<I, T>(kind: WriteKind<I, T>, item: I, options?: { waitMs?: number }): Promise<T>;
+  /** Brings the next flush forward to within the flush interval (someone waits for a write that may wait longer). */
+  hurry(): void;
   /** Resolves once every write queued so far is committed or failed (flushes at once). */
   settled(): Promise<void>;
   /** Writes queued or being flushed right now. */
@@ -54,6 +58,8 @@ export class WriteFailure {
 interface Item {
   kind: WriteKind<unknown, unknown>;
   value: unknown;
+  /** When (`Date.now()`) its flush is due at the latest. */
+  due: number;
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
 }
@@ -115,6 +121,7 @@ export function createWriter(options: WriterOptions): Writer {
   const maxBatch = options.maxBatch ?? 256;
   let queue: Item[] = [];
   let timer: NodeJS.Timeout | undefined;
+  let timerDue = 0;
   let flushing: Promise<void> | undefined;
   // Writes settle in the order they were queued: `done` counts them, so `settled` waits for a
   // mark, not for the queue to be empty (which a busy instance may never be).
@@ -153,48 +160,73 @@ export function createWriter(options: WriterOptions): Writer {
     }
     batch.forEach((item, i) => settle(item, values[i]));
   };
-  // Flushes run one after another, so writes commit in the order they were queued.
-  const flush = (): Promise<void> => {
+  // Flushes run one after another, so writes commit in the order they were queued. A flush takes
+  // the queue up to its last item that is due, so items still within their wait at its end (the
+  // openings of requests still running) stay for the flush their own completion brings; `all`
+  // (settled, close, a full batch) takes everything.
+  const flush = (all = false): Promise<void> => {
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (flushing) return flushing;
     if (queue.length === 0) return Promise.resolve();
-    const batch = queue.splice(0, maxBatch);
+    let end = Math.min(queue.length, maxBatch);
+    if (!all && !closed) {
+      const horizon = Date.now() + options.flushMs;
+      while (end > 0 && (queue[end - 1]?.due ?? 0) > horizon) end--;
+      if (end === 0) {
+        schedule(Math.min(...queue.map((item) => item.due)));
+        return Promise.resolve();
+      }
+    }
+    const batch = queue.splice(0, end);
     flushing = runBatch(batch).finally(() => {
       done += batch.length;
       flushing = undefined;
-      if (queue.length >= maxBatch || (closed && queue.length > 0)) void flush();
-      else if (queue.length > 0) schedule();
+      if (queue.length >= maxBatch || (closed && queue.length > 0)) void flush(true);
+      // What was queued meanwhile waits one interval more at least, to gather the next batch.
+      else if (queue.length > 0)
+        schedule(Math.max(Date.now() + options.flushMs, Math.min(...queue.map((item) => item.due))));
     });
     return flushing;
   };
-  const schedule = () => {
-    if (!timer && !flushing) timer = setTimeout(() => void flush(), options.flushMs);
+  // One timer, set for the earliest due item; a flush in progress reschedules when it ends.
+  const schedule = (due: number) => {
+    if (flushing || (timer && timerDue <= due)) return;
+    if (timer) clearTimeout(timer);
+    timerDue = due;
+    timer = setTimeout(() => void flush(), Math.max(0, due - Date.now()));
   };
 
-  const push = <T>(kind: WriteKind<unknown, unknown>, value: unknown): Promise<T> => {
+  const push = <T>(kind: WriteKind<unknown, unknown>, value: unknown, waitMs = options.flushMs): Promise<T> => {
     if (closed) return Promise.reject(new Error('the writer is closed'));
     return new Promise<T>((resolve, reject) => {
-      queue.push({ kind, value, resolve: resolve as (value: unknown) => void, reject });
+      const due = Date.now() + waitMs;
+      queue.push({ kind, value, due, resolve: resolve as (value: unknown) => void, reject });
       queued++;
-      if (queue.length >= maxBatch) void flush();
-      else schedule();
+      if (queue.length >= maxBatch) void flush(true);
+      else schedule(due);
     });
   };
 
   return {
     enqueue: <T>(write: (tx: Queryable) => Promise<T>) => push<T>(plain as WriteKind<unknown, unknown>, write),
-    enqueueAs: <I, T>(kind: WriteKind<I, T>, item: I) => push<T>(kind as WriteKind<unknown, unknown>, item),
+    enqueueAs: <I, T>(kind: WriteKind<I, T>, item: I, opts?: { waitMs?: number }) =>
+      push<T>(kind as WriteKind<unknown, unknown>, item, opts?.waitMs),
+    hurry() {
+      const due = Date.now() + options.flushMs;
+      for (const item of queue) item.due = Math.min(item.due, due);
+      if (queue.length > 0) schedule(due);
+    },
     async settled() {
       const mark = queued;
-      while (done < mark) await flush();
+      while (done < mark) await flush(true);
     },
     get pending() {
       return queued - done;
     },
     async close() {
       closed = true;
-      while (done < queued) await flush();
+      while (done < queued) await flush(true);
       queue = [];
     },
   };

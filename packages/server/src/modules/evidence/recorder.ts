@@ -121,10 +121,33 @@ export async function openRun(
   run: Omit<NewRun, 'id'>,
   events: readonly EvidenceEvent[],
 ): Promise<string> {
+  return (await openRunWithHead(tx, run, events)).id;
+}
+
+/** An open run as {@link closeRun} reads it: its id, event count, last event and every event hash in order. */
+export interface RunHead {
+  id: string;
+  event_count: number;
+  last_event_id: string | null;
+  hashes: string[];
+}
+
+/** {@link openRun}, returning the run's head as it now stands in `tx` (what `closeRun` would read back). */
+export async function openRunWithHead(
+  tx: Queryable,
+  run: Omit<NewRun, 'id'>,
+  events: readonly EvidenceEvent[],
+): Promise<RunHead> {
   const id = newId('run');
   const { rows, edges } = await buildEvents(tx, { id, event_count: 0, last_event_id: null }, run.job_id, events);
   await insertRunWithEvents(tx, { ...run, id }, rows, edges);
-  return id;
+  const last = rows[rows.length - 1];
+  return {
+    id,
+    event_count: last?.sequence ?? 0,
+    last_event_id: last?.id ?? null,
+    hashes: rows.map((r) => r.event_hash),
+  };
 }
 
 /**
@@ -167,7 +190,8 @@ export async function recordEvents(
 
 /**
  * Appends the closing events, then signs the run: the RFC 6962 root over every event hash and
- * the platform's Ed25519 certificate over it. Nothing can be appended afterwards.
+ * the platform's Ed25519 certificate over it. Nothing can be appended afterwards. `head`: the
+ * run as this transaction opened it ({@link openRunWithHead}), so it need not be read back.
  */
 export async function closeRun(
   tx: Queryable,
@@ -175,8 +199,9 @@ export async function closeRun(
   subjectId: string,
   events: readonly EvidenceEvent[],
   summary: string,
+  head?: RunHead,
 ): Promise<boolean> {
-  const run = await lockOpenRunWithHashes(tx, subjectId);
+  const run = head ?? (await lockOpenRunWithHashes(tx, subjectId));
   if (!run) return false;
   const { rows, edges } = await buildEvents(tx, run, subjectId, events);
   const closing = closingOf(run, rows, summary);

@@ -11,12 +11,14 @@ import type { GatewayRequestRow } from './store.js';
 export interface RunningAttempts {
   /**
    * Records a request leased as `row.work_id` to `row.node_id`, whose opening records are
-   * `opening` (queued in the writer: the work may reach the node before they commit).
+   * `opening` (queued in the writer: the work may reach the node before they commit). `hurry`
+   * brings the opening's flush forward (it may wait for the request's completion to share it).
    */
-  open(row: GatewayRequestRow, opening?: Promise<unknown>): void;
+  open(row: GatewayRequestRow, opening?: Promise<unknown>, hurry?: () => void): void;
   /**
    * The opening write of a request (by its id) or of its first work (by work id) while it has
-   * not settled: whoever must find the request or its work in the store waits for it first.
+   * not settled: whoever must find the request or its work in the store waits for it first (and
+   * asking for it hurries its flush).
    */
   opening(id: string): Promise<unknown> | undefined;
   /** A failover leased the request again: receipts for the old work now take the store's path. */
@@ -72,7 +74,7 @@ export async function openingsSettled(
  */
 export function createRunningAttempts(): RunningAttempts {
   const running = new Map<string, RunningAttempt>();
-  const openings = new Map<string, Promise<unknown>>();
+  const openings = new Map<string, { opening: Promise<unknown>; hurry: (() => void) | undefined }>();
   const perNode = new Map<string, number>();
   // Request id by the work id of its current attempt.
   const byWork = new Map<string, string>();
@@ -95,21 +97,24 @@ export function createRunningAttempts(): RunningAttempts {
     untrack(entry.row);
   };
   return {
-    open(row, opening) {
+    open(row, opening, hurry) {
       forgetRequest(row.id, running.get(row.id));
       running.set(row.id, { row, state: 'open' });
       count(row.node_id, 1);
       track(row);
       if (!opening) return;
       const ids = [row.id, ...(row.work_id ? [row.work_id] : [])];
-      for (const id of ids) openings.set(id, opening);
+      const entry = { opening, hurry };
+      for (const id of ids) openings.set(id, entry);
       const forget = () => {
-        for (const id of ids) if (openings.get(id) === opening) openings.delete(id);
+        for (const id of ids) if (openings.get(id) === entry) openings.delete(id);
       };
       opening.then(forget, forget);
     },
     opening(id) {
-      return openings.get(id);
+      const entry = openings.get(id);
+      entry?.hurry?.();
+      return entry?.opening;
     },
     moved(requestId, workId, nodeId) {
       const entry = running.get(requestId);

@@ -9,6 +9,11 @@ import { rebuildOpening } from './rebuild.js';
 import { completeFromReceipt, completeManyFromReceipts, gatewayReceiptMetadata, lockRequestOfWork } from './settle.js';
 import { lockGatewayRequests, type GatewayRequestRow } from './store.js';
 import { checkTicket } from './ticket.js';
+import { takeOpening } from './fresh.js';
+import type { RunHead } from '../evidence/recorder.js';
+
+/** The evidence run's head of a request row handed out by `takeFresh`, as its opening inserted it. */
+const freshRuns = new WeakMap<GatewayRequestRow, RunHead>();
 
 /**
  * How a gateway request ends when its attempt does: the gateway's implementation of the work
@@ -34,8 +39,17 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
     return out;
   },
 
-  complete: (ctx, tx, request, { work, node, receipt }) =>
-    completeFromReceipt(ctx, tx, request, { work, node, receipt }),
+  takeFresh(tx, requestId, nodeId) {
+    const opening = takeOpening(tx, requestId);
+    if (!opening || opening.work.node_id !== nodeId) return undefined;
+    freshRuns.set(opening.request, opening.run);
+    return { work: opening.work, owner: opening.request };
+  },
+
+  complete(ctx, tx, request, { work, node, receipt }) {
+    const run = freshRuns.get(request);
+    return completeFromReceipt(ctx, tx, request, { work, node, receipt, ...(run ? { run } : {}) });
+  },
 
   async afterReceipt(ctx, request, { receipt, output }) {
     // A gateway request waits for its receipt: here (handed over with the answer), or on another

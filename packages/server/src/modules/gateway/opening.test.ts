@@ -54,8 +54,9 @@ describe('opening a gateway request through svc', () => {
     await f.addNode();
     const ask = () => f?.openai().chat.completions.create(CHAT);
     await ask();
-    // The node's re-poll waits again.
+    // The node's re-poll waits again, and the first request's records (written behind its answer) are in.
     await polls.until(1);
+    await f.server.ctx.writer.settled();
     const order = recordOrder(f);
     const answer = await ask();
     expect(answer?.choices[0]?.message.content).toBeTruthy();

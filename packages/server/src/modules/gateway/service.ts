@@ -19,7 +19,8 @@ import { issueTicket } from './ticket.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
-import { openRun, openRuns, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { openRunWithHead, openRuns, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { rememberOpening } from './fresh.js';
 import type { WriteKind } from '../../platform/writer.js';
 import { endRequest } from './settle.js';
 import {
@@ -171,8 +172,11 @@ export async function openRequest(
     const request = openedRequest(o);
     // Handed over at once: the opening follows in the writer. Else the node finds the work in the
     // store at its next poll, so the opening commits first, in a transaction of its own.
+    // A handed-over opening waits (SVC_WRITER_OPENING_WAIT_MS) for the request's completion, so
+    // that a request answered within it commits its opening and completion in one transaction.
+    const waitMs = Math.max(ctx.config.writer.flushMs, ctx.config.writer.openingWaitMs);
     opening = handoff
-      ? ctx.writer.enqueueAs(openings, { ctx, o })
+      ? ctx.writer.enqueueAs(openings, { ctx, o }, { waitMs })
       : ctx.db.transaction((tx) => writeOpening(ctx, tx, o));
     opening.then(
       () => credit.release(),
@@ -182,7 +186,7 @@ export async function openRequest(
       },
     );
     // Known to this process before the node can answer, so its receipt can be checked in memory.
-    ctx.hub.attempts.open(request, opening);
+    ctx.hub.attempts.open(request, opening, handoff ? () => ctx.writer.hurry() : undefined);
     if (handoff) {
       const work = { ...openedWork(o), ticket: ticketOf(ctx, o) };
       if (handoff.deliver([work])) return { workId, node };
@@ -293,8 +297,10 @@ async function writeOpening(ctx: ServiceContext, tx: Queryable, o: Opening): Pro
   if (!(await insertGatewayRequest(tx, parts.request))) return;
   await ctx.ledger.within(tx).hold(parts.hold.orgId, parts.hold.cents, parts.hold.ref, { id: parts.hold.id });
   await o.call.onOpen?.(tx);
-  await insertLeasedWork(tx, parts.work);
-  await openRun(tx, parts.run.run, parts.run.events);
+  const work = await insertLeasedWork(tx, parts.work);
+  const run = await openRunWithHead(tx, parts.run.run, parts.run.events);
+  // Its receipt may follow in this transaction (the opening waited for it in the writer).
+  rememberOpening(tx, { request: parts.request, work, run });
 }
 
 /** The records an opening writes, as data: `writeOpening` writes one, `openings` many in one flush. */

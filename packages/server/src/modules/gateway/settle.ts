@@ -4,7 +4,7 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events.js';
-import { closeRun, closeRuns, type EvidenceEvent } from '../evidence/recorder.js';
+import { closeRun, closeRuns, type EvidenceEvent, type RunHead } from '../evidence/recorder.js';
 import type { HoldClosing } from '../billing/service.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
@@ -118,7 +118,7 @@ export async function completeFromReceipt(
   ctx: ServiceContext,
   tx: Queryable,
   request: GatewayRequestRow,
-  done: { work: Pick<WorkRow, 'id' | 'usage'>; node: NodeRow; receipt: ReceiptRow },
+  done: { work: Pick<WorkRow, 'id' | 'usage'>; node: NodeRow; receipt: ReceiptRow; run?: RunHead },
 ): Promise<GatewayRequestRow> {
   const usage = usageFromUnits(request.type, done.receipt.metering_units, done.work.usage);
   const { charged, chargedMicro, events } = await charge(
@@ -153,6 +153,7 @@ export async function completeFromReceipt(
       },
     ],
     `${request.type} ${request.model}, completed`,
+    done.run,
   );
   return { ...request, ...closed, completed_at: new Date() };
 }

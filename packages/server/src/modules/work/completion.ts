@@ -93,6 +93,12 @@ export interface WorkCompletion<Owner = unknown, Done = unknown> {
   lost(ctx: ServiceContext, tx: Queryable, work: WorkRow): Promise<boolean>;
 }
 
+/** A work item and its owner as the intake's transaction itself inserted them ({@link RequestCompletion.takeFresh}). */
+export interface FreshWork<Owner = unknown> {
+  work: WorkRow;
+  owner: Owner;
+}
+
 /** One request of a flush's batch of fast receipts, checked and locked (see `complete-many.ts`). */
 export interface BatchCompletion<Owner> {
   owner: Owner;
@@ -108,6 +114,12 @@ export interface BatchCompletion<Owner> {
 export interface RequestCompletion<Owner = unknown, Done = unknown> extends WorkCompletion<Owner, Done> {
   /** Waits for the writes in flight in this process that store these work items (openings). */
   settled(ctx: ServiceContext, workIds: readonly string[]): Promise<void>;
+  /**
+   * The one receipt of a flush whose opening waited for it in the writer (one request at a time):
+   * the request's work and row as `tx` inserted them (they cannot have changed since), taken once,
+   * so the intake neither locks nor reads them again. Undefined: the intake locks and reads them.
+   */
+  takeFresh(tx: Queryable, requestId: string, nodeId: string): FreshWork<Owner> | undefined;
   /** Waits for the write of a receipt this process is completing behind its answer, if any. */
   receiptWritten(ctx: ServiceContext, workId: string): Promise<void>;
   /**

@@ -5,7 +5,7 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { findWork, lockWorkForReceipt, setWorkStatus, storeWorkResult, type WorkRow } from './store.js';
-import { completionOf, type ReceiptBody, type ResultUpload } from './completion.js';
+import { completionOf, type FreshWork, type ReceiptBody, type ResultUpload } from './completion.js';
 import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from '../receipts/store.js';
 import { completeMany, type FastReceipt } from './complete-many.js';
 import { WriteFailure, type WriteKind } from '../../platform/writer.js';
@@ -141,8 +141,10 @@ async function applyReceipt(
   inline: ResultUpload | undefined,
   inlineBytes: Buffer | undefined,
   check: unknown,
+  fresh?: FreshWork,
 ) {
-  let locked = await lockWorkForReceipt(tx, body.job_id, node.id);
+  // Opened in this very transaction (RequestCompletion.takeFresh): as inserted, nothing to lock again.
+  let locked = fresh ? { ...fresh.work, has_receipt: false } : await lockWorkForReceipt(tx, body.job_id, node.id);
   // Unknown work with a ticket: its opening was lost before it committed; the checked ticket rebuilds it.
   if (!locked && body.ticket && (await ctx.completions.request.rebuild(ctx, tx, node, body.ticket, body.job_id)))
     locked = await lockWorkForReceipt(tx, body.job_id, node.id);
@@ -188,7 +190,7 @@ async function applyReceipt(
       { path: '/result_hash', message: 'differs from the delivered result' },
     ]);
   const completion = completionOf(ctx.completions, work);
-  const owner = await completion.lockOwner(ctx, tx, work);
+  const owner = fresh && !lapsed ? fresh.owner : await completion.lockOwner(ctx, tx, work);
   const [facts] = await completion.receiptFacts(ctx, tx, [{ owner, node }]);
   const attestation = facts?.attestation ?? null;
   const receipt = await insertReceipt(tx, {
@@ -232,11 +234,22 @@ const fastReceipts: WriteKind<QueuedReceipt, ReceiptRow> = {
   async writeMany(tx, items) {
     const [first] = items;
     if (!first) return [];
-    // One receipt alone takes today's path: the batch's statements only pay off from two on.
-    if (items.length === 1)
-      return [
-        (await applyReceipt(first.ctx, tx, first.node, first.body, first.inline, first.inlineBytes, undefined)).receipt,
-      ];
+    // One receipt alone takes today's path: the batch's statements only pay off from two on. Its
+    // opening, when it waited for it in this flush, is known as inserted (RequestCompletion.takeFresh).
+    if (items.length === 1) {
+      const fresh = first.ctx.completions.request.takeFresh(tx, first.body.job_id, first.node.id);
+      const { receipt } = await applyReceipt(
+        first.ctx,
+        tx,
+        first.node,
+        first.body,
+        first.inline,
+        first.inlineBytes,
+        undefined,
+        fresh,
+      );
+      return [receipt];
+    }
     const batched = await completeMany(first.ctx, tx, items);
     const out: (ReceiptRow | WriteFailure)[] = [];
     for (const [i, item] of items.entries()) out.push(batched[i] ?? (await applyAlone(tx, item)));
