@@ -275,9 +275,11 @@ describe('no embeddings batch is paid twice when ingestion is taken over mid-bat
     }, 30_000);
     expect(doc.embedded_count).toBe(doc.chunk_count);
 
-    // A batch's request is closed by the records its instance writes behind the answer: read them
-    // once none is running any more.
+    // A batch's request is opened and closed by the records its instance writes behind the answer
+    // (a short batch's opening waits for its completion in the writer: until then it is not in the
+    // store at all): read them once the writer has written them and none is running any more.
     const all = await eventually(async () => {
+      await f.server.ctx.writer.settled();
       const now = await batches(docId);
       return now.some((b) => b.status === 'running') ? undefined : now;
     }, 20_000);
