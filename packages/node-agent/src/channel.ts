@@ -4,6 +4,7 @@ import {
   ServerChannelMessageSchema,
   requestMessage,
   signHex,
+  tickCork,
   type NodeChannelMessage,
   type ServerChannelMessage,
   type Unsequenced,
@@ -255,17 +256,9 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
   // to the next tick (what ws's maintainers advise for batching: cork `websocket._socket`). Under
   // load a receipt and the grant of the slot it freed go out together: one segment, one wakeup of
   // the server. The frames and their order are unchanged.
-  let corked = false;
+  const cork = tickCork();
   const write = (ws: WebSocket, text: string) => {
-    const raw = (ws as unknown as { _socket?: Socket })._socket;
-    if (!corked && raw !== undefined && !raw.destroyed) {
-      corked = true;
-      raw.cork();
-      process.nextTick(() => {
-        corked = false;
-        raw.uncork();
-      });
-    }
+    cork((ws as unknown as { _socket?: Socket })._socket);
     ws.send(text);
   };
 

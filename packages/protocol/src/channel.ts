@@ -8,6 +8,35 @@ import { OpenObject, ReceiptMetadataSchema, WorkFailRequestSchema } from './node
  * heartbeats) are the same as on the HTTP paths; these schemas are their one definition.
  */
 
+/** The TCP socket under a WebSocket, as much of it as corking needs (the `ws` library's `_socket`). */
+interface CorkableSocket {
+  readonly destroyed: boolean;
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * One side's frames of one tick in one socket write: the returned function corks the TCP socket
+ * under a WebSocket (`ws`'s `_socket`, the batching its maintainers advise) at its first call in a
+ * tick and uncorks it on the next tick. Call it before each `send`; frames and order are unchanged.
+ *
+ * @example
+ * const cork = tickCork();
+ * cork(ws._socket); ws.send(text);
+ */
+export function tickCork(): (raw: CorkableSocket | undefined) => void {
+  let corked = false;
+  return (raw) => {
+    if (corked || raw === undefined || raw.destroyed) return;
+    corked = true;
+    raw.cork();
+    process.nextTick(() => {
+      corked = false;
+      raw.uncork();
+    });
+  };
+}
+
 /** Where a node opens the channel: a signed `GET` (empty body) that upgrades to a WebSocket. */
 export const NODE_CHANNEL_PATH = '/api/v1/node/channel';
 

@@ -55,6 +55,13 @@ export class WriteFailure {
   constructor(readonly error: unknown) {}
 }
 
+/** The earliest `due` of a queue (a loop: a queue piled up while the store is away may be too long to spread). */
+function earliestDue(queue: readonly Item[]): number {
+  let due = Infinity;
+  for (const item of queue) due = Math.min(due, item.due);
+  return due;
+}
+
 interface Item {
   kind: WriteKind<unknown, unknown>;
   value: unknown;
@@ -174,7 +181,7 @@ export function createWriter(options: WriterOptions): Writer {
       const horizon = Date.now() + options.flushMs;
       while (end > 0 && (queue[end - 1]?.due ?? 0) > horizon) end--;
       if (end === 0) {
-        schedule(Math.min(...queue.map((item) => item.due)));
+        schedule(earliestDue(queue));
         return Promise.resolve();
       }
     }
@@ -184,8 +191,7 @@ export function createWriter(options: WriterOptions): Writer {
       flushing = undefined;
       if (queue.length >= maxBatch || (closed && queue.length > 0)) void flush(true);
       // What was queued meanwhile waits one interval more at least, to gather the next batch.
-      else if (queue.length > 0)
-        schedule(Math.max(Date.now() + options.flushMs, Math.min(...queue.map((item) => item.due))));
+      else if (queue.length > 0) schedule(Math.max(Date.now() + options.flushMs, earliestDue(queue)));
     });
     return flushing;
   };

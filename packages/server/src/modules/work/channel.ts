@@ -1,6 +1,7 @@
 import {
   NODE_CHANNEL_MAX_GRANTED,
   NodeChannelMessageSchema,
+  tickCork,
   type NodeChannelMessage,
   type ServerChannelMessage,
   type Unsequenced,
@@ -71,17 +72,9 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
   // library's `_socket`, the batching its maintainers advise) is corked from the first send of a
   // tick to the next tick, so the acks of one writer flush reach the node together. Frames and
   // order are unchanged; a write that fails still calls back with its error.
-  let corked = false;
+  const cork = tickCork();
   const write = (text: string, done?: (err?: Error) => void) => {
-    const raw = (socket as { _socket?: Socket })._socket;
-    if (!corked && raw !== undefined && !raw.destroyed) {
-      corked = true;
-      raw.cork();
-      process.nextTick(() => {
-        corked = false;
-        raw.uncork();
-      });
-    }
+    cork((socket as { _socket?: Socket })._socket);
     socket.send(text, done);
   };
   const send = (message: Unsequenced<ServerChannelMessage>) => {
