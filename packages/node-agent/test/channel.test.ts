@@ -251,8 +251,14 @@ describe('the node channel against the real server', () => {
     );
     const stored = rows[0];
     if (!stored) throw new Error('no receipt stored');
-    const blob = await server.ctx.blobs.get(`results/${stored.work_id}`);
-    if (!blob) throw new Error('no result stored');
+    // A small result is kept in its work item's row (server modules/work/results.ts).
+    const { rows: results } = await server.ctx.db.query<{ result_inline: Uint8Array | null }>(
+      'SELECT result_inline FROM work_items WHERE id = $1',
+      [stored.work_id],
+    );
+    const inline = results[0]?.result_inline;
+    if (!inline) throw new Error('no result stored');
+    const blob = { bytes: Buffer.from(inline) };
     // The agent's own delivery is over (acknowledged, its outbox entry removed) before the test puts one back.
     for (
       const deadline = Date.now() + 10_000;

@@ -9,6 +9,7 @@ import { createSineWav, PNG_SIGNATURE } from '@svc/node-agent/testing';
 import { createKey, signUp } from '../../../test/harness.js';
 import { startGatewayFixture, type GatewayFixture, type GatewayNode } from '../../../test/gateway-fixture.js';
 import { presignFileUrl } from './files.js';
+import { readWorkResult } from '../work/results.js';
 
 type Receipt = {
   id: string;
@@ -65,8 +66,10 @@ describe('the gateway through the official openai client, a real server and a re
       const { rows } = await f.server.ctx.db.query<{ id: string }>('SELECT id FROM work_items WHERE job_id = $1', [
         completion.id,
       ]);
-      const stored = await f.server.ctx.blobs.get(`results/${rows[0]?.id ?? ''}`);
+      const stored = await readWorkResult(f.server.ctx, rows[0]?.id ?? '');
       expect(JSON.parse(stored?.bytes.toString('utf8') ?? '{}')).toMatchObject({ content: 'You said: in memory' });
+      // Small enough to be kept in the work item's row: no object written for it.
+      expect(await f.server.ctx.blobs.get(`results/${rows[0]?.id ?? ''}`)).toBeUndefined();
     } finally {
       reads.mockRestore();
     }

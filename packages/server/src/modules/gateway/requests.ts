@@ -7,6 +7,7 @@ import { StringEnum } from '../../platform/schemas.js';
 import { chatOutput, chatUsage } from './chat.js';
 import { nodeImages, storeImageFiles } from './images.js';
 import { findOrgGatewayRequest, listGatewayRequests, type GatewayRequestRow, type GatewayStatus } from './store.js';
+import { readWorkResult } from '../work/results.js';
 
 const STATUSES = ['running', 'completed', 'failed', 'cancelled', 'timeout'] as const;
 
@@ -110,7 +111,7 @@ type Json = Record<string, unknown>;
 /** The answer rebuilt from the node's stored result; null when there is none to show. */
 async function storedAnswer(ctx: ServiceContext, r: GatewayRequestRow): Promise<Json | null> {
   if (r.status !== 'completed' || !r.work_id) return null;
-  const blob = await ctx.blobs.get(`results/${r.work_id}`);
+  const blob = await readWorkResult(ctx, r.work_id);
   if (!blob) return null;
   const created = Math.floor(r.created_at.getTime() / 1000);
   try {

@@ -33,6 +33,7 @@ import {
 } from './store.js';
 import type { Handoff } from '../work/handoff.js';
 import { insertLeasedWork, insertLeasedWorks, undispatchWork, type WorkRow } from '../work/store.js';
+import { readWorkResult } from '../work/results.js';
 
 /** A validated gateway request, ready to be routed. */
 export interface GatewayCall {
@@ -528,7 +529,7 @@ export async function finishedOf(
   if (completion?.output)
     return { attempt, output: completion.output, receiptId: completion.receiptId, request: completion.request };
   const [blob, request] = await Promise.all([
-    ctx.blobs.get(`results/${attempt.workId}`),
+    readWorkResult(ctx, attempt.workId),
     completion ? completion.request : findGatewayRequest(ctx.db, call.id),
   ]);
   if (!blob || !request?.receipt_id)

@@ -15,6 +15,7 @@ import { deliverArtifacts, enqueueTerminalWebhook } from './delivery.js';
 import { closeJobRun, endedWithoutResult } from './evidence.js';
 import { afterLostAttempt } from './states.js';
 import { addJobEvent, findJobById, moveJob, type JobRow } from './store.js';
+import { readWorkResult } from '../work/results.js';
 
 /**
  * How a job ends when its attempt does: the jobs' implementation of the work intake's completion
@@ -32,7 +33,7 @@ export const jobCompletion: JobCompletion<JobRow, JobRow | undefined> = {
     if (!isCaptureKind(work.kind)) return undefined;
     const job = await findJobById(ctx.db, work.job_id);
     if (!job?.spec.capture_set_id) return undefined;
-    const stored = output ? undefined : await ctx.blobs.get(`results/${work.id}`);
+    const stored = output ? undefined : await readWorkResult(ctx, work.id);
     return checkCaptureReceipt(ctx, {
       workId: work.id,
       kind: work.kind,
@@ -119,7 +120,7 @@ export const jobCompletion: JobCompletion<JobRow, JobRow | undefined> = {
       return;
     }
     if (job.spec.delivery_artifact_put_url || job.spec.delivery_manifest_put_url) {
-      const blob = await ctx.blobs.get(`results/${job.work_id}`);
+      const blob = job.work_id ? await readWorkResult(ctx, job.work_id) : undefined;
       if (blob)
         void deliverArtifacts(ctx, job, blob, receipt.id).catch((err: unknown) =>
           ctx.log.error({ err, job_id: job.id }, 'artifact delivery failed'),

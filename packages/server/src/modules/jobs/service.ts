@@ -28,6 +28,7 @@ import * as store from './store.js';
 import type { Static } from '@sinclair/typebox';
 import type { CreateJobRequest, EstimateRequest } from './schemas.js';
 import { jobView } from './view.js';
+import { readWorkResult } from '../work/results.js';
 
 const DEFAULT_MODEL: Record<number, string> = {
   1: 'tinyllama',
@@ -493,7 +494,7 @@ export async function jobResult(ctx: ServiceContext, principal: Principal, jobId
   if (!job) throw new ApiError('not_found', `job ${jobId} not found`);
   if (job.status !== 'completed' || !job.work_id)
     throw new ApiError('conflict', `job ${jobId} is ${job.status}; a result exists once it is completed`);
-  const blob = await ctx.blobs.get(`results/${job.work_id}`);
+  const blob = await readWorkResult(ctx, job.work_id);
   if (!blob) throw new ApiError('not_found', `the result of job ${jobId} is no longer stored`);
   return { ...blob, resultHash: job.result_hash ?? blob.sha256, fileName: job.spec.output_file };
 }

@@ -19,6 +19,7 @@ import {
   unsettledBatches,
   type DocumentRow,
 } from './store.js';
+import { readWorkResult } from '../work/results.js';
 
 /**
  * Asynchronous ingestion: a document answers 202 at upload and is then extracted, chunked and
@@ -150,7 +151,7 @@ async function settleInterrupted(ctx: ServiceContext, doc: DocumentRow, owner: s
       ? (await unsettledBatches(ctx.db, doc.org_id, doc.id)).filter((r) => r.status === 'completed')
       : left.filter((r) => r.status === 'completed');
   for (const r of completed) {
-    const blob = r.work_id ? await ctx.blobs.get(`results/${r.work_id}`) : undefined;
+    const blob = r.work_id ? await readWorkResult(ctx, r.work_id) : undefined;
     if (!blob) {
       ctx.log.warn(
         { document_id: doc.id, request_id: r.id },

@@ -11,6 +11,7 @@ import {
   type TestNode,
   type WorkItem,
 } from '../../../test/harness.js';
+import { INLINE_RESULT_MAX_BYTES, readWorkResult } from '../work/results.js';
 
 describe('receipts and node requests are verified strictly; refused ones charge nothing', () => {
   let t: TestApp;
@@ -211,7 +212,7 @@ describe('a receipt may carry its result inline', () => {
     result_hash: hash,
     metering_units: 10,
   });
-  const storedResult = async (workId: string) => (await t.ctx.blobs.get(`results/${workId}`))?.bytes.toString('utf8');
+  const storedResult = async (workId: string) => (await readWorkResult(t.ctx, workId))?.bytes.toString('utf8');
 
   it('stores the result and accepts the receipt in one call', async () => {
     const work = await leaseOne();
@@ -231,6 +232,51 @@ describe('a receipt may carry its result inline', () => {
       })
     ).json();
     expect(job).toMatchObject({ status: 'completed', result_hash: sha256Hex(output) });
+  });
+
+  it('keeps a result of up to 64 KiB in its work row, a larger one as an object, and serves both', async () => {
+    const download = async (jobId: string) =>
+      (
+        await t.app.inject({
+          method: 'GET',
+          url: `/api/v1/marketplace/jobs/${jobId}/result`,
+          headers: bearer(buyer.apiKey),
+        })
+      ).body;
+    const inlineOf = async (workId: string) =>
+      (
+        await t.ctx.db.query<{ result_inline: Uint8Array | null }>(
+          'SELECT result_inline FROM work_items WHERE id = $1',
+          [workId],
+        )
+      ).rows[0]?.result_inline ?? null;
+    const sizes = [
+      { output: `"${'s'.repeat(INLINE_RESULT_MAX_BYTES - 2)}"`, inRow: true },
+      { output: `"${'l'.repeat(INLINE_RESULT_MAX_BYTES - 1)}"`, inRow: false },
+    ];
+    for (const { output, inRow } of sizes) {
+      const work = await leaseOne();
+      const res = await node.receipt(work, {
+        result_hash: sha256Hex(output),
+        metering_units: 10,
+        result: upload(output),
+      });
+      expect(res.statusCode).toBe(200);
+      expect(Buffer.from((await inlineOf(work.work_id)) ?? []).toString('utf8')).toBe(inRow ? output : '');
+      expect((await t.ctx.blobs.get(`results/${work.work_id}`))?.bytes.toString('utf8')).toBe(
+        inRow ? undefined : output,
+      );
+      expect(await download(work.job_id)).toBe(output);
+    }
+    // A result stored before results were kept in rows is an object only: still served.
+    const work = await leaseOne();
+    const old = '{"stored":"as an object"}';
+    expect(
+      (await node.receipt(work, { result_hash: sha256Hex(old), metering_units: 10, result: upload(old) })).statusCode,
+    ).toBe(200);
+    await t.ctx.blobs.put(`results/${work.work_id}`, Buffer.from(old), 'application/json');
+    await t.ctx.db.query('UPDATE work_items SET result_inline = NULL WHERE id = $1', [work.work_id]);
+    expect(await download(work.job_id)).toBe(old);
   });
 
   it('refuses an inline result whose bytes do not hash, or that is not the receipted one, and stores nothing', async () => {

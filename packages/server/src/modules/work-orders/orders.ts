@@ -18,6 +18,7 @@ import { checkRepositoryUrl, getRepository, remoteOf, stageBaseBundle } from './
 import type { CreateWorkOrderRequest } from './schemas.js';
 import { canMove, isExecuting, type WorkOrderStatus } from './states.js';
 import * as store from './store.js';
+import { readWorkResult } from '../work/results.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 const rollbackSubject = (id: string) => `${id}.rollback`;
@@ -272,7 +273,7 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
   const jobId = order.job_id;
   const job = await findJobById(ctx.db, jobId);
   if (!job || ['pending', 'submitted'].includes(job.status)) return order;
-  const blob = job.status === 'completed' && job.work_id ? await ctx.blobs.get(`results/${job.work_id}`) : undefined;
+  const blob = job.status === 'completed' && job.work_id ? await readWorkResult(ctx, job.work_id) : undefined;
   const receipt = job.status === 'completed' ? (await receiptsOfJob(ctx.db, order.org_id, jobId))[0] : undefined;
   let approvedHere = false;
   const updated = await ctx.db.transaction(async (tx) => {

@@ -12,6 +12,7 @@ import { findJob } from '../jobs/store.js';
 import { fetchBaseBundle, GitError, type Remote } from './git.js';
 import type { CreateWorkRepositoryRequest, PreflightWorkRepositoryRequest } from './schemas.js';
 import * as store from './store.js';
+import { readWorkResult } from '../work/results.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 const tokenPurpose = (id: string) => `work_repository:${id}`;
@@ -197,7 +198,7 @@ export async function preflight(
   for (;;) {
     const current = await findJob(ctx.db, principal.orgId, job.id);
     if (current?.status === 'completed' && current.work_id) {
-      const blob = await ctx.blobs.get(`results/${current.work_id}`);
+      const blob = await readWorkResult(ctx, current.work_id);
       const result = blob ? (JSON.parse(blob.bytes.toString('utf8')) as PreflightResult) : undefined;
       await ctx.blobs.delete(staged.key);
       if (!result || result.mode !== 'preflight')

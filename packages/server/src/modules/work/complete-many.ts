@@ -2,6 +2,7 @@ import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { NodeRow } from '../nodes/store.js';
 import { completeWorkWithResults, lockWorkOfJobs } from './store.js';
+import { keepResult } from './results.js';
 import { insertReceipts, receiptIdOf, type ReceiptRow } from '../receipts/store.js';
 
 /**
@@ -82,8 +83,9 @@ export async function completeMany(
   const results = await Promise.all(
     ready.map(async ({ item, work }) => {
       const contentType = item.inline.content_type ?? 'application/json';
-      await ctx.blobs.within(tx).put(`results/${work.id}`, item.inlineBytes, contentType);
+      const inline = await keepResult(ctx.blobs.within(tx), work.id, item.inlineBytes, contentType);
       return {
+        inline,
         workId: work.id,
         result_hash: item.inline.result_hash,
         content_type: contentType,

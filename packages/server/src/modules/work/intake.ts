@@ -6,6 +6,7 @@ import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { findWork, lockWorkForReceipt, setWorkStatus, storeWorkResult, type WorkRow } from './store.js';
 import { completionOf, type FreshWork, type ReceiptBody, type ResultUpload } from './completion.js';
+import { keepResult } from './results.js';
 import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from '../receipts/store.js';
 import { completeMany, type FastReceipt } from './complete-many.js';
 import { WriteFailure, type WriteKind } from '../../platform/writer.js';
@@ -48,7 +49,7 @@ async function storeResult(
   status: 'delivered' | 'completed' = 'delivered',
 ): Promise<boolean> {
   const contentType = body.content_type ?? 'application/json';
-  await ctx.blobs.within(db).put(`results/${workId}`, bytes, contentType);
+  const inline = await keepResult(ctx.blobs.within(db), workId, bytes, contentType);
   return storeWorkResult(db, workId, {
     result_hash: body.result_hash,
     content_type: contentType,
@@ -56,6 +57,7 @@ async function storeResult(
     metering_units: body.metering_units,
     usage: body.usage,
     status,
+    inline,
   });
 }
 

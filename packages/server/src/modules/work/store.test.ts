@@ -5,6 +5,7 @@ import {
   cancelOpenWork,
   countOpenWork,
   findWork,
+  findWorkResultInline,
   insertLeasedWork,
   insertWork,
   jobWorkAmong,
@@ -82,8 +83,15 @@ describe('work store', () => {
   it('stores one result; a second store of leased-with-result work changes nothing', async () => {
     const w = await insertWork(t.ctx.db, jobWork());
     const result = { result_hash: 'ab'.repeat(32), content_type: 'text/plain', bytes: 3, metering_units: 5 };
-    expect(await storeWorkResult(t.ctx.db, w.id, { ...result, usage: { tokens: 5 }, status: 'delivered' })).toBe(true);
-    expect(await storeWorkResult(t.ctx.db, w.id, { ...result, status: 'completed' })).toBe(false);
+    const inline = Buffer.from('abc');
+    expect(
+      await storeWorkResult(t.ctx.db, w.id, { ...result, usage: { tokens: 5 }, status: 'delivered', inline }),
+    ).toBe(true);
+    expect(await storeWorkResult(t.ctx.db, w.id, { ...result, status: 'completed', inline: Buffer.from('xyz') })).toBe(
+      false,
+    );
+    expect(await findWorkResultInline(t.ctx.db, w.id)).toEqual({ bytes: inline, contentType: 'text/plain' });
+    expect(await findWorkResultInline(t.ctx.db, 'wrk_none')).toBeUndefined();
     const row = await findWork(t.ctx.db, w.id);
     expect([row?.status, row?.result_hash, row?.metering_units, row?.usage]).toEqual([
       'delivered',

@@ -286,12 +286,15 @@ export async function completeWorkWithResults(
     bytes: number;
     metering_units: number;
     usage?: Record<string, unknown>;
+    /** The result's bytes when kept in the row (work/results.ts), else null: it is an object. */
+    inline: Buffer | null;
   }[],
 ): Promise<number> {
   const { rowCount } = await db.query(
     `UPDATE work_items SET status = 'completed', result_hash = v.result_hash, result_content_type = v.content_type,
-            result_bytes = v.bytes, metering_units = v.units, usage = v.usage::jsonb, updated_at = now()
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[]) AS v(id, result_hash, content_type, bytes, units, usage)
+            result_bytes = v.bytes, metering_units = v.units, usage = v.usage::jsonb,
+            result_inline = decode(v.inline_hex, 'hex'), updated_at = now()
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[]) AS v(id, result_hash, content_type, bytes, units, usage, inline_hex)
       WHERE work_items.id = v.id AND work_items.id = ANY($1::text[]) AND work_items.status = 'leased' AND work_items.result_hash IS NULL`,
     [
       results.map((r) => r.workId),
@@ -300,6 +303,7 @@ export async function completeWorkWithResults(
       results.map((r) => r.bytes),
       results.map((r) => r.metering_units),
       results.map((r) => (r.usage ? JSON.stringify(r.usage) : null)),
+      results.map((r) => (r.inline ? r.inline.toString('hex') : null)),
     ],
   );
   return rowCount ?? 0;
@@ -334,10 +338,13 @@ export async function storeWorkResult(
     metering_units: number;
     usage?: Record<string, unknown>;
     status: 'delivered' | 'completed';
+    /** The result's bytes when kept in the row (work/results.ts), else null: it is an object. */
+    inline: Buffer | null;
   },
 ): Promise<boolean> {
   const { rowCount } = await db.query(
-    `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6, updated_at = now()
+    `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6,
+            result_inline = decode($8::text, 'hex'), updated_at = now()
       WHERE id = $1 AND result_hash IS NULL AND (status = 'leased' OR (status = 'lost' AND type <> 'job'))`,
     [
       workId,
@@ -347,9 +354,30 @@ export async function storeWorkResult(
       result.metering_units,
       result.usage ? JSON.stringify(result.usage) : null,
       result.status,
+      result.inline ? result.inline.toString('hex') : null,
     ],
   );
   return rowCount === 1;
+}
+
+/**
+ * A work item's result kept in its row (work/results.ts), with its content type; `bytes` null when
+ * the result is an object or there is none; undefined when there is no such work item.
+ */
+export async function findWorkResultInline(
+  db: Queryable,
+  workId: string,
+): Promise<{ bytes: Buffer | null; contentType: string | null } | undefined> {
+  const { rows } = await db.query<{ result_inline: Uint8Array | null; result_content_type: string | null }>(
+    'SELECT result_inline, result_content_type FROM work_items WHERE id = $1',
+    [workId],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const raw = row.result_inline;
+  const bytes =
+    raw === null ? null : Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  return { bytes, contentType: row.result_content_type };
 }
 
 /** Records why a node failed gateway work (the 502 message, and whether another node may retry). */
