@@ -142,7 +142,7 @@ async function throughputRoundRobin(
   seconds: number,
   onces: (() => Promise<void>)[],
   measuring?: () => void,
-): Promise<{ rps: number; done: number; failed: number }[]> {
+): Promise<{ rps: number; done: number; failed: number; benchCpuMs: number }[]> {
   const run = async (ms: number, once: () => Promise<void>) => {
     const deadline = Date.now() + ms;
     let done = 0;
@@ -163,18 +163,23 @@ async function throughputRoundRobin(
   };
   for (const once of onces) await run(2_000, once);
   measuring?.();
-  const totals = onces.map(() => ({ done: 0, failed: 0 }));
+  const totals = onces.map(() => ({ done: 0, failed: 0, benchCpuMs: 0 }));
   for (let second = 0; second < seconds; second++) {
     for (const [k, once] of onces.entries()) {
+      // This process is the load generator and the upstream: its CPU during a target's turn is
+      // what that target's requests cost on the client's and the engine's side.
+      const cpuBefore = process.cpuUsage();
       const r = await run(1_000, once);
+      const cpu = process.cpuUsage(cpuBefore);
       const t = totals[k];
       if (t) {
         t.done += r.done;
         t.failed += r.failed;
+        t.benchCpuMs += (cpu.user + cpu.system) / 1000;
       }
     }
   }
-  return totals.map((t) => ({ rps: t.done / seconds, done: t.done, failed: t.failed }));
+  return totals.map((t) => ({ rps: t.done / seconds, done: t.done, failed: t.failed, benchCpuMs: t.benchCpuMs }));
 }
 
 const CLOCK_TICKS = (() => {
@@ -195,6 +200,37 @@ function cpuMs(child: ChildProcess | undefined): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * CPU ms so far of the PostgreSQL backends serving `store`'s database, by pid (undefined on
+ * PGlite, which runs inside the gateway's process, or off Linux). The cluster's shared processes
+ * (WAL writer, checkpointer) are not counted.
+ */
+async function storeBackendsCpu(store: TestStore | undefined): Promise<Map<number, number> | undefined> {
+  if (!store?.databaseUrl || !existsSync('/proc/self/stat')) return undefined;
+  const db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+  try {
+    const { rows } = await db.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+    );
+    const out = new Map<number, number>();
+    for (const { pid } of rows) {
+      const ms = cpuMs({ pid } as ChildProcess);
+      if (ms !== undefined) out.set(pid, ms);
+    }
+    return out;
+  } finally {
+    await db.close();
+  }
+}
+
+/** CPU ms the backends of `to` spent since `from` (a backend started meanwhile counts from 0). */
+function backendsSpent(from: Map<number, number> | undefined, to: Map<number, number> | undefined): number | undefined {
+  if (!from || !to) return undefined;
+  let spent = 0;
+  for (const [pid, ms] of to) spent += ms - (from.get(pid) ?? 0);
+  return spent;
 }
 
 /** CPU ms each target's gateway and node spend per request while `run` sends `count` requests to each. */
@@ -418,19 +454,32 @@ try {
   // per request that target answered.
   const readCpu = () => others.map((t) => ({ gateway: cpuMs(t.processes?.gateway), node: cpuMs(t.processes?.node) }));
   let cpuFrom = readCpu();
+  const storeCpu = () => Promise.all(others.map((t) => storeBackendsCpu(t.store)));
+  let storeFrom = await storeCpu();
+  let measuring: Promise<void> | undefined;
   const [tDirect, ...tOthers] = await throughputRoundRobin(
     concurrency,
     duration,
     [direct, ...others].map((t) => () => chat(t)),
-    () => (cpuFrom = readCpu()),
+    () => {
+      cpuFrom = readCpu();
+      measuring = storeCpu().then((s) => void (storeFrom = s));
+    },
   );
+  await measuring;
   const cpuTo = readCpu();
+  const storeTo = await storeCpu();
   const loadTo = new Date();
   const loadedCpu = cpuTo.map((a, i) => {
     const done = tOthers[i]?.done ?? 0;
     const per = (x: number | undefined, y: number | undefined) =>
       x === undefined || y === undefined || done === 0 ? undefined : (x - y) / done;
-    return { gateway: per(a.gateway, cpuFrom[i]?.gateway), node: per(a.node, cpuFrom[i]?.node) };
+    return {
+      gateway: per(a.gateway, cpuFrom[i]?.gateway),
+      node: per(a.node, cpuFrom[i]?.node),
+      bench: done === 0 ? undefined : (tOthers[i]?.benchCpuMs ?? 0) / done,
+      store: per(backendsSpent(storeFrom[i], storeTo[i]), 0),
+    };
   });
   if (!latDirect || !ttftDirect || !tDirect) throw new Error('a measurement is missing');
   const ms = (n: number) => n.toFixed(2);
@@ -451,13 +500,23 @@ try {
       measured.cpu.map((c) => cpuCell(c[side])),
       others.map(() => ''),
     );
-  const cpuLoaded = (side: 'gateway' | 'node') =>
+  const cpuLoaded = (side: 'gateway' | 'node' | 'bench' | 'store') =>
     row(
-      `same at ${concurrency} loops, ${side}`,
-      'n/a',
+      side === 'bench'
+        ? `same at ${concurrency} loops, client + upstream (this process)`
+        : side === 'store'
+          ? `same at ${concurrency} loops, PostgreSQL backends`
+          : `same at ${concurrency} loops, ${side}`,
+      side === 'bench' && tDirect.done > 0 ? cpuCell(tDirect.benchCpuMs / tDirect.done) : 'n/a',
       loadedCpu.map((c) => cpuCell(c[side])),
       others.map(() => ''),
     );
+  // What 2 CPUs could serve at these costs if nothing else ran and nothing waited: the ceiling
+  // of requests/second the machine allows each target, the bench's own share included.
+  const ceiling = loadedCpu.map((c) => {
+    const total = (c.gateway ?? 0) + (c.node ?? 0) + (c.bench ?? 0) + (c.store ?? 0);
+    return total > 0 ? ((availableParallelism() * 1000) / total).toFixed(0) : 'n/a';
+  });
   const noStream = relays.map(() => 'n/a');
   const ttft = (q: 'p50' | 'p99') =>
     row(
@@ -481,6 +540,14 @@ try {
     cpu('node'),
     cpuLoaded('gateway'),
     cpuLoaded('node'),
+    cpuLoaded('bench'),
+    ...(storeKind === 'postgres' ? [cpuLoaded('store')] : []),
+    row(
+      `req/s the CPUs allow at those costs`,
+      'n/a',
+      ceiling,
+      others.map(() => ''),
+    ),
     row(
       `chat req/s (${concurrency} concurrent)`,
       tDirect.rps.toFixed(0),
