@@ -127,6 +127,26 @@ async function roundRobin(n: number, onces: (() => Promise<number>)[]): Promise<
   return samples.map(quantiles);
 }
 
+/**
+ * `n` timed runs of each function in blocks of `block`: the targets take turns block by block
+ * (a, a, ..., b, b, ..., a, ...), each block after one untimed run, so a target's processes are
+ * warm from the request before, as one client's back-to-back requests find them. Request-by-request
+ * turns (`roundRobin`) find every process cold and inflate every hop alike.
+ */
+async function blockRoundRobin(
+  n: number,
+  block: number,
+  onces: (() => Promise<number>)[],
+): Promise<{ p50: number; p99: number }[]> {
+  const samples = onces.map((): number[] => []);
+  for (let done = 0; done < n; done += block)
+    for (const [k, once] of onces.entries()) {
+      await once();
+      for (let i = 0; i < Math.min(block, n - done); i++) samples[k]?.push(await once());
+    }
+  return samples.map(quantiles);
+}
+
 const timed = (fn: () => Promise<void>) => async () => {
   const started = performance.now();
   await fn();
@@ -432,7 +452,7 @@ try {
   );
   if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
   console.log(
-    `warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns; throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`,
+    `warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns request by request, then again in blocks of 50 (warm); throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`,
   );
   console.log(
     'upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n',
@@ -444,6 +464,11 @@ try {
     ),
   );
   const [latDirect, ...latOthers] = measured.result;
+  const [warmDirect, ...warmOthers] = await blockRoundRobin(
+    requests,
+    50,
+    [direct, ...others].map((t) => timed(() => chat(t))),
+  );
   const [ttftDirect, ...ttftSvc] = await roundRobin(
     requests,
     [direct, ...svcTargets].map((t) => () => firstToken(t)),
@@ -492,6 +517,17 @@ try {
       latOthers.map((l) => ms(l[q])),
       latOthers.map((l) => ms(l[q] - latDirect[q])),
     );
+  const warm = (q: 'p50' | 'p99') =>
+    warmDirect
+      ? [
+          row(
+            `chat ${q} ms, warm (blocks of 50)`,
+            ms(warmDirect[q]),
+            warmOthers.map((l) => ms(l[q])),
+            warmOthers.map((l) => ms(l[q] - warmDirect[q])),
+          ),
+        ]
+      : [];
   const cpuCell = (n: number | undefined) => (n === undefined ? 'n/a' : n.toFixed(2));
   const cpu = (side: 'gateway' | 'node') =>
     row(
@@ -534,6 +570,8 @@ try {
     ),
     lat('p50'),
     lat('p99'),
+    ...warm('p50'),
+    ...warm('p99'),
     ttft('p50'),
     ttft('p99'),
     cpu('gateway'),
