@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import canonicalize from 'canonicalize';
 import { ProtocolError } from './errors.js';
 import { canonicalJson } from './jcs.js';
@@ -221,9 +221,10 @@ describe('canonicalJson against the canonicalize package', () => {
     }
   }
 
-  it('gives the same bytes on 4,000 generated values, and refuses the same lone surrogates', () => {
+  /** Compares `serialize` with the package on `count` generated values; returns how many had a lone surrogate. */
+  function differential(serialize: (value: unknown) => string, count: number): number {
     let withLone = 0;
-    for (let seed = 1; seed <= 4000; seed++) {
+    for (let seed = 1; seed <= count; seed++) {
       const r = generator(seed);
       const input = value(r, 0, () => r.next() < 0.01);
       let expected: string | undefined;
@@ -234,12 +235,32 @@ describe('canonicalJson against the canonicalize package', () => {
       }
       if (expected === undefined) {
         withLone++;
-        expect(pathOf(input), `seed ${seed}`).toBe('');
+        expect(() => serialize(input), `seed ${seed}`).toThrow(
+          expect.objectContaining({ path: '', message: 'Lone surrogate is not allowed' }),
+        );
       } else {
-        expect(canonicalJson(input), `seed ${seed}`).toBe(expected);
+        expect(serialize(input), `seed ${seed}`).toBe(expected);
       }
     }
-    expect(withLone).toBeGreaterThan(50);
+    return withLone;
+  }
+
+  it('gives the same bytes on 4,000 generated values, and refuses the same lone surrogates', () => {
+    expect(differential(canonicalJson, 4000)).toBeGreaterThan(50);
+  });
+
+  it('finds lone surrogates alike without String.prototype.isWellFormed (older browsers run the verifier)', async () => {
+    const proto = String.prototype as { isWellFormed?: unknown };
+    const original = Object.getOwnPropertyDescriptor(proto, 'isWellFormed');
+    delete proto.isWellFormed;
+    try {
+      vi.resetModules();
+      const fallback = await import('./jcs.js');
+      expect(differential(fallback.canonicalJson, 1500)).toBeGreaterThan(10);
+    } finally {
+      if (original) Object.defineProperty(proto, 'isWellFormed', original);
+      vi.resetModules();
+    }
   });
 
   const REFUSED: [unknown, string][] = [

@@ -22,7 +22,12 @@ interface Walk {
   loneSurrogate: boolean;
 }
 
-const isWellFormed = (text: string): boolean => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** No lone surrogate: `String.prototype.isWellFormed` where it exists (Node 20; the verifier also runs in browsers). */
+const isWellFormed: (text: string) => boolean =
+  typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
+    ? (text) => (text as unknown as { isWellFormed(): boolean }).isWellFormed()
+    : (text) => !LONE_SURROGATE.test(text);
 
 /** A string as JSON.stringify writes it (minimal escapes, lowercase `\u00xx`), as RFC 8785 asks. */
 function stringOf(text: string, walk: Walk): string {
