@@ -39,6 +39,9 @@ describe('eventHash', () => {
   it('hashes only the eight covered fields, so an API event can be passed as is', () => {
     const apiEvent = { ...event, id: 'evt_2', event_hash: 'ignored' };
     expect(eventHash(apiEvent)).toBe(eventHash(event));
+    // The recorder passes its parents with their sequence (what it sorted them by).
+    const withSequence = { ...event, parents: [{ event_id: 'evt_1', edge_type: 'then', sequence: 1 }] };
+    expect(eventHash(withSequence)).toBe(eventHash(event));
     expect(Object.keys(eventHashInput(apiEvent)).sort()).toEqual([
       'created_at',
       'event_type',

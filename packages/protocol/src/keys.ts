@@ -1,8 +1,9 @@
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { ed25519PublicKeyProblem } from './ed25519-point.js';
 import { ProtocolError } from './errors.js';
 import { hexToBytes } from './hex.js';
 import { canonicalJson } from './jcs.js';
+import { sha256HexOf } from './sha256.js';
 
 /** DER prefix of an Ed25519 SubjectPublicKeyInfo; the raw 32-byte key follows it. */
 export const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
@@ -140,7 +141,7 @@ export function seedHex(privateKey: KeyObject): string {
  * // 'b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9'
  */
 export function sha256Hex(data: Uint8Array | string): string {
-  return createHash('sha256').update(data).digest('hex');
+  return sha256HexOf(data);
 }
 
 /**

@@ -127,3 +127,26 @@ describe('inclusion proofs', () => {
     expect(() => inclusionProof([leafHash('a')], 0.5)).toThrow(ProtocolError);
   });
 });
+
+describe('leafHash', () => {
+  // The one-shot hash of a prefixed string must be the hash of 0x00 then the string's UTF-8.
+  const reference = (data: Uint8Array | string) =>
+    createHash('sha256')
+      .update(Buffer.from([0]))
+      .update(data)
+      .digest('hex');
+
+  it('is SHA-256(0x00 || UTF-8) of any string, and of any bytes', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), (text) => {
+        expect(leafHash(text)).toBe(reference(text));
+      }),
+    );
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 100 }), (bytes) => {
+        expect(leafHash(bytes)).toBe(reference(bytes));
+      }),
+    );
+    expect(leafHash('\u0000é😀')).toBe(reference('\u0000é😀'));
+  });
+});

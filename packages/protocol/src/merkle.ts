@@ -1,17 +1,21 @@
-import { createHash } from 'node:crypto';
 import { ProtocolError } from './errors.js';
 import { hexToBytes, isLowerHex } from './hex.js';
+import { sha256BytesOf, sha256HexOf } from './sha256.js';
 
 // RFC 6962 Merkle tree hash. Hex strings at the API, Buffers inside.
 
 const LEAF_PREFIX = Buffer.from([0x00]);
-const NODE_PREFIX = Buffer.from([0x01]);
 
 /** MTH({}): SHA-256 of the empty string, the root of a tree with no leaves. */
 export const MERKLE_EMPTY_ROOT = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
+/** SHA-256(0x01 || left || right), the two 32-byte children written into one buffer. */
 function nodeHash(left: Buffer, right: Buffer): Buffer {
-  return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+  const input = Buffer.allocUnsafe(1 + left.length + right.length);
+  input[0] = 0x01;
+  left.copy(input, 1);
+  right.copy(input, 1 + left.length);
+  return sha256BytesOf(input);
 }
 
 /** Largest power of two strictly less than n (n >= 2). */
@@ -39,7 +43,8 @@ function parseLeaves(leaves: readonly string[]): Buffer[] {
  * leafHash('leaf-0'); // the first leaf of the Merkle test vectors in docs/evidence.md
  */
 export function leafHash(data: Uint8Array | string): string {
-  return createHash('sha256').update(LEAF_PREFIX).update(data).digest('hex');
+  // A string is prefixed as a string: U+0000 is the single byte 0x00 in UTF-8.
+  return sha256HexOf(typeof data === 'string' ? `\u0000${data}` : Buffer.concat([LEAF_PREFIX, data]));
 }
 
 /**

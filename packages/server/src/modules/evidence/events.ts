@@ -28,11 +28,16 @@ export function policyId(policy: Record<string, unknown>): string {
   return `pol_${canonicalSha256Hex(policy).slice(0, 16)}`;
 }
 
-export function policyEvaluated(policy: Record<string, unknown>, note: string): EvidenceEvent {
+/** `id`: the policy's {@link policyId} when the caller has it already (it hashes the policy). */
+export function policyEvaluated(
+  policy: Record<string, unknown>,
+  note: string,
+  id: string = policyId(policy),
+): EvidenceEvent {
   return {
     type: 'policy.evaluated',
-    summary: `policy ${policyId(policy)}: ${note}`,
-    metadata: { policy_id: policyId(policy), ...policy, decision: 'accepted' },
+    summary: `policy ${id}: ${note}`,
+    metadata: { policy_id: id, ...policy, decision: 'accepted' },
     causedBy: [],
   };
 }

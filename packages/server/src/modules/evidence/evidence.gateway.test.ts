@@ -1,5 +1,6 @@
 import { verifyBundle } from '@svc/protocol/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { policyId } from './events.js';
 import { startGatewayFixture, type GatewayFixture, type GatewayNode } from '../../../test/gateway-fixture.js';
 
 interface Graph {
@@ -53,6 +54,10 @@ describe('evidence runs of gateway requests', () => {
     expect(routing).toMatchObject({ node_id: us.nodeId, country: 'US', candidates: 2, eligible: 1 });
     expect(String(routing.reason)).toContain('in US (strict_jurisdiction)');
     expect(graph.events[1]?.metadata).toMatchObject({ strict_jurisdiction: 'US', model: 'tinyllama' });
+    // The policy's id, hashed once for the run and its policy.evaluated event, names that policy.
+    const { policy_id, decision, ...policy } = graph.events[1]?.metadata ?? {};
+    expect({ policy_id, decision }).toEqual({ policy_id: policyId(policy), decision: 'accepted' });
+    expect(graph.run.policy_id).toBe(policy_id);
     expect(graph.certificate).toMatchObject({ signed: true, verified: true });
 
     const receipts = (await f.api('GET', `/api/v1/job/receipts/${done.id}`)).json.receipts as {

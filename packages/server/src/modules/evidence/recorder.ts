@@ -75,7 +75,8 @@ function eventRows(
   const rows: EventRow[] = [];
   const edges: EdgeRow[] = [];
   let previous = run.last_event_id ? { id: run.last_event_id, sequence: run.event_count } : undefined;
-  for (const [i, e] of events.entries()) {
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i] as EvidenceEvent;
     const self = { id: newId('evt'), sequence: run.event_count + i + 1 };
     const parents: { event_id: string; edge_type: EdgeType; sequence: number }[] = [];
     if (previous) parents.push({ event_id: previous.id, edge_type: 'then', sequence: previous.sequence });
@@ -85,24 +86,36 @@ function eventRows(
       if (cause) parents.push({ event_id: cause.id, edge_type: 'caused_by', sequence: cause.sequence });
     }
     // The hashed order (parentsOf in @svc/protocol): the parent's sequence, then the edge type.
-    parents.sort(
-      (a, b) => a.sequence - b.sequence || (a.edge_type < b.edge_type ? -1 : a.edge_type > b.edge_type ? 1 : 0),
-    );
-    const hashedParents = parents.map(({ event_id, edge_type }) => ({ event_id, edge_type }));
-    const row: EventRow = {
+    if (parents.length > 1)
+      parents.sort(
+        (a, b) => a.sequence - b.sequence || (a.edge_type < b.edge_type ? -1 : a.edge_type > b.edge_type ? 1 : 0),
+      );
+    const metadata = e.metadata ?? {};
+    const metadataText = JSON.stringify(metadata);
+    const created_at = timestamp();
+    // eventHash takes only event_id and edge_type of each parent (eventHashInput copies them).
+    const event_hash = eventHash({
+      run_id: run.id,
+      sequence: self.sequence,
+      event_type: e.type,
+      subject_id: subjectId,
+      summary: e.summary,
+      metadata,
+      created_at,
+      parents,
+    });
+    rows.push({
       id: self.id,
       run_id: run.id,
       sequence: self.sequence,
       event_type: e.type,
       subject_id: subjectId,
       summary: e.summary,
-      metadata: JSON.stringify(e.metadata ?? {}),
-      created_at: timestamp(),
-      event_hash: '',
-    };
-    row.event_hash = eventHash({ ...row, metadata: e.metadata ?? {}, parents: hashedParents });
-    rows.push(row);
-    for (const p of hashedParents)
+      metadata: metadataText,
+      created_at,
+      event_hash,
+    });
+    for (const p of parents)
       edges.push({ run_id: run.id, from_event_id: p.event_id, to_event_id: self.id, edge_type: p.edge_type });
     latest.set(e.type, self);
     previous = self;

@@ -308,6 +308,7 @@ async function writeOpening(ctx: ServiceContext, tx: Queryable, o: Opening): Pro
 function openingParts(ctx: ServiceContext, o: Opening) {
   const { principal, call, workId, cents, decision, holdId } = o;
   const policy = requestPolicy(call);
+  const policy_id = policyId(policy);
   return {
     request: openedRequest(o),
     hold: { id: holdId, orgId: principal.orgId, cents, ref: call.id },
@@ -329,7 +330,7 @@ function openingParts(ctx: ServiceContext, o: Opening) {
         job_id: call.id,
         summary: `${call.type} ${call.model}, open`,
         jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null,
-        policy_id: policyId(policy),
+        policy_id,
         trust_tier: call.route.requires_tee ? 'sovereign' : 'public',
         work_type: call.type,
       },
@@ -340,7 +341,7 @@ function openingParts(ctx: ServiceContext, o: Opening) {
           metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
         },
         ...(call.evidence ?? []),
-        policyEvaluated(policy, policyText(call)),
+        policyEvaluated(policy, policyText(call), policy_id),
         ledgerHeld(holdId, cents, 'request.received'),
         ...routedEvents(decision, workId, 1),
       ],

@@ -1,5 +1,6 @@
+import { createHmac, randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { sha256Hex } from '@svc/protocol';
+import { canonicalJson, sha256Hex } from '@svc/protocol';
 import {
   bearer,
   createKey,
@@ -15,7 +16,7 @@ import {
 import type { Queryable } from '../../platform/db/index.js';
 import type { WriteKind } from '../../platform/writer.js';
 import { reconcileAccount } from '../billing/service.js';
-import { issueTicket, TICKET_MAX_AGE_MS, type WorkTicket } from './ticket.js';
+import { checkTicket, issueTicket, TICKET_MAX_AGE_MS, type WorkTicket } from './ticket.js';
 
 const CHAT = { model: 'tinyllama', messages: [{ role: 'user', content: 'dispatched before its opening' }] };
 const OUTPUT = JSON.stringify({
@@ -198,4 +199,59 @@ describe('work tickets', () => {
     expect(valid.status).toBe(200);
     expect(await stored(t.ctx.db, valid.id)).toMatchObject({ requests: 1, status: 'completed', receipts: 1 });
   }, 60_000);
+});
+
+describe('the ticket MAC', () => {
+  const fields: Omit<WorkTicket, 'mac'> = {
+    org_id: 'org_01jd4x8k2m7q9w3e5r6t8y0u1a',
+    buyer_id: 'byr_01jd4x8k2m7q9w3e5r6t8y0u1a',
+    request_id: 'chatcmpl-01jd4x8k2m7q9w3e5r6t8y0u1a',
+    type: 'chat',
+    model: 'tinyllama',
+    stream: false,
+    max_cost_micro: 40_000,
+    jurisdiction: null,
+    strict_jurisdiction: 'US',
+    requires_tee: false,
+    node_id: 'node_01jd4x8k2m7q9w3e5r6t8y0u1a',
+    work_id: 'wrk_01jd4x8k2m7q9w3e5r6t8y0u1a',
+    issued_at: '2026-11-25T12:00:00.000Z',
+  };
+  const expect_ = { nodeId: fields.node_id, requestId: fields.request_id, workId: fields.work_id };
+  const now = Date.parse(fields.issued_at);
+  /** The MAC as specified: HMAC(HMAC(secret, label), JCS(fields)), derived afresh. */
+  const reference = (secret: Buffer) =>
+    createHmac('sha256', createHmac('sha256', secret).update('svc-work-tickets-v1').digest())
+      .update(canonicalJson(fields))
+      .digest('hex');
+  const refusal = (secrets: { sessionSecret: Buffer }, ticket: WorkTicket) => {
+    try {
+      checkTicket(secrets, ticket, expect_, now);
+      return 'accepted';
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+
+  it('is the specified HMAC under the current secret: a reloaded or rotated secret signs and checks anew', () => {
+    const first = { sessionSecret: randomBytes(32) };
+    const ticket = issueTicket(first, fields);
+    expect(ticket.mac).toBe(reference(first.sessionSecret));
+    expect(issueTicket(first, fields).mac).toBe(ticket.mac);
+    expect(refusal(first, ticket)).toBe('accepted');
+
+    // The same bytes loaded again (another instance, a restart) verify the same ticket.
+    const reloaded = { sessionSecret: Buffer.from(first.sessionSecret) };
+    expect(refusal(reloaded, ticket)).toBe('accepted');
+
+    // A new secret: its own MACs, and the old ticket no longer verifies.
+    const rotated = { sessionSecret: randomBytes(32) };
+    expect(issueTicket(rotated, fields).mac).toBe(reference(rotated.sessionSecret));
+    expect(refusal(rotated, ticket)).toBe('the work ticket does not verify');
+
+    // A secret changed in place is derived again, never served from what its old bytes gave.
+    first.sessionSecret.fill(7);
+    expect(issueTicket(first, fields).mac).toBe(reference(Buffer.alloc(32, 7)));
+    expect(refusal(first, ticket)).toBe('the work ticket does not verify');
+  });
 });

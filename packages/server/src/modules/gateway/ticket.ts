@@ -22,8 +22,21 @@ const TICKET_MAX_SKEW_MS = 60_000;
  * every instance), under a label of its own so that no other use of that secret signs a ticket.
  */
 function ticketKey(secrets: Pick<PlatformSecrets, 'sessionSecret'>): Buffer {
-  return createHmac('sha256', secrets.sessionSecret).update('svc-work-tickets-v1').digest();
+  const secret = secrets.sessionSecret;
+  const known = ticketKeys.get(secret);
+  // The copy guards against a secret changed in place: it is derived again, never used stale.
+  if (known && known.secret.equals(secret)) return known.key;
+  const key = createHmac('sha256', secret).update('svc-work-tickets-v1').digest();
+  ticketKeys.set(secret, { secret: Buffer.from(secret), key });
+  return key;
 }
+
+/**
+ * The ticket key of each session secret, derived once (every request issues a ticket): keyed by
+ * the secret's Buffer, so a secret loaded or rotated anew is derived anew, and a dropped one is
+ * forgotten with it.
+ */
+const ticketKeys = new WeakMap<Buffer, { secret: Buffer; key: Buffer }>();
 
 function macOf(secrets: Pick<PlatformSecrets, 'sessionSecret'>, fields: Omit<WorkTicket, 'mac'>): Buffer {
   return createHmac('sha256', ticketKey(secrets)).update(canonicalJson(fields), 'utf8').digest();

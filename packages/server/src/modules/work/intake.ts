@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto';
-import { verifySvc1 } from '@svc/protocol';
+import { sha256Hex, verifySvc1 } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
@@ -25,7 +24,7 @@ async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
 /** The result's bytes, checked against its `result_hash` (400 naming `path` when they differ). */
 function resultBytes(body: ResultUpload, path: string): Buffer {
   const bytes = Buffer.from(body.output, body.encoding === 'base64' ? 'base64' : 'utf8');
-  const actual = createHash('sha256').update(bytes).digest('hex');
+  const actual = sha256Hex(bytes);
   if (actual !== body.result_hash)
     throw new ApiError(
       'invalid_request',
