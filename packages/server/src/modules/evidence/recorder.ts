@@ -158,18 +158,37 @@ export async function openRuns(
   tx: Queryable,
   runs: readonly { run: Omit<NewRun, 'id'>; events: readonly EvidenceEvent[] }[],
 ): Promise<string[]> {
+  return (await openRunsWithHeads(tx, runs)).map((head) => head.id);
+}
+
+/**
+ * {@link openRuns}, returning each run's head as it now stands in `tx` (what `closeRuns` would
+ * read back), as {@link openRunWithHead} does for one.
+ */
+export async function openRunsWithHeads(
+  tx: Queryable,
+  runs: readonly { run: Omit<NewRun, 'id'>; events: readonly EvidenceEvent[] }[],
+): Promise<RunHead[]> {
   const events: EventRow[] = [];
   const edges: EdgeRow[] = [];
+  const heads: RunHead[] = [];
   const rows = runs.map(({ run, events: opening }) => {
     const id = newId('run');
     // A new run has no earlier events: every cause is in its opening batch or nowhere.
     const built = eventRows({ id, event_count: 0, last_event_id: null }, run.job_id, opening, new Map());
     events.push(...built.rows);
     edges.push(...built.edges);
+    const last = built.rows[built.rows.length - 1];
+    heads.push({
+      id,
+      event_count: last?.sequence ?? 0,
+      last_event_id: last?.id ?? null,
+      hashes: built.rows.map((r) => r.event_hash),
+    });
     return { ...run, id };
   });
   if (rows.length > 0) await insertRunsWithEvents(tx, rows, events, edges);
-  return rows.map((r) => r.id);
+  return heads;
 }
 
 /**
@@ -245,11 +264,13 @@ export interface RunClosing {
   subjectId: string;
   events: readonly EvidenceEvent[];
   summary: string;
+  /** The run as this transaction opened it ({@link openRunsWithHeads}): not locked and read back. */
+  head?: RunHead;
 }
 
 /**
  * {@link closeRun} for many subjects with a constant number of statements (a flush of the
- * group-commit writer): one read of the runs' heads, one of earlier causes when some are needed,
+ * group-commit writer): one read of the runs' heads (none for the closings that carry theirs), one of earlier causes when some are needed,
  * one write of every event, edge and signature. The same rows and certificates as `closeRun`
  * called for each in order; false for a subject without an open run (or closed earlier in the list).
  */
@@ -259,10 +280,10 @@ export async function closeRuns(
   closings: readonly RunClosing[],
 ): Promise<boolean[]> {
   if (closings.length === 0) return [];
-  const runs = await lockOpenRunsWithHashes(
-    tx,
-    closings.map((c) => c.subjectId),
-  );
+  // Runs this transaction opened are known as it inserted them; only the others are locked and read.
+  const unknown = closings.filter((c) => !c.head).map((c) => c.subjectId);
+  const runs = unknown.length > 0 ? await lockOpenRunsWithHashes(tx, unknown) : new Map<string, RunHead>();
+  for (const c of closings) if (c.head && !runs.has(c.subjectId)) runs.set(c.subjectId, c.head);
   const wanted = closings.map((c) => wantedCauses(c.events));
   const lookups = closings.flatMap((c, i) => {
     const run = runs.get(c.subjectId);

@@ -123,7 +123,11 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
     await completeManyFromReceipts(
       ctx,
       tx,
-      done.map((d) => ({ request: d.owner, work: d.work, node: d.node, receipt: d.receipt })),
+      done.map((d) => {
+        // Opened by this same flush (takeFresh): its run's head as inserted, not locked and read back.
+        const run = freshRuns.get(d.owner);
+        return { request: d.owner, work: d.work, node: d.node, receipt: d.receipt, ...(run ? { run } : {}) };
+      }),
     );
   },
 

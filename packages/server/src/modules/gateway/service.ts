@@ -19,7 +19,7 @@ import { issueTicket } from './ticket.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
-import { openRunWithHead, openRuns, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { openRunWithHead, openRunsWithHeads, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
 import { rememberOpening } from './fresh.js';
 import type { WriteKind } from '../../platform/writer.js';
 import { endRequest } from './settle.js';
@@ -367,10 +367,16 @@ async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Op
     tx,
     fresh.map((a) => a.parts.work),
   );
-  await openRuns(
+  const heads = await openRunsWithHeads(
     tx,
     fresh.map((a) => a.parts.run),
   );
+  // Their receipts may follow in this transaction (the openings waited for them in the writer):
+  // the rows as inserted, so that completeMany neither locks nor reads them again.
+  fresh.forEach(({ o, parts }, i) => {
+    const run = heads[i];
+    if (run) rememberOpening(tx, { request: parts.request, work: openedWork(o), run });
+  });
 }
 
 /**

@@ -164,6 +164,8 @@ export interface ReceiptCompletion {
   work: Pick<WorkRow, 'id' | 'usage'>;
   node: NodeRow;
   receipt: ReceiptRow;
+  /** Its evidence run as this transaction opened it (the request's opening waited for it in the flush). */
+  run?: RunHead;
 }
 
 /**
@@ -246,6 +248,7 @@ export async function completeManyFromReceipts(
         },
       ],
       summary: `${d.request.type} ${d.request.model}, completed`,
+      ...(d.run ? { head: d.run } : {}),
     })),
   );
   const now = new Date();

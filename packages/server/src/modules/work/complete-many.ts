@@ -29,25 +29,36 @@ export interface FastReceipt {
  * request on its node, leased, without a result or a receipt; its request running on that work;
  * the first item of its request): two statements lock the work and request rows, then the
  * results, the receipts, the ledger, the requests and the evidence runs of all of them are
- * written with one or a few statements each. Returns the receipt of each item applied, undefined
- * for each item left (written nothing for): the caller applies those one by one as today, so each
- * gets today's exact outcome or error.
+ * written with one or a few statements each. A request whose opening this same transaction
+ * inserted (it waited for its receipt in the writer: `RequestCompletion.takeFresh`) is taken as
+ * inserted, neither locked nor read: rows no other transaction can see cannot have changed.
+ * Returns the receipt of each item applied, undefined for each item left (written nothing for):
+ * the caller applies those one by one as today, so each gets today's exact outcome or error.
  */
 export async function completeMany(
   ctx: ServiceContext,
   tx: Queryable,
   items: readonly FastReceipt[],
 ): Promise<(ReceiptRow | undefined)[]> {
+  const gateway = ctx.completions.request;
   const jobIds = items.map((i) => i.body.job_id);
-  const works = await lockWorkOfJobs(tx, jobIds);
+  const first = new Set<number>(jobIds.map((id) => jobIds.indexOf(id)));
+  // Opened by this transaction: the work and the request as inserted (a second receipt of the
+  // same request is not the plain case, and meets the first one's receipt alone, as a duplicate).
+  const fresh = items.map((item, index) =>
+    first.has(index) ? gateway.takeFresh(tx, item.body.job_id, item.node.id) : undefined,
+  );
+  // Only a request's first receipt can be the plain case: the others are applied alone (and lock then).
+  const stored = jobIds.filter((_, index) => first.has(index) && !fresh[index]);
+  const works = stored.length > 0 ? await lockWorkOfJobs(tx, stored) : [];
   // As lockWorkForReceipt: the latest work item of the request on the node sending the receipt.
   const workOf = (item: FastReceipt) =>
     works
       .filter((w) => w.job_id === item.body.job_id && w.node_id === item.node.id)
       .reduce<(typeof works)[number] | undefined>((a, w) => (!a || w.created_at > a.created_at ? w : a), undefined);
-  const first = new Set<number>(jobIds.map((id) => jobIds.indexOf(id)));
   const candidates = items.flatMap((item, index) => {
-    const work = workOf(item);
+    const opened = fresh[index];
+    const work = opened ? { ...opened.work, has_receipt: false } : workOf(item);
     const plain =
       first.has(index) &&
       work !== undefined &&
@@ -55,18 +66,12 @@ export async function completeMany(
       work.type !== 'job' &&
       work.status === 'leased' &&
       work.result_hash === null;
-    return plain ? [{ item, index, work }] : [];
+    return plain ? [{ item, index, work, opened }] : [];
   });
-  const gateway = ctx.completions.request;
-  const running =
-    candidates.length > 0
-      ? await gateway.lockRunning(
-          tx,
-          candidates.map((c) => c.work),
-        )
-      : new Map();
-  const ready = candidates.flatMap(({ item, index, work }) => {
-    const owner: unknown = running.get(work.id);
+  const toLock = candidates.filter((c) => !c.opened).map((c) => c.work);
+  const running = toLock.length > 0 ? await gateway.lockRunning(tx, toLock) : new Map<string, unknown>();
+  const ready = candidates.flatMap(({ item, index, work, opened }) => {
+    const owner: unknown = opened ? opened.owner : running.get(work.id);
     return owner !== undefined ? [{ item, index, work, owner }] : [];
   });
   const out: (ReceiptRow | undefined)[] = items.map(() => undefined);
