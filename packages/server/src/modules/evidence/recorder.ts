@@ -8,6 +8,7 @@ import {
   appendEvents,
   insertRunWithEvents,
   insertRunsWithEvents,
+  insertSignedRunsWithEvents,
   latestEventsOfTypes,
   latestEventsOfTypesMany,
   lockOpenRun,
@@ -189,6 +190,65 @@ export async function openRunsWithHeads(
   });
   if (rows.length > 0) await insertRunsWithEvents(tx, rows, events, edges);
   return heads;
+}
+
+/** One run of {@link openAndCloseRuns}: what `openRuns` takes, then what `closeRuns` takes for it. */
+export interface RunOpenedAndClosed {
+  run: Omit<NewRun, 'id'>;
+  events: readonly EvidenceEvent[];
+  closing: readonly EvidenceEvent[];
+  summary: string;
+}
+
+/**
+ * {@link openRuns} then {@link closeRuns} for subjects opened and closed in one transaction (a
+ * flush holding a request's opening and its completion), with one statement: every run inserted
+ * with all its events, their edges and its signature. The same events, edges and certificates as
+ * the two calls (a closing event's causes are the run's latest events of their types, here all
+ * known). Returns the run ids, in order.
+ */
+export async function openAndCloseRuns(
+  tx: Queryable,
+  secrets: PlatformSecrets,
+  runs: readonly RunOpenedAndClosed[],
+): Promise<string[]> {
+  if (runs.length === 0) return [];
+  const events: EventRow[] = [];
+  const edges: EdgeRow[] = [];
+  const signings: { id: string; closing: ReturnType<typeof closingOf> }[] = [];
+  const rows = runs.map(({ run, events: opening, closing, summary }) => {
+    const id = newId('run');
+    // Every event of the run is in these two batches: the opening's latest of each type are the
+    // closing's causes, as the store would give them back.
+    const latest: Latest = new Map();
+    const opened = eventRows({ id, event_count: 0, last_event_id: null }, run.job_id, opening, latest);
+    const last = opened.rows[opened.rows.length - 1];
+    const head: RunHead = {
+      id,
+      event_count: last?.sequence ?? 0,
+      last_event_id: last?.id ?? null,
+      hashes: opened.rows.map((r) => r.event_hash),
+    };
+    const closed = eventRows(head, run.job_id, closing, latest);
+    events.push(...opened.rows, ...closed.rows);
+    edges.push(...opened.edges, ...closed.edges);
+    const signing = closingOf(head, closed.rows, summary);
+    signings.push({ id, closing: signing });
+    return {
+      ...run,
+      id,
+      event_count: signing.count,
+      last_event_id: signing.lastId,
+      signed: signing.sign(secrets),
+    };
+  });
+  const unsigned = await insertSignedRunsWithEvents(tx, rows, events, edges);
+  if (unsigned.length > 0) {
+    await secrets.reload(tx);
+    for (const s of signings.filter((s) => unsigned.includes(s.id)))
+      await markSigned(tx, s.id, s.closing.sign(secrets), s.closing.count, s.closing.lastId);
+  }
+  return rows.map((r) => r.id);
 }
 
 /**

@@ -381,13 +381,15 @@ describe('gateway openings and receipts written as batches', () => {
     await expectWhole(together);
   }, 120_000);
 
-  it('a flush of openings with all their receipts runs no locking read; a second receipt of one of them is 409 alone', async () => {
+  it('a flush of openings with all their receipts writes each record once, completed, with no locking read; a second receipt of one of them is 409 alone', async () => {
     const specs = SPECS.filter((s) => !s.ended);
     const w = await buildWorld('together', specs);
     try {
       expect(w.t.ctx.writer.pending).toBe(specs.length);
       const reads: { sql: string; params: readonly unknown[] }[] = [];
+      const statements: string[] = [];
       onTransactionStatements(w.t.ctx.db, (sql, params) => {
+        statements.push(sql.replace(/\s+/g, ' ').trim());
         if (LOCKING_READ.test(sql)) reads.push({ sql, params: params ?? [] });
       });
       const [again] = w.items;
@@ -401,6 +403,20 @@ describe('gateway openings and receipts written as batches', () => {
       expect(reason.message).toBe(`a receipt for ${w.requestIds[0]} was already accepted`);
       // The one locking read is the second receipt's, alone; the batch read nothing back.
       expect(reads.map((r) => [readOf(r.sql), r.params[0]])).toEqual([['work of a request', w.requestIds[0]]]);
+      // Each record written once, already completed: no update of what the flush inserted.
+      const count = (re: RegExp) => statements.filter((sql) => re.test(sql)).length;
+      expect(count(/^INSERT INTO gateway_requests .*'completed'/)).toBe(1);
+      expect(count(/^INSERT INTO gateway_requests/)).toBe(1);
+      expect(count(/^INSERT INTO work_items .*'completed'/)).toBe(1);
+      expect(count(/^INSERT INTO work_items/)).toBe(1);
+      expect(count(/^INSERT INTO receipts/)).toBe(1);
+      expect(count(/INSERT INTO evidence_runs .*'signed'/)).toBe(1);
+      expect(count(/INSERT INTO evidence_runs/)).toBe(1);
+      expect(count(/INSERT INTO credit_transactions/)).toBe(1);
+      expect(count(/FROM credit_accounts .*FOR UPDATE/)).toBe(1);
+      expect(count(/^UPDATE (work_items|gateway_requests|evidence_runs|credit_holds|credit_accounts)/)).toBe(0);
+      expect(count(/UPDATE evidence_runs/)).toBe(0);
+      expect(w.t.logs.text()).not.toContain('retrying');
       const { rows } = await w.t.ctx.db.query<{ n: number }>(
         "SELECT count(*)::int AS n FROM gateway_requests WHERE status = 'completed' AND receipt_id IS NOT NULL",
       );

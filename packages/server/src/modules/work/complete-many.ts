@@ -1,7 +1,8 @@
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { NodeRow } from '../nodes/store.js';
-import { completeWorkWithResults, lockWorkOfJobs } from './store.js';
+import { completeWorkWithResults, insertCompletedWorks, lockWorkOfJobs } from './store.js';
+import type { FreshWork } from './completion.js';
 import { insertReceipts, receiptIdOf, type ReceiptRow } from '../receipts/store.js';
 
 /**
@@ -39,15 +40,17 @@ export async function completeMany(
   ctx: ServiceContext,
   tx: Queryable,
   items: readonly FastReceipt[],
+  taken?: readonly (FreshWork | undefined)[],
 ): Promise<(ReceiptRow | undefined)[]> {
   const gateway = ctx.completions.request;
   const jobIds = items.map((i) => i.body.job_id);
   const first = new Set<number>(jobIds.map((id) => jobIds.indexOf(id)));
-  // Opened by this transaction: the work and the request as inserted (a second receipt of the
-  // same request is not the plain case, and meets the first one's receipt alone, as a duplicate).
-  const fresh = items.map((item, index) =>
-    first.has(index) ? gateway.takeFresh(tx, item.body.job_id, item.node.id) : undefined,
-  );
+  // Opened by this transaction: the work and the request as inserted, or left unwritten for this
+  // batch (`taken`: already taken by the caller). A second receipt of the same request is not the
+  // plain case, and meets the first one's receipt alone, as a duplicate.
+  const fresh =
+    taken ??
+    items.map((item, index) => (first.has(index) ? gateway.takeFresh(tx, item.body.job_id, item.node.id) : undefined));
   // Only a request's first receipt can be the plain case: the others are applied alone (and lock then).
   const stored = jobIds.filter((_, index) => first.has(index) && !fresh[index]);
   const works = stored.length > 0 ? await lockWorkOfJobs(tx, stored) : [];
@@ -66,13 +69,13 @@ export async function completeMany(
       work.type !== 'job' &&
       work.status === 'leased' &&
       work.result_hash === null;
-    return plain ? [{ item, index, work, opened }] : [];
+    return plain ? [{ item, index, work, opened, unwritten: opened?.unwritten }] : [];
   });
   const toLock = candidates.filter((c) => !c.opened).map((c) => c.work);
   const running = toLock.length > 0 ? await gateway.lockRunning(tx, toLock) : new Map<string, unknown>();
-  const ready = candidates.flatMap(({ item, index, work, opened }) => {
+  const ready = candidates.flatMap(({ item, index, work, opened, unwritten }) => {
     const owner: unknown = opened ? opened.owner : running.get(work.id);
-    return owner !== undefined ? [{ item, index, work, owner }] : [];
+    return owner !== undefined ? [{ item, index, work, owner, unwritten }] : [];
   });
   const out: (ReceiptRow | undefined)[] = items.map(() => undefined);
   if (ready.length === 0) return out;
@@ -89,6 +92,7 @@ export async function completeMany(
       const contentType = item.inline.content_type ?? 'application/json';
       await ctx.blobs.within(tx).put(`results/${work.id}`, item.inlineBytes, contentType);
       return {
+        work,
         workId: work.id,
         result_hash: item.inline.result_hash,
         content_type: contentType,
@@ -98,8 +102,33 @@ export async function completeMany(
       };
     }),
   );
-  if ((await completeWorkWithResults(tx, results)) !== results.length)
+  // Work this flush opened and left unwritten is inserted completed; the rest is completed.
+  const inStore = results.filter((_, i) => !ready[i]?.unwritten);
+  if (inStore.length > 0 && (await completeWorkWithResults(tx, inStore)) !== inStore.length)
     throw new Error('a work item of the flush changed state under its lock');
+  const unwritten = results.flatMap((r, i) => {
+    const lease = ready[i]?.unwritten;
+    if (!lease) return [];
+    const { work, workId: _id, ...result } = r;
+    return [
+      {
+        ...result,
+        id: work.id,
+        request_id: work.job_id,
+        org_id: work.org_id,
+        node_id: work.node_id,
+        type: work.type,
+        model: work.model ?? '',
+        payload: work.payload,
+        stream: work.stream,
+        lease_seconds: lease.lease_seconds,
+        dispatched: lease.dispatched,
+        lease_expires_at: work.lease_expires_at,
+      },
+    ];
+  });
+  if (unwritten.length > 0 && (await insertCompletedWorks(tx, unwritten)) !== unwritten.length)
+    throw new Error('a work item opened by the flush was already stored');
   const receipts = await insertReceipts(
     tx,
     ready.map((r, i) => {
