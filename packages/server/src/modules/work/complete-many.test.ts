@@ -2,9 +2,17 @@ import { createHash } from 'node:crypto';
 import { signSvc1 } from '@svc/protocol';
 import { verifyBundle } from '@svc/protocol/verify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createKey, createTestApp, createTestNode, signUp, type TestApp } from '../../../test/harness.js';
+import {
+  createKey,
+  createTestApp,
+  createTestNode,
+  signUp,
+  type TestApp,
+  type TestNode,
+} from '../../../test/harness.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { newId } from '../../platform/ids.js';
+import { rotatePlatformKey } from '../../platform/secrets.js';
 import type { Principal } from '../../platform/principal.js';
 import { reconcileAccount } from '../billing/service.js';
 import { evidenceBundle } from '../evidence/service.js';
@@ -12,7 +20,7 @@ import { prepareChat } from '../gateway/chat.js';
 import { prepareEmbeddings } from '../gateway/embeddings.js';
 import { openRequest } from '../gateway/service.js';
 import { endRequest } from '../gateway/settle.js';
-import { findNode } from '../nodes/store.js';
+import { findNode, type NodeRow } from '../nodes/store.js';
 import { applyAlone, enqueueFastReceipt, type QueuedReceipt } from './intake.js';
 import { receiptIdOf } from '../receipts/store.js';
 
@@ -121,38 +129,7 @@ async function buildWorld(mode: Mode, specs: readonly Spec[] = SPECS): Promise<W
       if (batched) await t.ctx.writer.settled();
       await endRequest(t.ctx, call.id, { status: 'cancelled', error: 'client went away' });
     }
-    const output = JSON.stringify({ answer: `result ${i}` });
-    const resultHash = createHash('sha256').update(output).digest('hex');
-    const usage = spec.promptTokens === undefined ? undefined : { prompt_tokens: spec.promptTokens };
-    const inline = {
-      output,
-      encoding: 'utf8' as const,
-      content_type: 'application/json',
-      result_hash: resultHash,
-      metering_units: spec.units,
-      ...(usage ? { usage } : {}),
-    };
-    const fields = {
-      job_id: call.id,
-      node_public_key_hex: node.pubkey,
-      result_hash_hex: resultHash,
-      metering_units: spec.units,
-    };
-    items.push({
-      ctx: t.ctx,
-      node: nodeRow,
-      body: {
-        job_id: call.id,
-        pubkey: node.pubkey,
-        result_hash: resultHash,
-        signature: signSvc1(fields, node.privateKey),
-        metering_units: spec.units,
-        metadata: { model: call.model, engine: 'test' },
-        result: inline,
-      },
-      inline,
-      inlineBytes: Buffer.from(output),
-    });
+    items.push(signedReceipt(t.ctx, node, nodeRow, call, `result ${i}`, spec.units, spec.promptTokens));
   }
   if (batched) {
     // Every opening after the last request ended was queued behind its hand-over.
@@ -170,6 +147,50 @@ async function buildWorld(mode: Mode, specs: readonly Spec[] = SPECS): Promise<W
   }
   vi.restoreAllMocks();
   return { t, orgs: [...buyers.map((b) => b.orgId), operator.orgId], principals, requestIds, items };
+}
+
+/** A node's signed receipt of `call` with its result inline, as the fast path queues it. */
+function signedReceipt(
+  ctx: TestApp['ctx'],
+  node: Pick<TestNode, 'pubkey' | 'privateKey'>,
+  nodeRow: NodeRow,
+  call: { id: string; model: string },
+  answer: string,
+  units: number,
+  promptTokens?: number,
+): QueuedReceipt {
+  const output = JSON.stringify({ answer });
+  const resultHash = createHash('sha256').update(output).digest('hex');
+  const usage = promptTokens === undefined ? undefined : { prompt_tokens: promptTokens };
+  const inline = {
+    output,
+    encoding: 'utf8' as const,
+    content_type: 'application/json',
+    result_hash: resultHash,
+    metering_units: units,
+    ...(usage ? { usage } : {}),
+  };
+  const fields = {
+    job_id: call.id,
+    node_public_key_hex: node.pubkey,
+    result_hash_hex: resultHash,
+    metering_units: units,
+  };
+  return {
+    ctx,
+    node: nodeRow,
+    body: {
+      job_id: call.id,
+      pubkey: node.pubkey,
+      result_hash: resultHash,
+      signature: signSvc1(fields, node.privateKey),
+      metering_units: units,
+      metadata: { model: call.model, engine: 'test' },
+      result: inline,
+    },
+    inline,
+    inlineBytes: Buffer.from(output),
+  };
 }
 
 /** Columns that differ between two runs of the same script whatever the code: times, sequence numbers, hashes over them. */
@@ -449,54 +470,112 @@ describe('gateway openings and receipts written as batches', () => {
     }
   }, 120_000);
 
-  it('an opening whose hold no longer fits fails alone: the flush is retried item by item, the others are written', async () => {
-    const t = await createTestApp({ env: { ...ENV, SVC_WRITER_FLUSH_MS: '60000' } });
+  it('a platform key rotated meanwhile: the runs inserted whole are signed again with the new key', async () => {
+    const specs = SPECS.filter((s) => !s.ended).slice(0, 2);
+    const w = await buildWorld('together', specs);
     try {
-      const buyer = await signUp(t.app);
-      // 6 cents: three holds of 2 cents each (tinyllama, max_tokens 8).
-      await t.ctx.ledger.credit(buyer.orgId, 3, { txType: 'topup', description: 'card' });
-      await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), { models: ['tinyllama'] });
-      vi.spyOn(t.ctx.jobSignal, 'reserve').mockImplementation(() => ({
-        deliver: () => true,
-        release: () => undefined,
-      }));
-      const principal: Principal = {
-        kind: 'key',
-        orgId: buyer.orgId,
-        buyerId: buyer.buyerId,
-        role: 'owner',
-        scopes: ['buyer'],
-      };
-      const ids: string[] = [];
-      for (let i = 0; i < 3; i++) {
-        const call = prepareChat({ model: 'tinyllama', messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8 });
-        await openRequest(t.ctx, principal, call, newId('wrk'));
-        ids.push(call.id);
-      }
-      // Meanwhile a hold of 1 cent takes part of the credit the three openings were promised in memory.
-      await t.ctx.db.transaction((tx) => t.ctx.ledger.within(tx).hold(buyer.orgId, 1, 'elsewhere'));
-      // Only the writer's request inserts: background ticks run transactions of their own meanwhile.
-      const inserts: string[] = [];
-      onTransactionStatements(t.ctx.db, (sql) => sql.startsWith('INSERT INTO gateway_requests') && inserts.push(sql));
-      await t.ctx.writer.settled();
-      vi.restoreAllMocks();
-      // The flush of three failed; each was written again alone: two fit, the third is refused.
-      expect(inserts.map((sql) => (sql.includes('unnest') ? 'batch' : 'alone'))).toEqual([
-        'batch',
-        'alone',
-        'alone',
-        'alone',
-      ]);
-      const { rows } = await t.ctx.db.query<{ id: string }>('SELECT id FROM gateway_requests WHERE id = ANY($1)', [
-        ids,
-      ]);
-      expect(rows.map((r) => r.id).sort()).toEqual(ids.slice(0, 2).sort());
-      expect(t.logs.text()).toContain('insufficient credits');
-      expect(await t.ctx.ledger.balance(buyer.orgId)).toMatchObject({ balance_cents: 6, held_cents: 5 });
-      expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
+      const old = w.t.ctx.secrets.active.key_id;
+      // Another process rotates the key; this one still holds the old one when the flush signs.
+      const { active } = await rotatePlatformKey(w.t.ctx.db);
+      const queued = Promise.all(w.items.map((item) => enqueueFastReceipt(w.t.ctx, item)));
+      await w.t.ctx.writer.settled();
+      expect(await queued).toHaveLength(specs.length);
+      expect(w.t.logs.text()).not.toContain('retrying');
+      expect(w.t.ctx.secrets.active.key_id).toBe(active.key_id);
+      const { rows } = await w.t.ctx.db.query<{ status: string; signer_key_id: string }>(
+        'SELECT status, signer_key_id FROM evidence_runs WHERE job_id = ANY($1::text[])',
+        [w.requestIds],
+      );
+      expect(rows).toEqual(specs.map(() => ({ status: 'signed', signer_key_id: active.key_id })));
+      expect(active.key_id).not.toBe(old);
+      await expectWhole(w, specs);
     } finally {
-      vi.restoreAllMocks();
-      await t.close();
+      await w.t.close();
     }
   }, 60_000);
+
+  it.each([
+    ['alone in their flush', false],
+    ['with their receipts in the flush', true],
+  ])(
+    'openings %s: one whose hold no longer fits fails alone, the flush is retried item by item, the others are written',
+    async (_, withReceipts) => {
+      const t = await createTestApp({ env: { ...ENV, SVC_WRITER_FLUSH_MS: '60000' } });
+      try {
+        const buyer = await signUp(t.app);
+        // 6 cents: three holds of 2 cents each (tinyllama, max_tokens 8).
+        await t.ctx.ledger.credit(buyer.orgId, 3, { txType: 'topup', description: 'card' });
+        const node = await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), {
+          models: ['tinyllama'],
+        });
+        const nodeRow = await findNode(t.ctx.db, node.nodeId);
+        if (!nodeRow) throw new Error('no node row');
+        vi.spyOn(t.ctx.jobSignal, 'reserve').mockImplementation(() => ({
+          deliver: () => true,
+          release: () => undefined,
+        }));
+        const principal: Principal = {
+          kind: 'key',
+          orgId: buyer.orgId,
+          buyerId: buyer.buyerId,
+          role: 'owner',
+          scopes: ['buyer'],
+        };
+        const ids: string[] = [];
+        const receipts: QueuedReceipt[] = [];
+        for (let i = 0; i < 3; i++) {
+          const call = prepareChat({
+            model: 'tinyllama',
+            messages: [{ role: 'user', content: `q${i}` }],
+            max_tokens: 8,
+          });
+          await openRequest(t.ctx, principal, call, newId('wrk'));
+          ids.push(call.id);
+          receipts.push(signedReceipt(t.ctx, node, nodeRow, call, `a${i}`, 20_000, 3));
+        }
+        const applied = withReceipts
+          ? Promise.allSettled(receipts.map((item) => enqueueFastReceipt(t.ctx, item)))
+          : Promise.resolve([]);
+        // Meanwhile a hold of 1 cent takes part of the credit the three openings were promised in memory.
+        await t.ctx.db.transaction((tx) => t.ctx.ledger.within(tx).hold(buyer.orgId, 1, 'elsewhere'));
+        // Only the writer's request inserts: background ticks run transactions of their own meanwhile.
+        const inserts: string[] = [];
+        onTransactionStatements(t.ctx.db, (sql) => sql.startsWith('INSERT INTO gateway_requests') && inserts.push(sql));
+        await t.ctx.writer.settled();
+        vi.restoreAllMocks();
+        // The flush of three failed; each was written again alone: two fit, the third is refused.
+        // With their receipts, the batch inserted the requests completed (after the ledger, which refused).
+        expect(inserts.map((sql) => (sql.includes('unnest') ? 'batch' : 'alone'))).toEqual(
+          withReceipts ? ['alone', 'alone', 'alone'] : ['batch', 'alone', 'alone', 'alone'],
+        );
+        const outcomes = await applied;
+        if (withReceipts) {
+          expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+          expect(((outcomes[2] as PromiseRejectedResult).reason as Error).message).toBe(
+            `no work for ${ids[2]} was leased to this node`,
+          );
+        }
+        const { rows } = await t.ctx.db.query<{ id: string }>('SELECT id FROM gateway_requests WHERE id = ANY($1)', [
+          ids,
+        ]);
+        expect(rows.map((r) => r.id).sort()).toEqual(ids.slice(0, 2).sort());
+        expect(t.logs.text()).toContain('insufficient credits');
+        // Without receipts two holds of 2 are held; with them those two are closed (charged less
+        // than a cent each: carried), one charge row each.
+        expect(await t.ctx.ledger.balance(buyer.orgId)).toMatchObject({
+          balance_cents: 6,
+          held_cents: withReceipts ? 1 : 5,
+        });
+        const charges = await t.ctx.db.query<{ ref: string }>(
+          "SELECT ref FROM credit_transactions WHERE tx_type = 'charge' ORDER BY ref",
+        );
+        expect(charges.rows.map((r) => r.ref)).toEqual(withReceipts ? ids.slice(0, 2).sort() : []);
+        expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
+      } finally {
+        vi.restoreAllMocks();
+        await t.close();
+      }
+    },
+    60_000,
+  );
 });
