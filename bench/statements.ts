@@ -8,6 +8,7 @@
  * npx tsx bench/statements.ts --requests 100
  * npx tsx bench/statements.ts --requests 100 --trace 3
  * npx tsx bench/statements.ts --requests 400 --concurrency 16   # where the writer's flushes batch
+ * npx tsx bench/statements.ts --requests 800 --concurrency 16 --node-concurrency 16   # a node that takes all 16 at once
  * DATABASE_URL=postgres://... npx tsx bench/statements.ts
  */
 import { parseArgs } from 'node:util';
@@ -20,6 +21,7 @@ const { values } = parseArgs({
     requests: { type: 'string', default: '100' },
     trace: { type: 'string', default: '0' },
     concurrency: { type: 'string', default: '1' },
+    'node-concurrency': { type: 'string', default: '4' },
   },
 });
 const requests = positiveInt('requests', values.requests);
@@ -28,7 +30,9 @@ const concurrency = positiveInt('concurrency', values.concurrency);
 const traces = wholeNumber('trace', values.trace);
 
 const f = await startGatewayFixture({ env: { SVC_LOG_LEVEL: 'silent' } });
-await f.addNode();
+// The node agent's concurrency (the fixture's default, 4): with fewer slots than loops, most work
+// waits in the store for a free slot, and its opening commits alone before dispatch.
+await f.addNode({ concurrency: positiveInt('node-concurrency', values['node-concurrency']) });
 const stats = new Map<string, { n: number; ms: number }>();
 let recording = false;
 // --trace: one request's statements in order, each with when it started (from the request's start).

@@ -153,6 +153,27 @@ describe('the group-commit writer', () => {
     await writer.close();
   });
 
+  it("stages every kind's items of a flush, in its transaction, before any kind writes", async () => {
+    const order: string[] = [];
+    const staged = new WeakMap<Queryable, number[]>();
+    const late: WriteKind<number, number> = {
+      name: 'late',
+      rank: 2,
+      stage: (tx, ns) => (order.push(`stage late ${ns.join(',')}`), staged.set(tx, [...ns])),
+      writeMany: async (_tx, ns) => (order.push(`late ${ns.join(',')}`), [...ns]),
+    };
+    const early: WriteKind<number, number> = {
+      name: 'early',
+      rank: 1,
+      // What the later kind holds in this same flush is known here.
+      writeMany: async (tx, ns) => (order.push(`early ${ns.join(',')} sees ${staged.get(tx)?.join(',')}`), [...ns]),
+    };
+    const writer = createWriter({ db, log: quiet, flushMs: 20 });
+    await Promise.all([writer.enqueueAs(early, 2), writer.enqueueAs(late, 1), writer.enqueueAs(late, 3)]);
+    expect(order).toEqual(['stage late 1,3', 'early 2 sees 1,3', 'late 1,3']);
+    await writer.close();
+  });
+
   it('a failed batch is written again item by item, each a batch of one in its own transaction', async () => {
     const spy = counting(db);
     const calls: number[][] = [];

@@ -48,6 +48,12 @@ export interface WriteKind<I, T> {
    * is then written again alone (a batch of one in its own transaction), so one bad item fails alone.
    */
   writeMany(tx: Queryable, items: readonly I[]): Promise<(T | WriteFailure)[]>;
+  /**
+   * Called with the kind's items of a flush, inside its transaction, before any kind writes:
+   * lets a kind tell another what the flush holds (a request's receipt, so that its opening is
+   * written by the receipt's batch instead of by its own). Writes nothing.
+   */
+  stage?(tx: Queryable, items: readonly I[]): void;
 }
 
 /** What `writeMany` returns for an item that failed alone: its promise rejects with `error`. */
@@ -94,6 +100,8 @@ async function writeGrouped(tx: Queryable, batch: readonly Item[]): Promise<unkn
   });
   const values: unknown[] = new Array(batch.length);
   const ordered = [...groups].sort((a, b) => a[0].rank - b[0].rank);
+  const itemsOf = (indexes: number[]) => indexes.map((i) => batch[i]?.value);
+  for (const [kind, indexes] of ordered) kind.stage?.(tx, itemsOf(indexes));
   for (const [kind, indexes] of ordered) {
     const out = await kind.writeMany(
       tx,

@@ -7,6 +7,7 @@ import {
   chargeHold,
   releaseRow,
   closeHoldsMany,
+  takeAndCloseHoldsMany,
   takeHoldsMany,
   type CloseHold,
   type ClosedHold,
@@ -143,6 +144,13 @@ export interface LedgerOperations {
    * does not fit, writing nothing: take that one alone (`hold` also reclaims expired reservations).
    */
   holdMany(holds: readonly NewHold[]): Promise<void>;
+  /**
+   * `holdMany(holds)` then `closeMany(entries)` in one go, where `entries` may close holds of
+   * `holds` (gateway requests opened and completed in one flush): the account rows read once, the
+   * holds taken written already closed. The same rows and amounts as the two calls; throws as
+   * they would, writing nothing.
+   */
+  holdAndCloseMany(holds: readonly NewHold[], entries: readonly HoldClosing[]): Promise<ClosedHold[]>;
 }
 
 /** One entry of `closeMany`: a hold charged `usageMicro` (crediting `earn` its earning), or released. */
@@ -322,19 +330,22 @@ function operations(
         });
       }),
 
-    closeMany: async (entries) => {
-      const closings: CloseHold[] = entries.map((e) => {
-        if ('release' in e) return e;
-        requireAmount(e.usageMicro, 'usage_micro', { max: MAX_USAGE_MICRO });
-        const entry = posting(e.options ?? {}, 'charge');
-        const earn = e.earn && {
-          orgId: e.earn.orgId,
-          posting: posting({ ...e.earn.options, txType: 'earning' }, 'earning'),
-        };
-        return { holdId: e.holdId, usageMicro: e.usageMicro, posting: entry, ...(earn ? { earn } : {}) };
-      });
-      return run((q) => closeHoldsMany(q, closings));
-    },
+    closeMany: (entries) => run((q) => closeHoldsMany(q, closingsOf(entries))),
+
+    holdAndCloseMany: (holds, entries) =>
+      run(async (q) => {
+        const { drawn, closed } = await takeAndCloseHoldsMany(
+          q,
+          holds,
+          closingsOf(entries),
+          reservations?.instanceId ?? null,
+        );
+        holds.forEach((h, i) => {
+          const d = drawn[i] ?? 0;
+          if (d > 0) reservations?.drawn(h.orgId, d);
+        });
+        return closed;
+      }),
 
     balance: (orgId) =>
       run(async (q) => {
@@ -349,6 +360,20 @@ function operations(
         };
       }),
   };
+}
+
+/** `closeMany`'s entries as the batch closings take them (amounts checked, postings named). */
+function closingsOf(entries: readonly HoldClosing[]): CloseHold[] {
+  return entries.map((e) => {
+    if ('release' in e) return e;
+    requireAmount(e.usageMicro, 'usage_micro', { max: MAX_USAGE_MICRO });
+    const entry = posting(e.options ?? {}, 'charge');
+    const earn = e.earn && {
+      orgId: e.earn.orgId,
+      posting: posting({ ...e.earn.options, txType: 'earning' }, 'earning'),
+    };
+    return { holdId: e.holdId, usageMicro: e.usageMicro, posting: entry, ...(earn ? { earn } : {}) };
+  });
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   appendEvents,
   insertRunWithEvents,
   insertRunsWithEvents,
+  insertSignedRunsWithEvents,
   latestEventsOfTypes,
   latestEventsOfTypesMany,
   lockOpenRun,
@@ -171,17 +172,95 @@ export async function openRuns(
   tx: Queryable,
   runs: readonly { run: Omit<NewRun, 'id'>; events: readonly EvidenceEvent[] }[],
 ): Promise<string[]> {
+  return (await openRunsWithHeads(tx, runs)).map((head) => head.id);
+}
+
+/**
+ * {@link openRuns}, returning each run's head as it now stands in `tx` (what `closeRuns` would
+ * read back), as {@link openRunWithHead} does for one.
+ */
+export async function openRunsWithHeads(
+  tx: Queryable,
+  runs: readonly { run: Omit<NewRun, 'id'>; events: readonly EvidenceEvent[] }[],
+): Promise<RunHead[]> {
   const events: EventRow[] = [];
   const edges: EdgeRow[] = [];
+  const heads: RunHead[] = [];
   const rows = runs.map(({ run, events: opening }) => {
     const id = newId('run');
     // A new run has no earlier events: every cause is in its opening batch or nowhere.
     const built = eventRows({ id, event_count: 0, last_event_id: null }, run.job_id, opening, new Map());
     events.push(...built.rows);
     edges.push(...built.edges);
+    const last = built.rows[built.rows.length - 1];
+    heads.push({
+      id,
+      event_count: last?.sequence ?? 0,
+      last_event_id: last?.id ?? null,
+      hashes: built.rows.map((r) => r.event_hash),
+    });
     return { ...run, id };
   });
   if (rows.length > 0) await insertRunsWithEvents(tx, rows, events, edges);
+  return heads;
+}
+
+/** One run of {@link openAndCloseRuns}: what `openRuns` takes, then what `closeRuns` takes for it. */
+export interface RunOpenedAndClosed {
+  run: Omit<NewRun, 'id'>;
+  events: readonly EvidenceEvent[];
+  closing: readonly EvidenceEvent[];
+  summary: string;
+}
+
+/**
+ * {@link openRuns} then {@link closeRuns} for subjects opened and closed in one transaction (a
+ * flush holding a request's opening and its completion), with one statement: every run inserted
+ * with all its events, their edges and its signature. The same events, edges and certificates as
+ * the two calls (a closing event's causes are the run's latest events of their types, here all
+ * known). Returns the run ids, in order.
+ */
+export async function openAndCloseRuns(
+  tx: Queryable,
+  secrets: PlatformSecrets,
+  runs: readonly RunOpenedAndClosed[],
+): Promise<string[]> {
+  if (runs.length === 0) return [];
+  const events: EventRow[] = [];
+  const edges: EdgeRow[] = [];
+  const signings: { id: string; closing: ReturnType<typeof closingOf> }[] = [];
+  const rows = runs.map(({ run, events: opening, closing, summary }) => {
+    const id = newId('run');
+    // Every event of the run is in these two batches: the opening's latest of each type are the
+    // closing's causes, as the store would give them back.
+    const latest: Latest = new Map();
+    const opened = eventRows({ id, event_count: 0, last_event_id: null }, run.job_id, opening, latest);
+    const last = opened.rows[opened.rows.length - 1];
+    const head: RunHead = {
+      id,
+      event_count: last?.sequence ?? 0,
+      last_event_id: last?.id ?? null,
+      hashes: opened.rows.map((r) => r.event_hash),
+    };
+    const closed = eventRows(head, run.job_id, closing, latest);
+    events.push(...opened.rows, ...closed.rows);
+    edges.push(...opened.edges, ...closed.edges);
+    const signing = closingOf(head, closed.rows, summary);
+    signings.push({ id, closing: signing });
+    return {
+      ...run,
+      id,
+      event_count: signing.count,
+      last_event_id: signing.lastId,
+      signed: signing.sign(secrets),
+    };
+  });
+  const unsigned = await insertSignedRunsWithEvents(tx, rows, events, edges);
+  if (unsigned.length > 0) {
+    await secrets.reload(tx);
+    for (const s of signings.filter((s) => unsigned.includes(s.id)))
+      await markSigned(tx, s.id, s.closing.sign(secrets), s.closing.count, s.closing.lastId);
+  }
   return rows.map((r) => r.id);
 }
 
@@ -258,11 +337,13 @@ export interface RunClosing {
   subjectId: string;
   events: readonly EvidenceEvent[];
   summary: string;
+  /** The run as this transaction opened it ({@link openRunsWithHeads}): not locked and read back. */
+  head?: RunHead;
 }
 
 /**
  * {@link closeRun} for many subjects with a constant number of statements (a flush of the
- * group-commit writer): one read of the runs' heads, one of earlier causes when some are needed,
+ * group-commit writer): one read of the runs' heads (none for the closings that carry theirs), one of earlier causes when some are needed,
  * one write of every event, edge and signature. The same rows and certificates as `closeRun`
  * called for each in order; false for a subject without an open run (or closed earlier in the list).
  */
@@ -272,10 +353,10 @@ export async function closeRuns(
   closings: readonly RunClosing[],
 ): Promise<boolean[]> {
   if (closings.length === 0) return [];
-  const runs = await lockOpenRunsWithHashes(
-    tx,
-    closings.map((c) => c.subjectId),
-  );
+  // Runs this transaction opened are known as it inserted them; only the others are locked and read.
+  const unknown = closings.filter((c) => !c.head).map((c) => c.subjectId);
+  const runs = unknown.length > 0 ? await lockOpenRunsWithHashes(tx, unknown) : new Map<string, RunHead>();
+  for (const c of closings) if (c.head && !runs.has(c.subjectId)) runs.set(c.subjectId, c.head);
   const wanted = closings.map((c) => wantedCauses(c.events));
   const lookups = closings.flatMap((c, i) => {
     const run = runs.get(c.subjectId);

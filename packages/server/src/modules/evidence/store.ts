@@ -194,6 +194,67 @@ export async function insertRunsWithEvents(
   );
 }
 
+/** A run of {@link insertSignedRunsWithEvents}: as it is created, with its counters and signature once every event is in. */
+export type SignedRun = NewRun & { event_count: number; last_event_id: string | null; signed: Signature };
+
+/**
+ * Creates runs with every event, their edges and their signature in one statement (a flush
+ * holding a request's opening and its completion: {@link insertRunsWithEvents} then
+ * {@link appendAndSignMany} in one). A run is inserted signed provided its `signer_key_id` is
+ * still the active platform key (another process may have rotated it), else open, with its
+ * events: returns the ids of the runs left open, for the caller to sign with the new key.
+ */
+export async function insertSignedRunsWithEvents(
+  db: Queryable,
+  runs: readonly SignedRun[],
+  events: readonly EventRow[],
+  edges: readonly EdgeRow[],
+): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `WITH k AS (SELECT key_id FROM platform_keys WHERE valid_until IS NULL),
+          run AS (INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id,
+                                             status, root_hash, root_signature_hex, signer_public_key_hex, signer_key_id, signed_at)
+                  SELECT v.id, v.org_id, v.buyer_id, v.subject_type, v.job_id, v.summary, v.jurisdiction, v.policy_id, v.trust_tier, v.work_type, v.event_count, v.last_event_id,
+                         CASE WHEN k.key_id IS NULL THEN 'open' ELSE 'signed' END,
+                         CASE WHEN k.key_id IS NULL THEN NULL ELSE v.root_hash END,
+                         CASE WHEN k.key_id IS NULL THEN NULL ELSE v.root_signature_hex END,
+                         CASE WHEN k.key_id IS NULL THEN NULL ELSE v.signer_public_key_hex END,
+                         CASE WHEN k.key_id IS NULL THEN NULL ELSE v.signer_key_id END,
+                         CASE WHEN k.key_id IS NULL THEN NULL ELSE now() END
+                    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::text[],
+                                $13::text[], $14::text[], $15::text[], $16::text[])
+                         AS v(id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id,
+                              root_hash, root_signature_hex, signer_public_key_hex, signer_key_id)
+                    LEFT JOIN k ON k.key_id = v.signer_key_id
+                  RETURNING id, status),
+          ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash)
+                 SELECT * FROM unnest($17::text[], $18::text[], $19::int[], $20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[])),
+          ed AS (INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type)
+                 SELECT * FROM unnest($26::text[], $27::text[], $28::text[], $29::text[]))
+     SELECT id FROM run WHERE status = 'open'`,
+    [
+      runs.map((r) => r.id),
+      runs.map((r) => r.org_id),
+      runs.map((r) => r.buyer_id),
+      runs.map((r) => r.subject_type),
+      runs.map((r) => r.job_id),
+      runs.map((r) => r.signed.summary),
+      runs.map((r) => r.jurisdiction),
+      runs.map((r) => r.policy_id),
+      runs.map((r) => r.trust_tier),
+      runs.map((r) => r.work_type),
+      runs.map((r) => r.event_count),
+      runs.map((r) => r.last_event_id),
+      runs.map((r) => r.signed.root_hash),
+      runs.map((r) => r.signed.root_signature_hex),
+      runs.map((r) => r.signed.signer_public_key_hex),
+      runs.map((r) => r.signed.signer_key_id),
+      ...eventAndEdgeColumns(events, edges),
+    ],
+  );
+  return rows.map((r) => r.id);
+}
+
 /** The open run of a subject, locked so that appends to one run are serialised. */
 export async function lockOpenRun(
   db: Queryable,

@@ -9,11 +9,13 @@ import { rebuildOpening } from './rebuild.js';
 import { completeFromReceipt, completeManyFromReceipts, gatewayReceiptMetadata, lockRequestOfWork } from './settle.js';
 import { lockGatewayRequests, type GatewayRequestRow } from './store.js';
 import { checkTicket } from './ticket.js';
-import { takeOpening } from './fresh.js';
+import { expectReceipts, stagedLeft, takeOpening, type StagedOpening } from './fresh.js';
 import type { RunHead } from '../evidence/recorder.js';
 
 /** The evidence run's head of a request row handed out by `takeFresh`, as its opening inserted it. */
 const freshRuns = new WeakMap<GatewayRequestRow, RunHead>();
+/** The unwritten opening of a request row handed out by `takeFresh` (staged: its receipt's batch writes it). */
+const staged = new WeakMap<GatewayRequestRow, StagedOpening>();
 
 /**
  * How a gateway request ends when its attempt does: the gateway's implementation of the work
@@ -41,10 +43,21 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
 
   takeFresh(tx, requestId, nodeId) {
     const opening = takeOpening(tx, requestId);
-    if (!opening || opening.work.node_id !== nodeId) return undefined;
+    if (!opening || opening.work.node_id !== nodeId) {
+      // Staged for this receipt and not taken: the flush must not commit without it (see stagedLeft).
+      if (opening && !opening.written) throw new Error(`the staged opening of ${requestId} is not this node's`);
+      return undefined;
+    }
+    if (!opening.written) {
+      staged.set(opening.request, opening);
+      const { lease_seconds, dispatched, ...work } = opening.work;
+      return { work, owner: opening.request, unwritten: { lease_seconds, dispatched } };
+    }
     freshRuns.set(opening.request, opening.run);
     return { work: opening.work, owner: opening.request };
   },
+
+  expectReceipts,
 
   complete(ctx, tx, request, { work, node, receipt }) {
     const run = freshRuns.get(request);
@@ -123,8 +136,22 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
     await completeManyFromReceipts(
       ctx,
       tx,
-      done.map((d) => ({ request: d.owner, work: d.work, node: d.node, receipt: d.receipt })),
+      done.map((d) => {
+        // Opened by this same flush (takeFresh): its run's head as inserted, not locked and read
+        // back; or not written at all (staged), to be written once, completed.
+        const run = freshRuns.get(d.owner);
+        const opening = staged.get(d.owner);
+        return {
+          request: d.owner,
+          work: d.work,
+          node: d.node,
+          receipt: d.receipt,
+          ...(run ? { run } : {}),
+          ...(opening ? { opening: { hold: opening.hold, run: opening.run, order: opening.order } } : {}),
+        };
+      }),
     );
+    if (stagedLeft(tx) > 0) throw new Error('an opening of the flush was left unwritten by its receipt');
   },
 
   streamsHere(ctx, workId, nodeId) {

@@ -80,7 +80,7 @@ describe("a handed-over request's opening waits in the writer for its completion
     }
   }, 90_000);
 
-  it("the receipt applied in its opening's transaction reads nothing back that the opening just wrote; the records are whole", async () => {
+  it("the receipt applied in its opening's transaction reads nothing back that the opening just wrote, and each record is written once, whole", async () => {
     f = await startGatewayFixture({ env: { SVC_WRITER_OPENING_WAIT_MS: '60000' } });
     const polls = watchPolls(f.server.ctx);
     await f.addNode({ channel: true });
@@ -98,6 +98,13 @@ describe("a handed-over request's opening waits in the writer for its completion
         ),
       ),
     ).toEqual([]);
+    // Nor written twice: the request, its work and its run are inserted completed, its hold closed.
+    expect(
+      flush?.filter((sql) => /^UPDATE (work_items|gateway_requests|evidence_runs|credit_holds)/.test(sql)),
+    ).toEqual([]);
+    expect(
+      flush?.filter((sql) => /INSERT INTO (gateway_requests|work_items|evidence_runs|receipts)/.test(sql)),
+    ).toHaveLength(4);
     // And everything is there as on any other path: one receipt, the charge and earning, the run signed.
     const request = await f.api('GET', `/api/v1/gateway/requests/${done.id}`);
     expect(request.json).toMatchObject({ status: 'completed' });

@@ -19,8 +19,8 @@ import { issueTicket } from './ticket.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
-import { openRunWithHead, openRuns, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
-import { rememberOpening } from './fresh.js';
+import { openRunWithHead, openRunsWithHeads, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { receiptExpected, rememberOpening, stageOpening } from './fresh.js';
 import type { WriteKind } from '../../platform/writer.js';
 import { endRequest } from './settle.js';
 import {
@@ -369,15 +369,22 @@ async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Op
     tx,
     fresh.map((a) => a.parts.work),
   );
-  await openRuns(
+  const heads = await openRunsWithHeads(
     tx,
     fresh.map((a) => a.parts.run),
   );
+  // Their receipts may follow in this transaction (the openings waited for them in the writer):
+  // the rows as inserted, so that completeMany neither locks nor reads them again.
+  fresh.forEach(({ o, parts }, i) => {
+    const run = heads[i];
+    if (run) rememberOpening(tx, { request: parts.request, work: openedWork(o), run });
+  });
 }
 
 /**
  * The writer's kind for openings handed over with their work (rank 1: before the receipts of the
- * same flush). One opening is written as `writeOpening`; several together by `writeOpenings`.
+ * same flush). One opening is written as `writeOpening`; several together by `writeOpenings`; one
+ * whose receipt is in the same flush is left to that receipt's batch, which writes it completed.
  * Should that fail (a hold that does not fit the reservation, say), the flush fails and the
  * writer writes each of its items again alone, so a refused opening fails alone with today's
  * error. No savepoint: a flush costs no statement more than its writes.
@@ -386,14 +393,26 @@ const openings: WriteKind<{ ctx: ServiceContext; o: Opening }, undefined> = {
   name: 'gateway openings',
   rank: 1,
   async writeMany(tx, items) {
-    const [first] = items;
-    if (!first) return [];
-    if (items.length === 1) await writeOpening(first.ctx, tx, first.o);
-    else
+    // An opening whose receipt is in this flush is written by the receipt's batch, once and
+    // completed (fresh.ts, StagedOpening); not one that writes rows of its own (`onOpen`).
+    const rest = items.filter(({ ctx, o }) => {
+      if (o.call.onOpen || !receiptExpected(tx, o.call.id, o.decision.node.id)) return true;
+      const parts = openingParts(ctx, o);
+      stageOpening(tx, {
+        request: parts.request,
+        work: { ...openedWork(o), lease_seconds: parts.work.lease_seconds, dispatched: o.dispatched },
+        hold: parts.hold,
+        run: parts.run,
+      });
+      return false;
+    });
+    const [first] = rest;
+    if (rest.length === 1 && first) await writeOpening(first.ctx, tx, first.o);
+    else if (first)
       await writeOpenings(
         first.ctx,
         tx,
-        items.map((i) => i.o),
+        rest.map((i) => i.o),
       );
     return items.map(() => undefined);
   },

@@ -4,16 +4,18 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events.js';
-import { closeRun, closeRuns, type EvidenceEvent, type RunHead } from '../evidence/recorder.js';
+import { closeRun, closeRuns, openAndCloseRuns, type EvidenceEvent, type RunHead } from '../evidence/recorder.js';
 import type { HoldClosing } from '../billing/service.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
 import { openingsSettled } from './attempts.js';
+import type { StagedOpening } from './fresh.js';
 import { costMicro, usageFromUnits } from './pricing.js';
 import {
   closeGatewayRequest,
   completeGatewayRequests,
   findGatewayRequest,
+  insertCompletedGatewayRequests,
   type GatewayRequestRow,
   type GatewayStatus,
 } from './store.js';
@@ -164,6 +166,13 @@ export interface ReceiptCompletion {
   work: Pick<WorkRow, 'id' | 'usage'>;
   node: NodeRow;
   receipt: ReceiptRow;
+  /** Its evidence run as this transaction opened it (the request's opening waited for it in the flush). */
+  run?: RunHead;
+  /**
+   * Its opening when this flush has not written it (fresh.ts, StagedOpening): the request row is
+   * inserted completed, the hold taken and closed at once, the run inserted whole and signed.
+   */
+  opening?: Pick<StagedOpening, 'hold' | 'run' | 'order'>;
 }
 
 /**
@@ -202,7 +211,13 @@ export async function completeManyFromReceipts(
       },
     ];
   });
-  const closed = await ctx.ledger.within(tx).closeMany(closings);
+  // The holds of the openings left to this batch, taken in the order they were opened.
+  const takes = plans
+    .flatMap(({ d }) => (d.opening ? [d.opening] : []))
+    .sort((a, b) => a.order - b.order)
+    .map((o) => o.hold);
+  const ledger = ctx.ledger.within(tx);
+  const closed = takes.length > 0 ? await ledger.holdAndCloseMany(takes, closings) : await ledger.closeMany(closings);
   let next = 0;
   const ends = plans.map(({ holdId }) => {
     if (!holdId) return { charged: 0, chargedMicro: 0, events: [] as EvidenceEvent[] };
@@ -228,25 +243,46 @@ export async function completeManyFromReceipts(
     charged_micro: ends[i]?.chargedMicro ?? 0,
     receipt_id: d.receipt.id,
   }));
-  if ((await completeGatewayRequests(tx, rows)) !== rows.length)
+  const stored = rows.filter((_, i) => !plans[i]?.d.opening);
+  if (stored.length > 0 && (await completeGatewayRequests(tx, stored)) !== stored.length)
     throw new Error('a gateway request of the flush was no longer running');
-  await closeRuns(
+  const opened = plans.flatMap(({ d }, i) => (d.opening && rows[i] ? [{ ...d.request, ...rows[i] }] : []));
+  // Already stored (its ticket rebuilt it meanwhile): the flush fails and each write is retried alone.
+  if (opened.length > 0 && (await insertCompletedGatewayRequests(tx, opened)) !== opened.length)
+    throw new Error('a gateway request opened by the flush was already stored');
+  const runs = plans.map(({ d, usage }, i) => ({
+    d,
+    subjectId: d.request.id,
+    events: [
+      ...receiptEvents(d.receipt, d.node, d.work.id),
+      ...(ends[i]?.events ?? []),
+      {
+        type: 'request.completed',
+        summary: `completed on ${d.node.id}: ${describe(usage) || 'no usage'}`,
+        metadata: { receipt_id: d.receipt.id, usage, charged_cents: ends[i]?.charged ?? 0 },
+        causedBy: ['receipt.verified'],
+      },
+    ],
+    summary: `${d.request.type} ${d.request.model}, completed`,
+  }));
+  const closing = runs.filter((r) => !r.d.opening);
+  if (closing.length > 0)
+    await closeRuns(
+      tx,
+      ctx.secrets,
+      closing.map(({ d, subjectId, events, summary }) => ({
+        subjectId,
+        events,
+        summary,
+        ...(d.run ? { head: d.run } : {}),
+      })),
+    );
+  await openAndCloseRuns(
     tx,
     ctx.secrets,
-    plans.map(({ d, usage }, i) => ({
-      subjectId: d.request.id,
-      events: [
-        ...receiptEvents(d.receipt, d.node, d.work.id),
-        ...(ends[i]?.events ?? []),
-        {
-          type: 'request.completed',
-          summary: `completed on ${d.node.id}: ${describe(usage) || 'no usage'}`,
-          metadata: { receipt_id: d.receipt.id, usage, charged_cents: ends[i]?.charged ?? 0 },
-          causedBy: ['receipt.verified'],
-        },
-      ],
-      summary: `${d.request.type} ${d.request.model}, completed`,
-    })),
+    runs.flatMap(({ d, events, summary }) =>
+      d.opening ? [{ run: d.opening.run.run, events: d.opening.run.events, closing: events, summary }] : [],
+    ),
   );
   const now = new Date();
   return plans.map(({ d }, i) => ({

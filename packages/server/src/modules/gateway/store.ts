@@ -80,6 +80,48 @@ export async function insertGatewayRequests(
   return new Set(rows.map((r) => r.id));
 }
 
+/**
+ * {@link insertGatewayRequests} for requests completed by their receipts in the same transaction
+ * (a flush holding a request's opening and its completion): inserted `completed`, as the insert
+ * then {@link completeGatewayRequests} would leave them, in one statement. How many it inserted
+ * (one already stored is left as it is).
+ */
+export async function insertCompletedGatewayRequests(
+  db: Queryable,
+  rs: readonly (Pick<
+    GatewayRequestRow,
+    'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
+  > & { usage: Record<string, number>; charged_cents: number; charged_micro: number; receipt_id: string })[],
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata,
+                                   status, usage, charged_cents, charged_micro, receipt_id, completed_at)
+     SELECT id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata::jsonb,
+            'completed', usage::jsonb, cents, micro, receipt_id, now()
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[],
+                   $11::text[], $12::bigint[], $13::bigint[], $14::text[])
+            AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata, usage, cents, micro, receipt_id)
+     ON CONFLICT (id) DO NOTHING`,
+    [
+      rs.map((r) => r.id),
+      rs.map((r) => r.org_id),
+      rs.map((r) => r.buyer_id),
+      rs.map((r) => r.type),
+      rs.map((r) => r.model),
+      rs.map((r) => r.stream),
+      rs.map((r) => r.node_id),
+      rs.map((r) => r.work_id),
+      rs.map((r) => r.hold_id),
+      rs.map((r) => JSON.stringify(r.metadata)),
+      rs.map((r) => JSON.stringify(r.usage)),
+      rs.map((r) => r.charged_cents),
+      rs.map((r) => r.charged_micro),
+      rs.map((r) => r.receipt_id),
+    ],
+  );
+  return rowCount ?? 0;
+}
+
 export async function findGatewayRequest(
   db: Queryable,
   id: string,

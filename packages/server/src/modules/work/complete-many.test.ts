@@ -2,9 +2,17 @@ import { createHash } from 'node:crypto';
 import { signSvc1 } from '@svc/protocol';
 import { verifyBundle } from '@svc/protocol/verify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createKey, createTestApp, createTestNode, signUp, type TestApp } from '../../../test/harness.js';
+import {
+  createKey,
+  createTestApp,
+  createTestNode,
+  signUp,
+  type TestApp,
+  type TestNode,
+} from '../../../test/harness.js';
 import { onTransactionStatements } from '../../../test/transaction-spy.js';
 import { newId } from '../../platform/ids.js';
+import { rotatePlatformKey } from '../../platform/secrets.js';
 import type { Principal } from '../../platform/principal.js';
 import { reconcileAccount } from '../billing/service.js';
 import { evidenceBundle } from '../evidence/service.js';
@@ -12,7 +20,7 @@ import { prepareChat } from '../gateway/chat.js';
 import { prepareEmbeddings } from '../gateway/embeddings.js';
 import { openRequest } from '../gateway/service.js';
 import { endRequest } from '../gateway/settle.js';
-import { findNode } from '../nodes/store.js';
+import { findNode, type NodeRow } from '../nodes/store.js';
 import { applyAlone, enqueueFastReceipt, type QueuedReceipt } from './intake.js';
 import { receiptIdOf } from '../receipts/store.js';
 
@@ -68,11 +76,21 @@ interface World {
 }
 
 /**
- * Signs up the buyers and the operator, opens every request of SPECS and signs their receipts.
- * `batched`: the openings are handed over with their work (as to a waiting poll) and written by
- * one flush of the writer; else each is written in its own transaction (today's path).
+ * How a world's openings are written. `one`: each in its own transaction (today's path).
+ * `batched`: handed over with their work (as to a waiting poll) and written by flushes of the
+ * writer, one up to each request to end (it must be in the store) and one for the rest.
+ * `together`: as `batched`, but the openings after the last request to end stay queued in the
+ * writer: the flush that writes the receipts writes them too (a request's opening waits for its
+ * completion).
  */
-async function buildWorld(batched: boolean): Promise<World> {
+type Mode = 'one' | 'batched' | 'together';
+
+/**
+ * Signs up the buyers and the operator, opens every request of `specs` (ending those marked
+ * `ended` as soon as they are opened) and signs their receipts.
+ */
+async function buildWorld(mode: Mode, specs: readonly Spec[] = SPECS): Promise<World> {
+  const batched = mode !== 'one';
   const t = await createTestApp({ env: { ...ENV, ...(batched ? { SVC_WRITER_FLUSH_MS: '60000' } : {}) } });
   const statements: string[] = [];
   if (batched) {
@@ -97,7 +115,7 @@ async function buildWorld(batched: boolean): Promise<World> {
   if (!nodeRow) throw new Error('no node row');
   const requestIds: string[] = [];
   const items: QueuedReceipt[] = [];
-  for (const [i, spec] of SPECS.entries()) {
+  for (const [i, spec] of specs.entries()) {
     const call =
       spec.kind === 'chat'
         ? prepareChat({ model: 'phi-4', messages: [{ role: 'user', content: `question ${i}` }], max_tokens: 30_000 })
@@ -106,52 +124,73 @@ async function buildWorld(batched: boolean): Promise<World> {
     if (!principal) throw new Error('no principal');
     await openRequest(t.ctx, principal, call, newId('wrk'));
     requestIds.push(call.id);
-    const output = JSON.stringify({ answer: `result ${i}` });
-    const resultHash = createHash('sha256').update(output).digest('hex');
-    const usage = spec.promptTokens === undefined ? undefined : { prompt_tokens: spec.promptTokens };
-    const inline = {
-      output,
-      encoding: 'utf8' as const,
-      content_type: 'application/json',
-      result_hash: resultHash,
-      metering_units: spec.units,
-      ...(usage ? { usage } : {}),
-    };
-    const fields = {
-      job_id: call.id,
-      node_public_key_hex: node.pubkey,
-      result_hash_hex: resultHash,
-      metering_units: spec.units,
-    };
-    items.push({
-      ctx: t.ctx,
-      node: nodeRow,
-      body: {
-        job_id: call.id,
-        pubkey: node.pubkey,
-        result_hash: resultHash,
-        signature: signSvc1(fields, node.privateKey),
-        metering_units: spec.units,
-        metadata: { model: call.model, engine: 'test' },
-        result: inline,
-      },
-      inline,
-      inlineBytes: Buffer.from(output),
-    });
+    if (spec.ended) {
+      // Ending it needs its opening in the store: the openings queued so far are flushed first.
+      if (batched) await t.ctx.writer.settled();
+      await endRequest(t.ctx, call.id, { status: 'cancelled', error: 'client went away' });
+    }
+    items.push(signedReceipt(t.ctx, node, nodeRow, call, `result ${i}`, spec.units, spec.promptTokens));
   }
   if (batched) {
-    // Every opening was queued behind its hand-over: one flush writes them all.
-    expect(t.ctx.writer.pending).toBe(SPECS.length);
-    await t.ctx.writer.settled();
-    vi.restoreAllMocks();
-    expect(statements.filter((s) => s.startsWith('INSERT INTO gateway_requests'))).toHaveLength(1);
-    expect(statements.filter((s) => s.includes('INSERT INTO credit_holds'))).toHaveLength(1);
-    expect(statements.filter((s) => s.startsWith('INSERT INTO work_items'))).toHaveLength(1);
-    expect(statements.filter((s) => s.includes('INSERT INTO evidence_runs'))).toHaveLength(1);
+    // Every opening after the last request ended was queued behind its hand-over.
+    const lastEnded = specs.map((s) => s.ended === true).lastIndexOf(true);
+    expect(t.ctx.writer.pending).toBe(specs.length - lastEnded - 1);
   }
-  for (const [i, spec] of SPECS.entries())
-    if (spec.ended) await endRequest(t.ctx, requestIds[i] ?? '', { status: 'cancelled', error: 'client went away' });
+  if (mode === 'batched') {
+    await t.ctx.writer.settled();
+    // Two flushes (up to the request that ends, and the rest), each writing its openings as one batch.
+    const flushes = specs.some((s) => s.ended) ? 2 : 1;
+    expect(statements.filter((s) => s.startsWith('INSERT INTO gateway_requests'))).toHaveLength(flushes);
+    expect(statements.filter((s) => s.includes('INSERT INTO credit_holds'))).toHaveLength(flushes);
+    expect(statements.filter((s) => s.startsWith('INSERT INTO work_items'))).toHaveLength(flushes);
+    expect(statements.filter((s) => s.includes('INSERT INTO evidence_runs'))).toHaveLength(flushes);
+  }
+  vi.restoreAllMocks();
   return { t, orgs: [...buyers.map((b) => b.orgId), operator.orgId], principals, requestIds, items };
+}
+
+/** A node's signed receipt of `call` with its result inline, as the fast path queues it. */
+function signedReceipt(
+  ctx: TestApp['ctx'],
+  node: Pick<TestNode, 'pubkey' | 'privateKey'>,
+  nodeRow: NodeRow,
+  call: { id: string; model: string },
+  answer: string,
+  units: number,
+  promptTokens?: number,
+): QueuedReceipt {
+  const output = JSON.stringify({ answer });
+  const resultHash = createHash('sha256').update(output).digest('hex');
+  const usage = promptTokens === undefined ? undefined : { prompt_tokens: promptTokens };
+  const inline = {
+    output,
+    encoding: 'utf8' as const,
+    content_type: 'application/json',
+    result_hash: resultHash,
+    metering_units: units,
+    ...(usage ? { usage } : {}),
+  };
+  const fields = {
+    job_id: call.id,
+    node_public_key_hex: node.pubkey,
+    result_hash_hex: resultHash,
+    metering_units: units,
+  };
+  return {
+    ctx,
+    node: nodeRow,
+    body: {
+      job_id: call.id,
+      pubkey: node.pubkey,
+      result_hash: resultHash,
+      signature: signSvc1(fields, node.privateKey),
+      metering_units: units,
+      metadata: { model: call.model, engine: 'test' },
+      result: inline,
+    },
+    inline,
+    inlineBytes: Buffer.from(output),
+  };
 }
 
 /** Columns that differ between two runs of the same script whatever the code: times, sequence numbers, hashes over them. */
@@ -222,26 +261,59 @@ async function snapshot(w: World): Promise<unknown[]> {
   ) as unknown[];
 }
 
+/** Ledger sums equal balances for every organization, and every request's evidence run verifies. */
+async function expectWhole(w: World, specs: readonly Spec[] = SPECS): Promise<void> {
+  for (const org of w.orgs) expect((await reconcileAccount(w.t.ctx.db, org)).consistent).toBe(true);
+  const keys = [{ public_key_hex: w.t.ctx.secrets.active.public_key_hex }];
+  for (const [i, id] of w.requestIds.entries()) {
+    const principal = w.principals[specs[i]?.buyer ?? 0];
+    if (!principal) throw new Error('no principal');
+    const bundle = await evidenceBundle(w.t.ctx, principal, id);
+    const verified = await verifyBundle(bundle.text, { trustedKeys: keys });
+    expect(verified.checks.filter((c) => !c.ok)).toEqual([]);
+  }
+}
+
+/** The store's reads that lock a receipt's work, request or evidence run, with their parameters. */
+const LOCKING_READ =
+  /^SELECT .*(FROM work_items w WHERE w\.job_id|FROM gateway_requests WHERE id|FROM evidence_runs r WHERE r\.job_id)/s;
+
+/** Which locking read `sql` is. */
+function readOf(sql: string): string {
+  if (sql.includes('FROM work_items w WHERE w.job_id = ANY')) return 'work of requests';
+  if (sql.includes('FROM work_items w WHERE w.job_id = $1')) return 'work of a request';
+  if (sql.includes('FROM gateway_requests WHERE id = ANY')) return 'requests';
+  if (sql.includes('FROM gateway_requests WHERE id = $1')) return 'request';
+  if (sql.includes('FROM evidence_runs r WHERE r.job_id = ANY')) return 'runs';
+  return sql;
+}
+
 describe('gateway openings and receipts written as batches', () => {
   let one: World;
   let many: World;
+  let together: World;
+  let oneByOne: Promise<unknown[]> | undefined;
   beforeAll(async () => {
-    one = await buildWorld(false);
-    many = await buildWorld(true);
-  }, 120_000);
+    one = await buildWorld('one');
+    many = await buildWorld('batched');
+    together = await buildWorld('together');
+  }, 180_000);
   afterAll(async () => {
     vi.restoreAllMocks();
     await one?.t.close();
     await many?.t.close();
+    await together?.t.close();
   });
+  /** Today's path in the world `one`: each receipt applied by applyReceipt, one transaction each (once). */
+  const applyOneByOne = () =>
+    (oneByOne ??= (async () => {
+      const out = [];
+      for (const item of one.items) out.push(await one.t.ctx.db.transaction((tx) => applyAlone(tx, item)));
+      return out;
+    })());
 
   it('leave the same rows, ledger amounts and evidence as today’s one-by-one paths, the refused receipt alone refused', async () => {
-    // Today's path: each receipt applied by applyReceipt, one transaction each.
-    const oneByOne = [];
-    for (const item of one.items) {
-      const out = await one.t.ctx.db.transaction((tx) => applyAlone(tx, item));
-      oneByOne.push(out);
-    }
+    const oneByOne = await applyOneByOne();
     // The batch: every receipt queued at once, written by one flush.
     const statements: string[] = [];
     onTransactionStatements(many.t.ctx.db, (sql) => statements.push(sql));
@@ -287,65 +359,223 @@ describe('gateway openings and receipts written as batches', () => {
     );
     expect(capped.rows).toEqual([{ capped: true }]);
 
-    for (const org of many.orgs) expect((await reconcileAccount(many.t.ctx.db, org)).consistent).toBe(true);
-    const keys = [{ public_key_hex: many.t.ctx.secrets.active.public_key_hex }];
-    for (const [i, id] of many.requestIds.entries()) {
-      const principal = many.principals[SPECS[i]?.buyer ?? 0];
-      if (!principal) throw new Error('no principal');
-      const bundle = await evidenceBundle(many.t.ctx, principal, id);
-      const verified = await verifyBundle(bundle.text, { trustedKeys: keys });
-      expect(verified.checks.filter((c) => !c.ok)).toEqual([]);
+    await expectWhole(many);
+  }, 120_000);
+
+  it('a flush holding openings and their receipts takes those as inserted (no locking read), the others as stored: the same rows', async () => {
+    await applyOneByOne();
+    // Queued: the openings after the request that ended (6 to 9); 0 to 5 are in the store.
+    const fresh = together.requestIds.slice(6);
+    expect(together.t.ctx.writer.pending).toBe(fresh.length);
+    const reads: { sql: string; params: readonly unknown[] }[] = [];
+    const statements: string[] = [];
+    onTransactionStatements(together.t.ctx.db, (sql, params) => {
+      statements.push(sql);
+      if (LOCKING_READ.test(sql)) reads.push({ sql, params: params ?? [] });
+    });
+    const queued = Promise.allSettled(together.items.map((item) => enqueueFastReceipt(together.t.ctx, item)));
+    await together.t.ctx.writer.settled();
+    const settled = await queued;
+    vi.restoreAllMocks();
+    expect(settled.map((s) => s.status)).toEqual(SPECS.map((s) => (s.ended ? 'rejected' : 'fulfilled')));
+    // One flush: the openings, then every receipt, each table written by one statement.
+    expect(statements.filter((s) => s.startsWith('INSERT INTO gateway_requests'))).toHaveLength(1);
+    expect(statements.filter((s) => s.startsWith('INSERT INTO receipts'))).toHaveLength(1);
+    // The requests opened in the store are locked and read (the refused one too: it is alone
+    // refused, under a savepoint); none of those this flush opened.
+    const stored = together.requestIds.slice(0, 6);
+    const ended = together.requestIds[5];
+    expect(reads.map((r) => readOf(r.sql))).toEqual([
+      'work of requests',
+      'requests',
+      'runs',
+      'work of a request',
+      'request',
+    ]);
+    expect([...((reads[0]?.params[0] as string[]) ?? [])].sort()).toEqual([...stored].sort());
+    expect([...((reads[1]?.params[0] as string[]) ?? [])].sort()).toEqual([...stored].sort());
+    expect([...((reads[2]?.params[0] as string[]) ?? [])].sort()).toEqual(stored.filter((id) => id !== ended).sort());
+    expect(reads.slice(3).map((r) => r.params[0])).toEqual([ended, ended]);
+    for (const r of reads) for (const id of fresh) expect(JSON.stringify(r.params)).not.toContain(id);
+
+    expect(await snapshot(together)).toEqual(await snapshot(one));
+    await expectWhole(together);
+  }, 120_000);
+
+  it('a flush of openings with all their receipts writes each record once, completed, with no locking read; a second receipt of one of them is 409 alone', async () => {
+    const specs = SPECS.filter((s) => !s.ended);
+    const w = await buildWorld('together', specs);
+    try {
+      expect(w.t.ctx.writer.pending).toBe(specs.length);
+      const reads: { sql: string; params: readonly unknown[] }[] = [];
+      const statements: string[] = [];
+      onTransactionStatements(w.t.ctx.db, (sql, params) => {
+        statements.push(sql.replace(/\s+/g, ' ').trim());
+        if (LOCKING_READ.test(sql)) reads.push({ sql, params: params ?? [] });
+      });
+      const [again] = w.items;
+      if (!again) throw new Error('no receipt');
+      const queued = Promise.allSettled([...w.items, again].map((item) => enqueueFastReceipt(w.t.ctx, item)));
+      await w.t.ctx.writer.settled();
+      const settled = await queued;
+      vi.restoreAllMocks();
+      expect(settled.map((s) => s.status)).toEqual([...specs.map(() => 'fulfilled'), 'rejected']);
+      const reason = (settled[specs.length] as PromiseRejectedResult).reason as Error;
+      expect(reason.message).toBe(`a receipt for ${w.requestIds[0]} was already accepted`);
+      // The one locking read is the second receipt's, alone; the batch read nothing back.
+      expect(reads.map((r) => [readOf(r.sql), r.params[0]])).toEqual([['work of a request', w.requestIds[0]]]);
+      // Each record written once, already completed: no update of what the flush inserted.
+      const count = (re: RegExp) => statements.filter((sql) => re.test(sql)).length;
+      expect(count(/^INSERT INTO gateway_requests .*'completed'/)).toBe(1);
+      expect(count(/^INSERT INTO gateway_requests/)).toBe(1);
+      expect(count(/^INSERT INTO work_items .*'completed'/)).toBe(1);
+      expect(count(/^INSERT INTO work_items/)).toBe(1);
+      expect(count(/^INSERT INTO receipts/)).toBe(1);
+      expect(count(/INSERT INTO evidence_runs .*'signed'/)).toBe(1);
+      expect(count(/INSERT INTO evidence_runs/)).toBe(1);
+      expect(count(/INSERT INTO credit_transactions/)).toBe(1);
+      expect(count(/FROM credit_accounts .*FOR UPDATE/)).toBe(1);
+      expect(count(/^UPDATE (work_items|gateway_requests|evidence_runs|credit_holds|credit_accounts)/)).toBe(0);
+      expect(count(/UPDATE evidence_runs/)).toBe(0);
+      expect(w.t.logs.text()).not.toContain('retrying');
+      const { rows } = await w.t.ctx.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM gateway_requests WHERE status = 'completed' AND receipt_id IS NOT NULL",
+      );
+      expect(rows).toEqual([{ n: specs.length }]);
+      const charges = await w.t.ctx.db.query<{ ref: string; n: number }>(
+        "SELECT ref, count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge' GROUP BY ref",
+      );
+      expect(charges.rows.every((r) => r.n === 1)).toBe(true);
+      expect(charges.rows).toHaveLength(specs.filter((s) => s.units > 0).length);
+      const graph = await w.t.ctx.db.query<{ event_type: string }>(
+        `SELECT e.event_type FROM evidence_events e JOIN evidence_runs r ON r.id = e.run_id
+          WHERE r.job_id = $1 ORDER BY e.sequence`,
+        [w.requestIds[0]],
+      );
+      expect(graph.rows.map((r) => r.event_type)).toEqual([
+        'request.received',
+        'policy.evaluated',
+        'ledger.held',
+        'routing.decided',
+        'request.assigned',
+        'receipt.submitted',
+        'receipt.verified',
+        'ledger.charged',
+        'request.completed',
+      ]);
+      await expectWhole(w, specs);
+    } finally {
+      vi.restoreAllMocks();
+      await w.t.close();
     }
   }, 120_000);
 
-  it('an opening whose hold no longer fits fails alone: the flush is retried item by item, the others are written', async () => {
-    const t = await createTestApp({ env: { ...ENV, SVC_WRITER_FLUSH_MS: '60000' } });
+  it('a platform key rotated meanwhile: the runs inserted whole are signed again with the new key', async () => {
+    const specs = SPECS.filter((s) => !s.ended).slice(0, 2);
+    const w = await buildWorld('together', specs);
     try {
-      const buyer = await signUp(t.app);
-      // 6 cents: three holds of 2 cents each (tinyllama, max_tokens 8).
-      await t.ctx.ledger.credit(buyer.orgId, 3, { txType: 'topup', description: 'card' });
-      await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), { models: ['tinyllama'] });
-      vi.spyOn(t.ctx.jobSignal, 'reserve').mockImplementation(() => ({
-        deliver: () => true,
-        release: () => undefined,
-      }));
-      const principal: Principal = {
-        kind: 'key',
-        orgId: buyer.orgId,
-        buyerId: buyer.buyerId,
-        role: 'owner',
-        scopes: ['buyer'],
-      };
-      const ids: string[] = [];
-      for (let i = 0; i < 3; i++) {
-        const call = prepareChat({ model: 'tinyllama', messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8 });
-        await openRequest(t.ctx, principal, call, newId('wrk'));
-        ids.push(call.id);
-      }
-      // Meanwhile a hold of 1 cent takes part of the credit the three openings were promised in memory.
-      await t.ctx.db.transaction((tx) => t.ctx.ledger.within(tx).hold(buyer.orgId, 1, 'elsewhere'));
-      // Only the writer's request inserts: background ticks run transactions of their own meanwhile.
-      const inserts: string[] = [];
-      onTransactionStatements(t.ctx.db, (sql) => sql.startsWith('INSERT INTO gateway_requests') && inserts.push(sql));
-      await t.ctx.writer.settled();
-      vi.restoreAllMocks();
-      // The flush of three failed; each was written again alone: two fit, the third is refused.
-      expect(inserts.map((sql) => (sql.includes('unnest') ? 'batch' : 'alone'))).toEqual([
-        'batch',
-        'alone',
-        'alone',
-        'alone',
-      ]);
-      const { rows } = await t.ctx.db.query<{ id: string }>('SELECT id FROM gateway_requests WHERE id = ANY($1)', [
-        ids,
-      ]);
-      expect(rows.map((r) => r.id).sort()).toEqual(ids.slice(0, 2).sort());
-      expect(t.logs.text()).toContain('insufficient credits');
-      expect(await t.ctx.ledger.balance(buyer.orgId)).toMatchObject({ balance_cents: 6, held_cents: 5 });
-      expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
+      const old = w.t.ctx.secrets.active.key_id;
+      // Another process rotates the key; this one still holds the old one when the flush signs.
+      const { active } = await rotatePlatformKey(w.t.ctx.db);
+      const queued = Promise.all(w.items.map((item) => enqueueFastReceipt(w.t.ctx, item)));
+      await w.t.ctx.writer.settled();
+      expect(await queued).toHaveLength(specs.length);
+      expect(w.t.logs.text()).not.toContain('retrying');
+      expect(w.t.ctx.secrets.active.key_id).toBe(active.key_id);
+      const { rows } = await w.t.ctx.db.query<{ status: string; signer_key_id: string }>(
+        'SELECT status, signer_key_id FROM evidence_runs WHERE job_id = ANY($1::text[])',
+        [w.requestIds],
+      );
+      expect(rows).toEqual(specs.map(() => ({ status: 'signed', signer_key_id: active.key_id })));
+      expect(active.key_id).not.toBe(old);
+      await expectWhole(w, specs);
     } finally {
-      vi.restoreAllMocks();
-      await t.close();
+      await w.t.close();
     }
   }, 60_000);
+
+  it.each([
+    ['alone in their flush', false],
+    ['with their receipts in the flush', true],
+  ])(
+    'openings %s: one whose hold no longer fits fails alone, the flush is retried item by item, the others are written',
+    async (_, withReceipts) => {
+      const t = await createTestApp({ env: { ...ENV, SVC_WRITER_FLUSH_MS: '60000' } });
+      try {
+        const buyer = await signUp(t.app);
+        // 6 cents: three holds of 2 cents each (tinyllama, max_tokens 8).
+        await t.ctx.ledger.credit(buyer.orgId, 3, { txType: 'topup', description: 'card' });
+        const node = await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), {
+          models: ['tinyllama'],
+        });
+        const nodeRow = await findNode(t.ctx.db, node.nodeId);
+        if (!nodeRow) throw new Error('no node row');
+        vi.spyOn(t.ctx.jobSignal, 'reserve').mockImplementation(() => ({
+          deliver: () => true,
+          release: () => undefined,
+        }));
+        const principal: Principal = {
+          kind: 'key',
+          orgId: buyer.orgId,
+          buyerId: buyer.buyerId,
+          role: 'owner',
+          scopes: ['buyer'],
+        };
+        const ids: string[] = [];
+        const receipts: QueuedReceipt[] = [];
+        for (let i = 0; i < 3; i++) {
+          const call = prepareChat({
+            model: 'tinyllama',
+            messages: [{ role: 'user', content: `q${i}` }],
+            max_tokens: 8,
+          });
+          await openRequest(t.ctx, principal, call, newId('wrk'));
+          ids.push(call.id);
+          receipts.push(signedReceipt(t.ctx, node, nodeRow, call, `a${i}`, 20_000, 3));
+        }
+        const applied = withReceipts
+          ? Promise.allSettled(receipts.map((item) => enqueueFastReceipt(t.ctx, item)))
+          : Promise.resolve([]);
+        // Meanwhile a hold of 1 cent takes part of the credit the three openings were promised in memory.
+        await t.ctx.db.transaction((tx) => t.ctx.ledger.within(tx).hold(buyer.orgId, 1, 'elsewhere'));
+        // Only the writer's request inserts: background ticks run transactions of their own meanwhile.
+        const inserts: string[] = [];
+        onTransactionStatements(t.ctx.db, (sql) => sql.startsWith('INSERT INTO gateway_requests') && inserts.push(sql));
+        await t.ctx.writer.settled();
+        vi.restoreAllMocks();
+        // The flush of three failed; each was written again alone: two fit, the third is refused.
+        // With their receipts, the batch inserted the requests completed (after the ledger, which refused).
+        expect(inserts.map((sql) => (sql.includes('unnest') ? 'batch' : 'alone'))).toEqual(
+          withReceipts ? ['alone', 'alone', 'alone'] : ['batch', 'alone', 'alone', 'alone'],
+        );
+        const outcomes = await applied;
+        if (withReceipts) {
+          expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+          expect(((outcomes[2] as PromiseRejectedResult).reason as Error).message).toBe(
+            `no work for ${ids[2]} was leased to this node`,
+          );
+        }
+        const { rows } = await t.ctx.db.query<{ id: string }>('SELECT id FROM gateway_requests WHERE id = ANY($1)', [
+          ids,
+        ]);
+        expect(rows.map((r) => r.id).sort()).toEqual(ids.slice(0, 2).sort());
+        expect(t.logs.text()).toContain('insufficient credits');
+        // Without receipts two holds of 2 are held; with them those two are closed (charged less
+        // than a cent each: carried), one charge row each.
+        expect(await t.ctx.ledger.balance(buyer.orgId)).toMatchObject({
+          balance_cents: 6,
+          held_cents: withReceipts ? 1 : 5,
+        });
+        const charges = await t.ctx.db.query<{ ref: string }>(
+          "SELECT ref FROM credit_transactions WHERE tx_type = 'charge' ORDER BY ref",
+        );
+        expect(charges.rows.map((r) => r.ref)).toEqual(withReceipts ? ids.slice(0, 2).sort() : []);
+        expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
+      } finally {
+        vi.restoreAllMocks();
+        await t.close();
+      }
+    },
+    60_000,
+  );
 });

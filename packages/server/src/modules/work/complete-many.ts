@@ -1,7 +1,8 @@
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { NodeRow } from '../nodes/store.js';
-import { completeWorkWithResults, lockWorkOfJobs } from './store.js';
+import { completeWorkWithResults, insertCompletedWorks, lockWorkOfJobs } from './store.js';
+import type { FreshWork } from './completion.js';
 import { keepResult } from './results.js';
 import { insertReceipts, receiptIdOf, type ReceiptRow } from '../receipts/store.js';
 
@@ -30,25 +31,38 @@ export interface FastReceipt {
  * request on its node, leased, without a result or a receipt; its request running on that work;
  * the first item of its request): two statements lock the work and request rows, then the
  * results, the receipts, the ledger, the requests and the evidence runs of all of them are
- * written with one or a few statements each. Returns the receipt of each item applied, undefined
- * for each item left (written nothing for): the caller applies those one by one as today, so each
- * gets today's exact outcome or error.
+ * written with one or a few statements each. A request whose opening this same transaction
+ * inserted (it waited for its receipt in the writer: `RequestCompletion.takeFresh`) is taken as
+ * inserted, neither locked nor read: rows no other transaction can see cannot have changed.
+ * Returns the receipt of each item applied, undefined for each item left (written nothing for):
+ * the caller applies those one by one as today, so each gets today's exact outcome or error.
  */
 export async function completeMany(
   ctx: ServiceContext,
   tx: Queryable,
   items: readonly FastReceipt[],
+  taken?: readonly (FreshWork | undefined)[],
 ): Promise<(ReceiptRow | undefined)[]> {
+  const gateway = ctx.completions.request;
   const jobIds = items.map((i) => i.body.job_id);
-  const works = await lockWorkOfJobs(tx, jobIds);
+  const first = new Set<number>(jobIds.map((id) => jobIds.indexOf(id)));
+  // Opened by this transaction: the work and the request as inserted, or left unwritten for this
+  // batch (`taken`: already taken by the caller). A second receipt of the same request is not the
+  // plain case, and meets the first one's receipt alone, as a duplicate.
+  const fresh =
+    taken ??
+    items.map((item, index) => (first.has(index) ? gateway.takeFresh(tx, item.body.job_id, item.node.id) : undefined));
+  // Only a request's first receipt can be the plain case: the others are applied alone (and lock then).
+  const stored = jobIds.filter((_, index) => first.has(index) && !fresh[index]);
+  const works = stored.length > 0 ? await lockWorkOfJobs(tx, stored) : [];
   // As lockWorkForReceipt: the latest work item of the request on the node sending the receipt.
   const workOf = (item: FastReceipt) =>
     works
       .filter((w) => w.job_id === item.body.job_id && w.node_id === item.node.id)
       .reduce<(typeof works)[number] | undefined>((a, w) => (!a || w.created_at > a.created_at ? w : a), undefined);
-  const first = new Set<number>(jobIds.map((id) => jobIds.indexOf(id)));
   const candidates = items.flatMap((item, index) => {
-    const work = workOf(item);
+    const opened = fresh[index];
+    const work = opened ? { ...opened.work, has_receipt: false } : workOf(item);
     const plain =
       first.has(index) &&
       work !== undefined &&
@@ -56,19 +70,13 @@ export async function completeMany(
       work.type !== 'job' &&
       work.status === 'leased' &&
       work.result_hash === null;
-    return plain ? [{ item, index, work }] : [];
+    return plain ? [{ item, index, work, opened, unwritten: opened?.unwritten }] : [];
   });
-  const gateway = ctx.completions.request;
-  const running =
-    candidates.length > 0
-      ? await gateway.lockRunning(
-          tx,
-          candidates.map((c) => c.work),
-        )
-      : new Map();
-  const ready = candidates.flatMap(({ item, index, work }) => {
-    const owner: unknown = running.get(work.id);
-    return owner !== undefined ? [{ item, index, work, owner }] : [];
+  const toLock = candidates.filter((c) => !c.opened).map((c) => c.work);
+  const running = toLock.length > 0 ? await gateway.lockRunning(tx, toLock) : new Map<string, unknown>();
+  const ready = candidates.flatMap(({ item, index, work, opened, unwritten }) => {
+    const owner: unknown = opened ? opened.owner : running.get(work.id);
+    return owner !== undefined ? [{ item, index, work, owner, unwritten }] : [];
   });
   const out: (ReceiptRow | undefined)[] = items.map(() => undefined);
   if (ready.length === 0) return out;
@@ -86,6 +94,7 @@ export async function completeMany(
       const inline = await keepResult(ctx.blobs.within(tx), work.id, item.inlineBytes, contentType);
       return {
         inline,
+        work,
         workId: work.id,
         result_hash: item.inline.result_hash,
         content_type: contentType,
@@ -95,8 +104,33 @@ export async function completeMany(
       };
     }),
   );
-  if ((await completeWorkWithResults(tx, results)) !== results.length)
+  // Work this flush opened and left unwritten is inserted completed; the rest is completed.
+  const inStore = results.filter((_, i) => !ready[i]?.unwritten);
+  if (inStore.length > 0 && (await completeWorkWithResults(tx, inStore)) !== inStore.length)
     throw new Error('a work item of the flush changed state under its lock');
+  const unwritten = results.flatMap((r, i) => {
+    const lease = ready[i]?.unwritten;
+    if (!lease) return [];
+    const { work, workId: _id, ...result } = r;
+    return [
+      {
+        ...result,
+        id: work.id,
+        request_id: work.job_id,
+        org_id: work.org_id,
+        node_id: work.node_id,
+        type: work.type,
+        model: work.model ?? '',
+        payload: work.payload,
+        stream: work.stream,
+        lease_seconds: lease.lease_seconds,
+        dispatched: lease.dispatched,
+        lease_expires_at: work.lease_expires_at,
+      },
+    ];
+  });
+  if (unwritten.length > 0 && (await insertCompletedWorks(tx, unwritten)) !== unwritten.length)
+    throw new Error('a work item opened by the flush was already stored');
   const receipts = await insertReceipts(
     tx,
     ready.map((r, i) => {

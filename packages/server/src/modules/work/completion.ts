@@ -97,6 +97,12 @@ export interface WorkCompletion<Owner = unknown, Done = unknown> {
 export interface FreshWork<Owner = unknown> {
   work: WorkRow;
   owner: Owner;
+  /**
+   * Set when neither is written yet: their opening left them to this receipt's batch (same flush),
+   * which inserts the work completed (`insertCompletedWorks`, with this lease) and has the owner
+   * write its side completed ({@link RequestCompletion.completeMany}).
+   */
+  unwritten?: { lease_seconds: number; dispatched: boolean };
 }
 
 /** One request of a flush's batch of fast receipts, checked and locked (see `complete-many.ts`). */
@@ -120,6 +126,12 @@ export interface RequestCompletion<Owner = unknown, Done = unknown> extends Work
    * so the intake neither locks nor reads them again. Undefined: the intake locks and reads them.
    */
   takeFresh(tx: Queryable, requestId: string, nodeId: string): FreshWork<Owner> | undefined;
+  /**
+   * Told, before a flush writes anything, which requests' receipts (from which node) it holds: an
+   * opening of the same flush is then left unwritten for the receipt's batch (`takeFresh` hands it
+   * over `unwritten`), which writes each of its tables once.
+   */
+  expectReceipts(tx: Queryable, receipts: readonly { requestId: string; nodeId: string }[]): void;
   /** Waits for the write of a receipt this process is completing behind its answer, if any. */
   receiptWritten(ctx: ServiceContext, workId: string): Promise<void>;
   /**

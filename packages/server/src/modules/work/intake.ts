@@ -232,13 +232,27 @@ export type QueuedReceipt = FastReceipt & { ctx: ServiceContext; body: ReceiptBo
 const fastReceipts: WriteKind<QueuedReceipt, ReceiptRow> = {
   name: 'gateway receipts',
   rank: 2,
+  // Before the flush's openings are written: those whose receipt is here are left to this batch.
+  stage(tx, items) {
+    const [first] = items;
+    first?.ctx.completions.request.expectReceipts(
+      tx,
+      items.map((i) => ({ requestId: i.body.job_id, nodeId: i.node.id })),
+    );
+  },
   async writeMany(tx, items) {
     const [first] = items;
     if (!first) return [];
     // One receipt alone takes today's path: the batch's statements only pay off from two on. Its
-    // opening, when it waited for it in this flush, is known as inserted (RequestCompletion.takeFresh).
+    // opening, when it waited for it in this flush, is known as inserted (RequestCompletion.takeFresh),
+    // or left unwritten for it: the batch then writes both at once.
     if (items.length === 1) {
       const fresh = first.ctx.completions.request.takeFresh(tx, first.body.job_id, first.node.id);
+      if (fresh?.unwritten) {
+        const [receipt] = await completeMany(first.ctx, tx, items, [fresh]);
+        if (!receipt) throw new Error('the receipt of an opening left to it was not applied');
+        return [receipt];
+      }
       const { receipt } = await applyReceipt(
         first.ctx,
         tx,

@@ -141,6 +141,55 @@ export async function insertLeasedWorks(
 }
 
 /**
+ * {@link insertLeasedWorks} for gateway work whose result and receipt come in the same
+ * transaction (a flush holding a request's opening and its completion): inserted `completed` with
+ * its result, as the insert then {@link completeWorkWithResults} would leave it, in one statement.
+ */
+export async function insertCompletedWorks(
+  db: Queryable,
+  ws: readonly (Parameters<typeof insertLeasedWork>[1] & {
+    result_hash: string;
+    content_type: string;
+    bytes: number;
+    metering_units: number;
+    usage?: Record<string, unknown>;
+    /** The result's bytes when kept in the row (work/results.ts), else null: it is an object. */
+    inline: Buffer | null;
+  })[],
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `INSERT INTO work_items (id, job_id, org_id, node_id, type, kind, model, payload, stream, status, lease_expires_at, dispatched_at,
+                             result_hash, result_content_type, result_bytes, metering_units, usage, result_inline)
+     SELECT id, job_id, org_id, node_id, type, 0, model, payload::jsonb, stream, 'completed',
+            COALESCE(expires, now() + make_interval(secs => lease_seconds)), CASE WHEN dispatched THEN now() END,
+            result_hash, content_type, bytes, units, usage::jsonb, decode(inline_hex, 'hex')
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::int[], $10::boolean[], $11::timestamptz[],
+                   $12::text[], $13::text[], $14::bigint[], $15::bigint[], $16::text[], $17::text[])
+            AS v(id, job_id, org_id, node_id, type, model, payload, stream, lease_seconds, dispatched, expires, result_hash, content_type, bytes, units, usage, inline_hex)`,
+    [
+      ws.map((w) => w.id),
+      ws.map((w) => w.request_id),
+      ws.map((w) => w.org_id),
+      ws.map((w) => w.node_id),
+      ws.map((w) => w.type),
+      ws.map((w) => w.model),
+      ws.map((w) => JSON.stringify(w.payload)),
+      ws.map((w) => w.stream),
+      ws.map((w) => w.lease_seconds),
+      ws.map((w) => w.dispatched ?? false),
+      ws.map((w) => w.lease_expires_at ?? null),
+      ws.map((w) => w.result_hash),
+      ws.map((w) => w.content_type),
+      ws.map((w) => w.bytes),
+      ws.map((w) => w.metering_units),
+      ws.map((w) => (w.usage ? JSON.stringify(w.usage) : null)),
+      ws.map((w) => (w.inline ? w.inline.toString('hex') : null)),
+    ],
+  );
+  return rowCount ?? 0;
+}
+
+/**
  * Hands out work already leased to this node but not yet sent to it (gateway requests routed
  * straight to it), oldest first: marks it dispatched and starts its lease now.
  */
