@@ -50,32 +50,36 @@ export async function insertGatewayRequest(
   return rowCount === 1;
 }
 
+type OpenedRequest = Pick<
+  GatewayRequestRow,
+  'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
+>;
+
+/** The parameters $1 to $10 of the multi-row request inserts below: one array per column, in their order. */
+function openedRequestColumns(rs: readonly OpenedRequest[]): unknown[][] {
+  return [
+    rs.map((r) => r.id),
+    rs.map((r) => r.org_id),
+    rs.map((r) => r.buyer_id),
+    rs.map((r) => r.type),
+    rs.map((r) => r.model),
+    rs.map((r) => r.stream),
+    rs.map((r) => r.node_id),
+    rs.map((r) => r.work_id),
+    rs.map((r) => r.hold_id),
+    rs.map((r) => JSON.stringify(r.metadata)),
+  ];
+}
+
 /** {@link insertGatewayRequest} for many requests in one statement; the ids of those inserted (not already there). */
-export async function insertGatewayRequests(
-  db: Queryable,
-  rs: readonly Pick<
-    GatewayRequestRow,
-    'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
-  >[],
-): Promise<Set<string>> {
+export async function insertGatewayRequests(db: Queryable, rs: readonly OpenedRequest[]): Promise<Set<string>> {
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
      SELECT id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata::jsonb
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[])
             AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
      ON CONFLICT (id) DO NOTHING RETURNING id`,
-    [
-      rs.map((r) => r.id),
-      rs.map((r) => r.org_id),
-      rs.map((r) => r.buyer_id),
-      rs.map((r) => r.type),
-      rs.map((r) => r.model),
-      rs.map((r) => r.stream),
-      rs.map((r) => r.node_id),
-      rs.map((r) => r.work_id),
-      rs.map((r) => r.hold_id),
-      rs.map((r) => JSON.stringify(r.metadata)),
-    ],
+    [...openedRequestColumns(rs)],
   );
   return new Set(rows.map((r) => r.id));
 }
@@ -88,10 +92,12 @@ export async function insertGatewayRequests(
  */
 export async function insertCompletedGatewayRequests(
   db: Queryable,
-  rs: readonly (Pick<
-    GatewayRequestRow,
-    'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
-  > & { usage: Record<string, number>; charged_cents: number; charged_micro: number; receipt_id: string })[],
+  rs: readonly (OpenedRequest & {
+    usage: Record<string, number>;
+    charged_cents: number;
+    charged_micro: number;
+    receipt_id: string;
+  })[],
 ): Promise<number> {
   const { rowCount } = await db.query(
     `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata,
@@ -103,16 +109,7 @@ export async function insertCompletedGatewayRequests(
             AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata, usage, cents, micro, receipt_id)
      ON CONFLICT (id) DO NOTHING`,
     [
-      rs.map((r) => r.id),
-      rs.map((r) => r.org_id),
-      rs.map((r) => r.buyer_id),
-      rs.map((r) => r.type),
-      rs.map((r) => r.model),
-      rs.map((r) => r.stream),
-      rs.map((r) => r.node_id),
-      rs.map((r) => r.work_id),
-      rs.map((r) => r.hold_id),
-      rs.map((r) => JSON.stringify(r.metadata)),
+      ...openedRequestColumns(rs),
       rs.map((r) => JSON.stringify(r.usage)),
       rs.map((r) => r.charged_cents),
       rs.map((r) => r.charged_micro),

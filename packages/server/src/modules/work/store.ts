@@ -113,6 +113,23 @@ export async function insertLeasedWork(
   return row;
 }
 
+/** The parameters $1 to $11 of the multi-row work inserts below: one array per column, in their order. */
+function leasedWorkColumns(ws: readonly Parameters<typeof insertLeasedWork>[1][]): unknown[][] {
+  return [
+    ws.map((w) => w.id),
+    ws.map((w) => w.request_id),
+    ws.map((w) => w.org_id),
+    ws.map((w) => w.node_id),
+    ws.map((w) => w.type),
+    ws.map((w) => w.model),
+    ws.map((w) => JSON.stringify(w.payload)),
+    ws.map((w) => w.stream),
+    ws.map((w) => w.lease_seconds),
+    ws.map((w) => w.dispatched ?? false),
+    ws.map((w) => w.lease_expires_at ?? null),
+  ];
+}
+
 /** {@link insertLeasedWork} for many gateway work items in one statement. */
 export async function insertLeasedWorks(
   db: Queryable,
@@ -124,19 +141,7 @@ export async function insertLeasedWorks(
             COALESCE(expires, now() + make_interval(secs => lease_seconds)), CASE WHEN dispatched THEN now() END
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::int[], $10::boolean[], $11::timestamptz[])
             AS v(id, job_id, org_id, node_id, type, model, payload, stream, lease_seconds, dispatched, expires)`,
-    [
-      ws.map((w) => w.id),
-      ws.map((w) => w.request_id),
-      ws.map((w) => w.org_id),
-      ws.map((w) => w.node_id),
-      ws.map((w) => w.type),
-      ws.map((w) => w.model),
-      ws.map((w) => JSON.stringify(w.payload)),
-      ws.map((w) => w.stream),
-      ws.map((w) => w.lease_seconds),
-      ws.map((w) => w.dispatched ?? false),
-      ws.map((w) => w.lease_expires_at ?? null),
-    ],
+    [...leasedWorkColumns(ws)],
   );
 }
 
@@ -167,17 +172,7 @@ export async function insertCompletedWorks(
                    $12::text[], $13::text[], $14::bigint[], $15::bigint[], $16::text[], $17::text[])
             AS v(id, job_id, org_id, node_id, type, model, payload, stream, lease_seconds, dispatched, expires, result_hash, content_type, bytes, units, usage, inline_hex)`,
     [
-      ws.map((w) => w.id),
-      ws.map((w) => w.request_id),
-      ws.map((w) => w.org_id),
-      ws.map((w) => w.node_id),
-      ws.map((w) => w.type),
-      ws.map((w) => w.model),
-      ws.map((w) => JSON.stringify(w.payload)),
-      ws.map((w) => w.stream),
-      ws.map((w) => w.lease_seconds),
-      ws.map((w) => w.dispatched ?? false),
-      ws.map((w) => w.lease_expires_at ?? null),
+      ...leasedWorkColumns(ws),
       ws.map((w) => w.result_hash),
       ws.map((w) => w.content_type),
       ws.map((w) => w.bytes),
