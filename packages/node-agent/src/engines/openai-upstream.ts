@@ -15,7 +15,7 @@ import {
 } from './interface.js';
 import { readSse } from './sse.js';
 import { estimateChatPromptTokens, estimateInputTokens, estimateTokens } from './token-estimate.js';
-import { createUpstreamHttp, readJson, type UpstreamResponse } from './upstream-http.js';
+import { createUpstreamHttp, readJson, type UpstreamStream } from './upstream-http.js';
 import { wavDurationSeconds } from './wav.js';
 
 export interface OpenAIUpstreamOptions {
@@ -108,18 +108,16 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
   }
 
   async function streamChat(
-    upstream: UpstreamResponse,
+    upstream: UpstreamStream,
     request: ChatRequest,
     onDelta: (text: string) => void,
   ): Promise<ChatResult> {
-    const { response } = upstream;
-    if (response.body === null) throw malformed('chat stream');
     let content = '';
     let finishReason: string | undefined;
     let usage: unknown;
     let done = false;
     try {
-      await readSse(response.body, ({ data }) => {
+      await readSse(upstream.read, ({ data }) => {
         if (data === '[DONE]') {
           done = true;
           return false;
@@ -171,7 +169,7 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
       if (onDelta !== undefined) {
         body.stream = true;
         body.stream_options = { include_usage: true };
-        return streamChat(await http.post('/chat/completions', { json: body }, call), request, onDelta);
+        return streamChat(await http.postStream('/chat/completions', body, call), request, onDelta);
       }
       const json = asObject(await http.postJson('/chat/completions', body, call));
       const choice = Array.isArray(json?.choices) ? asObject(json.choices[0]) : undefined;

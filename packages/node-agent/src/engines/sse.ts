@@ -80,11 +80,16 @@ export function createSseParser(onEvent: (event: SseEvent) => void): SseParser {
 }
 
 /**
- * Reads a response body as SSE, calling `onEvent` per event; `onEvent` returns `false` to stop
- * reading (after `[DONE]`). Resolves when the body ends; rejects when reading fails.
+ * Reads a streamed body as SSE, calling `onEvent` per event as soon as its blank line arrives;
+ * `onEvent` returns `false` to stop reading (after `[DONE]`). `read` feeds the body's pieces
+ * (UpstreamStream's `read`: what is left of the body after a stop is its business). Resolves when
+ * the body ends or `onEvent` stopped; rejects when reading fails or `onEvent` throws.
+ *
+ * @example
+ * await readSse(upstream.read, ({ data }) => data !== '[DONE]');
  */
 export async function readSse(
-  body: ReadableStream<Uint8Array>,
+  read: (onChunk: (chunk: Uint8Array) => boolean | void) => Promise<void>,
   onEvent: (event: SseEvent) => boolean | void,
 ): Promise<void> {
   let stopped = false;
@@ -92,24 +97,12 @@ export async function readSse(
     if (!stopped && onEvent(event) === false) stopped = true;
   });
   const decoder = new TextDecoder();
-  const reader = body.getReader();
-  let ended = false;
-  try {
-    while (!stopped) {
-      const { done, value } = await reader.read();
-      if (done) {
-        ended = true;
-        break;
-      }
-      parser.push(decoder.decode(value, { stream: true }));
-    }
-    if (!stopped) {
-      parser.push(decoder.decode());
-      parser.end();
-    }
-  } finally {
-    // Stopped early or failed: release the connection instead of leaving the body unread.
-    if (!ended) await reader.cancel().catch(() => undefined);
-    reader.releaseLock();
+  await read((chunk) => {
+    parser.push(decoder.decode(chunk, { stream: true }));
+    return !stopped;
+  });
+  if (!stopped) {
+    parser.push(decoder.decode());
+    parser.end();
   }
 }

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { request } from 'undici';
 import { type CallOptions, EngineError } from './interface.js';
 
@@ -5,7 +6,7 @@ export interface UpstreamHttpConfig {
   baseUrl: string;
   apiKey?: string;
   timeoutMs: number;
-  /** Injected (tests): every call goes through it. Else `postJson` uses undici's `request`, the rest the global fetch. */
+  /** Injected (tests): every call goes through it. Else `postJson` and `postStream` use undici's `request`, the rest the global fetch. */
   fetch?: typeof fetch;
 }
 
@@ -16,6 +17,26 @@ export interface UpstreamResponse {
   fail(error: unknown, context?: string): EngineError;
 }
 
+/** Takes each piece of a body as it arrives; returns false to stop reading. */
+export type ChunkReader = (chunk: Uint8Array) => boolean | void;
+
+/** A successful streamed upstream response (an SSE chat answer), read as it arrives. */
+export interface UpstreamStream {
+  /**
+   * Calls `onChunk` with each piece of the body as it arrives, until it returns false or the body
+   * ends; rejects when reading fails or `onChunk` throws. The rest of a body left after a stop
+   * (the upstream's `[DONE]` comes before its end) is read and dropped behind the call, up to
+   * {@link DRAIN_LIMIT_BYTES} within the call's timeout, so that its connection serves the next call
+   * instead of being closed.
+   */
+  read(onChunk: ChunkReader): Promise<void>;
+  /** Turns a failure while reading the body into an EngineError, `context` naming the step. */
+  fail(error: unknown, context?: string): EngineError;
+}
+
+/** The most of a stopped stream's rest that is read to keep its connection; past it the connection is closed. */
+export const DRAIN_LIMIT_BYTES = 64 * 1024;
+
 export interface UpstreamHttp {
   /**
    * POSTs a JSON body and reads a JSON answer (non-streamed chat, embeddings, images): through
@@ -24,6 +45,12 @@ export interface UpstreamHttp {
    * errors as `post` + `readJson`, except that a redirect is not followed (it is the status's error).
    */
   postJson(path: string, json: unknown, options?: CallOptions): Promise<unknown>;
+  /**
+   * POSTs a JSON body and answers its streamed body (a streamed chat): through undici's `request`
+   * on the same kept-alive connections as `postJson`, or the injected fetch. A non-2xx status is
+   * its EngineError, as for `postJson`.
+   */
+  postStream(path: string, json: unknown, options?: CallOptions): Promise<UpstreamStream>;
   post(path: string, body: { json: unknown } | { form: FormData }, options?: CallOptions): Promise<UpstreamResponse>;
   get(url: string, options?: CallOptions): Promise<UpstreamResponse>;
   /** Aborts every call in flight; they fail with a retryable "engine closed". */
@@ -123,30 +150,29 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
     return send(`${base}${path}`, init, options);
   };
 
+  /** A JSON POST through undici's `request`: its status and body, or the call's EngineError. */
+  async function requestJson(path: string, json: unknown, options: CallOptions) {
+    const { signal, fail } = callSignal(options);
+    if (signal.aborted) throw fail(signal.reason);
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+    try {
+      const response = await request(`${base}${path}`, { method: 'POST', headers, body: JSON.stringify(json), signal });
+      return { status: response.statusCode, body: response.body, fail };
+    } catch (error) {
+      throw fail(error);
+    }
+  }
+
   return {
     async postJson(path, json, options = {}) {
       if (config.fetch !== undefined) return readJson(await post(path, { json }, options));
-      const { signal, fail } = callSignal(options);
-      if (signal.aborted) throw fail(signal.reason);
-      const headers: Record<string, string> = { 'content-type': 'application/json' };
-      if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+      const { status, body, fail } = await requestJson(path, json, options);
       let text: string;
-      let status: number;
       try {
-        const response = await request(`${base}${path}`, {
-          method: 'POST',
-          headers,
-          body: JSON.stringify(json),
-          signal,
-        });
-        status = response.statusCode;
-        try {
-          text = await response.body.text();
-        } catch (error) {
-          throw fail(error, 'reading the upstream response failed');
-        }
+        text = await body.text();
       } catch (error) {
-        throw fail(error);
+        throw fail(error, 'reading the upstream response failed');
       }
       if (status < 200 || status > 299) throw statusError(status, text);
       try {
@@ -154,6 +180,17 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
       } catch {
         throw new EngineError(`upstream returned invalid JSON: ${text.slice(0, 200)}`, true);
       }
+    },
+    async postStream(path, json, options = {}) {
+      if (config.fetch !== undefined) {
+        const { response, fail } = await post(path, { json }, options);
+        const stream = response.body;
+        if (stream === null) throw new EngineError('upstream returned an empty stream', true);
+        return { read: (onChunk) => readWebBody(stream, onChunk), fail };
+      }
+      const { status, body, fail } = await requestJson(path, json, options);
+      if (status < 200 || status > 299) throw statusError(status, await body.text().catch(() => ''));
+      return { read: (onChunk) => readNodeBody(body, onChunk), fail };
     },
     post,
     get(url, options = {}) {
@@ -177,5 +214,63 @@ export async function readJson(upstream: UpstreamResponse): Promise<unknown> {
     return JSON.parse(text) as unknown;
   } catch {
     throw new EngineError(`upstream returned invalid JSON: ${text.slice(0, 200)}`, true);
+  }
+}
+
+/**
+ * Reads a Node body (undici's) as it arrives. After a stop the body keeps flowing into nothing
+ * until it ends (the connection then returns to its pool) or passes DRAIN_LIMIT_BYTES (then it
+ * is destroyed, closing the connection); errors after a stop are nobody's.
+ */
+function readNodeBody(body: Readable, onChunk: ChunkReader): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let stopped = false;
+    let dropped = 0;
+    body.on('data', (chunk: Buffer) => {
+      if (stopped) {
+        dropped += chunk.length;
+        if (dropped > DRAIN_LIMIT_BYTES) body.destroy();
+        return;
+      }
+      try {
+        if (onChunk(chunk) !== false) return;
+      } catch (error) {
+        stopped = true;
+        body.destroy();
+        reject(error instanceof Error ? error : new Error(String(error)));
+        return;
+      }
+      stopped = true;
+      resolve();
+    });
+    body.on('end', () => {
+      if (stopped) return;
+      stopped = true;
+      resolve();
+    });
+    body.on('error', (error) => {
+      if (stopped) return;
+      stopped = true;
+      reject(error);
+    });
+  });
+}
+
+/** Reads a WHATWG body (an injected fetch's) as it arrives; a stop cancels the rest. */
+async function readWebBody(body: ReadableStream<Uint8Array>, onChunk: ChunkReader): Promise<void> {
+  const reader = body.getReader();
+  let ended = false;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) {
+        ended = true;
+        return;
+      }
+      if (onChunk(value) === false) return;
+    }
+  } finally {
+    if (!ended) await reader.cancel().catch(() => undefined);
+    reader.releaseLock();
   }
 }

@@ -1,3 +1,5 @@
+import { request as httpRequest } from 'node:http';
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createGatewayHub, type HubMessage } from './hub.js';
@@ -157,6 +159,63 @@ describe('streamed chat: a client that leaves, a node that fails mid-stream', ()
       /failed mid-stream: upstream connection lost mid-stream/,
     );
     expect(got.join('')).toBe('You said:');
+  });
+
+  it("opens the stream in one socket write: the headers, the role chunk and the node's first token leave together", async () => {
+    // What reaches the server's socket for this request, one entry per write (a corked batch is one).
+    // Node's http corks a response's socket from a write to the next tick, so the role chunk and
+    // the first content chunk written in one tick leave with the headers: nothing is held back.
+    const writes: string[] = [];
+    const text = (chunk: unknown, encoding: BufferEncoding) =>
+      typeof chunk === 'string'
+        ? Buffer.from(chunk, encoding).toString('latin1')
+        : (chunk as Buffer).toString('latin1');
+    const spy = (socket: Socket) => {
+      const one = socket._write.bind(socket);
+      const many = socket._writev?.bind(socket);
+      socket._write = (chunk, encoding, callback) => {
+        writes.push(text(chunk, encoding));
+        one(chunk, encoding, callback);
+      };
+      if (many)
+        socket._writev = (chunks, callback) => {
+          writes.push(chunks.map((c) => text(c.chunk, c.encoding)).join(''));
+          many(chunks, callback);
+        };
+    };
+    const server = f.server.app.server;
+    server.on('connection', spy);
+    try {
+      const body = await new Promise<string>((resolve, reject) => {
+        const req = httpRequest(
+          `${f.server.url}/v1/chat/completions`,
+          {
+            method: 'POST',
+            agent: false,
+            headers: { authorization: `Bearer ${f.buyer.apiKey}`, 'content-type': 'application/json' },
+          },
+          (res) => {
+            let all = '';
+            res.setEncoding('utf8');
+            res.on('data', (d: string) => (all += d));
+            res.on('end', () => resolve(all));
+          },
+        );
+        req.on('error', reject);
+        req.end(
+          JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'first token' }], stream: true }),
+        );
+      });
+      expect(body).toContain('"content":"You"');
+      expect(body.endsWith('data: [DONE]\n\n')).toBe(true);
+    } finally {
+      server.off('connection', spy);
+    }
+    const first = writes[0] ?? '';
+    expect(first.startsWith('HTTP/1.1 200')).toBe(true);
+    expect(first).toContain('"role":"assistant"');
+    // The first token (the echo's first word) rides with the headers, not in a second write.
+    expect(first).toContain('"delta":{"content":"You"}');
   });
 
   it('carries events over the bus to a listener on another instance, in order, and work changes as `changed`', async () => {
