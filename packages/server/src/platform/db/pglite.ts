@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { PGlite, parse, protocol, types, type Results } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
-import { prepareValue } from 'pg/lib/utils.js';
 import { assertChannel, type Db, type Queryable, type QueryResult } from './interface.js';
+import { paramValues } from './params.js';
 
 const parsers = { [types.INT8]: (value: string) => toSafeNumber(value) };
 
@@ -68,7 +68,7 @@ class PreparedStatements {
  * One parameterised statement in one call into PGlite: (Close,) (Parse,) Bind, Describe, Execute
  * and Sync as a single message. `PGlite.query` makes six calls (it first asks for the parameter
  * types to serialize by them), which costs about 150 us more per statement here. Parameters are
- * sent the way node-postgres sends them (`prepareValue`: text, or binary for a Buffer, types
+ * sent the way node-postgres sends them (`paramValues`: text, or binary for a Buffer, types
  * inferred by the server), so the same SQL and values behave alike on both stores. The caller
  * holds PGlite's query lock.
  */
@@ -82,7 +82,7 @@ async function runStatement<Row>(
   const message = Buffer.concat([
     ...prepared.takeCloses(),
     ...(mustParse ? [protocol.serialize.parse({ name, text: sql })] : []),
-    protocol.serialize.bind({ statement: name, values: params.map((v) => prepareValue(v)) }),
+    protocol.serialize.bind({ statement: name, values: paramValues(params) }),
     protocol.serialize.describe({ type: 'P' }),
     protocol.serialize.execute({}),
     SYNC,

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { assertChannel, type Db, type Queryable, type QueryResult } from './interface.js';
+import { paramValues } from './params.js';
 import { toSafeNumber } from './pglite.js';
 
 const INT8_OID = 20;
@@ -39,7 +40,7 @@ class StatementNames {
 
 function wrap(client: pg.Pool | pg.PoolClient, names: StatementNames, inTransaction: boolean): Queryable {
   const run = (sql: string, params: readonly unknown[]) =>
-    client.query({ text: sql, values: params as unknown[], name: names.of(sql) });
+    client.query({ text: sql, values: paramValues(params), name: names.of(sql) });
   return {
     async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
       let result: pg.QueryResult;

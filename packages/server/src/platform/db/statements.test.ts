@@ -67,6 +67,40 @@ describe(`statements on the ${TEST_STORE_KIND} store`, () => {
     );
   });
 
+  it('reads arrays of text back element for element: quotes, backslashes, NULL and null, control characters, non-ASCII', async () => {
+    const tricky = [
+      'plain',
+      '',
+      'NULL',
+      'null',
+      'with "quotes" and \\ back\\slashes \\"',
+      '{braces}, commas, [brackets]',
+      ' spaced ',
+      '☃ é 𝄞 \u2028',
+      JSON.stringify({ a: 'b "c" \\ d', n: [1, null] }),
+    ];
+    // The fast path (strings and nulls) and node-postgres's (a control character, a number).
+    for (const array of [tricky, [...tricky, null, undefined], [...tricky, 'tab\there', 'line\nfeed'], ['7', 7]]) {
+      const { rows } = await db.query<{ a: (string | null)[]; n: number }>(
+        'SELECT $1::text[] AS a, cardinality($1::text[]) AS n',
+        [array],
+      );
+      expect(rows[0]?.a).toEqual(array.map((v) => (v === null || v === undefined ? null : String(v))));
+      expect(rows[0]?.n).toBe(array.length);
+    }
+    const { rows } = await db.query<{ id: string | null; n: string }>(
+      'SELECT id, n FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS v(id, n, o) ORDER BY o',
+      [
+        ['a"b', null],
+        ['x', 'NULL'],
+      ],
+    );
+    expect(rows).toEqual([
+      { id: 'a"b', n: 'x' },
+      { id: null, n: 'NULL' },
+    ]);
+  });
+
   it('keeps the SQLSTATE of a failed statement, and the next statement runs normally', async () => {
     await expect(db.query('INSERT INTO stmt_probe (id) VALUES ($1)', ['nulls'])).rejects.toMatchObject({
       code: '23505',
