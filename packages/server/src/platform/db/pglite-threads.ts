@@ -61,7 +61,9 @@ export function releaseStoreThread(thread: Worker): void {
     return;
   }
   const timer = setTimeout(() => {
-    if (idle?.thread === thread) idle = undefined;
+    // Only while still idle: a test's fake clearTimeout may have let this timer live on.
+    if (idle?.thread !== thread) return;
+    idle = undefined;
     void thread.terminate();
   }, IDLE_MS);
   timer.unref();
