@@ -56,6 +56,13 @@ describe('scopes', () => {
     expect(permissionsOf('jobs:read:x')).toBeUndefined();
     expect(invalidScopes(['buyer', 'admin', 'jobs:read', 'Buyer'])).toEqual(['admin', 'Buyer']);
   });
+
+  it("names of Object.prototype's members are unknown scopes, not bundles (the OpenAPI fuzz found a 500)", () => {
+    const names = ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf', 'constructor:read'];
+    for (const name of names) expect(permissionsOf(name)).toBeUndefined();
+    expect(invalidScopes(names)).toEqual(names);
+    expect(scopesGrant(['constructor'], 'jobs:read')).toBe(false);
+  });
 });
 
 /** Every scope the grammar allows: the named ones of DESIGN.md section 6, their halves, and resource[:read|write]. */

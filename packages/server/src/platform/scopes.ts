@@ -90,7 +90,8 @@ function isResource(name: string): name is Resource {
 export function permissionsOf(scope: string): Permission[] | undefined {
   const [name = '', mode, extra] = scope.split(':');
   if (extra !== undefined || (mode !== undefined && mode !== 'read' && mode !== 'write')) return undefined;
-  const bundle = SCOPE_BUNDLES[name];
+  // Own keys only: a scope named `constructor` or `toString` is unknown, not Object.prototype's.
+  const bundle = Object.hasOwn(SCOPE_BUNDLES, name) ? SCOPE_BUNDLES[name] : undefined;
   const all: Permission[] | undefined = bundle ?? (isResource(name) ? [`${name}:read`, `${name}:write`] : undefined);
   if (!all) return undefined;
   if (bundle && (name === 'read-only' || name === 'write-only') && mode) return undefined;
