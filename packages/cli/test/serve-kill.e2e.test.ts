@@ -381,7 +381,13 @@ const SLOW_FLUSH_MS = 1_500;
 /** Opens the store once no process holds it (PGlite is one process's), runs `fn`, closes it. */
 async function withStore<T>(store: TestStore, fn: (db: Db) => Promise<T>): Promise<T> {
   const db: Db = await openDb(
-    loadConfig({ 'data-dir': store.dataDir }, store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+    loadConfig(
+      { 'data-dir': store.dataDir },
+      {
+        SVC_PGLITE_BUFFERS_MB: String(store.pgliteBuffersMb),
+        ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+      },
+    ),
   );
   try {
     return await fn(db);

@@ -3,9 +3,11 @@ import {
   createPostgresTemplate,
   memoryStoreRoot,
   pgliteTemplate,
+  PGLITE_BUFFERS_ENV,
   PGLITE_TEMPLATE_ENV,
   POSTGRES_TEMPLATE_ENV,
   STORE_ROOT_ENV,
+  TEST_PGLITE_BUFFERS_MB,
 } from './store-template.js';
 
 /**
@@ -14,6 +16,9 @@ import {
  */
 export async function setup(): Promise<() => Promise<void>> {
   const started = performance.now();
+  // Every store the run opens (in the workers, in the \`svc\` processes they start) has small
+  // shared buffers: PGlite zeroes them at each open, 0.5 s of CPU at its default 128 MB.
+  process.env[PGLITE_BUFFERS_ENV] ||= String(TEST_PGLITE_BUFFERS_MB);
   const root = memoryStoreRoot();
   if (root) process.env[STORE_ROOT_ENV] = root;
   const removeRoot = () => (root ? rmSync(root, { recursive: true, force: true }) : undefined);

@@ -40,6 +40,7 @@ function testConfig(store: TestStore, env: Record<string, string>): Config {
       SVC_LOG_LEVEL: 'info',
       SVC_ALLOW_PRIVATE_EGRESS: '1',
       SVC_SIGNUP_RATE_LIMIT_BURST: '1000000',
+      SVC_PGLITE_BUFFERS_MB: String(store.pgliteBuffersMb),
       ...env,
       ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
     },

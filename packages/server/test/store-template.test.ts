@@ -38,7 +38,7 @@ describe('the migrated store template', () => {
     // Opened without migrating (openDb would migrate): the schema must already be there.
     const db = store.databaseUrl
       ? await createPostgresDb(store.databaseUrl)
-      : await createPgliteDb(join(store.dataDir, 'pgdata'));
+      : await createPgliteDb(join(store.dataDir, 'pgdata'), { buffersMb: store.pgliteBuffersMb });
     try {
       const { rows } = await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
       expect(rows.map((r) => r.version)).toEqual(loadMigrations().map((m) => m.version));

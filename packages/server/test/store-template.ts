@@ -15,6 +15,13 @@ import { loadMigrations, migrate } from '../src/platform/db/migrate.js';
  */
 export const PGLITE_TEMPLATE_ENV = 'SVC_TEST_PGLITE_TEMPLATE';
 export const POSTGRES_TEMPLATE_ENV = 'SVC_TEST_POSTGRES_TEMPLATE';
+/** The embedded store's shared buffers, in MB, for every store a test opens (config.ts). */
+export const PGLITE_BUFFERS_ENV = 'SVC_PGLITE_BUFFERS_MB';
+export const TEST_PGLITE_BUFFERS_MB = 16;
+/** The size this run uses: SVC_PGLITE_BUFFERS_MB when set (to compare sizes), else 16. */
+export function testPgliteBuffersMb(): number {
+  return Number(process.env[PGLITE_BUFFERS_ENV]) || TEST_PGLITE_BUFFERS_MB;
+}
 /** Where test stores are made: a directory in memory (tmpfs) for this run, when there is one. */
 export const STORE_ROOT_ENV = 'SVC_TEST_STORE_ROOT';
 
@@ -61,7 +68,7 @@ export async function pgliteTemplate(cacheDir = CACHE_DIR): Promise<string> {
   mkdirSync(cacheDir, { recursive: true });
   const building = `${dir}.${process.pid}.${randomBytes(4).toString('hex')}`;
   try {
-    const db = await createPgliteDb(building);
+    const db = await createPgliteDb(building, { buffersMb: testPgliteBuffersMb() });
     try {
       await migrate(db);
     } finally {

@@ -8,12 +8,15 @@ import {
   PGLITE_TEMPLATE_ENV,
   POSTGRES_TEMPLATE_ENV,
   STORE_ROOT_ENV,
+  testPgliteBuffersMb,
 } from './store-template.js';
 
 /** A fresh store for one test: a temp data dir, plus its own database when DATABASE_URL is set. */
 export interface TestStore {
   dataDir: string;
   databaseUrl: string | undefined;
+  /** The embedded store's shared buffers (config.ts), small so that opening it is quick. */
+  pgliteBuffersMb: number;
   drop(): Promise<void>;
 }
 
@@ -36,7 +39,12 @@ export async function createTestStore(options: { empty?: boolean } = {}): Promis
     // `empty`: no template, for tests of the migrations themselves.
     const template = options.empty ? undefined : process.env[PGLITE_TEMPLATE_ENV];
     if (template) copyPgliteTemplate(template, join(dataDir, 'pgdata'));
-    return { dataDir, databaseUrl: undefined, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
+    return {
+      dataDir,
+      databaseUrl: undefined,
+      pgliteBuffersMb: testPgliteBuffersMb(),
+      drop: async () => rmSync(dataDir, { recursive: true, force: true }),
+    };
   }
   const name = `svc_t_${randomBytes(6).toString('hex')}`;
   const template = options.empty ? undefined : process.env[POSTGRES_TEMPLATE_ENV];
@@ -46,6 +54,7 @@ export async function createTestStore(options: { empty?: boolean } = {}): Promis
   return {
     dataDir,
     databaseUrl: url.toString(),
+    pgliteBuffersMb: testPgliteBuffersMb(),
     async drop() {
       rmSync(dataDir, { recursive: true, force: true });
       await adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);

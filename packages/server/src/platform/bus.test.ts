@@ -34,7 +34,7 @@ describe('the bus between instances (and within one)', () => {
   let bus: Bus;
   beforeAll(async () => {
     store = await createTestStore();
-    db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+    db = await openDb(store);
     bus = createDbBus(db);
   });
   afterAll(async () => {

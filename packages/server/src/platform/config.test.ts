@@ -14,3 +14,14 @@ describe('loadConfig: SVC_MCP_ALLOWED_ORIGINS', () => {
     expect(() => loadConfig({}, { SVC_MCP_ALLOWED_ORIGINS: value })).toThrow(/SVC_MCP_ALLOWED_ORIGINS/);
   });
 });
+
+describe('loadConfig: SVC_PGLITE_BUFFERS_MB', () => {
+  it("is PGlite's own 128 MB by default and takes a size in MB", () => {
+    expect(loadConfig({}, {}).pgliteBuffersMb).toBe(128);
+    expect(loadConfig({}, { SVC_PGLITE_BUFFERS_MB: '16' }).pgliteBuffersMb).toBe(16);
+  });
+
+  it.each(['0', '1025', '16MB', '-1', '1.5'])('refuses %s', (value) => {
+    expect(() => loadConfig({}, { SVC_PGLITE_BUFFERS_MB: value })).toThrow(/SVC_PGLITE_BUFFERS_MB must be an integer/);
+  });
+});

@@ -7,6 +7,11 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /**
+   * The embedded store's shared buffers in MB (SVC_PGLITE_BUFFERS_MB, default 128, PGlite's own).
+   * Smaller opens faster and takes less memory; the test suite uses 16.
+   */
+  pgliteBuffersMb: number;
   redisUrl: string | undefined;
   publicUrl: string;
   metricsToken: string | undefined;
@@ -347,6 +352,9 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     host,
     dataDir,
     databaseUrl,
+    pgliteBuffersMb: env.SVC_PGLITE_BUFFERS_MB
+      ? parseIntIn('SVC_PGLITE_BUFFERS_MB', env.SVC_PGLITE_BUFFERS_MB, 1, 1024)
+      : 128,
     redisUrl,
     publicUrl,
     metricsToken,

@@ -22,7 +22,7 @@ describe('the group-commit writer', () => {
   let db: Db;
   beforeAll(async () => {
     store = await createTestStore();
-    db = await openDb({ dataDir: store.dataDir, databaseUrl: store.databaseUrl });
+    db = await openDb(store);
     await db.exec('CREATE TABLE writer_test (n int PRIMARY KEY, at timestamptz NOT NULL DEFAULT clock_timestamp())');
   });
   afterAll(async () => {

@@ -15,7 +15,7 @@ describe('migration 0030_ledger_exact over existing rows', () => {
     // Opened without migrating (openDb would apply every migration at once).
     db = store.databaseUrl
       ? await createPostgresDb(store.databaseUrl)
-      : await createPgliteDb(join(store.dataDir, 'pgdata'));
+      : await createPgliteDb(join(store.dataDir, 'pgdata'), { buffersMb: store.pgliteBuffersMb });
   });
   afterAll(async () => {
     await db.close();

@@ -129,7 +129,7 @@ describe('gateway records written behind the answer', () => {
       const receiptId = (answer as unknown as { svc_receipt_id: string }).svc_receipt_id;
       await f.close();
       f = undefined;
-      const db = await openDb({ dataDir: store.dataDir, databaseUrl: store.databaseUrl });
+      const db = await openDb(store);
       try {
         expect(await stored(db, answer.id)).toEqual({ status: 'completed', receipts: [receiptId], charges: 1 });
       } finally {

@@ -9,12 +9,16 @@ export { migrate } from './migrate.js';
 
 /**
  * Opens the store the configuration names (PostgreSQL when `databaseUrl` is set, else PGlite in
- * `<dataDir>/pgdata`) and brings its schema up to date.
+ * `<dataDir>/pgdata`, with `pgliteBuffersMb` of shared buffers) and brings its schema up to date.
  */
-export async function openDb(options: { databaseUrl?: string | undefined; dataDir: string }): Promise<Db> {
+export async function openDb(options: {
+  databaseUrl?: string | undefined;
+  dataDir: string;
+  pgliteBuffersMb?: number | undefined;
+}): Promise<Db> {
   const db = options.databaseUrl
     ? await createPostgresDb(options.databaseUrl)
-    : await createPgliteDb(join(options.dataDir, 'pgdata'));
+    : await createPgliteDb(join(options.dataDir, 'pgdata'), { buffersMb: options.pgliteBuffersMb });
   try {
     await migrate(db);
   } catch (err) {

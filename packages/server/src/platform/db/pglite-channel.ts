@@ -8,6 +8,16 @@ export type StoreRequest =
   | { op: 'end'; tx: number; commit: boolean }
   | { op: 'close' };
 
+/** How the thread opens a store. */
+export interface StoreOptions {
+  /**
+   * PostgreSQL's `shared_buffers`, in MB (PGlite's default, 128, when unset). PGlite zeroes them
+   * in WebAssembly memory at every open: about 0.5 s of CPU at 128 MB, which the test suite's
+   * hundreds of opens feel and a long-running server does not.
+   */
+  buffersMb?: number | undefined;
+}
+
 /** An error as it crosses from the thread: its message, stack and every field a clone can carry. */
 interface WireError {
   message: string;
@@ -68,6 +78,7 @@ export class StoreChannel {
     thread: Worker,
     dir: string,
     onNotify: (channel: string, payload: string) => void,
+    options: StoreOptions = {},
   ): Promise<StoreChannel> {
     const { port1, port2 } = new MessageChannel();
     return new Promise((resolve, reject) => {
@@ -94,7 +105,7 @@ export class StoreChannel {
       port1.on('message', ready);
       thread.on('error', error);
       thread.on('exit', exit);
-      thread.postMessage({ dir, port: port2 }, [port2]);
+      thread.postMessage({ dir, port: port2, buffersMb: options.buffersMb }, [port2]);
     });
   }
 

@@ -19,7 +19,7 @@ describe.runIf(TEST_STORE_KIND === 'pglite')('PGlite in its own thread', () => {
   let db: Db;
   beforeAll(async () => {
     store = await createTestStore();
-    db = await createPgliteDb(join(store.dataDir, 'pgdata'));
+    db = await createPgliteDb(join(store.dataDir, 'pgdata'), { buffersMb: store.pgliteBuffersMb });
     await db.exec(`
       CREATE TABLE thread_probe (id text PRIMARY KEY, n int NOT NULL CHECK (n >= 0));
       CREATE FUNCTION thread_probe_added() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -124,14 +124,19 @@ describe.runIf(TEST_STORE_KIND === 'pglite')('PGlite in its own thread', () => {
 
   it('opens the same store again after close, in the thread the closed one left', async () => {
     const dir = migratedCopy('again');
-    const first = await createPgliteDb(dir);
+    const first = await createPgliteDb(dir, { buffersMb: store.pgliteBuffersMb });
     await first.exec('CREATE TABLE kept (v text)');
     await first.query("INSERT INTO kept VALUES ('still here')");
     await first.close();
     await expect(first.query('SELECT 1')).rejects.toThrow('the store is closed');
-    const again = await createPgliteDb(dir);
+    const again = await createPgliteDb(dir, { buffersMb: 8 });
     try {
       expect((await again.query('SELECT v FROM kept')).rows).toEqual([{ v: 'still here' }]);
+      // Each open starts PostgreSQL with the shared buffers it was given (config.ts SVC_PGLITE_BUFFERS_MB).
+      expect((await db.query('SHOW shared_buffers')).rows).toEqual([{ shared_buffers: '16MB' }]);
+      expect((await again.query<{ shared_buffers: string }>('SHOW shared_buffers')).rows).toEqual([
+        { shared_buffers: '8MB' },
+      ]);
     } finally {
       await again.close();
     }

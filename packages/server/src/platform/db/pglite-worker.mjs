@@ -246,11 +246,20 @@ function serializeError(err) {
 }
 
 /** Opens the store in `dir` and serves it on `port`, which first hears whether it opened. */
-async function open({ dir, port }) {
+async function open({ dir, port, buffersMb }) {
   let pg;
   try {
     if (!dir.startsWith('memory://')) mkdirSync(dir, { recursive: true });
-    pg = await PGlite.create(dir, { parsers, extensions: { vector }, pgliteWasmModule: workerData.pgliteWasmModule });
+    const startParams = [
+      ...PGlite.defaultStartParams,
+      ...(buffersMb === undefined ? [] : ['-c', `shared_buffers=${buffersMb}MB`]),
+    ];
+    pg = await PGlite.create(dir, {
+      parsers,
+      extensions: { vector },
+      pgliteWasmModule: workerData.pgliteWasmModule,
+      startParams,
+    });
   } catch (err) {
     port.postMessage({ ready: false, error: serializeError(err) });
     port.close();

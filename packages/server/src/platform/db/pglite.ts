@@ -1,6 +1,6 @@
 import { assertChannel, type Db, type Queryable, type QueryResult } from './interface.js';
 import { paramValue } from './params.js';
-import { StoreChannel } from './pglite-channel.js';
+import { StoreChannel, type StoreOptions } from './pglite-channel.js';
 import { releaseStoreThread, takeStoreThread } from './pglite-threads.js';
 
 /** int8 as a number, refused past 2^53 (both stores; the PGlite thread keeps its own copy). */
@@ -32,7 +32,7 @@ function wireValue(value: unknown): string | Uint8Array | null {
  * @example
  * const db = await createPgliteDb('./.svc/pgdata');
  */
-export async function createPgliteDb(dir: string): Promise<Db> {
+export async function createPgliteDb(dir: string, options: StoreOptions = {}): Promise<Db> {
   // NOTIFY on PGlite only ever reaches this process, so messages are delivered in memory: the
   // same fan-out and order, without a statement (about 0.5 ms) on the one connection per message.
   const listeners = new Map<string, Set<(payload: string) => void>>();
@@ -50,7 +50,7 @@ export async function createPgliteDb(dir: string): Promise<Db> {
   const thread = await takeStoreThread();
   // A NOTIFY sent by SQL (a trigger, migrations/0160_nodes_changed.sql) reaches the same
   // listeners, before the statement that committed it answers.
-  const store = await StoreChannel.open(thread, dir, deliver).catch((err: unknown) => {
+  const store = await StoreChannel.open(thread, dir, deliver, options).catch((err: unknown) => {
     void thread.terminate();
     throw err;
   });

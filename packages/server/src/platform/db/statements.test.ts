@@ -12,7 +12,7 @@ describe(`statements on the ${TEST_STORE_KIND} store`, () => {
   let db: Db;
   beforeAll(async () => {
     store = await createTestStore();
-    db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+    db = await openDb(store);
     await db.exec(
       'CREATE TABLE stmt_probe (id text PRIMARY KEY, doc jsonb, n bigint, ok boolean, bytes bytea, tags text[], at timestamptz)',
     );
