@@ -151,6 +151,7 @@ export async function createContext(
     );
     const egress = createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve });
     const metrics = createMetrics();
+    const writer = createWriter({ db, log, flushMs: config.writer.flushMs });
     const reservations = createReservations({
       db,
       instanceId: newId('inst'),
@@ -160,6 +161,11 @@ export async function createContext(
       bus,
       metrics,
       log,
+      settle: async () => {
+        if (writer.pending === 0) return false;
+        await writer.settled();
+        return true;
+      },
     });
     await reservations.ready;
     const ctx: ServiceContext = {
@@ -182,7 +188,7 @@ export async function createContext(
       keyCache,
       reservations,
       nodeDirectory,
-      writer: createWriter({ db, log, flushMs: config.writer.flushMs }),
+      writer,
       egress,
       completions: { job: jobCompletion, request: requestCompletion, claimJobs },
       submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },

@@ -101,6 +101,13 @@ export interface ReservationOptions {
   /** The longest a take waits for other instances to answer a give-back request before it answers 402 (default 100 ms). */
   askWaitMs?: number;
   metrics?: Pick<Metrics, 'creditGiveBacks'>;
+  /**
+   * Lets the records written behind earlier answers commit (the group-commit writer's queue);
+   * true when there were any. A take about to be refused calls it once and tries again: a request
+   * answered a moment ago still holds its maximum cost until its receipt's flush charges what it
+   * cost, so without this its client's next request could be refused credit it has.
+   */
+  settle?: () => Promise<boolean>;
 }
 
 /**
@@ -233,9 +240,15 @@ export function createReservations(options: ReservationOptions): Reservations {
       const entry = entryOf(orgId);
       entry.busy = true;
       let asked = false;
+      let settled = false;
       for (let attempt = 0; unusedOf(entry) < cents; attempt++) {
         const short = await refill(orgId, entry, cents);
         if (short !== undefined) {
+          // Once per take: holds of requests already answered may be about to shrink to their charge.
+          if (!settled && options.settle) {
+            settled = true;
+            if (await options.settle()) continue;
+          }
           // Once per take: other instances may sit on this organization's credit unused.
           const holders = asked || !giveBacks ? [] : giveBacks.askable(orgId, short.holders);
           if (holders.length > 0 && giveBacks) {

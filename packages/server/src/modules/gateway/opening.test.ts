@@ -77,8 +77,11 @@ describe('opening a gateway request through svc', () => {
     // Enough for one hold, not for two.
     f = await startGatewayFixture({ env: { SVC_FREE_TIER_CENTS: String(2 * cents - 1) } });
     const polls = watchPolls(f.server.ctx);
-    const ca = await f.addNode({ country: 'CA' });
-    const us = await f.addNode({ country: 'US' });
+    // The answered request is still in flight when the other is decided: a take about to be
+    // refused first waits for records of answered requests (the next test), and this one's
+    // receipt must not be among them.
+    const ca = await f.addNode({ country: 'CA', upstream: { delayMs: 1_500 } });
+    const us = await f.addNode({ country: 'US', upstream: { delayMs: 1_500 } });
     // Both nodes' polls wait, so each request could be handed over at once.
     await polls.until(2);
     const handed = recordHandovers(f);
@@ -120,6 +123,26 @@ describe('opening a gateway request through svc', () => {
     expect(handed).toEqual([rows[0]?.id]);
     expect([...(ca.upstream?.requests ?? []), ...(us.upstream?.requests ?? [])].filter(chats)).toHaveLength(1);
     expect(balance).not.toHaveBeenCalled();
+    const audit = await reconcileAccount(f.server.ctx.db, f.buyer.orgId);
+    expect([audit.held_cents, audit.consistent]).toEqual([0, true]);
+  }, 90_000);
+
+  it("back to back on credits that cover one hold: the next request waits for the first's records behind its answer instead of a 402", async () => {
+    const cents = holdCents(prepareChat(CHAT).maxMicro);
+    // Enough for one hold, and for two requests once the first is charged what it cost (a few
+    // tokens, far below its hold). Its records wait a long flush interval behind its answer.
+    f = await startGatewayFixture({ env: { SVC_FREE_TIER_CENTS: String(2 * cents - 1), SVC_WRITER_FLUSH_MS: '2000' } });
+    await f.addNode();
+    const client = f.openai();
+    const first = await client.chat.completions.create(CHAT);
+    // Its hold is still whole: the receipt that charges it is queued, not committed.
+    expect(f.server.ctx.writer.pending).toBeGreaterThan(0);
+    const started = performance.now();
+    const second = await client.chat.completions.create(CHAT);
+    expect(second.id).not.toBe(first.id);
+    // It waited for a flush brought forward, not for the flush interval.
+    expect(performance.now() - started).toBeLessThan(1_500);
+    await f.server.ctx.writer.settled();
     const audit = await reconcileAccount(f.server.ctx.db, f.buyer.orgId);
     expect([audit.held_cents, audit.consistent]).toEqual([0, true]);
   }, 90_000);
