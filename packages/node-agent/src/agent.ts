@@ -1,4 +1,4 @@
-import { backoffDelay, sleep, type BackoffPolicy } from './backoff.js';
+import { backoffDelay, sleep, type BackoffPolicy, type Sooner } from './backoff.js';
 import { attestWithTsm, tsmAvailable } from './attestation.js';
 import { channelClient, createNodeChannel, type NodeChannel } from './channel.js';
 import { ControlPlaneError, createNodeClient, type NodeClient } from './client.js';
@@ -257,12 +257,20 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
         ...(options.region ? { region: options.region } : {}),
       },
       backoff: timing.uploadBackoff,
+      sooner: whenChannelReopens,
       deliveryDeadlineMs: timing.uploadDeadlineMs,
       emit,
       isStopping,
       onRunFinished: () => wake(),
     };
   }
+
+  /** Uploads waiting out a backoff before their next attempt: woken when the channel reopens. */
+  const uploadsWaiting = new Set<() => void>();
+  const whenChannelReopens: Sooner = (wake) => {
+    uploadsWaiting.add(wake);
+    return () => uploadsWaiting.delete(wake);
+  };
 
   async function flushOutbox(workDeps: WorkDeps): Promise<void> {
     const { entries, invalid } = await outbox.list();
@@ -392,10 +400,14 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       // Hello (grants known) or closed (grants gone): the loop grants again, or polls over HTTP.
       onChange: () => wake(),
       onOpen: (before) => {
-        if (before > 0 && !isStopping())
+        if (before > 0 && !isStopping()) {
+          // The server is back: uploads that failed while it was away (waiting out a backoff of up
+          // to uploadBackoff.capMs) go again now, and the rest of the outbox with them.
+          for (const wake of [...uploadsWaiting]) wake();
           void flushOutbox(viaChannel).catch((err: unknown) =>
             emit({ event: 'warning', message: `re-sending the outbox failed: ${String(err)}` }),
           );
+        }
       },
     });
     channel = opened;

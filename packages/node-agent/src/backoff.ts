@@ -25,26 +25,47 @@ export function backoffDelay(attempt: number, policy: BackoffPolicy): number {
 }
 
 /**
- * Waits `ms` milliseconds; rejects with the signal's reason as soon as `signal` aborts.
+ * Something that can end a wait early: it calls `wake` when waiting is no longer worth it (the
+ * node's channel reopened, so the server is back) and returns how to stop listening.
+ */
+export type Sooner = (wake: () => void) => () => void;
+
+/**
+ * Waits `ms` milliseconds; rejects with the signal's reason as soon as `signal` aborts, and
+ * resolves early when `sooner` wakes it.
  *
  * @example
  * await sleep(1_000, controller.signal);
  */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal?: AbortSignal, sooner?: Sooner): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(abortReason(signal));
       return;
     }
-    const onAbort = () => {
+    // Assigned once `sooner` returns: a wake-up during that call stops listening right after it.
+    let stopListening: (() => void) | undefined = undefined;
+    let ended = false;
+    const end = () => {
+      ended = true;
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      stopListening?.();
+    };
+    const onAbort = () => {
+      end();
       reject(abortReason(signal));
     };
     const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
+      end();
       resolve();
     }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
+    stopListening = sooner?.(() => {
+      end();
+      resolve();
+    });
+    if (ended) stopListening?.();
   });
 }
 

@@ -1,4 +1,4 @@
-import { backoffDelay, sleep, type BackoffPolicy } from './backoff.js';
+import { backoffDelay, sleep, type BackoffPolicy, type Sooner } from './backoff.js';
 import { ControlPlaneError, type NodeClient } from './client.js';
 import { resultBody, type OutboxEntry } from './outbox.js';
 
@@ -7,6 +7,11 @@ export interface RetryOptions {
   /** Give up once the next attempt would start later than this after the first (default 2 min). */
   deadlineMs?: number;
   signal?: AbortSignal;
+  /**
+   * Ends the wait before a retry early: the agent wakes its uploads when its channel reopens, so a
+   * receipt that failed while the server was down is sent again at once, not after its backoff.
+   */
+  sooner?: Sooner;
   /** Told about each failed attempt that will be retried. */
   onRetry?: (error: ControlPlaneError, delayMs: number) => void;
 }
@@ -39,7 +44,7 @@ export async function withRetries<T>(fn: () => Promise<T>, options: RetryOptions
       const delay = Math.max(backoffDelay(attempt, options.backoff), err.retryAfterMs ?? 0);
       if (Date.now() + delay > deadline) return { ok: false, error: err, final: 'deadline' };
       options.onRetry?.(err, delay);
-      await sleep(delay, options.signal);
+      await sleep(delay, options.signal, options.sooner);
     }
   }
 }

@@ -1,5 +1,5 @@
 import { ProtocolError } from '@svc/protocol';
-import { abortReason, type BackoffPolicy } from './backoff.js';
+import { abortReason, type BackoffPolicy, type Sooner } from './backoff.js';
 import type { NodeClient } from './client.js';
 import { deliverEntry, withRetries } from './delivery.js';
 import { EngineError } from './engines/interface.js';
@@ -58,6 +58,8 @@ export interface WorkDeps {
   run: Omit<RunContext, 'signal'>;
   metadata: Pick<ReceiptMetadata, 'gpu_model' | 'country' | 'region'>;
   backoff: BackoffPolicy;
+  /** Wakes uploads waiting out a backoff when the channel reopens (delivery.ts, `RetryOptions.sooner`). */
+  sooner?: Sooner;
   deliveryDeadlineMs: number;
   emit: (event: AgentEvent) => void;
   isStopping: () => boolean;
@@ -97,12 +99,14 @@ export async function reportFailure(
 ): Promise<void> {
   const body = { message: (message.trim() || 'the work failed').slice(0, 1000), retryable };
   const deadlineMs = deps.isStopping() ? 10_000 : deps.deliveryDeadlineMs;
-  const r = await withRetries(() => deps.client.failWork(workId, body), { backoff: deps.backoff, deadlineMs }).catch(
-    (err: unknown) => ({
-      ok: false as const,
-      error: err instanceof Error ? err : new Error(String(err)),
-    }),
-  );
+  const r = await withRetries(() => deps.client.failWork(workId, body), {
+    backoff: deps.backoff,
+    deadlineMs,
+    ...(deps.sooner ? { sooner: deps.sooner } : {}),
+  }).catch((err: unknown) => ({
+    ok: false as const,
+    error: err instanceof Error ? err : new Error(String(err)),
+  }));
   if (!r.ok)
     deps.emit({ event: 'warning', work_id: workId, message: `could not report the failure: ${r.error.message}` });
 }
@@ -219,6 +223,7 @@ export async function deliverWork(
     signal,
     onRetry,
     inline,
+    ...(deps.sooner ? { sooner: deps.sooner } : {}),
   }).catch((err: unknown) => {
     if (signal.aborted) return undefined;
     throw err;

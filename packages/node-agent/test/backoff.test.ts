@@ -54,4 +54,35 @@ describe('backoff and retries', () => {
     await expect(sleep(10_000, controller.signal)).rejects.toThrow('stop');
     expect(Date.now() - started).toBeLessThan(1_000);
   });
+
+  it('a retry waiting out its backoff goes at once when woken, and stops listening once it has gone', async () => {
+    const listening = new Set<() => void>();
+    const sooner = (wake: () => void) => {
+      listening.add(wake);
+      return () => listening.delete(wake);
+    };
+    let calls = 0;
+    const started = Date.now();
+    const retried = withRetries(
+      async () => {
+        if (++calls === 1) throw new ControlPlaneError(0, 'network_error', 'the server is away');
+        return 'delivered';
+      },
+      // Without the wake-up this retry would wait almost a minute.
+      { backoff: { baseMs: 60_000, capMs: 60_000, random: () => 0.99 }, sooner },
+    );
+    for (const deadline = Date.now() + 5_000; listening.size === 0 && Date.now() < deadline;)
+      await new Promise((r) => setTimeout(r, 5));
+    expect(listening.size).toBe(1);
+    for (const wake of [...listening]) wake();
+    expect(await retried).toEqual({ ok: true, value: 'delivered' });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(listening.size).toBe(0);
+    // A sleep that ends by itself or by its signal stops listening too.
+    await sleep(1, undefined, sooner);
+    const controller = new AbortController();
+    setImmediate(() => controller.abort(new Error('stop')));
+    await expect(sleep(10_000, controller.signal, sooner)).rejects.toThrow('stop');
+    expect(listening.size).toBe(0);
+  });
 });

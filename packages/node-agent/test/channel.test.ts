@@ -13,6 +13,7 @@ import {
   TEST_STORE_KIND,
   type TestBuyer,
 } from '@svc/server/testing';
+import type { AgentEvent } from '../src/work.js';
 import { channelUrl } from '../src/channel.js';
 import { loadOrCreateIdentity } from '../src/identity.js';
 import { createFakeEngine } from './fake-engine.js';
@@ -302,6 +303,72 @@ describe('the node channel against the real server', () => {
     );
     expect(receipts.rows[0]?.n).toBe(1);
   });
+});
+
+describe('a receipt that failed while the server was away', () => {
+  it('goes again as soon as the channel reopens, not after its upload backoff', async () => {
+    const server = await startTestServer();
+    try {
+      const buyer = await signUp(server.app);
+      const operatorKey = await createKey(server.app, buyer, ['operator']);
+      // The server "away": HTTP calls fail as if nothing answered, and channel connections are closed at once.
+      let away = false;
+      const engine = createFakeEngine({ models: ['tinyllama'], delayMs: 800 });
+      const t = await makeAgent(
+        { url: server.url, apiKey: operatorKey },
+        {
+          engines: new Map([['tinyllama', engine]]),
+          fetch: (input, init) => (away ? Promise.reject(new TypeError('fetch failed')) : fetch(input, init)),
+          // A failed upload waits almost a minute before its next attempt, within its deadline.
+          timing: { uploadBackoff: { baseMs: 60_000, capMs: 60_000, random: () => 0.99 }, uploadDeadlineMs: 120_000 },
+        },
+      );
+      await t.agent.start();
+      server.app.websocketServer.on('connection', (socket) => {
+        if (away) socket.terminate();
+      });
+      const chat = fetch(`${server.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...bearer(buyer.apiKey), 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tinyllama', messages: [{ role: 'user', content: 'while away' }] }),
+      }).catch(() => undefined);
+      // The work reaches the node, then the server goes away while the engine runs.
+      for (const deadline = Date.now() + 10_000; engine.inFlight === 0 && Date.now() < deadline;)
+        await new Promise((r) => setTimeout(r, 5));
+      expect(engine.inFlight).toBe(1);
+      away = true;
+      for (const socket of server.app.websocketServer.clients) socket.terminate();
+      const retrying = () =>
+        t.events.find(
+          (e): e is Extract<AgentEvent, { event: 'warning' }> =>
+            e.event === 'warning' && /upload failed .*retrying in \d+ ms/.test(e.message),
+        );
+      for (const deadline = Date.now() + 10_000; !retrying() && Date.now() < deadline;)
+        await new Promise((r) => setTimeout(r, 10));
+      expect(retrying()?.message).toMatch(/retrying in 59\d{3} ms/);
+      const workId = retrying()?.work_id;
+      // The server is back: the channel reconnects (its own backoff is at most 10 s) and the receipt goes at once.
+      const back = Date.now();
+      away = false;
+      for (
+        const deadline = Date.now() + 20_000;
+        !t.workEvents().some((e) => e.work_id === workId && e.outcome === 'completed') && Date.now() < deadline;
+      )
+        await new Promise((r) => setTimeout(r, 20));
+      expect(t.workEvents().find((e) => e.work_id === workId)?.outcome).toBe('completed');
+      expect(Date.now() - back).toBeLessThan(20_000);
+      await server.ctx.writer.settled();
+      const { rows } = await server.ctx.db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM receipts WHERE work_id = $1',
+        [workId],
+      );
+      expect(rows[0]?.n).toBe(1);
+      await chat;
+      await t.cleanup();
+    } finally {
+      await server.stop();
+    }
+  }, 90_000);
 });
 
 if (TEST_STORE_KIND === 'pglite')
