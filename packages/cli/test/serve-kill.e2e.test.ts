@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { outboxWorkIds } from '@svc/node-agent';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
-import { loadConfig, openDb, type Db } from '@svc/server';
+import { openDb, type Db } from '@svc/server';
 import { createTestStore, TEST_STORE_KIND, type TestStore } from '@svc/server/testing';
 import { main } from '../src/main.js';
 import { spawnNode, spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
@@ -380,15 +380,7 @@ const SLOW_FLUSH_MS = 1_500;
 
 /** Opens the store once no process holds it (PGlite is one process's), runs `fn`, closes it. */
 async function withStore<T>(store: TestStore, fn: (db: Db) => Promise<T>): Promise<T> {
-  const db: Db = await openDb(
-    loadConfig(
-      { 'data-dir': store.dataDir },
-      {
-        SVC_PGLITE_BUFFERS_MB: String(store.pgliteBuffersMb),
-        ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
-      },
-    ),
-  );
+  const db: Db = await openDb(store);
   try {
     return await fn(db);
   } finally {

@@ -102,7 +102,7 @@ export async function reportFailure(
   const r = await withRetries(() => deps.client.failWork(workId, body), {
     backoff: deps.backoff,
     deadlineMs,
-    ...(deps.sooner ? { sooner: deps.sooner } : {}),
+    sooner: deps.sooner,
   }).catch((err: unknown) => ({
     ok: false as const,
     error: err instanceof Error ? err : new Error(String(err)),
@@ -223,7 +223,7 @@ export async function deliverWork(
     signal,
     onRetry,
     inline,
-    ...(deps.sooner ? { sooner: deps.sooner } : {}),
+    sooner: deps.sooner,
   }).catch((err: unknown) => {
     if (signal.aborted) return undefined;
     throw err;

@@ -161,11 +161,7 @@ export async function createContext(
       bus,
       metrics,
       log,
-      settle: async () => {
-        if (writer.pending === 0) return false;
-        await writer.settled();
-        return true;
-      },
+      writer,
     });
     await reservations.ready;
     const ctx: ServiceContext = {

@@ -16,7 +16,7 @@ import {
  */
 export async function setup(): Promise<() => Promise<void>> {
   const started = performance.now();
-  // Every store the run opens (in the workers, in the \`svc\` processes they start) has small
+  // Every store the run opens (in the workers, in the `svc` processes they start) has small
   // shared buffers: PGlite zeroes them at each open, 0.5 s of CPU at its default 128 MB.
   process.env[PGLITE_BUFFERS_ENV] ||= String(TEST_PGLITE_BUFFERS_MB);
   const root = memoryStoreRoot();

@@ -1,3 +1,5 @@
+import type { UpstreamStream } from './upstream-http.js';
+
 /** One Server-Sent Event: its `event` field (default `message`) and its data lines joined by `\n`. */
 export interface SseEvent {
   event: string;
@@ -89,7 +91,7 @@ export function createSseParser(onEvent: (event: SseEvent) => void): SseParser {
  * await readSse(upstream.read, ({ data }) => data !== '[DONE]');
  */
 export async function readSse(
-  read: (onChunk: (chunk: Uint8Array) => boolean | void) => Promise<void>,
+  read: UpstreamStream['read'],
   onEvent: (event: SseEvent) => boolean | void,
 ): Promise<void> {
   let stopped = false;

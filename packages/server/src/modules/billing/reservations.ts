@@ -3,6 +3,7 @@ import type { Bus } from '../../platform/bus.js';
 import type { Db } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Metrics } from '../../platform/metrics.js';
+import type { Writer } from '../../platform/writer.js';
 import { createGiveBacks, type Serve } from './give-back.js';
 import { availableCents, insufficientCredits } from './rules.js';
 import type { LedgerReservations } from './service.js';
@@ -102,12 +103,12 @@ export interface ReservationOptions {
   askWaitMs?: number;
   metrics?: Pick<Metrics, 'creditGiveBacks'>;
   /**
-   * Lets the records written behind earlier answers commit (the group-commit writer's queue);
-   * true when there were any. A take about to be refused calls it once and tries again: a request
-   * answered a moment ago still holds its maximum cost until its receipt's flush charges what it
-   * cost, so without this its client's next request could be refused credit it has.
+   * The group-commit writer, whose records behind earlier answers a take about to be refused lets
+   * commit once, then tries again: a request answered a moment ago still holds its maximum cost
+   * until its receipt's flush charges what it cost, so without this its client's next request
+   * could be refused credit it has.
    */
-  settle?: () => Promise<boolean>;
+  writer?: Pick<Writer, 'pending' | 'settled'>;
 }
 
 /**
@@ -245,9 +246,10 @@ export function createReservations(options: ReservationOptions): Reservations {
         const short = await refill(orgId, entry, cents);
         if (short !== undefined) {
           // Once per take: holds of requests already answered may be about to shrink to their charge.
-          if (!settled && options.settle) {
+          if (!settled && options.writer && options.writer.pending > 0) {
             settled = true;
-            if (await options.settle()) continue;
+            await options.writer.settled();
+            continue;
           }
           // Once per take: other instances may sit on this organization's credit unused.
           const holders = asked || !giveBacks ? [] : giveBacks.askable(orgId, short.holders);

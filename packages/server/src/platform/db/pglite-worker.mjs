@@ -2,7 +2,7 @@
 // server's event loop. Plain JavaScript with no import of our own, so that it loads the same way
 // under tsx, vitest and the compiled `svc`: a worker thread does not inherit their loaders.
 //
-// The thread serves one store at a time, opened by a message `{dir, port}` on the parent port and
+// The thread serves one store at a time, opened by a message `{dir, port, buffersMb}` on the parent port and
 // then spoken to on `port` until it is closed; the server may then open another store in the same
 // thread (its JIT-compiled code is warm by then). Requests come in order on the port and each one
 // takes PGlite's own locks, as the calls did when PGlite ran in the server's thread: a statement
@@ -180,13 +180,7 @@ class Store {
 
   /** Answers request `r`: now for most, when its transaction has ended for `begin` and `end`. */
   serve(r) {
-    let pending;
-    try {
-      pending = Promise.resolve(this.handle(r));
-    } catch (err) {
-      pending = Promise.reject(err);
-    }
-    pending.then(
+    this.handle(r).then(
       (value) => {
         if (value !== undefined) this.answer(r.id, value);
         if (r.op === 'close') this.port.close();
