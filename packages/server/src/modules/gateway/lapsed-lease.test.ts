@@ -6,6 +6,7 @@ import {
   createTestApp,
   createTestNode,
   createTestStore,
+  eventually,
   signUp,
   watchPolls,
   type TestApp,
@@ -118,6 +119,8 @@ describe('a gateway receipt after its lease lapsed', () => {
           [work.work_id, work.job_id],
         )
       ).rows[0];
+    // This sweep, or the app's own if it held the row first (the sweep skips locked rows).
+    await eventually(async () => (await state())?.work === 'lost');
     expect(await state()).toEqual({ work: 'lost', request: 'running', receipts: 0, charges: 0 });
 
     const applied = await resend(second.app, node, work);

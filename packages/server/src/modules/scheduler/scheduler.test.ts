@@ -4,6 +4,7 @@ import {
   createKey,
   createTestApp,
   createTestNode,
+  eventually,
   signUp,
   type TestApp,
   type TestBuyer,
@@ -28,6 +29,16 @@ describe('the scheduler', () => {
       "UPDATE work_items SET lease_expires_at = now() - interval '1 second' WHERE status IN ('leased', 'delivered')",
     );
     await sweepExpiredLeases(t.ctx);
+    // The app's own once-a-second sweep may hold the rows (the sweep skips locked rows): wait for
+    // whichever sweep took them to commit.
+    await eventually(
+      async () =>
+        (
+          await t.ctx.db.query(
+            "SELECT 1 FROM work_items WHERE status IN ('leased', 'delivered') AND lease_expires_at < now()",
+          )
+        ).rows.length === 0,
+    );
   };
   const job = async (id: string) =>
     (
