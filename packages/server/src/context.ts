@@ -121,7 +121,8 @@ export async function createContext(
   options: {
     logStream?: DestinationStream;
     attestation?: AttestationVerifier;
-    backgroundIntervalMs?: number;
+    /** False: the periodic sweeps (leases, webhooks, signatures) run only when called (tests). */
+    periodicTasks?: boolean;
     egressResolve?: Resolve;
   } = {},
 ): Promise<ServiceContext> {
@@ -193,7 +194,7 @@ export async function createContext(
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };
-    const stopTasks = startBackgroundTasks(ctx, { intervalMs: options.backgroundIntervalMs });
+    const stopTasks = startBackgroundTasks(ctx, { periodic: options.periodicTasks });
     const stopPayouts = startPayoutSchedule(ctx);
     // `svc keys rotate` (another process) announces a new platform key; sign with it at once.
     const stopKeyWatch = await bus.subscribe('keys', (payload) => {

@@ -56,11 +56,20 @@ function testConfig(store: TestStore, env: Record<string, string>): Config {
  * await t.close();
  */
 export async function createTestApp(
-  options: { env?: Record<string, string>; store?: TestStore; extraRoutes?: (app: App) => void } = {},
+  options: {
+    env?: Record<string, string>;
+    store?: TestStore;
+    extraRoutes?: (app: App) => void;
+    /** False for a test that runs the lease sweep or webhook sends itself (`startBackgroundTasks`). */
+    periodicTasks?: boolean;
+  } = {},
 ): Promise<TestApp> {
   const store = options.store ?? (await createTestStore());
   const logs = new LogCapture();
-  const ctx = await createContext(testConfig(store, options.env ?? {}), { logStream: logs });
+  const ctx = await createContext(testConfig(store, options.env ?? {}), {
+    logStream: logs,
+    periodicTasks: options.periodicTasks,
+  });
   const app = await buildApp(ctx, { extraRoutes: options.extraRoutes });
   return {
     app,

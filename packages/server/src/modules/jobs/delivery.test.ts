@@ -52,7 +52,7 @@ describe('delivery: inline result, artifact PUT, signed webhooks with retries', 
   let node: TestNode;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   beforeAll(async () => {
-    t = await createTestApp({ env: { SVC_ALLOW_PRIVATE_EGRESS: '1' } });
+    t = await createTestApp({ env: { SVC_ALLOW_PRIVATE_EGRESS: '1' }, periodicTasks: false });
     buyer = await signUp(t.app);
     node = await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']));
     receiver = await startReceiver(1);

@@ -27,7 +27,7 @@ describe('outbound requests never reach loopback (SSRF guard)', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '::', resolve));
     port = (server.address() as AddressInfo).port;
-    t = await createTestApp({ env: { SVC_ALLOW_PRIVATE_EGRESS: '0' } });
+    t = await createTestApp({ env: { SVC_ALLOW_PRIVATE_EGRESS: '0' }, periodicTasks: false });
     await t.ctx.egress.close();
     t.ctx.egress = createEgress({
       allowPrivate: false,

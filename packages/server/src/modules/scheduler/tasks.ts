@@ -30,10 +30,16 @@ export function signalledJobs(ctx: ServiceContext): SignalledJobs {
  * Installs the in-memory dispatch of signalled jobs (`JobSignal.dispatchWith`), and runs the
  * periodic work of every instance: expire leases (every second), send due webhooks (every
  * second), forget old request signatures (every minute). Each tick is safe to run on several
- * instances at once. Returns a function that stops them and waits for a running tick.
+ * instances at once. Returns a function that stops them and waits for a running tick. With
+ * `periodic: false` only the dispatch is installed: a test that runs the sweeps itself asserts on
+ * its own sweep, not on whichever of two sweeps took the rows first.
  */
-export function startBackgroundTasks(ctx: ServiceContext, options: { intervalMs?: number } = {}): () => Promise<void> {
+export function startBackgroundTasks(
+  ctx: ServiceContext,
+  options: { intervalMs?: number; periodic?: boolean } = {},
+): () => Promise<void> {
   ctx.jobSignal.dispatchWith(signalledJobs(ctx));
+  if (options.periodic === false) return async () => undefined;
   const interval = options.intervalMs ?? 1000;
   let running: Promise<void> = Promise.resolve();
   let ticks = 0;
