@@ -41,6 +41,8 @@ export interface GatewayFixture {
     concurrency?: number;
     /** false keeps the agent on the HTTP long-poll and receipt routes (default: the node channel when offered). */
     channel?: boolean;
+    /** Agent clocks other than TEST_TIMING's (a slow heartbeat, say). */
+    timing?: Partial<typeof TEST_TIMING>;
   }): Promise<GatewayNode>;
   /** The official OpenAI client against the gateway; no retries, so every error is seen. */
   openai(apiKey?: string): OpenAI;
@@ -120,7 +122,7 @@ export async function startGatewayFixture(
         gpuModel: o.gpuModel ?? 'NVIDIA L4',
         concurrency: o.concurrency ?? 4,
         channel: o.channel,
-        timing: TEST_TIMING,
+        timing: { ...TEST_TIMING, ...o.timing },
         onEvent: (e) => events.push(e),
       });
       const { node_id } = await agent.start();

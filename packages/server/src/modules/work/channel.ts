@@ -11,7 +11,7 @@ import type { Socket } from 'node:net';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { forwardEvents } from './node-events.js';
-import { undispatchWork } from './store.js';
+import { shortenGatewayLeases, undispatchWork } from './store.js';
 import type { NodeRow } from '../nodes/store.js';
 import { deliverResult, failWork, submitReceipt } from './intake.js';
 import { receiptOfWork } from '../receipts/store.js';
@@ -43,6 +43,34 @@ const POLICY = 1008;
 function errorBody(err: unknown): { code: number; error: string; message: string } {
   if (err instanceof ApiError) return { code: err.status, error: err.code, message: err.message };
   return { code: 500, error: 'internal', message: 'internal server error' };
+}
+
+/**
+ * How long gateway work stays leased to a node after its channel drops, when the drop is not this
+ * instance's shutdown: long enough for a node that is still alive to reconnect (backoff 0.5 s)
+ * and heartbeat its work, short enough that a buyer whose node died is failed over in seconds
+ * rather than after the 30 s lease.
+ */
+export const CHANNEL_LOSS_GRACE_SECONDS = 2;
+
+/**
+ * A node's channel dropped while this instance runs: its gateway work's leases end within
+ * `CHANNEL_LOSS_GRACE_SECONDS` (`shortenGatewayLeases`), so the sweep marks the work `lost` and
+ * each request fails over, unless the node reconnects (to any instance) and heartbeats it first.
+ * Work whose opening this instance's writer still holds is shortened once that commits. Jobs keep
+ * their leases: a batch job is worth waiting 30 s for. Returns how many leases were shortened.
+ *
+ * @example
+ * socket.on('close', () => void channelLost(ctx, node.id));
+ */
+export async function channelLost(ctx: ServiceContext, nodeId: string): Promise<number> {
+  const queued = ctx.writer.pending > 0;
+  let shortened = await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
+  if (queued) {
+    await ctx.writer.settled();
+    shortened += await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
+  }
+  return shortened;
 }
 
 /**

@@ -228,6 +228,21 @@ export async function countOpenWork(db: Queryable, nodeId: string): Promise<numb
   return rows[0]?.n ?? 0;
 }
 
+/**
+ * Gateway work leased to a node whose channel dropped: each lease ends within `seconds` unless
+ * it already ends sooner (`LEAST`), so the sweep marks it `lost` and its request fails over. A
+ * node that reconnects heartbeats its work at once and renews the leases. Jobs keep theirs.
+ * Returns how many leases were shortened.
+ */
+export async function shortenGatewayLeases(db: Queryable, nodeId: string, seconds: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE work_items SET lease_expires_at = LEAST(lease_expires_at, now() + make_interval(secs => $2)), updated_at = now()
+      WHERE node_id = $1 AND type <> 'job' AND status IN ('leased', 'delivered')`,
+    [nodeId, seconds],
+  );
+  return rowCount;
+}
+
 /** Extends the leases of the listed work this node still holds; returns the ids it no longer holds. */
 export async function renewLeases(
   db: Queryable,
