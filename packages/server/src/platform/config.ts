@@ -33,6 +33,11 @@ export interface Config {
   rateLimits: RateLimitConfig;
   /** How long a node holds work between heartbeats before it goes elsewhere. */
   leaseSeconds: number;
+  /**
+   * How often the server pings each node channel (SVC_NODE_CHANNEL_PING_MS, default 5 s); a channel
+   * that has not answered the last ping by the next one is dropped (docs/node-protocol.md).
+   */
+  nodeChannelPingMs: number;
   /** How long a gateway request may take end to end before it is a 504 (SVC_GATEWAY_TIMEOUT_MS). */
   gatewayTimeoutMs: number;
   /**
@@ -447,6 +452,9 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     },
     payments: parsePayments(env),
     leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
+    nodeChannelPingMs: env.SVC_NODE_CHANNEL_PING_MS
+      ? parseIntIn('SVC_NODE_CHANNEL_PING_MS', env.SVC_NODE_CHANNEL_PING_MS, 100, 60_000)
+      : 5_000,
     tee: {
       acceptedTcb: (env.SVC_TEE_ACCEPTED_TCB || 'UpToDate,SWHardeningNeeded')
         .split(',')

@@ -2,23 +2,24 @@ import { NODE_CHANNEL_PATH, NODE_HEADERS, requestMessage, signHex, type ServerCh
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import WebSocket from 'ws';
-import { createTestNode, createTestStore } from '../../../test/harness.js';
-import { openDb } from '../../platform/db/index.js';
+import { createTestNode, createTestStore, type TestNode } from '../../../test/harness.js';
 import {
   eventually,
   startGatewayFixture,
   type GatewayFixture,
   type GatewayNode,
 } from '../../../test/gateway-fixture.js';
+import { openDb, type Queryable } from '../../platform/db/index.js';
 import { CHANNEL_LOSS_GRACE_SECONDS } from '../work/channel.js';
 
 type Params = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
 /**
- * A node whose channel drops while it holds a buyer's request (docs/node-protocol.md, "The node
- * channel"): the request's lease ends CHANNEL_LOSS_GRACE_SECONDS later, so a node that died is
- * failed over in seconds rather than after its lease (90 s here); a node still alive reconnects,
- * heartbeats its work at once, and answers the request itself.
+ * A node whose channel drops while it holds a buyer's request (docs/node-protocol.md, "A channel
+ * that drops ends its gateway leases soon"): the node is no longer routed to, and the request's
+ * lease ends CHANNEL_LOSS_GRACE_SECONDS later, so a node that died is failed over in seconds rather
+ * than after its lease (90 s here); a node still alive reconnects, heartbeats its work at once, and
+ * answers the request itself.
  */
 describe('a node channel that drops while it holds a request', () => {
   let f: GatewayFixture;
@@ -31,38 +32,28 @@ describe('a node channel that drops while it holds a request', () => {
   afterAll(() => f.close());
 
   it('of a node that never comes back: the request fails over within seconds', async () => {
-    // A node speaking the channel by hand, so that it can die: it takes work and then its
-    // connection is cut without a close frame (as the kernel does for a killed process).
-    const dead = await createTestNode(f.server.app, f.operatorKey, {
-      country: 'CA',
-      region: 'ca-central',
-      models: ['tinyllama'],
-    });
-    const ws = await openChannel(f.server.url, dead.nodeId, dead.privateKey);
-    const pushed = nextWork(ws);
-    await grant(ws);
-
-    const answer = f.openai().chat.completions.create(ask('tinyllama', 'are you there')).withResponse();
-    const workId = await pushed;
+    const dead = await nodeHolding(f, 'are you there');
+    // Cut without a close frame, as the kernel does for a killed process.
     const cut = Date.now();
-    ws.terminate();
+    dead.ws.terminate();
 
-    const { data, response } = await answer;
+    const { data, response } = await dead.answer;
     const waited = Date.now() - cut;
     expect(response.headers.get('x-svc-node')).toBe(backup.nodeId);
     expect(data.choices[0]?.message.content).toBe('You said: are you there');
     // Grace, then the once-a-second sweep and the request's once-a-second look at its work.
     expect(waited).toBeGreaterThanOrEqual(CHANNEL_LOSS_GRACE_SECONDS * 1000 - 100);
     expect(waited).toBeLessThan((CHANNEL_LOSS_GRACE_SECONDS + 4) * 1000);
-    const { rows } = await f.server.ctx.db.query<{ status: string }>('SELECT status FROM work_items WHERE id = $1', [
-      workId,
-    ]);
-    expect(rows[0]?.status).toBe('lost');
+    expect((await workLease(f.server.ctx.db, dead.workId))?.status).toBe('lost');
+    // Nor is the dead node routed to any more: the next request goes to the backup at once.
+    const next = await f.openai().chat.completions.create(ask('tinyllama', 'anyone else')).withResponse();
+    expect(next.response.headers.get('x-svc-node')).toBe(backup.nodeId);
   }, 30_000);
 
   it('of a node that reconnects: it keeps the request and answers it', async () => {
     // Answers after the grace and a sweep have passed; heartbeats only every 30 s (a third of the
-    // lease), so only the heartbeat sent on reconnecting can keep the lease.
+    // lease), so only the heartbeat sent on reconnecting can keep the lease. Its own model, so
+    // that the request is not routed to the first case's dead node.
     const alive = await f.addNode({
       country: 'CA',
       region: 'ca-central',
@@ -77,8 +68,53 @@ describe('a node channel that drops while it holds a request', () => {
     const { data, response } = await answer;
     expect(response.headers.get('x-svc-node')).toBe(alive.nodeId);
     expect(data.choices[0]?.message.content).toBe('You said: still here');
-    expect(backup.workEvents()).toHaveLength(1);
+    // The backup served only the first case's two requests.
+    expect(backup.workEvents()).toHaveLength(2);
     await alive.stop();
+  }, 30_000);
+});
+
+describe('a node channel that goes silent (no close, no answer to pings)', () => {
+  it('is dropped after a ping goes unanswered, and the request fails over', async () => {
+    const f = await startGatewayFixture({ env: { SVC_LEASE_SECONDS: '90', SVC_NODE_CHANNEL_PING_MS: '300' } });
+    try {
+      const backup = await f.addNode({ country: 'US', region: 'us-east' });
+      // A network that went quiet: the connection stays open and nothing comes back, pongs included.
+      const quiet = await nodeHolding(f, 'hello?', { autoPong: false });
+      const since = Date.now();
+      const { data, response } = await quiet.answer;
+      expect(response.headers.get('x-svc-node')).toBe(backup.nodeId);
+      expect(data.choices[0]?.message.content).toBe('You said: hello?');
+      // Dropped within two ping intervals of its last message; failed over after the grace.
+      expect((await quiet.closed) - since).toBeLessThan(1_000);
+      expect(Date.now() - since).toBeLessThan((CHANNEL_LOSS_GRACE_SECONDS + 4) * 1000);
+    } finally {
+      await f.close();
+    }
+  }, 30_000);
+});
+
+describe('a node channel dropped late, after the node was heard from elsewhere', () => {
+  it('changes nothing: the node stays routable and keeps its work', async () => {
+    const f = await startGatewayFixture({
+      env: { SVC_LEASE_SECONDS: '90', SVC_NODE_CHANNEL_PING_MS: '2000', SVC_SHUTDOWN_GRACE_MS: '200' },
+    });
+    try {
+      // A half-open channel: the server notices only when a ping goes unanswered (2 to 4 s).
+      const late = await nodeHolding(f, 'over here', { autoPong: false });
+      // Meanwhile the node, reconnected elsewhere, heartbeats its work (here over HTTP).
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect((await late.node.heartbeat([late.workId])).cancel).toEqual([]);
+      await late.closed;
+      await new Promise((r) => setTimeout(r, (CHANNEL_LOSS_GRACE_SECONDS + 1.5) * 1000));
+      const lease = await workLease(f.server.ctx.db, late.workId);
+      expect(lease?.status).toBe('leased');
+      expect(lease?.left).toBeGreaterThan(60);
+      expect((await f.server.ctx.nodeDirectory.serving('tinyllama')).map((n) => n.id)).toContain(late.node.nodeId);
+    } finally {
+      // The request ends with the server (no node answers it here).
+      await f.close();
+    }
   }, 30_000);
 });
 
@@ -87,65 +123,85 @@ describe('a node channel that this instance closes as it shuts down', () => {
     const store = await createTestStore();
     try {
       const f = await startGatewayFixture({ store, env: { SVC_LEASE_SECONDS: '90', SVC_SHUTDOWN_GRACE_MS: '200' } });
-      const node = await createTestNode(f.server.app, f.operatorKey, { country: 'CA', models: ['tinyllama'] });
-      const ws = await openChannel(f.server.url, node.nodeId, node.privateKey);
-      const pushed = nextWork(ws);
-      await grant(ws);
-      const answer = f
-        .openai()
-        .chat.completions.create(ask('tinyllama', 'hold on'))
-        .catch((err: unknown) => err);
-      const workId = await pushed;
+      const held = await nodeHolding(f, 'hold on');
       await f.close();
-      await answer;
+      held.ws.terminate();
       const db = await openDb(store);
       try {
-        const { rows } = await db.query<{ status: string; left: number }>(
-          'SELECT status, extract(epoch FROM lease_expires_at - now())::float8 AS left FROM work_items WHERE id = $1',
-          [workId],
-        );
-        expect(rows[0]?.status).toBe('leased');
-        expect(rows[0]?.left).toBeGreaterThan(60);
+        const lease = await workLease(db, held.workId);
+        expect(lease?.status).toBe('leased');
+        expect(lease?.left).toBeGreaterThan(60);
       } finally {
         await db.close();
       }
-      ws.terminate();
     } finally {
       await store.drop();
     }
   }, 30_000);
 });
 
-// Canada first; the US backup only when no Canadian node can answer. Each case its own model, so
-// that the second is not routed to the first one's dead node.
+// Canada first; the US backup only when no Canadian node can answer.
 const ask = (model: string, content: string) =>
   ({ model, messages: [{ role: 'user', content }], max_tokens: 8, jurisdiction: 'CA' }) as Params;
 
-/** The work id of the next work pushed down the channel. */
-const nextWork = (ws: WebSocket) =>
-  new Promise<string>((resolve) =>
+/**
+ * A Canadian node speaking the channel by hand (so that it can die, or go quiet), holding the
+ * request `content` that was pushed to it. `answer` settles when the request ends (some cases end
+ * it with the server); `closed` when the channel closed (epoch ms).
+ */
+async function nodeHolding(
+  f: GatewayFixture,
+  content: string,
+  options: { autoPong?: boolean } = {},
+): Promise<{
+  node: TestNode;
+  ws: WebSocket;
+  workId: string;
+  answer: Promise<{ data: OpenAI.Chat.ChatCompletion; response: Response }>;
+  closed: Promise<number>;
+}> {
+  const node = await createTestNode(f.server.app, f.operatorKey, {
+    country: 'CA',
+    region: 'ca-central',
+    models: ['tinyllama'],
+  });
+  const ws = await openChannel(f.server.url, node.nodeId, node.privateKey, options);
+  const closed = new Promise<number>((resolve) => ws.on('close', () => resolve(Date.now())));
+  const pushed = new Promise<string>((resolve) =>
     ws.on('message', (data: Buffer) => {
       const m = JSON.parse(data.toString()) as ServerChannelMessage;
       if (m.type === 'work' && m.work[0]) resolve(m.work[0].work_id);
     }),
   );
-
-/** Grants one slot; resolves once it is granted (messages are handled in order: a heartbeat's reply follows it). */
-async function grant(ws: WebSocket): Promise<void> {
-  ws.send(JSON.stringify({ type: 'grant', seq: 1, slots: 1 }));
-  await new Promise<void>((resolve) => {
+  // One slot, granted once the heartbeat after it is answered (messages are handled in order).
+  const granted = new Promise<void>((resolve) =>
     ws.on('message', (data: Buffer) => {
       if ((JSON.parse(data.toString()) as ServerChannelMessage).type === 'reply') resolve();
-    });
-    ws.send(JSON.stringify({ type: 'heartbeat', seq: 2, body: { active_work: [] } }));
-  });
+    }),
+  );
+  ws.send(JSON.stringify({ type: 'grant', seq: 1, slots: 1 }));
+  ws.send(JSON.stringify({ type: 'heartbeat', seq: 2, body: { active_work: [] } }));
+  await granted;
+  const answer = f.openai().chat.completions.create(ask('tinyllama', content)).withResponse();
+  answer.catch(() => undefined);
+  return { node, ws, workId: await pushed, answer, closed };
+}
+
+/** The work item's status and the seconds left on its lease. */
+async function workLease(db: Queryable, workId: string): Promise<{ status: string; left: number } | undefined> {
+  const { rows } = await db.query<{ status: string; left: number }>(
+    'SELECT status, extract(epoch FROM lease_expires_at - now())::float8 AS left FROM work_items WHERE id = $1',
+    [workId],
+  );
+  return rows[0];
 }
 
 /** Opens the node channel with a signed handshake (docs/node-protocol.md) and waits for its hello. */
 async function openChannel(
   server: string,
   nodeId: string,
-  privateKey: Parameters<typeof signHex>[1],
+  privateKey: TestNode['privateKey'],
+  options: { autoPong?: boolean },
 ): Promise<WebSocket> {
   const timestamp = String(Date.now());
   const signature = signHex(
@@ -154,6 +210,7 @@ async function openChannel(
   );
   const ws = new WebSocket(`${server.replace(/^http/, 'ws')}${NODE_CHANNEL_PATH}`, {
     headers: { [NODE_HEADERS.node]: nodeId, [NODE_HEADERS.timestamp]: timestamp, [NODE_HEADERS.signature]: signature },
+    autoPong: options.autoPong ?? true,
   });
   await new Promise<void>((resolve, reject) => {
     ws.once('message', () => resolve());

@@ -135,6 +135,26 @@ export async function findNode(db: Queryable, nodeId: string): Promise<NodeRow |
   return rows[0];
 }
 
+/**
+ * The node is gone until its next signed call (its channel dropped): `last_seen` moves back past
+ * the liveness window (`liveSeconds`), which the store announces (migrations/0160) so that every
+ * instance's directory stops routing to it. Not when the store recorded a call of the node within
+ * the last `quietSeconds` (it is alive, heard elsewhere); never moves a `last_seen` forward. True
+ * when the node was marked.
+ */
+export async function markNodeUnreachable(
+  db: Queryable,
+  nodeId: string,
+  window: { liveSeconds: number; quietSeconds: number },
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE nodes SET last_seen = LEAST(last_seen, now() - make_interval(secs => $2))
+      WHERE id = $1 AND (last_seen IS NULL OR last_seen <= now() - make_interval(secs => $3))`,
+    [nodeId, window.liveSeconds, window.quietSeconds],
+  );
+  return rowCount > 0;
+}
+
 /** Records a signed call: the node is live. */
 export async function touchNode(
   db: Queryable,

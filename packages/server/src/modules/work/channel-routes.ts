@@ -4,6 +4,7 @@ import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { nodeOf } from '../nodes/node-auth.js';
+import { touchNode } from '../nodes/store.js';
 import { CHANNEL_LOSS_GRACE_SECONDS, channelLost, openChannel } from './channel.js';
 
 /**
@@ -16,6 +17,8 @@ export async function channelRoutes(app: App, ctx: ServiceContext): Promise<void
   // (the node reconnects to another instance, or to this one restarted). Added before the plugin's
   // own preClose, which closes the sockets, so it runs first.
   let stopping = false;
+  /** This instance's open channels per node: a node may briefly hold two (a reconnect, a test's). */
+  const open = new Map<string, number>();
   app.addHook('preClose', (done) => {
     stopping = true;
     done();
@@ -38,23 +41,54 @@ export async function channelRoutes(app: App, ctx: ServiceContext): Promise<void
     wsHandler: (socket, request) => {
       const node = nodeOf(request);
       ctx.log.info({ node_id: node.id }, 'node channel opened');
+      open.set(node.id, (open.get(node.id) ?? 0) + 1);
+      // Live again at once, in the store too (a dropped channel marked it unreachable; the
+      // handshake's own record of the call is skipped when another came within the second).
+      void touchNode(ctx.db, node.id).catch((err: unknown) =>
+        ctx.log.warn({ err, node_id: node.id }, 'could not record a node channel opening'),
+      );
       const connection = openChannel(ctx, node, socket);
+      // A node whose network went silent sends no close: without an answer to the last ping by
+      // the next one, the channel is dropped like a closed one (below). Any message counts too.
+      let heardAt = Date.now();
+      let answered = true;
+      const heard = () => {
+        answered = true;
+        heardAt = Date.now();
+      };
+      socket.on('pong', heard);
+      socket.on('message', heard);
+      const pinger = setInterval(() => {
+        if (!answered) {
+          ctx.log.warn({ node_id: node.id }, 'node channel dropped: no answer to a ping');
+          socket.terminate();
+          return;
+        }
+        answered = false;
+        socket.ping();
+      }, ctx.config.nodeChannelPingMs);
+      pinger.unref();
       socket.on('message', (data: Buffer, isBinary: boolean) =>
         connection.receive(isBinary ? '' : data.toString('utf8')),
       );
       socket.on('close', (code: number) => {
+        clearInterval(pinger);
         connection.close();
         ctx.log.info({ node_id: node.id, code }, 'node channel closed');
-        if (stopping) return;
-        channelLost(ctx, node.id).then(
+        const left = (open.get(node.id) ?? 1) - 1;
+        if (left > 0) open.set(node.id, left);
+        else open.delete(node.id);
+        // Another channel of the node is open here, or this instance is closing them all.
+        if (left > 0 || stopping) return;
+        channelLost(ctx, node.id, heardAt).then(
           (shortened) => {
-            if (shortened > 0)
+            if (shortened !== undefined)
               ctx.log.warn(
                 { node_id: node.id, work: shortened },
-                `node channel lost: its gateway work fails over unless it reconnects within ${CHANNEL_LOSS_GRACE_SECONDS} s`,
+                `node channel lost: not routed to until it reconnects; its gateway work fails over unless it does within ${CHANNEL_LOSS_GRACE_SECONDS} s`,
               );
           },
-          (err: unknown) => ctx.log.error({ err, node_id: node.id }, 'could not shorten the leases of a lost channel'),
+          (err: unknown) => ctx.log.error({ err, node_id: node.id }, 'could not mark a lost node channel'),
         );
       });
       socket.on('error', () => connection.close());
