@@ -41,7 +41,7 @@ describe('a node channel that drops while it holds a request', () => {
     const waited = Date.now() - cut;
     expect(response.headers.get('x-svc-node')).toBe(backup.nodeId);
     expect(data.choices[0]?.message.content).toBe('You said: are you there');
-    // Grace, then the once-a-second sweep and the request's once-a-second look at its work.
+    // Grace, then the once-a-second sweep (which tells the request on the bus).
     expect(waited).toBeGreaterThanOrEqual(CHANNEL_LOSS_GRACE_SECONDS * 1000 - 100);
     expect(waited).toBeLessThan((CHANNEL_LOSS_GRACE_SECONDS + 4) * 1000);
     expect((await workLease(f.server.ctx.db, dead.workId))?.status).toBe('lost');

@@ -8,15 +8,18 @@ import { lockExpiredWork, setWorkStatus } from './store.js';
  * gateway request's follow loop fails over). Safe to run on every instance at once.
  */
 export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
-  const requeued = await ctx.db.transaction(async (tx) => {
+  const { lost, requeued } = await ctx.db.transaction(async (tx) => {
     const expired = await lockExpiredWork(tx, 100);
     const back: string[] = [];
     for (const work of expired) {
       await setWorkStatus(tx, work.id, 'lost');
       if (await completionOf(ctx.completions, work).lost(ctx, tx, work)) back.push(work.job_id);
     }
-    return back;
+    return { lost: expired.map((w) => w.id), requeued: back };
   });
+  // Whoever follows the work (a gateway request about to fail over) reads it again now, not at
+  // its next once-a-second look.
+  for (const workId of lost) await ctx.bus.publish('work', workId);
   // One message per job, like a submission's: each instance offers it to one eligible waiting node
   // rather than waking every waiting node to claim.
   for (const jobId of requeued) await ctx.bus.publish('jobs', jobId);
