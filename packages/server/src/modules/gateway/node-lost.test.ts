@@ -97,13 +97,14 @@ describe('a node channel that goes silent (no close, no answer to pings)', () =>
 describe('a node channel dropped late, after the node was heard from elsewhere', () => {
   it('changes nothing: the node stays routable and keeps its work', async () => {
     const f = await startGatewayFixture({
-      env: { SVC_LEASE_SECONDS: '90', SVC_NODE_CHANNEL_PING_MS: '2000', SVC_SHUTDOWN_GRACE_MS: '200' },
+      env: { SVC_LEASE_SECONDS: '90', SVC_NODE_CHANNEL_PING_MS: '3000', SVC_SHUTDOWN_GRACE_MS: '200' },
     });
     try {
-      // A half-open channel: the server notices only when a ping goes unanswered (2 to 4 s).
+      // A half-open channel: the server notices only when a ping goes unanswered (3 to 6 s).
       const late = await nodeHolding(f, 'over here', { autoPong: false });
-      // Meanwhile the node, reconnected elsewhere, heartbeats its work (here over HTTP).
-      await new Promise((r) => setTimeout(r, 1_500));
+      // Meanwhile the node, reconnected elsewhere, heartbeats its work (here over HTTP), well over a
+      // second after its last message on this channel and well before the channel is dropped.
+      await new Promise((r) => setTimeout(r, 2_500));
       expect((await late.node.heartbeat([late.workId])).cancel).toEqual([]);
       await late.closed;
       await new Promise((r) => setTimeout(r, (CHANNEL_LOSS_GRACE_SECONDS + 1.5) * 1000));
