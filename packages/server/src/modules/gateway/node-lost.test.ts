@@ -1,8 +1,9 @@
 import { NODE_CHANNEL_PATH, NODE_HEADERS, requestMessage, signHex, type ServerChannelMessage } from '@svc/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
+import { request as httpRequest } from 'node:http';
 import WebSocket from 'ws';
-import { createTestNode, createTestStore, type TestNode } from '../../../test/harness.js';
+import { createTestNode, createTestStore, type TestNode, type WorkItem } from '../../../test/harness.js';
 import {
   eventually,
   startGatewayFixture,
@@ -10,7 +11,7 @@ import {
   type GatewayNode,
 } from '../../../test/gateway-fixture.js';
 import { openDb, type Queryable } from '../../platform/db/index.js';
-import { CHANNEL_LOSS_GRACE_SECONDS } from '../work/channel.js';
+import { CHANNEL_LOSS_GRACE_SECONDS, POLL_HANG_UP_GRACE_MS } from '../work/node-loss.js';
 
 type Params = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
@@ -22,54 +23,47 @@ type Params = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
  * answers the request itself.
  */
 describe('a node channel that drops while it holds a request', () => {
-  let f: GatewayFixture;
-  let backup: GatewayNode;
-
-  beforeAll(async () => {
-    f = await startGatewayFixture({ env: { SVC_LEASE_SECONDS: '90' } });
-    backup = await f.addNode({ country: 'US', region: 'us-east' });
-  });
-  afterAll(() => f.close());
+  const s = withBackup();
 
   it('of a node that never comes back: the request fails over within seconds', async () => {
-    const dead = await nodeHolding(f, 'are you there');
+    const dead = await nodeHolding(s.f, 'are you there');
     // Cut without a close frame, as the kernel does for a killed process.
     const cut = Date.now();
     dead.ws.terminate();
 
     const { data, response } = await dead.answer;
     const waited = Date.now() - cut;
-    expect(response.headers.get('x-svc-node')).toBe(backup.nodeId);
+    expect(response.headers.get('x-svc-node')).toBe(s.backup.nodeId);
     expect(data.choices[0]?.message.content).toBe('You said: are you there');
     // Grace, then the once-a-second sweep (which tells the request on the bus).
     expect(waited).toBeGreaterThanOrEqual(CHANNEL_LOSS_GRACE_SECONDS * 1000 - 100);
     expect(waited).toBeLessThan((CHANNEL_LOSS_GRACE_SECONDS + 4) * 1000);
-    expect((await workLease(f.server.ctx.db, dead.workId))?.status).toBe('lost');
+    expect((await workLease(s.f.server.ctx.db, dead.workId))?.status).toBe('lost');
     // Nor is the dead node routed to any more: the next request goes to the backup at once.
-    const next = await f.openai().chat.completions.create(ask('tinyllama', 'anyone else')).withResponse();
-    expect(next.response.headers.get('x-svc-node')).toBe(backup.nodeId);
+    const next = await s.f.openai().chat.completions.create(ask('tinyllama', 'anyone else')).withResponse();
+    expect(next.response.headers.get('x-svc-node')).toBe(s.backup.nodeId);
   }, 30_000);
 
   it('of a node that reconnects: it keeps the request and answers it', async () => {
     // Answers after the grace and a sweep have passed; heartbeats only every 30 s (a third of the
     // lease), so only the heartbeat sent on reconnecting can keep the lease. Its own model, so
     // that the request is not routed to the first case's dead node.
-    const alive = await f.addNode({
+    const alive = await s.f.addNode({
       country: 'CA',
       region: 'ca-central',
       upstream: { delayMs: (CHANNEL_LOSS_GRACE_SECONDS + 2) * 1000 },
       timing: { heartbeatMs: 60_000 },
     });
-    const answer = f.openai().chat.completions.create(ask('phi-4', 'still here')).withResponse();
+    const answer = s.f.openai().chat.completions.create(ask('phi-4', 'still here')).withResponse();
     await eventually(() => (alive.upstream?.requests.length ?? 0) > 0);
     // Every channel drops (the server's side cut, as a network failure would), the backup's too.
-    for (const client of f.server.app.websocketServer.clients) client.terminate();
+    for (const client of s.f.server.app.websocketServer.clients) client.terminate();
 
     const { data, response } = await answer;
     expect(response.headers.get('x-svc-node')).toBe(alive.nodeId);
     expect(data.choices[0]?.message.content).toBe('You said: still here');
     // The backup served only the first case's two requests.
-    expect(backup.workEvents()).toHaveLength(2);
+    expect(s.backup.workEvents()).toHaveLength(2);
     await alive.stop();
   }, 30_000);
 });
@@ -140,6 +134,107 @@ describe('a node channel that this instance closes as it shuts down', () => {
     }
   }, 30_000);
 });
+
+describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
+  const s = withBackup();
+
+  it('and calls no more: not routed to, and the request it never took fails over within seconds', async () => {
+    const node = await createTestNode(s.f.server.app, s.f.operatorKey, {
+      country: 'CA',
+      region: 'ca-central',
+      models: ['tinyllama'],
+    });
+    // A request it took over HTTP and holds (it stays leased: the node may still deliver it).
+    const held = s.f.openai().chat.completions.create(ask('tinyllama', 'held'));
+    held.catch(() => undefined);
+    const taken = await eventuallyTaken(node);
+    // Its next poll waits, then the process dies: the kernel closes the connection.
+    const poll = await waitingPoll(s.f.server.url, node);
+    poll.destroy();
+    const hungUp = Date.now();
+    // Routed to it while it is not polling (it still counts as live): left in the store for it.
+    const { data, response } = await s.f
+      .openai()
+      .chat.completions.create(ask('tinyllama', 'still there?'))
+      .withResponse();
+    const waited = Date.now() - hungUp;
+    expect(response.headers.get('x-svc-node')).toBe(s.backup.nodeId);
+    expect(data.choices[0]?.message.content).toBe('You said: still there?');
+    // The grace for another call, the lease's grace, then the once-a-second sweep.
+    expect(waited).toBeGreaterThanOrEqual(POLL_HANG_UP_GRACE_MS + CHANNEL_LOSS_GRACE_SECONDS * 1000 - 200);
+    expect(waited).toBeLessThan(POLL_HANG_UP_GRACE_MS + (CHANNEL_LOSS_GRACE_SECONDS + 4) * 1000);
+    // Nor is it routed to any more: the next request goes to the backup at once.
+    const next = await s.f.openai().chat.completions.create(ask('tinyllama', 'anyone else')).withResponse();
+    expect(next.response.headers.get('x-svc-node')).toBe(s.backup.nodeId);
+    expect((await s.f.server.ctx.nodeDirectory.serving('tinyllama')).map((n) => n.id)).not.toContain(node.nodeId);
+    // The work it took keeps its lease.
+    const lease = await workLease(s.f.server.ctx.db, taken.work_id);
+    expect(lease?.status).toBe('leased');
+    expect(lease?.left).toBeGreaterThan(60);
+    // Its next signed call makes it live again.
+    await node.poll();
+    await eventually(async () =>
+      (await s.f.server.ctx.nodeDirectory.serving('tinyllama')).some((n) => n.id === node.nodeId),
+    );
+  }, 30_000);
+
+  it('and polls again at once: nothing changes', async () => {
+    const node = await createTestNode(s.f.server.app, s.f.operatorKey, {
+      country: 'CA',
+      region: 'ca-central',
+      models: ['phi-4'],
+    });
+    // A poll hung up well within a second of its start (whose call was recorded), then polled
+    // again at once: that call must be recorded too, or the node would be taken for gone.
+    const first = await waitingPoll(s.f.server.url, node);
+    first.destroy();
+    const again = await waitingPoll(s.f.server.url, node);
+    await new Promise((r) => setTimeout(r, POLL_HANG_UP_GRACE_MS + 500));
+    expect((await s.f.server.ctx.nodeDirectory.serving('phi-4')).map((n) => n.id)).toContain(node.nodeId);
+    again.destroy();
+  }, 30_000);
+});
+
+/** Polls until the node took one item of work (a request routed to it). */
+async function eventuallyTaken(node: TestNode): Promise<WorkItem> {
+  for (let i = 0; i < 100; i++) {
+    const [work] = await node.poll({ waitMs: 200 });
+    if (work) return work;
+  }
+  throw new Error('no work reached the node');
+}
+
+/**
+ * A signed long-poll of the node over a real connection, once the server is waiting on it
+ * (100 ms in); `destroy()` closes the connection without an answer, as a killed process's does.
+ */
+async function waitingPoll(server: string, node: TestNode): Promise<{ destroy(): void }> {
+  const pathWithQuery = '/api/v1/node/work?wait_ms=25000';
+  const timestamp = String(Date.now());
+  const signature = signHex(requestMessage({ method: 'GET', pathWithQuery, timestamp, body: '' }), node.privateKey);
+  const req = httpRequest(`${server}${pathWithQuery}`, {
+    headers: {
+      [NODE_HEADERS.node]: node.nodeId,
+      [NODE_HEADERS.timestamp]: timestamp,
+      [NODE_HEADERS.signature]: signature,
+    },
+  });
+  req.on('error', () => undefined);
+  req.end();
+  await new Promise((r) => setTimeout(r, 100));
+  return { destroy: () => req.destroy() };
+}
+
+/** A fixture (90 s leases) with a US backup node, started once for the tests of the block. */
+function withBackup(): { f: GatewayFixture; backup: GatewayNode } {
+  const s = {} as { f: GatewayFixture; backup: GatewayNode };
+  beforeAll(async () => {
+    s.f = await startGatewayFixture({ env: { SVC_LEASE_SECONDS: '90' } });
+    s.backup = await s.f.addNode({ country: 'US', region: 'us-east' });
+  });
+  afterAll(() => s.f.close());
+  return s;
+}
 
 // Canada first; the US backup only when no Canadian node can answer.
 const ask = (model: string, content: string) =>

@@ -33,6 +33,15 @@ function shouldTouch(nodeId: string): boolean {
   return true;
 }
 
+/**
+ * The next signed call of the node is recorded whatever the throttle says: a node that hung up
+ * its long-poll is taken for gone unless the store records a call after the hang-up
+ * (work/node-loss.ts, `pollLost`).
+ */
+export function forgetTouch(nodeId: string): void {
+  lastTouched.delete(nodeId);
+}
+
 const refuse = (why: string) => new ApiError('unauthorized', `node request refused: ${why}`);
 
 /**

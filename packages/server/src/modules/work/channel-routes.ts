@@ -5,7 +5,8 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { touchNode } from '../nodes/store.js';
-import { CHANNEL_LOSS_GRACE_SECONDS, channelLost, openChannel } from './channel.js';
+import { openChannel } from './channel.js';
+import { CHANNEL_LOSS_GRACE_SECONDS, channelLost } from './node-loss.js';
 
 /**
  * `GET /api/v1/node/channel`: the node channel (docs/node-protocol.md). The request is signed

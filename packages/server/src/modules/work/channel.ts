@@ -11,9 +11,8 @@ import type { Socket } from 'node:net';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import { forwardEvents } from './node-events.js';
-import { shortenGatewayLeases, undispatchWork } from './store.js';
-import { markNodeUnreachable, type NodeRow } from '../nodes/store.js';
-import { NODE_LIVE_SECONDS } from '../system/service.js';
+import { undispatchWork } from './store.js';
+import type { NodeRow } from '../nodes/store.js';
 import { deliverResult, failWork, submitReceipt } from './intake.js';
 import { receiptOfWork } from '../receipts/store.js';
 import { heartbeat, pollWork } from './node-work.js';
@@ -44,42 +43,6 @@ const POLICY = 1008;
 function errorBody(err: unknown): { code: number; error: string; message: string } {
   if (err instanceof ApiError) return { code: err.status, error: err.code, message: err.message };
   return { code: 500, error: 'internal', message: 'internal server error' };
-}
-
-/**
- * How long gateway work stays leased to a node after its channel drops, when the drop is not this
- * instance's shutdown: long enough for a node that is still alive to reconnect (backoff 0.5 s)
- * and heartbeat its work, short enough that a buyer whose node died is failed over in seconds
- * rather than after the 30 s lease.
- */
-export const CHANNEL_LOSS_GRACE_SECONDS = 2;
-
-/**
- * A node's channel dropped while this instance runs, and no other channel of it is open here:
- * the node is no longer routed to until its next signed call (reconnecting is one:
- * `markNodeUnreachable`), and its gateway work's leases end within `CHANNEL_LOSS_GRACE_SECONDS`
- * (`shortenGatewayLeases`), so the sweep marks the work `lost` and each request fails over, unless
- * the node reconnects (to any instance) and heartbeats it first. Nothing is done when the store
- * has heard from the node since a second after this channel last did (`heardAt`, epoch ms): it is
- * alive elsewhere (a half-open channel noticed late by the pings). Work whose opening this
- * instance's writer still holds is shortened once that commits. Jobs keep their leases: a batch
- * job is worth waiting 30 s for. Returns how many leases were shortened, undefined when nothing
- * was done.
- *
- * @example
- * socket.on('close', () => void channelLost(ctx, node.id, lastMessageAt));
- */
-export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: number): Promise<number | undefined> {
-  const queued = ctx.writer.pending > 0;
-  const quietSeconds = (Date.now() - heardAt) / 1000 - 1;
-  if (!(await markNodeUnreachable(ctx.db, nodeId, { liveSeconds: NODE_LIVE_SECONDS, quietSeconds }))) return undefined;
-  await ctx.nodeDirectory.changed(nodeId);
-  let shortened = await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
-  if (queued) {
-    await ctx.writer.settled();
-    shortened += await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
-  }
-  return shortened;
 }
 
 /**

@@ -15,6 +15,7 @@ import { NodeReceiptRequest, Receipt, ResultRequest } from '../receipts/schemas.
 import { deliverResult, failWork, outputUploadUrls, submitReceipt } from './intake.js';
 import { acceptEvents } from './node-events.js';
 import { heartbeat, pollWork } from './node-work.js';
+import { watchPollHangUps } from './node-loss.js';
 
 const tags = ['nodes'];
 const node = { auth: { node: true as const } };
@@ -27,6 +28,9 @@ const WorkParams = Type.Object({ work_id: Type.String({ pattern: '^wrk_[a-z0-9]{
  * channel (the same protocol over a WebSocket) is `channel-routes.ts`.
  */
 export async function workRoutes(app: App, ctx: ServiceContext): Promise<void> {
+  // The polls this instance ends as it shuts down are not nodes lost: the watch stops first.
+  const hangUps = watchPollHangUps(ctx);
+  app.addHook('preClose', async () => hangUps.close());
   app.addSchema(WorkItem);
   app.get(
     '/api/v1/node/work',
@@ -42,10 +46,16 @@ export async function workRoutes(app: App, ctx: ServiceContext): Promise<void> {
         response: { 200: WorkList },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const abort = new AbortController();
       request.raw.once('close', () => abort.abort());
-      return pollWork(ctx, nodeOf(request), {
+      const node = nodeOf(request);
+      // Closed before its answer was written: the node hung up (or was killed). Unless it calls
+      // again soon, it is taken for gone (node-loss.ts).
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) hangUps.hungUp(node.id);
+      });
+      return pollWork(ctx, node, {
         waitMs: request.query.wait_ms ?? 25_000,
         max: request.query.max ?? 1,
         signal: abort.signal,

@@ -231,14 +231,21 @@ export async function countOpenWork(db: Queryable, nodeId: string): Promise<numb
 /**
  * Gateway work leased to a node whose channel dropped: each lease ends within `seconds` unless
  * it already ends sooner (`LEAST`), so the sweep marks it `lost` and its request fails over. A
- * node that reconnects heartbeats its work at once and renews the leases. Jobs keep theirs.
- * Returns how many leases were shortened.
+ * node that reconnects heartbeats its work at once and renews the leases; a poll that takes work
+ * not yet taken renews its lease too. Jobs keep theirs. `untakenOnly`: only the work the node
+ * never took (`dispatched_at` NULL). Returns how many leases were shortened.
  */
-export async function shortenGatewayLeases(db: Queryable, nodeId: string, seconds: number): Promise<number> {
+export async function shortenGatewayLeases(
+  db: Queryable,
+  nodeId: string,
+  seconds: number,
+  options: { untakenOnly?: boolean } = {},
+): Promise<number> {
   const { rowCount } = await db.query(
     `UPDATE work_items SET lease_expires_at = LEAST(lease_expires_at, now() + make_interval(secs => $2)), updated_at = now()
-      WHERE node_id = $1 AND type <> 'job' AND status IN ('leased', 'delivered')`,
-    [nodeId, seconds],
+      WHERE node_id = $1 AND type <> 'job' AND status IN ('leased', 'delivered')
+        AND ($3::boolean IS NOT TRUE OR dispatched_at IS NULL)`,
+    [nodeId, seconds, options.untakenOnly === true],
   );
   return rowCount;
 }

@@ -1,0 +1,124 @@
+import type { ServiceContext } from '../../context.js';
+import { forgetTouch } from '../nodes/node-auth.js';
+import { markNodeUnreachable } from '../nodes/store.js';
+import { NODE_LIVE_SECONDS } from '../system/service.js';
+import { shortenGatewayLeases } from './store.js';
+
+/**
+ * How long gateway work stays leased to a node after its channel drops, when the drop is not this
+ * instance's shutdown: long enough for a node that is still alive to reconnect (backoff 0.5 s)
+ * and heartbeat its work, short enough that a buyer whose node died is failed over in seconds
+ * rather than after the 30 s lease. Also how long the work a node never took stays leased to it
+ * once it is taken for gone after hanging up its long-poll (`pollLost`).
+ */
+export const CHANNEL_LOSS_GRACE_SECONDS = 2;
+
+/**
+ * How long a node that hung up its long-poll has to make another signed call (to any instance)
+ * before it is taken for gone (`pollLost`). A node polls again as soon as an answer arrives, and
+ * a node whose call failed backs off 0.5 s at first (the agent's `pollBackoff`).
+ */
+export const POLL_HANG_UP_GRACE_MS = 2000;
+
+/**
+ * A node's channel dropped while this instance runs, and no other channel of it is open here:
+ * the node is no longer routed to until its next signed call (reconnecting is one:
+ * `markNodeUnreachable`), and its gateway work's leases end within `CHANNEL_LOSS_GRACE_SECONDS`
+ * (`shortenGatewayLeases`), so the sweep marks the work `lost` and each request fails over, unless
+ * the node reconnects (to any instance) and heartbeats it first. Nothing is done when the store
+ * has heard from the node since a second after this channel last did (`heardAt`, epoch ms): it is
+ * alive elsewhere (a half-open channel noticed late by the pings). Work whose opening this
+ * instance's writer still holds is shortened once that commits. Jobs keep their leases: a batch
+ * job is worth waiting 30 s for. Returns how many leases were shortened, undefined when nothing
+ * was done.
+ *
+ * @example
+ * socket.on('close', () => void channelLost(ctx, node.id, lastMessageAt));
+ */
+export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: number): Promise<number | undefined> {
+  const queued = ctx.writer.pending > 0;
+  const quietSeconds = (Date.now() - heardAt) / 1000 - 1;
+  if (!(await markNodeUnreachable(ctx.db, nodeId, { liveSeconds: NODE_LIVE_SECONDS, quietSeconds }))) return undefined;
+  await ctx.nodeDirectory.changed(nodeId);
+  let shortened = await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
+  if (queued) {
+    await ctx.writer.settled();
+    shortened += await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
+  }
+  return shortened;
+}
+
+/**
+ * A node hung up its long-poll at `hungUpAt` (epoch ms) and the store has recorded no signed call
+ * of it since (`watchPollHangUps` clears this process's once-a-second throttle of those records at
+ * the hang-up, so a call here after it is always recorded): the node is taken for gone, as a
+ * killed process's poll is. It is no longer routed to until its next signed call, and the gateway
+ * work leased to it that it never took (`dispatched_at` NULL: routed to it while it was not
+ * polling) ends its lease within `CHANNEL_LOSS_GRACE_SECONDS`, so each such request fails over.
+ * Work the node took keeps its lease: a node that stopped polling (shutting down) may still run it
+ * and deliver over HTTP. Returns how many leases were shortened, undefined when nothing was done.
+ *
+ * @example
+ * setTimeout(() => void pollLost(ctx, node.id, hungUpAt), POLL_HANG_UP_GRACE_MS);
+ */
+export async function pollLost(ctx: ServiceContext, nodeId: string, hungUpAt: number): Promise<number | undefined> {
+  const quietSeconds = (Date.now() - hungUpAt) / 1000;
+  if (!(await markNodeUnreachable(ctx.db, nodeId, { liveSeconds: NODE_LIVE_SECONDS, quietSeconds }))) return undefined;
+  await ctx.nodeDirectory.changed(nodeId);
+  return shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS, { untakenOnly: true });
+}
+
+/** This instance's watch over long-polls that their node hung up (`watchPollHangUps`). */
+export interface PollHangUps {
+  /** The node hung up a poll now (its connection closed before the answer). */
+  hungUp(nodeId: string): void;
+  /** No more watching (the instance is shutting down); resolves once a check under way ended. */
+  close(): Promise<void>;
+}
+
+/**
+ * Watches for nodes that hang up a long-poll and make no signed call within
+ * `POLL_HANG_UP_GRACE_MS` after it (`pollLost`). One timer per node, restarted by each hang-up;
+ * none once closed: the polls this instance ends as it shuts down are not nodes lost.
+ *
+ * @example
+ * const hangUps = watchPollHangUps(ctx);
+ * reply.raw.once('close', () => { if (!reply.raw.writableFinished) hangUps.hungUp(node.id); });
+ */
+export function watchPollHangUps(ctx: ServiceContext, graceMs = POLL_HANG_UP_GRACE_MS): PollHangUps {
+  const timers = new Map<string, NodeJS.Timeout>();
+  const checking = new Set<Promise<void>>();
+  let closed = false;
+  const check = (nodeId: string, hungUpAt: number) => {
+    timers.delete(nodeId);
+    const done = pollLost(ctx, nodeId, hungUpAt).then(
+      (shortened) => {
+        if (shortened !== undefined)
+          ctx.log.warn(
+            { node_id: nodeId, work: shortened },
+            'node hung up its long-poll and made no call since: not routed to until its next call; the work it never took fails over',
+          );
+      },
+      (err: unknown) => ctx.log.error({ err, node_id: nodeId }, 'could not mark a node that hung up its long-poll'),
+    );
+    checking.add(done);
+    void done.finally(() => checking.delete(done));
+  };
+  return {
+    hungUp(nodeId) {
+      if (closed) return;
+      const hungUpAt = Date.now();
+      forgetTouch(nodeId);
+      clearTimeout(timers.get(nodeId));
+      const timer = setTimeout(() => check(nodeId, hungUpAt), graceMs);
+      timer.unref();
+      timers.set(nodeId, timer);
+    },
+    async close() {
+      closed = true;
+      for (const timer of timers.values()) clearTimeout(timer);
+      timers.clear();
+      await Promise.all(checking);
+    },
+  };
+}
