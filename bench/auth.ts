@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig, startServer } from '@svc/server';
 import { createTestStore } from '@svc/server/testing';
 import { measureThroughput, positiveInt, printTable, ratio, sequentialLatency } from './lib.js';
+import { UNLIMITED_RATES } from './svc.js';
 
 const { values } = parseArgs({
   options: {
@@ -24,17 +25,9 @@ const connections = positiveInt('connections', values.connections);
 const requests = positiveInt('requests', values.requests);
 
 const store = await createTestStore();
-const unlimited = {
-  SVC_RATE_LIMIT_BURST: '1000000',
-  SVC_RATE_LIMIT_RPS: '1000000',
-  SVC_ORG_RATE_LIMIT_BURST: '1000000',
-  SVC_ORG_RATE_LIMIT_RPS: '1000000',
-  SVC_ANON_RATE_LIMIT_BURST: '1000000',
-  SVC_ANON_RATE_LIMIT_RPS: '1000000',
-};
 const env = {
   SVC_LOG_LEVEL: 'silent',
-  ...unlimited,
+  ...UNLIMITED_RATES,
   ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
 };
 const svc = await startServer(loadConfig({ 'data-dir': store.dataDir, port: '0', host: '127.0.0.1' }, env));

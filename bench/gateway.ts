@@ -13,17 +13,26 @@
  * npx tsx bench/gateway.ts --baseline /tmp/svc-at-main
  * DATABASE_URL=postgres://... npx tsx bench/gateway.ts
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { availableParallelism, cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { startOpenAITestServer } from '@svc/node-agent/testing';
-import { createTestStore, type TestStore } from '@svc/server/testing';
+import type { TestStore } from '@svc/server/testing';
 import { openDb } from '../packages/server/src/platform/db/index.js';
 import { positiveInt, printTable, ratio, wholeNumber } from './lib.js';
+import {
+  baselineBin,
+  listeningUrl,
+  RELAY,
+  startSvc,
+  stop,
+  SVC_BIN,
+  svcProcess,
+  until,
+  type SvcPair,
+  type SvcProcess,
+} from './svc.js';
 
 const { values } = parseArgs({
   options: {
@@ -38,12 +47,7 @@ const requests = positiveInt('requests', values.requests);
 const duration = positiveInt('duration', values.duration);
 const concurrency = Math.min(16, positiveInt('concurrency', values.concurrency));
 const warmup = wholeNumber('warmup', values.warmup);
-const BASELINE_BIN =
-  values.baseline === undefined ? undefined : join(resolve(values.baseline), 'packages/cli/bin/svc.js');
-if (BASELINE_BIN !== undefined && !existsSync(BASELINE_BIN))
-  throw new Error(
-    `--baseline must be a checkout of this project with its packages installed; ${BASELINE_BIN} is missing`,
-  );
+const BASELINE_BIN = baselineBin(values.baseline);
 
 const MESSAGES = [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }];
 const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
@@ -271,142 +275,25 @@ async function cpuPerRequest<T>(
   };
 }
 
-const SVC_BIN = fileURLToPath(new URL('../packages/cli/bin/svc.js', import.meta.url));
-const RELAY = fileURLToPath(new URL('./relay.ts', import.meta.url));
-
-/** Extra node flags for the svc processes, e.g. `BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'`. */
-const NODE_ARGS = process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
-
-/** Runs `svc <args>` (or, given `script`, that script: another checkout's svc, the relay) as a child process; `output()` is what it printed so far. */
-function svcProcess(
-  args: string[],
-  env: Record<string, string>,
-  script: string[] = [SVC_BIN],
-): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, [...NODE_ARGS, ...script, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  return { child, output: () => out };
-}
-
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined> | T | undefined,
-  output: () => string,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await fn();
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${what} did not happen in time:\n${output()}`);
-}
-
-/** The URL a started process prints in its `listening on <url>` line. */
-function listeningUrl(what: string, p: ReturnType<typeof svcProcess>): Promise<string> {
-  return until(what, () => /listening on (http:\/\/\S+)/.exec(p.output())?.[1], p.output);
-}
-
-async function stop(p: { child: ChildProcess } | undefined): Promise<void> {
-  if (!p || p.child.exitCode !== null) return;
-  const exited = new Promise((resolve) => p.child.once('exit', resolve));
-  p.child.kill('SIGTERM');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-  if (p.child.exitCode === null) p.child.kill('SIGKILL');
-}
-
-const unlimited = {
-  SVC_RATE_LIMIT_BURST: '1000000',
-  SVC_RATE_LIMIT_RPS: '1000000',
-  SVC_ORG_RATE_LIMIT_BURST: '1000000',
-  SVC_ORG_RATE_LIMIT_RPS: '1000000',
-  SVC_ANON_RATE_LIMIT_BURST: '1000000',
-  SVC_ANON_RATE_LIMIT_RPS: '1000000',
-};
-
-/** `svc serve` on a fresh store and one `svc node` over the upstream, from the checkout of `bin`; the target of a buyer with ample credits. */
-async function startSvc(
+/** This checkout's (or `bin`'s) svc pair as a target (bench/svc.ts). */
+async function startSvcTarget(
   bin: string,
   upstreamUrl: string,
-  running: ReturnType<typeof svcProcess>[],
+  running: SvcProcess[],
   cleanups: (() => Promise<void>)[],
 ): Promise<Target> {
-  const store = await createTestStore();
-  const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
-  cleanups.push(async () => {
-    await store.drop();
-    await rm(nodeDir, { recursive: true, force: true });
+  const target = (pair: SvcPair): Target => ({
+    base: `${pair.url}/v1`,
+    headers: { authorization: `Bearer ${pair.buyerKey}` },
+    processes: { gateway: pair.server.child, node: pair.agent.child },
+    store: pair.store,
   });
-  const server = svcProcess(
-    ['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', store.dataDir],
-    { SVC_LOG_LEVEL: 'silent', SVC_FREE_TIER_CENTS: '100000000', ...unlimited, DATABASE_URL: store.databaseUrl ?? '' },
-    [bin],
-  );
-  running.push(server);
-  const url = await listeningUrl('svc serve', server);
-  const signup = async (email: string) => {
-    const res = await fetch(`${url}/api/v1/auth/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ email, password: 'benchmark password' }),
-    });
-    return (await res.json()) as { api_key: string; token: string };
-  };
-  const buyer = await signup('buyer@bench.test');
-  const operator = await signup('operator@bench.test');
-  const keyRes = await fetch(`${url}/api/v1/auth/api-keys`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${operator.token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ label: 'node', scopes: ['operator'] }),
-  });
-  const { api_key: operatorKey } = (await keyRes.json()) as { api_key: string };
-  const agent = svcProcess(
-    [
-      'node',
-      '--server',
-      url,
-      '--data-dir',
-      nodeDir,
-      '--country',
-      'CA',
-      '--upstream',
-      upstreamUrl,
-      '--model',
-      'tinyllama',
-      '--concurrency',
-      '16',
-    ],
-    { SVC_NODE_API_KEY: operatorKey },
-    [bin],
-  );
-  running.push(agent);
-  const through: Target = {
-    base: `${url}/v1`,
-    headers: { authorization: `Bearer ${buyer.api_key}` },
-    processes: { gateway: server.child, node: agent.child },
-    store,
-  };
-  await until(
-    'the node registering',
-    () =>
-      chat(through).then(
-        () => true,
-        () => undefined,
-      ),
-    agent.output,
-  );
-  return through;
+  return target(await startSvc(bin, upstreamUrl, running, cleanups, (pair) => chat(target(pair))));
 }
 
 const upstream = await startOpenAITestServer();
 let loadWindow: { from: Date; to: Date } | undefined;
-const running: ReturnType<typeof svcProcess>[] = [];
+const running: SvcProcess[] = [];
 const svcTargets: Target[] = [];
 const cleanups: (() => Promise<void>)[] = [];
 try {
@@ -429,8 +316,8 @@ try {
       processes: { gateway: bareGateway.child, node: bareNode.child },
     });
   }
-  svcTargets.push(await startSvc(SVC_BIN, upstream.url, running, cleanups));
-  if (BASELINE_BIN) svcTargets.push(await startSvc(BASELINE_BIN, upstream.url, running, cleanups));
+  svcTargets.push(await startSvcTarget(SVC_BIN, upstream.url, running, cleanups));
+  if (BASELINE_BIN) svcTargets.push(await startSvcTarget(BASELINE_BIN, upstream.url, running, cleanups));
   const direct: Target = { base: upstream.url, headers: {} };
   await until(
     'the WebSocket relay node connecting',

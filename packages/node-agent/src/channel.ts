@@ -1,4 +1,5 @@
 import {
+  hop,
   NODE_CHANNEL_MAX_MESSAGE_BYTES,
   NODE_HEADERS,
   ServerChannelMessageSchema,
@@ -131,6 +132,7 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
   };
 
   const onMessage = (data: WebSocket.RawData) => {
+    hop('node.work');
     let value: unknown;
     try {
       value = JSON.parse(data.toString());
@@ -259,6 +261,7 @@ export function createNodeChannel(options: NodeChannelOptions): NodeChannel {
   const cork = tickCork();
   const write = (ws: WebSocket, text: string) => {
     cork((ws as unknown as { _socket?: Socket })._socket);
+    hop('node.sent');
     ws.send(text);
   };
 

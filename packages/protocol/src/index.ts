@@ -7,6 +7,7 @@ export * from './estimate.js';
 export * from './evidence.js';
 export * from './evidence-hash.js';
 export * from './hex.js';
+export * from './hop.js';
 export * from './jcs.js';
 export * from './job-kinds.js';
 export * from './keys.js';

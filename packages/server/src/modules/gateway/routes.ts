@@ -1,4 +1,5 @@
 import multipart from '@fastify/multipart';
+import { hop } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../app.js';
@@ -154,6 +155,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       },
     },
     async (request, reply) => {
+      hop('gateway.handler');
       const call = await ctx.grounding.groundChat(ctx, principalOf(request), prepareChat(request.body));
       if (call.stream) {
         await streamChat(ctx, principalOf(request), call, reply);
@@ -162,6 +164,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       }
       const created = Math.floor(Date.now() / 1000);
       const done = await runRequest(ctx, principalOf(request), call);
+      hop('gateway.answer');
       served(reply, done, call.id);
       return chatCompletionView(call, done, created);
     },

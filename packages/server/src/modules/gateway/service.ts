@@ -1,3 +1,4 @@
+import { hop } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
@@ -190,7 +191,10 @@ export async function openRequest(
     ctx.hub.attempts.open(request, opening, handoff ? () => ctx.writer.hurry() : undefined);
     if (handoff) {
       const work = { ...openedWork(o), ticket: ticketOf(ctx, o) };
-      if (handoff.deliver([work])) return { workId, node };
+      if (handoff.deliver([work])) {
+        hop('gateway.pushed');
+        return { workId, node };
+      }
     }
     await opening;
     if (handoff) await undispatchWork(ctx.db, workId);

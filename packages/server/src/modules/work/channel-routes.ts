@@ -1,5 +1,5 @@
 import websocket from '@fastify/websocket';
-import { NODE_CHANNEL_MAX_MESSAGE_BYTES, NODE_CHANNEL_PATH } from '@svc/protocol';
+import { NODE_CHANNEL_MAX_MESSAGE_BYTES, NODE_CHANNEL_PATH, hop } from '@svc/protocol';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
@@ -69,9 +69,10 @@ export async function channelRoutes(app: App, ctx: ServiceContext): Promise<void
         socket.ping();
       }, ctx.config.nodeChannelPingMs);
       pinger.unref();
-      socket.on('message', (data: Buffer, isBinary: boolean) =>
-        connection.receive(isBinary ? '' : data.toString('utf8')),
-      );
+      socket.on('message', (data: Buffer, isBinary: boolean) => {
+        hop('gateway.received');
+        connection.receive(isBinary ? '' : data.toString('utf8'));
+      });
       socket.on('close', (code: number) => {
         clearInterval(pinger);
         connection.close();

@@ -1,0 +1,177 @@
+/**
+ * The processes of the gateway benches (`gateway.ts`, `hops.ts`): `svc serve` and `svc node` of a
+ * checkout started as a buyer would reach them, the bare relays' processes, and stopping them.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { createTestStore, type TestStore } from '@svc/server/testing';
+
+/**
+ * The `svc` binary of another checkout given as `--baseline` (its packages installed), or
+ * undefined without the flag; throws a clear error when the checkout has none.
+ */
+export function baselineBin(checkout: string | undefined): string | undefined {
+  if (checkout === undefined) return undefined;
+  const bin = join(resolve(checkout), 'packages/cli/bin/svc.js');
+  if (!existsSync(bin))
+    throw new Error(`--baseline must be a checkout of this project with its packages installed; ${bin} is missing`);
+  return bin;
+}
+
+/** A child process and what it printed so far. */
+export interface SvcProcess {
+  child: ChildProcess;
+  output: () => string;
+}
+
+export const SVC_BIN = fileURLToPath(new URL('../packages/cli/bin/svc.js', import.meta.url));
+export const RELAY = fileURLToPath(new URL('./relay.ts', import.meta.url));
+
+/** Extra node flags for the svc processes, e.g. `BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'`. */
+const NODE_ARGS = process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
+
+/** Runs `svc <args>` (or, given `script`, that script: another checkout's svc, the relay) as a child process; `output()` is what it printed so far. */
+export function svcProcess(args: string[], env: Record<string, string>, script: string[] = [SVC_BIN]): SvcProcess {
+  const child = spawn(process.execPath, [...NODE_ARGS, ...script, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  return { child, output: () => out };
+}
+
+export async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  output: () => string,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what} did not happen in time:\n${output()}`);
+}
+
+/** The URL a started process prints in its `listening on <url>` line. */
+export function listeningUrl(what: string, p: SvcProcess): Promise<string> {
+  return until(what, () => /listening on (http:\/\/\S+)/.exec(p.output())?.[1], p.output);
+}
+
+export async function stop(p: { child: ChildProcess } | undefined): Promise<void> {
+  if (!p || p.child.exitCode !== null) return;
+  const exited = new Promise((resolve) => p.child.once('exit', resolve));
+  p.child.kill('SIGTERM');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+  if (p.child.exitCode === null) p.child.kill('SIGKILL');
+}
+
+/** No rate limits: the benches measure the gateway, not its 429s. */
+export const UNLIMITED_RATES = {
+  SVC_RATE_LIMIT_BURST: '1000000',
+  SVC_RATE_LIMIT_RPS: '1000000',
+  SVC_ORG_RATE_LIMIT_BURST: '1000000',
+  SVC_ORG_RATE_LIMIT_RPS: '1000000',
+  SVC_ANON_RATE_LIMIT_BURST: '1000000',
+  SVC_ANON_RATE_LIMIT_RPS: '1000000',
+};
+
+/** A started `svc serve` with its `svc node`: the buyer's key, the processes, the store. */
+export interface SvcPair {
+  /** `http://127.0.0.1:<port>`. */
+  url: string;
+  buyerKey: string;
+  server: SvcProcess;
+  agent: SvcProcess;
+  store: TestStore;
+}
+
+/**
+ * `svc serve` on a fresh store and one `svc node` over the upstream, from the checkout of `bin`
+ * (its `packages/cli/bin/svc.js`), for a buyer with ample credits and no rate limits. Each process
+ * goes to `running` (stop them in reverse), the store and the node's directory to `cleanups`;
+ * resolves once `ready` (a request through the pair) succeeds. `nodeFlags` are node's own flags
+ * for both processes (`--import` of a module, say), after BENCH_NODE_ARGS.
+ */
+export async function startSvc(
+  bin: string,
+  upstreamUrl: string,
+  running: SvcProcess[],
+  cleanups: (() => Promise<void>)[],
+  ready: (pair: SvcPair) => Promise<void>,
+  nodeFlags: string[] = [],
+): Promise<SvcPair> {
+  const store = await createTestStore();
+  const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
+  cleanups.push(async () => {
+    await store.drop();
+    await rm(nodeDir, { recursive: true, force: true });
+  });
+  const server = svcProcess(
+    ['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', store.dataDir],
+    {
+      SVC_LOG_LEVEL: 'silent',
+      SVC_FREE_TIER_CENTS: '100000000',
+      ...UNLIMITED_RATES,
+      DATABASE_URL: store.databaseUrl ?? '',
+    },
+    [...nodeFlags, bin],
+  );
+  running.push(server);
+  const url = await listeningUrl('svc serve', server);
+  const signup = async (email: string) => {
+    const res = await fetch(`${url}/api/v1/auth/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password: 'benchmark password' }),
+    });
+    return (await res.json()) as { api_key: string; token: string };
+  };
+  const buyer = await signup('buyer@bench.test');
+  const operator = await signup('operator@bench.test');
+  const keyRes = await fetch(`${url}/api/v1/auth/api-keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${operator.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ label: 'node', scopes: ['operator'] }),
+  });
+  const { api_key: operatorKey } = (await keyRes.json()) as { api_key: string };
+  const agent = svcProcess(
+    [
+      'node',
+      '--server',
+      url,
+      '--data-dir',
+      nodeDir,
+      '--country',
+      'CA',
+      '--upstream',
+      upstreamUrl,
+      '--model',
+      'tinyllama',
+      '--concurrency',
+      '16',
+    ],
+    { SVC_NODE_API_KEY: operatorKey },
+    [...nodeFlags, bin],
+  );
+  running.push(agent);
+  const pair: SvcPair = { url, buyerKey: buyer.api_key, server, agent, store };
+  await until(
+    'the node registering',
+    () =>
+      ready(pair).then(
+        () => true,
+        () => undefined,
+      ),
+    agent.output,
+  );
+  return pair;
+}
