@@ -11,6 +11,7 @@
  * @example
  * npx tsx bench/gateway.ts --requests 300 --duration 10 --concurrency 16
  * npx tsx bench/gateway.ts --baseline /tmp/svc-at-main
+ * npx tsx bench/gateway.ts --baseline . --env SVC_WRITER_FLUSH_MS=50 --baseline-env SVC_WRITER_FLUSH_MS=2
  * DATABASE_URL=postgres://... npx tsx bench/gateway.ts
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
@@ -23,6 +24,7 @@ import { openDb } from '../packages/server/src/platform/db/index.js';
 import { positiveInt, printTable, ratio, wholeNumber } from './lib.js';
 import {
   baselineBin,
+  envSettings,
   listeningUrl,
   RELAY,
   startSvc,
@@ -41,6 +43,8 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     warmup: { type: 'string', default: '1000' },
     baseline: { type: 'string' },
+    env: { type: 'string' },
+    'baseline-env': { type: 'string' },
   },
 });
 const requests = positiveInt('requests', values.requests);
@@ -48,6 +52,8 @@ const duration = positiveInt('duration', values.duration);
 const concurrency = Math.min(16, positiveInt('concurrency', values.concurrency));
 const warmup = wholeNumber('warmup', values.warmup);
 const BASELINE_BIN = baselineBin(values.baseline);
+const ENV = envSettings('--env', values.env);
+const BASELINE_ENV = envSettings('--baseline-env', values['baseline-env']);
 
 const MESSAGES = [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }];
 const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
@@ -281,6 +287,7 @@ async function startSvcTarget(
   upstreamUrl: string,
   running: SvcProcess[],
   cleanups: (() => Promise<void>)[],
+  env: Record<string, string>,
 ): Promise<Target> {
   const target = (pair: SvcPair): Target => ({
     base: `${pair.url}/v1`,
@@ -288,7 +295,7 @@ async function startSvcTarget(
     processes: { gateway: pair.server.child, node: pair.agent.child },
     store: pair.store,
   });
-  return target(await startSvc(bin, upstreamUrl, running, cleanups, (pair) => chat(target(pair))));
+  return target(await startSvc(bin, upstreamUrl, running, cleanups, (pair) => chat(target(pair)), { env }));
 }
 
 const upstream = await startOpenAITestServer();
@@ -316,8 +323,8 @@ try {
       processes: { gateway: bareGateway.child, node: bareNode.child },
     });
   }
-  svcTargets.push(await startSvcTarget(SVC_BIN, upstream.url, running, cleanups));
-  if (BASELINE_BIN) svcTargets.push(await startSvcTarget(BASELINE_BIN, upstream.url, running, cleanups));
+  svcTargets.push(await startSvcTarget(SVC_BIN, upstream.url, running, cleanups, ENV));
+  if (BASELINE_BIN) svcTargets.push(await startSvcTarget(BASELINE_BIN, upstream.url, running, cleanups, BASELINE_ENV));
   const direct: Target = { base: upstream.url, headers: {} };
   await until(
     'the WebSocket relay node connecting',
@@ -338,6 +345,16 @@ try {
     `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`,
   );
   if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
+  for (const [who, env] of [
+    ['svc', ENV],
+    ['baseline', BASELINE_ENV],
+  ] as const)
+    if (Object.keys(env).length > 0)
+      console.log(
+        `${who}'s svc serve with ${Object.entries(env)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')}`,
+      );
   console.log(
     `warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns request by request, then again in blocks of 50 (warm); throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`,
   );

@@ -185,7 +185,7 @@ try {
       cleanups,
       (p) =>
         chat({ ...t, url: `${p.url}/v1`, headers: { authorization: `Bearer ${p.buyerKey}` } }).then(() => undefined),
-      ['--import', PRELOAD],
+      { nodeFlags: ['--import', PRELOAD] },
     );
     delete process.env.SVC_HOPS_DIR;
     return { ...t, url: `${pair.url}/v1`, headers: { authorization: `Bearer ${pair.buyerKey}` } };

@@ -22,6 +22,23 @@ export function baselineBin(checkout: string | undefined): string | undefined {
   return bin;
 }
 
+/**
+ * `KEY=VALUE` settings from a command-line flag (`--env`, `--baseline-env`), comma-separated, as
+ * an environment; throws a clear error for anything else.
+ *
+ * @example
+ * envSettings('--env', 'SVC_WRITER_FLUSH_MS=50'); // { SVC_WRITER_FLUSH_MS: '50' }
+ */
+export function envSettings(flag: string, raw: string | undefined): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const part of (raw ?? '').split(',').filter(Boolean)) {
+    const match = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(part);
+    if (!match?.[1] || match[2] === undefined) throw new Error(`${flag} takes KEY=VALUE[,KEY=VALUE...], got '${part}'`);
+    env[match[1]] = match[2];
+  }
+  return env;
+}
+
 /** A child process and what it printed so far. */
 export interface SvcProcess {
   child: ChildProcess;
@@ -98,8 +115,9 @@ export interface SvcPair {
  * `svc serve` on a fresh store and one `svc node` over the upstream, from the checkout of `bin`
  * (its `packages/cli/bin/svc.js`), for a buyer with ample credits and no rate limits. Each process
  * goes to `running` (stop them in reverse), the store and the node's directory to `cleanups`;
- * resolves once `ready` (a request through the pair) succeeds. `nodeFlags` are node's own flags
- * for both processes (`--import` of a module, say), after BENCH_NODE_ARGS.
+ * resolves once `ready` (a request through the pair) succeeds. `options.nodeFlags` are node's own
+ * flags for both processes (`--import` of a module, say), after BENCH_NODE_ARGS; `options.env` is
+ * added to `svc serve`'s environment (a setting to compare, say).
  */
 export async function startSvc(
   bin: string,
@@ -107,8 +125,9 @@ export async function startSvc(
   running: SvcProcess[],
   cleanups: (() => Promise<void>)[],
   ready: (pair: SvcPair) => Promise<void>,
-  nodeFlags: string[] = [],
+  options: { nodeFlags?: string[]; env?: Record<string, string> } = {},
 ): Promise<SvcPair> {
+  const nodeFlags = options.nodeFlags ?? [];
   const store = await createTestStore();
   const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
   cleanups.push(async () => {
