@@ -23,6 +23,8 @@ export interface NodeConfig {
   name?: string;
   concurrency: number;
   allowProcessRunner: boolean;
+  /** Open the node channel when the server offers it (false with `--no-channel`: the HTTP long-poll only). */
+  channel: boolean;
   capsule?: { program: string; args: string[]; env: Record<string, string> };
   /** Kinds 8 and 10: the operator's program for each (`--runner 8=CMD`). */
   captureRunners?: Map<number, { program: string; args: string[] }>;
@@ -166,6 +168,7 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
   if (upstreamUrl === undefined && flag('upstream-key') !== undefined)
     throw new UsageError('--upstream-key needs --upstream');
   const allowProcessRunner = args.flags['allow-process-runner'] === true;
+  const channel = args.flags['no-channel'] !== true;
   const capsuleProgram = flag('capsule');
   if (capsuleProgram === undefined && (args.multi['capsule-arg'] ?? []).length > 0)
     throw new UsageError('--capsule-arg needs --capsule PROGRAM');
@@ -199,6 +202,7 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
     ...(name === undefined ? {} : { name }),
     concurrency,
     allowProcessRunner,
+    channel,
     ...(capsule ? { capsule } : {}),
     ...(runners ? { captureRunners: runners } : {}),
     ...(upstreamUrl === undefined
@@ -251,7 +255,7 @@ function logEvent(event: AgentEvent): void {
  * process.exitCode = await node(['--server', 'https://svc.example', '--allow-process-runner']);
  */
 export async function node(argv: string[]): Promise<number> {
-  const config = parseNodeFlags(parseArgs(argv, { values: VALUES, booleans: ['allow-process-runner'] }), process.env);
+  const config = parseNodeFlags(parseArgs(argv, { values: VALUES, booleans: ['allow-process-runner', 'no-channel'] }), process.env);
   let engines: EngineSet;
   try {
     engines = await buildEngines(config);
@@ -266,6 +270,7 @@ export async function node(argv: string[]): Promise<number> {
     engines,
     concurrency: config.concurrency,
     allowProcessRunner: config.allowProcessRunner,
+    channel: config.channel,
     ...(config.capsule ? { capsule: config.capsule } : {}),
     ...(config.captureRunners ? { captureRunners: config.captureRunners } : {}),
     ...(config.country === undefined ? {} : { country: config.country }),

@@ -30,7 +30,7 @@ which only one process may open: stop \`svc serve\` first.`;
 
 export const NODE_USAGE = `svc node --server URL --api-key KEY [--data-dir DIR] [--country CC] [--region R]
          [--upstream BASE_URL [--upstream-key KEY] --model CATALOG_ID[=ENGINE_MODEL]...]
-         [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--name NAME]
+         [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--no-channel] [--name NAME]
          [--tee-vcek FILE] [--tee-collateral DIR] [--capsule PROGRAM [--capsule-arg ARG]...]
          [--runner 8=CMD] [--runner 10=CMD]
 

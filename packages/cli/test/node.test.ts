@@ -26,7 +26,7 @@ const SPEC = {
     'capsule-arg',
     'runner',
   ],
-  booleans: ['allow-process-runner'],
+  booleans: ['allow-process-runner', 'no-channel'],
 };
 const flags = (argv: string[], env: NodeJS.ProcessEnv = {}) => parseNodeFlags(parseArgs(argv, SPEC), env);
 const base = ['--server', 'https://svc.example', '--api-key', 'svc_key'];
@@ -70,6 +70,7 @@ describe('svc node flags', () => {
       region: 'ca-central',
       concurrency: 4,
       allowProcessRunner: true,
+      channel: true,
       name: 'rig one',
       dataDir: '/tmp/x',
     });
@@ -82,6 +83,7 @@ describe('svc node flags', () => {
       'from-env',
     );
     expect(flags([...base, '--allow-process-runner']).dataDir).toBe(join(process.cwd(), '.svc-node'));
+    expect(flags([...base, '--allow-process-runner', '--no-channel']).channel).toBe(false);
   });
 
   it('refuses each bad flag with a message that names it', async () => {
