@@ -195,6 +195,20 @@ describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
   }, 30_000);
 });
 
+describe('a long-poll answered in-process (app.inject)', () => {
+  const s = withBackup();
+  it('is not a hang-up: the node stays routable', async () => {
+    const node = await createTestNode(s.f.server.app, s.f.operatorKey, {
+      country: 'CA',
+      region: 'ca-central',
+      models: ['tinyllama'],
+    });
+    expect(await node.poll()).toEqual([]);
+    await new Promise((r) => setTimeout(r, POLL_HANG_UP_GRACE_MS + 500));
+    expect((await s.f.server.ctx.nodeDirectory.serving('tinyllama')).map((n) => n.id)).toContain(node.nodeId);
+  }, 30_000);
+});
+
 /** Polls until the node took one item of work (a request routed to it). */
 async function eventuallyTaken(node: TestNode): Promise<WorkItem> {
   for (let i = 0; i < 100; i++) {

@@ -50,10 +50,11 @@ export async function workRoutes(app: App, ctx: ServiceContext): Promise<void> {
       const abort = new AbortController();
       request.raw.once('close', () => abort.abort());
       const node = nodeOf(request);
-      // Closed before its answer was written: the node hung up (or was killed). Unless it calls
-      // again soon, it is taken for gone (node-loss.ts).
+      // Closed before its answer was sent: the node hung up (or was killed). Unless it calls again
+      // soon, it is taken for gone (node-loss.ts). `reply.sent` too: an injected request's
+      // response (app.inject) closes without `writableFinished`.
       reply.raw.once('close', () => {
-        if (!reply.raw.writableFinished) hangUps.hungUp(node.id);
+        if (!reply.sent && !reply.raw.writableFinished) hangUps.hungUp(node.id);
       });
       return pollWork(ctx, node, {
         waitMs: request.query.wait_ms ?? 25_000,
