@@ -255,7 +255,10 @@ function logEvent(event: AgentEvent): void {
  * process.exitCode = await node(['--server', 'https://svc.example', '--allow-process-runner']);
  */
 export async function node(argv: string[]): Promise<number> {
-  const config = parseNodeFlags(parseArgs(argv, { values: VALUES, booleans: ['allow-process-runner', 'no-channel'] }), process.env);
+  const config = parseNodeFlags(
+    parseArgs(argv, { values: VALUES, booleans: ['allow-process-runner', 'no-channel'] }),
+    process.env,
+  );
   let engines: EngineSet;
   try {
     engines = await buildEngines(config);
