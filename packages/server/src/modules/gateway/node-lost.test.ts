@@ -139,11 +139,7 @@ describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
   const s = withBackup();
 
   it('and calls no more: not routed to, and the request it never took fails over within seconds', async () => {
-    const node = await createTestNode(s.f.server.app, s.f.operatorKey, {
-      country: 'CA',
-      region: 'ca-central',
-      models: ['tinyllama'],
-    });
+    const node = await canadianNode(s.f, 'tinyllama');
     // A request it took over HTTP and holds (it stays leased: the node may still deliver it).
     const held = s.f.openai().chat.completions.create(ask('tinyllama', 'held'));
     held.catch(() => undefined);
@@ -179,11 +175,7 @@ describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
   }, 30_000);
 
   it('and polls again at once: nothing changes', async () => {
-    const node = await createTestNode(s.f.server.app, s.f.operatorKey, {
-      country: 'CA',
-      region: 'ca-central',
-      models: ['phi-4'],
-    });
+    const node = await canadianNode(s.f, 'phi-4');
     // A poll hung up well within a second of its start (whose call was recorded), then polled
     // again at once: that call must be recorded too, or the node would be taken for gone.
     const first = await waitingPoll(s.f.server.url, node);
@@ -198,11 +190,7 @@ describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
 describe('a long-poll answered in-process (app.inject)', () => {
   const s = withBackup();
   it('is not a hang-up: the node stays routable', async () => {
-    const node = await createTestNode(s.f.server.app, s.f.operatorKey, {
-      country: 'CA',
-      region: 'ca-central',
-      models: ['tinyllama'],
-    });
+    const node = await canadianNode(s.f, 'tinyllama');
     expect(await node.poll()).toEqual([]);
     await new Promise((r) => setTimeout(r, POLL_HANG_UP_GRACE_MS + 500));
     expect((await s.f.server.ctx.nodeDirectory.serving('tinyllama')).map((n) => n.id)).toContain(node.nodeId);
@@ -250,6 +238,11 @@ function withBackup(): { f: GatewayFixture; backup: GatewayNode } {
   return s;
 }
 
+/** A Canadian node of the fixture serving `model`, speaking the protocol by hand. */
+function canadianNode(f: GatewayFixture, model: string): Promise<TestNode> {
+  return createTestNode(f.server.app, f.operatorKey, { country: 'CA', region: 'ca-central', models: [model] });
+}
+
 // Canada first; the US backup only when no Canadian node can answer.
 const ask = (model: string, content: string) =>
   ({ model, messages: [{ role: 'user', content }], max_tokens: 8, jurisdiction: 'CA' }) as Params;
@@ -270,11 +263,7 @@ async function nodeHolding(
   answer: Promise<{ data: OpenAI.Chat.ChatCompletion; response: Response }>;
   closed: Promise<number>;
 }> {
-  const node = await createTestNode(f.server.app, f.operatorKey, {
-    country: 'CA',
-    region: 'ca-central',
-    models: ['tinyllama'],
-  });
+  const node = await canadianNode(f, 'tinyllama');
   const ws = await openChannel(f.server.url, node.nodeId, node.privateKey, options);
   const closed = new Promise<number>((resolve) => ws.on('close', () => resolve(Date.now())));
   const pushed = new Promise<string>((resolve) =>

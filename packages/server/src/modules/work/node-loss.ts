@@ -21,6 +21,17 @@ export const CHANNEL_LOSS_GRACE_SECONDS = 2;
 export const POLL_HANG_UP_GRACE_MS = 2000;
 
 /**
+ * The node is no longer routed to, on any instance, until its next signed call
+ * (`markNodeUnreachable`, announced by the store; this instance's directory is told at once),
+ * unless the store recorded a call of it within the last `quietSeconds`. True when it was marked.
+ */
+async function takeForGone(ctx: ServiceContext, nodeId: string, quietSeconds: number): Promise<boolean> {
+  if (!(await markNodeUnreachable(ctx.db, nodeId, { liveSeconds: NODE_LIVE_SECONDS, quietSeconds }))) return false;
+  await ctx.nodeDirectory.changed(nodeId);
+  return true;
+}
+
+/**
  * A node's channel dropped while this instance runs, and no other channel of it is open here:
  * the node is no longer routed to until its next signed call (reconnecting is one:
  * `markNodeUnreachable`), and its gateway work's leases end within `CHANNEL_LOSS_GRACE_SECONDS`
@@ -37,9 +48,7 @@ export const POLL_HANG_UP_GRACE_MS = 2000;
  */
 export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: number): Promise<number | undefined> {
   const queued = ctx.writer.pending > 0;
-  const quietSeconds = (Date.now() - heardAt) / 1000 - 1;
-  if (!(await markNodeUnreachable(ctx.db, nodeId, { liveSeconds: NODE_LIVE_SECONDS, quietSeconds }))) return undefined;
-  await ctx.nodeDirectory.changed(nodeId);
+  if (!(await takeForGone(ctx, nodeId, (Date.now() - heardAt) / 1000 - 1))) return undefined;
   let shortened = await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
   if (queued) {
     await ctx.writer.settled();
@@ -62,9 +71,7 @@ export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: 
  * setTimeout(() => void pollLost(ctx, node.id, hungUpAt), POLL_HANG_UP_GRACE_MS);
  */
 export async function pollLost(ctx: ServiceContext, nodeId: string, hungUpAt: number): Promise<number | undefined> {
-  const quietSeconds = (Date.now() - hungUpAt) / 1000;
-  if (!(await markNodeUnreachable(ctx.db, nodeId, { liveSeconds: NODE_LIVE_SECONDS, quietSeconds }))) return undefined;
-  await ctx.nodeDirectory.changed(nodeId);
+  if (!(await takeForGone(ctx, nodeId, (Date.now() - hungUpAt) / 1000))) return undefined;
   return shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS, { untakenOnly: true });
 }
 
