@@ -1,35 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestStore, type TestStore } from '../../../test/test-store.js';
-import { join } from 'node:path';
+import { openStoreBefore, type StoreBefore } from '../../../test/store-before.js';
 import type { Db } from '../../platform/db/index.js';
-import { loadMigrations, migrate } from '../../platform/db/migrate.js';
-import { createPgliteDb } from '../../platform/db/pglite.js';
-import { createPostgresDb } from '../../platform/db/postgres.js';
 
 /** Migration 0030 (exact ledger amounts) applied over a store that holds rows written before it. */
 describe('migration 0030_ledger_exact over existing rows', () => {
-  let store: TestStore;
+  let store: StoreBefore;
   let db: Db;
   beforeAll(async () => {
-    store = await createTestStore({ empty: true });
-    // Opened without migrating (openDb would apply every migration at once).
-    db = store.databaseUrl
-      ? await createPostgresDb(store.databaseUrl)
-      : await createPgliteDb(join(store.dataDir, 'pgdata'), { buffersMb: store.pgliteBuffersMb });
+    store = await openStoreBefore(30);
+    db = store.db;
   });
-  afterAll(async () => {
-    await db.close();
-    await store.drop();
-  });
+  afterAll(() => store.close());
 
   it('back-fills amount_micro = amount_cents * 10000, charged_micro on jobs, and the free tier left as promo_micro', async () => {
-    const all = loadMigrations();
-    expect(
-      await migrate(
-        db,
-        all.filter((m) => m.version < 30),
-      ),
-    ).not.toContain(30);
     await db.exec(`
       INSERT INTO organizations (id, name) VALUES ('org_old', 'old'), ('org_paid', 'paid');
       INSERT INTO credit_accounts (org_id, balance_cents, held_cents, carry_micro) VALUES ('org_old', 380, 0, 2500), ('org_paid', 1200, 0, 0);
@@ -41,7 +24,7 @@ describe('migration 0030_ledger_exact over existing rows', () => {
         ('tx_5', 'org_paid', 'charge', -800, 700, 'job', NULL),
         ('tx_6', 'org_paid', 'earning', 500, 1200, 'earned', 'job_x');
     `);
-    expect(await migrate(db, all)).toContain(30);
+    expect(await store.migrateRest()).toContain(30);
     const { rows } = await db.query<{ id: string; amount_micro: number; free_micro: number; hold_cents: number }>(
       'SELECT id, amount_micro, free_micro, hold_cents FROM credit_transactions ORDER BY id',
     );

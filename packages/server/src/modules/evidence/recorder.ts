@@ -15,7 +15,6 @@ import {
   lockOpenRunWithHashes,
   lockOpenRunsWithHashes,
   markSigned,
-  type EdgeRow,
   type EdgeType,
   type EventRow,
   type NewRun,
@@ -53,13 +52,13 @@ function wantedCauses(events: readonly EvidenceEvent[]): Set<string> {
 
 type Latest = Map<string, { id: string; sequence: number }>;
 
-/** The rows for `events` appended to `run`: hashed, with their `then` and `caused_by` edges. */
+/** The rows for `events` appended to `run`: hashed, with their `then` and `caused_by` edges as `parents`. */
 async function buildEvents(
   tx: Queryable,
   run: { id: string; event_count: number; last_event_id: string | null },
   subjectId: string,
   events: readonly EvidenceEvent[],
-): Promise<{ rows: EventRow[]; edges: EdgeRow[] }> {
+): Promise<EventRow[]> {
   const wanted = wantedCauses(events);
   const latest =
     wanted.size > 0 && run.event_count > 0 ? await latestEventsOfTypes(tx, run.id, [...wanted]) : new Map();
@@ -72,9 +71,8 @@ function eventRows(
   subjectId: string,
   events: readonly EvidenceEvent[],
   latest: Latest,
-): { rows: EventRow[]; edges: EdgeRow[] } {
+): EventRow[] {
   const rows: EventRow[] = [];
-  const edges: EdgeRow[] = [];
   let previous = run.last_event_id ? { id: run.last_event_id, sequence: run.event_count } : undefined;
   for (let i = 0; i < events.length; i++) {
     const e = events[i] as EvidenceEvent;
@@ -94,7 +92,8 @@ function eventRows(
     const metadata = e.metadata ?? {};
     const metadataText = JSON.stringify(metadata);
     const created_at = timestamp();
-    // eventHash takes only event_id and edge_type of each parent (eventHashInput copies them).
+    // eventHash takes only event_id and edge_type of each parent (eventHashInput copies them), as
+    // the row keeps them.
     const event_hash = eventHash({
       run_id: run.id,
       sequence: self.sequence,
@@ -115,13 +114,12 @@ function eventRows(
       metadata: metadataText,
       created_at,
       event_hash,
+      parents: JSON.stringify(parents.map((p) => ({ event_id: p.event_id, edge_type: p.edge_type }))),
     });
-    for (const p of parents)
-      edges.push({ run_id: run.id, from_event_id: p.event_id, to_event_id: self.id, edge_type: p.edge_type });
     latest.set(e.type, self);
     previous = self;
   }
-  return { rows, edges };
+  return rows;
 }
 
 /**
@@ -153,8 +151,8 @@ export async function openRunWithHead(
   events: readonly EvidenceEvent[],
 ): Promise<RunHead> {
   const id = newId('run');
-  const { rows, edges } = await buildEvents(tx, { id, event_count: 0, last_event_id: null }, run.job_id, events);
-  await insertRunWithEvents(tx, { ...run, id }, rows, edges);
+  const rows = await buildEvents(tx, { id, event_count: 0, last_event_id: null }, run.job_id, events);
+  await insertRunWithEvents(tx, { ...run, id }, rows);
   const last = rows[rows.length - 1];
   return {
     id,
@@ -184,24 +182,22 @@ export async function openRunsWithHeads(
   runs: readonly { run: Omit<NewRun, 'id'>; events: readonly EvidenceEvent[] }[],
 ): Promise<RunHead[]> {
   const events: EventRow[] = [];
-  const edges: EdgeRow[] = [];
   const heads: RunHead[] = [];
   const rows = runs.map(({ run, events: opening }) => {
     const id = newId('run');
     // A new run has no earlier events: every cause is in its opening batch or nowhere.
     const built = eventRows({ id, event_count: 0, last_event_id: null }, run.job_id, opening, new Map());
-    events.push(...built.rows);
-    edges.push(...built.edges);
-    const last = built.rows[built.rows.length - 1];
+    events.push(...built);
+    const last = built[built.length - 1];
     heads.push({
       id,
       event_count: last?.sequence ?? 0,
       last_event_id: last?.id ?? null,
-      hashes: built.rows.map((r) => r.event_hash),
+      hashes: built.map((r) => r.event_hash),
     });
     return { ...run, id };
   });
-  if (rows.length > 0) await insertRunsWithEvents(tx, rows, events, edges);
+  if (rows.length > 0) await insertRunsWithEvents(tx, rows, events);
   return heads;
 }
 
@@ -216,7 +212,7 @@ export interface RunOpenedAndClosed {
 /**
  * {@link openRuns} then {@link closeRuns} for subjects opened and closed in one transaction (a
  * flush holding a request's opening and its completion), with one statement: every run inserted
- * with all its events, their edges and its signature. The same events, edges and certificates as
+ * with all its events and its signature. The same events, edges and certificates as
  * the two calls (a closing event's causes are the run's latest events of their types, here all
  * known). Returns the run ids, in order.
  */
@@ -227,7 +223,6 @@ export async function openAndCloseRuns(
 ): Promise<string[]> {
   if (runs.length === 0) return [];
   const events: EventRow[] = [];
-  const edges: EdgeRow[] = [];
   const signings: { id: string; closing: ReturnType<typeof closingOf> }[] = [];
   const rows = runs.map(({ run, events: opening, closing, summary }) => {
     const id = newId('run');
@@ -235,17 +230,16 @@ export async function openAndCloseRuns(
     // closing's causes, as the store would give them back.
     const latest: Latest = new Map();
     const opened = eventRows({ id, event_count: 0, last_event_id: null }, run.job_id, opening, latest);
-    const last = opened.rows[opened.rows.length - 1];
+    const last = opened[opened.length - 1];
     const head: RunHead = {
       id,
       event_count: last?.sequence ?? 0,
       last_event_id: last?.id ?? null,
-      hashes: opened.rows.map((r) => r.event_hash),
+      hashes: opened.map((r) => r.event_hash),
     };
     const closed = eventRows(head, run.job_id, closing, latest);
-    events.push(...opened.rows, ...closed.rows);
-    edges.push(...opened.edges, ...closed.edges);
-    const signing = closingOf(head, closed.rows, summary);
+    events.push(...opened, ...closed);
+    const signing = closingOf(head, closed, summary);
     signings.push({ id, closing: signing });
     return {
       ...run,
@@ -255,7 +249,7 @@ export async function openAndCloseRuns(
       signed: signing.sign(secrets),
     };
   });
-  const unsigned = await insertSignedRunsWithEvents(tx, rows, events, edges);
+  const unsigned = await insertSignedRunsWithEvents(tx, rows, events);
   if (unsigned.length > 0) {
     await secrets.reload(tx);
     for (const s of signings.filter((s) => unsigned.includes(s.id)))
@@ -275,8 +269,7 @@ export async function recordEvents(
 ): Promise<boolean> {
   const run = await lockOpenRun(tx, subjectId);
   if (!run) return false;
-  const { rows, edges } = await buildEvents(tx, run, subjectId, events);
-  await appendEvents(tx, run.id, rows, edges);
+  await appendEvents(tx, run.id, await buildEvents(tx, run, subjectId, events));
   return true;
 }
 
@@ -295,10 +288,10 @@ export async function closeRun(
 ): Promise<boolean> {
   const run = head ?? (await lockOpenRunWithHashes(tx, subjectId));
   if (!run) return false;
-  const { rows, edges } = await buildEvents(tx, run, subjectId, events);
+  const rows = await buildEvents(tx, run, subjectId, events);
   const closing = closingOf(run, rows, summary);
   // Signed only while the key is still the active one; another process may have rotated it.
-  if (await appendAndSign(tx, run.id, rows, edges, closing.sign(secrets), closing.count, closing.lastId)) return true;
+  if (await appendAndSign(tx, run.id, rows, closing.sign(secrets), closing.count, closing.lastId)) return true;
   await secrets.reload(tx);
   await markSigned(tx, run.id, closing.sign(secrets), closing.count, closing.lastId);
   return true;
@@ -344,7 +337,7 @@ export interface RunClosing {
 /**
  * {@link closeRun} for many subjects with a constant number of statements (a flush of the
  * group-commit writer): one read of the runs' heads (none for the closings that carry theirs), one of earlier causes when some are needed,
- * one write of every event, edge and signature. The same rows and certificates as `closeRun`
+ * one write of every event and signature. The same rows and certificates as `closeRun`
  * called for each in order; false for a subject without an open run (or closed earlier in the list).
  */
 export async function closeRuns(
@@ -374,7 +367,6 @@ export async function closeRuns(
       : new Map<string, Latest>();
   const seen = new Set<string>();
   const events: EventRow[] = [];
-  const edges: EdgeRow[] = [];
   const signings: { runId: string; closing: ReturnType<typeof closingOf> }[] = [];
   const closed = closings.map((c, i) => {
     const run = runs.get(c.subjectId);
@@ -384,15 +376,13 @@ export async function closeRuns(
     const found = latest.get(run.id) ?? new Map();
     const own: Latest = new Map([...found].filter(([type]) => types.has(type)));
     const built = eventRows(run, c.subjectId, c.events, own);
-    events.push(...built.rows);
-    edges.push(...built.edges);
-    signings.push({ runId: run.id, closing: closingOf(run, built.rows, c.summary) });
+    events.push(...built);
+    signings.push({ runId: run.id, closing: closingOf(run, built, c.summary) });
     return true;
   });
   const signed = await appendAndSignMany(
     tx,
     events,
-    edges,
     signings.map((s) => ({
       runId: s.runId,
       signed: s.closing.sign(secrets),

@@ -37,10 +37,16 @@ export interface EventRow {
   /** ISO 8601 with milliseconds, exactly as hashed. */
   created_at: string;
   event_hash: string;
+  /**
+   * Its incoming edges, as its hash covers them (`parents`): JSON text of `{event_id, edge_type}`
+   * ordered by the parent's sequence, then the edge type (migrations/0170_evidence_parents.sql).
+   */
+  parents: string;
 }
 
 export type EdgeType = 'then' | 'caused_by';
 
+/** One edge of a run's graph as the API shows it, read from its `to` event's `parents`. */
 export interface EdgeRow {
   run_id: string;
   from_event_id: string;
@@ -74,44 +80,30 @@ function values(params: unknown[], rows: readonly (readonly unknown[])[]): strin
 }
 
 /**
- * `WITH` parts inserting events and their edges, for one statement: a run's writes then cost one
- * round trip (the foreign keys are checked at the end of the statement, when all rows exist).
+ * The `WITH` part inserting events (with their edges, in `parents`), for one statement: a run's
+ * writes then cost one round trip (the foreign key is checked at the end of the statement, when
+ * the run exists).
  */
-function eventInserts(params: unknown[], events: readonly EventRow[], edges: readonly EdgeRow[]): string {
-  const parts = [
-    `ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash) VALUES ${values(
-      params,
-      events.map((e) => [
-        e.id,
-        e.run_id,
-        e.sequence,
-        e.event_type,
-        e.subject_id,
-        e.summary,
-        e.metadata,
-        e.created_at,
-        e.event_hash,
-      ]),
-    )})`,
-  ];
-  if (edges.length > 0) {
-    parts.push(
-      `ed AS (INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type) VALUES ${values(
-        params,
-        edges.map((e) => [e.run_id, e.from_event_id, e.to_event_id, e.edge_type]),
-      )})`,
-    );
-  }
-  return parts.join(', ');
+function eventInserts(params: unknown[], events: readonly EventRow[]): string {
+  return `ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash, parents) VALUES ${values(
+    params,
+    events.map((e) => [
+      e.id,
+      e.run_id,
+      e.sequence,
+      e.event_type,
+      e.subject_id,
+      e.summary,
+      e.metadata,
+      e.created_at,
+      e.event_hash,
+      e.parents,
+    ]),
+  )})`;
 }
 
-/** Creates a run with its first events and their edges, in one statement. */
-export async function insertRunWithEvents(
-  db: Queryable,
-  run: NewRun,
-  events: readonly EventRow[],
-  edges: readonly EdgeRow[],
-): Promise<void> {
+/** Creates a run with its first events, in one statement. */
+export async function insertRunWithEvents(db: Queryable, run: NewRun, events: readonly EventRow[]): Promise<void> {
   const last = events[events.length - 1];
   const params: unknown[] = [];
   const runRow = values(params, [
@@ -135,14 +127,14 @@ export async function insertRunWithEvents(
     await db.query(insertRun, params);
     return;
   }
-  await db.query(`WITH run AS (${insertRun}), ${eventInserts(params, events, edges)} SELECT 1`, params);
+  await db.query(`WITH run AS (${insertRun}), ${eventInserts(params, events)} SELECT 1`, params);
 }
 
 /**
- * The 13 array parameters of a batch's events (9 columns, as `evidence_events` takes them) and
- * edges (4), in that order: the `unnest` inputs of the batch statements below.
+ * The 10 array parameters of a batch's events, one per column as `evidence_events` takes them:
+ * the `unnest` inputs of the batch statements below.
  */
-function eventAndEdgeColumns(events: readonly EventRow[], edges: readonly EdgeRow[]): unknown[][] {
+function eventColumns(events: readonly EventRow[]): unknown[][] {
   return [
     events.map((e) => e.id),
     events.map((e) => e.run_id),
@@ -153,29 +145,23 @@ function eventAndEdgeColumns(events: readonly EventRow[], edges: readonly EdgeRo
     events.map((e) => e.metadata),
     events.map((e) => e.created_at),
     events.map((e) => e.event_hash),
-    edges.map((e) => e.run_id),
-    edges.map((e) => e.from_event_id),
-    edges.map((e) => e.to_event_id),
-    edges.map((e) => e.edge_type),
+    events.map((e) => e.parents),
   ];
 }
 
-/** {@link insertRunWithEvents} for many runs in one statement (events and edges of all of them in arrays). */
+/** {@link insertRunWithEvents} for many runs in one statement (the events of all of them in arrays). */
 export async function insertRunsWithEvents(
   db: Queryable,
   runs: readonly NewRun[],
   events: readonly EventRow[],
-  edges: readonly EdgeRow[],
 ): Promise<void> {
   const last = new Map<string, EventRow>();
   for (const e of events) last.set(e.run_id, e);
   await db.query(
     `WITH run AS (INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id)
-                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::text[])),
-          ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash)
-                 SELECT * FROM unnest($13::text[], $14::text[], $15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[]))
-     INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type)
-     SELECT * FROM unnest($22::text[], $23::text[], $24::text[], $25::text[])`,
+                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::text[]))
+     INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash, parents)
+     SELECT * FROM unnest($13::text[], $14::text[], $15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::text[])`,
     [
       runs.map((r) => r.id),
       runs.map((r) => r.org_id),
@@ -189,7 +175,7 @@ export async function insertRunsWithEvents(
       runs.map((r) => r.work_type),
       runs.map((r) => last.get(r.id)?.sequence ?? 0),
       runs.map((r) => last.get(r.id)?.id ?? null),
-      ...eventAndEdgeColumns(events, edges),
+      ...eventColumns(events),
     ],
   );
 }
@@ -198,7 +184,7 @@ export async function insertRunsWithEvents(
 export type SignedRun = NewRun & { event_count: number; last_event_id: string | null; signed: Signature };
 
 /**
- * Creates runs with every event, their edges and their signature in one statement (a flush
+ * Creates runs with every event and their signature in one statement (a flush
  * holding a request's opening and its completion: {@link insertRunsWithEvents} then
  * {@link appendAndSignMany} in one). A run is inserted signed provided its `signer_key_id` is
  * still the active platform key (another process may have rotated it), else open, with its
@@ -208,7 +194,6 @@ export async function insertSignedRunsWithEvents(
   db: Queryable,
   runs: readonly SignedRun[],
   events: readonly EventRow[],
-  edges: readonly EdgeRow[],
 ): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `WITH k AS (SELECT key_id FROM platform_keys WHERE valid_until IS NULL),
@@ -227,10 +212,8 @@ export async function insertSignedRunsWithEvents(
                               root_hash, root_signature_hex, signer_public_key_hex, signer_key_id)
                     LEFT JOIN k ON k.key_id = v.signer_key_id
                   RETURNING id, status),
-          ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash)
-                 SELECT * FROM unnest($17::text[], $18::text[], $19::int[], $20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[])),
-          ed AS (INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type)
-                 SELECT * FROM unnest($26::text[], $27::text[], $28::text[], $29::text[]))
+          ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash, parents)
+                 SELECT * FROM unnest($17::text[], $18::text[], $19::int[], $20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[]))
      SELECT id FROM run WHERE status = 'open'`,
     [
       runs.map((r) => r.id),
@@ -249,7 +232,7 @@ export async function insertSignedRunsWithEvents(
       runs.map((r) => r.signed.root_signature_hex),
       runs.map((r) => r.signed.signer_public_key_hex),
       runs.map((r) => r.signed.signer_key_id),
-      ...eventAndEdgeColumns(events, edges),
+      ...eventColumns(events),
     ],
   );
   return rows.map((r) => r.id);
@@ -328,18 +311,13 @@ export async function latestEventsOfTypes(
   return new Map(rows.map((r) => [r.event_type, { id: r.id, sequence: r.sequence }]));
 }
 
-/** Appends events and their edges and moves the run's counters, in one statement. */
-export async function appendEvents(
-  db: Queryable,
-  runId: string,
-  events: readonly EventRow[],
-  edges: readonly EdgeRow[],
-): Promise<void> {
+/** Appends events and moves the run's counters, in one statement. */
+export async function appendEvents(db: Queryable, runId: string, events: readonly EventRow[]): Promise<void> {
   const last = events[events.length - 1];
   if (!last) return;
   const params: unknown[] = [runId, last.sequence, last.id];
   await db.query(
-    `WITH ${eventInserts(params, events, edges)} UPDATE evidence_runs SET event_count = $2, last_event_id = $3, updated_at = now() WHERE id = $1`,
+    `WITH ${eventInserts(params, events)} UPDATE evidence_runs SET event_count = $2, last_event_id = $3, updated_at = now() WHERE id = $1`,
     params,
   );
 }
@@ -361,7 +339,6 @@ export async function appendAndSign(
   db: Queryable,
   runId: string,
   events: readonly EventRow[],
-  edges: readonly EdgeRow[],
   signed: Signature,
   eventCount: number,
   lastEventId: string | null,
@@ -380,7 +357,7 @@ export async function appendAndSign(
        summary = $6, event_count = $7, last_event_id = $8, signed_at = now(), updated_at = now()
      WHERE id = $1 AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = $5 AND valid_until IS NULL)`;
   const { rowCount } = await db.query(
-    events.length > 0 ? `WITH ${eventInserts(params, events, edges)} ${update}` : update,
+    events.length > 0 ? `WITH ${eventInserts(params, events)} ${update}` : update,
     params,
   );
   return rowCount === 1;
@@ -395,30 +372,27 @@ export interface RunSigning {
 }
 
 /**
- * {@link appendAndSign} for many runs in one statement (the events and edges of all of them, in
- * arrays): every run is signed whose `signer_key_id` is still the active platform key. Returns
- * the ids of the runs signed; the events are written either way.
+ * {@link appendAndSign} for many runs in one statement (the events of all of them, in arrays):
+ * every run is signed whose `signer_key_id` is still the active platform key. Returns the ids of
+ * the runs signed; the events are written either way.
  */
 export async function appendAndSignMany(
   db: Queryable,
   events: readonly EventRow[],
-  edges: readonly EdgeRow[],
   runs: readonly RunSigning[],
 ): Promise<Set<string>> {
   const { rows } = await db.query<{ id: string }>(
-    `WITH ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])),
-          ed AS (INSERT INTO evidence_edges (run_id, from_event_id, to_event_id, edge_type)
-                 SELECT * FROM unnest($10::text[], $11::text[], $12::text[], $13::text[]))
+    `WITH ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash, parents)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[]))
      UPDATE evidence_runs SET status = 'signed', root_hash = v.root_hash, root_signature_hex = v.root_signature_hex,
             signer_public_key_hex = v.signer_public_key_hex, signer_key_id = v.signer_key_id, summary = v.summary,
             event_count = v.event_count, last_event_id = v.last_event_id, signed_at = now(), updated_at = now()
-       FROM unnest($14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int[], $21::text[])
+       FROM unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::int[], $18::text[])
             AS v(id, root_hash, root_signature_hex, signer_public_key_hex, signer_key_id, summary, event_count, last_event_id)
-      WHERE evidence_runs.id = v.id AND evidence_runs.id = ANY($14::text[]) AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = v.signer_key_id AND valid_until IS NULL)
+      WHERE evidence_runs.id = v.id AND evidence_runs.id = ANY($11::text[]) AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = v.signer_key_id AND valid_until IS NULL)
      RETURNING evidence_runs.id`,
     [
-      ...eventAndEdgeColumns(events, edges),
+      ...eventColumns(events),
       runs.map((r) => r.runId),
       runs.map((r) => r.signed.root_hash),
       runs.map((r) => r.signed.root_signature_hex),
@@ -465,16 +439,24 @@ export async function findRun(db: Queryable, orgId: string, subjectId: string): 
   return rows[0];
 }
 
+/**
+ * A run's events in sequence order, and its edges read from their `parents`: ordered by the `to`
+ * event's sequence, then the `from` event's, then the edge type.
+ */
 export async function graphOf(db: Queryable, runId: string): Promise<{ events: EventRow[]; edges: EdgeRow[] }> {
-  const [events, edges] = await Promise.all([
-    db.query<EventRow>('SELECT * FROM evidence_events WHERE run_id = $1 ORDER BY sequence', [runId]),
-    db.query<EdgeRow & { seq: number }>(
-      `SELECT d.run_id, d.from_event_id, d.to_event_id, d.edge_type FROM evidence_edges d JOIN evidence_events t ON t.id = d.to_event_id
-        JOIN evidence_events f ON f.id = d.from_event_id WHERE d.run_id = $1 ORDER BY t.sequence, f.sequence, d.edge_type`,
-      [runId],
-    ),
-  ]);
-  return { events: events.rows, edges: edges.rows };
+  const { rows: events } = await db.query<EventRow>(
+    'SELECT * FROM evidence_events WHERE run_id = $1 ORDER BY sequence',
+    [runId],
+  );
+  const edges = events.flatMap((e) =>
+    (JSON.parse(e.parents) as { event_id: string; edge_type: EdgeType }[]).map((p): EdgeRow => ({
+      run_id: e.run_id,
+      from_event_id: p.event_id,
+      to_event_id: e.id,
+      edge_type: p.edge_type,
+    })),
+  );
+  return { events, edges };
 }
 
 export interface RunFilter {

@@ -233,9 +233,10 @@ async function snapshot(w: World): Promise<unknown[]> {
         [id],
       ),
       await q(
-        `SELECT d.edge_type, f.sequence AS from_seq, t.sequence AS to_seq FROM evidence_edges d
-           JOIN evidence_events f ON f.id = d.from_event_id JOIN evidence_events t ON t.id = d.to_event_id
-           JOIN evidence_runs r ON r.id = d.run_id WHERE r.job_id = $1 ORDER BY to_seq, from_seq, d.edge_type`,
+        `SELECT p.edge_type, f.sequence AS from_seq, t.sequence AS to_seq FROM evidence_events t
+           CROSS JOIN LATERAL jsonb_to_recordset(t.parents::jsonb) AS p(event_id text, edge_type text)
+           JOIN evidence_events f ON f.id = p.event_id JOIN evidence_runs r ON r.id = t.run_id
+          WHERE r.job_id = $1 ORDER BY to_seq, from_seq, p.edge_type`,
         [id],
       ),
     );
