@@ -20,7 +20,10 @@ import { availableParallelism, cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { startOpenAITestServer } from '@svc/node-agent/testing';
 import type { TestStore } from '@svc/server/testing';
-import { openDb } from '../packages/server/src/platform/db/index.js';
+import { join } from 'node:path';
+import type { Db } from '../packages/server/src/platform/db/index.js';
+import { createPgliteDb } from '../packages/server/src/platform/db/pglite.js';
+import { createPostgresDb } from '../packages/server/src/platform/db/postgres.js';
 import { positiveInt, printTable, ratio, wholeNumber } from './lib.js';
 import {
   baselineBin,
@@ -68,13 +71,22 @@ interface Target {
 }
 
 /**
+ * A target's store as its own server left it. Not `openDb`, which applies this checkout's
+ * migrations: on a baseline checkout's store, a migration it does not have would change the
+ * schema under its running server (0170 dropped a table the baseline still writes to).
+ */
+function openAsIs(store: TestStore): Promise<Db> {
+  return store.databaseUrl ? createPostgresDb(store.databaseUrl) : createPgliteDb(join(store.dataDir, 'pgdata'));
+}
+
+/**
  * Of the chat work items created between `from` and `to`, how many were handed to the node at
  * once (stored already dispatched, in the opening's own statement: `dispatched_at = created_at`)
  * rather than taken from the store by a later poll. Read from the store once its server stopped,
  * so it counts the same way for a baseline checkout that has no counter of its own.
  */
 async function handOvers(store: TestStore, from: Date, to: Date): Promise<{ handed: number; total: number }> {
-  const db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+  const db = await openAsIs(store);
   try {
     const { rows } = await db.query<{ handed: number; total: number }>(
       `SELECT count(*) FILTER (WHERE dispatched_at = created_at)::int AS handed, count(*)::int AS total
@@ -94,7 +106,8 @@ async function chat(t: Target): Promise<void> {
     body: JSON.stringify(CHAT),
   });
   const body = (await res.json()) as { choices?: unknown[] };
-  if (res.status !== 200 || !body.choices) throw new Error(`chat answered ${res.status}`);
+  if (res.status !== 200 || !body.choices)
+    throw new Error(`chat answered ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
 }
 
 /** Time to the first chunk that carries content, in ms; the stream is read to its end. */
@@ -172,28 +185,34 @@ async function throughputRoundRobin(
   seconds: number,
   onces: (() => Promise<void>)[],
   measuring?: () => void,
-): Promise<{ rps: number; done: number; failed: number; benchCpuMs: number }[]> {
+): Promise<{ rps: number; done: number; failed: number; firstFailure?: string; benchCpuMs: number }[]> {
   const run = async (ms: number, once: () => Promise<void>) => {
     const deadline = Date.now() + ms;
     let done = 0;
     let failed = 0;
+    let firstFailure: string | undefined;
     await Promise.all(
       Array.from({ length: workers }, async () => {
         while (Date.now() < deadline) {
           try {
             await once();
             done++;
-          } catch {
+          } catch (err) {
             failed++;
+            firstFailure ??= err instanceof Error ? err.message : String(err);
           }
         }
       }),
     );
-    return { done, failed };
+    return { done, failed, firstFailure };
   };
   for (const once of onces) await run(2_000, once);
   measuring?.();
-  const totals = onces.map(() => ({ done: 0, failed: 0, benchCpuMs: 0 }));
+  const totals = onces.map((): { done: number; failed: number; firstFailure?: string; benchCpuMs: number } => ({
+    done: 0,
+    failed: 0,
+    benchCpuMs: 0,
+  }));
   for (let second = 0; second < seconds; second++) {
     for (const [k, once] of onces.entries()) {
       // This process is the load generator and the upstream: its CPU during a target's turn is
@@ -205,11 +224,12 @@ async function throughputRoundRobin(
       if (t) {
         t.done += r.done;
         t.failed += r.failed;
+        t.firstFailure ??= r.firstFailure;
         t.benchCpuMs += (cpu.user + cpu.system) / 1000;
       }
     }
   }
-  return totals.map((t) => ({ rps: t.done / seconds, done: t.done, failed: t.failed, benchCpuMs: t.benchCpuMs }));
+  return totals.map((t) => ({ ...t, rps: t.done / seconds }));
 }
 
 const CLOCK_TICKS = (() => {
@@ -239,7 +259,7 @@ function cpuMs(child: ChildProcess | undefined): number | undefined {
  */
 async function storeBackendsCpu(store: TestStore | undefined): Promise<Map<number, number> | undefined> {
   if (!store?.databaseUrl || !existsSync('/proc/self/stat')) return undefined;
-  const db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+  const db = await openAsIs(store);
   try {
     const { rows } = await db.query<{ pid: number }>(
       'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
@@ -503,6 +523,9 @@ try {
       others.map(() => ''),
     ),
   ]);
+  // A failed request is counted, not thrown: say what the first one of each target was.
+  for (const [name, t] of [['direct', tDirect] as const, ...names.map((n, i) => [n, tOthers[i]] as const)])
+    if (t?.firstFailure) console.log(`${name}: ${t.failed} requests failed under load, the first: ${t.firstFailure}`);
   loadWindow = { from: loadFrom, to: loadTo };
 } finally {
   // Agents before their servers, so no node is left polling a server that is gone.

@@ -141,6 +141,7 @@ export async function startSvc(
       SVC_FREE_TIER_CENTS: '100000000',
       ...UNLIMITED_RATES,
       DATABASE_URL: store.databaseUrl ?? '',
+      ...options.env,
     },
     [...nodeFlags, bin],
   );
