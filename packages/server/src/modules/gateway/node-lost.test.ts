@@ -11,7 +11,7 @@ import {
   type GatewayNode,
 } from '../../../test/gateway-fixture.js';
 import { openDb, type Queryable } from '../../platform/db/index.js';
-import { CHANNEL_LOSS_GRACE_SECONDS, POLL_HANG_UP_GRACE_MS } from '../work/node-loss.js';
+import { CHANNEL_LOSS_GRACE_SECONDS, POLL_HANG_UP_GRACE_MS, watchPollHangUps } from '../work/node-loss.js';
 
 type Params = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
@@ -184,6 +184,31 @@ describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
     await new Promise((r) => setTimeout(r, POLL_HANG_UP_GRACE_MS + 500));
     expect((await s.f.server.ctx.nodeDirectory.serving('phi-4')).map((n) => n.id)).toContain(node.nodeId);
     again.destroy();
+  }, 30_000);
+
+  it("and polls again at once, the new poll read before the old one's close: nothing changes", async () => {
+    // The order a loaded server can read them in (seen in CI): the new poll's call comes first,
+    // within a second of the old one's, so the store has no record of it after the hang-up.
+    const node = await canadianNode(s.f, 'svc-llama-3.2-3b');
+    await s.f.server.ctx.db.query("UPDATE nodes SET last_seen = now() - interval '5 seconds' WHERE id = $1", [
+      node.nodeId,
+    ]);
+    await s.f.server.ctx.nodeDirectory.changed(node.nodeId);
+    const watch = watchPollHangUps(s.f.server.ctx, 200);
+    try {
+      const oldPollHungUp = watch.started(node.nodeId);
+      watch.started(node.nodeId);
+      oldPollHungUp();
+      await new Promise((r) => setTimeout(r, 600));
+      expect((await s.f.server.ctx.nodeDirectory.serving('svc-llama-3.2-3b')).map((n) => n.id)).toContain(node.nodeId);
+      // The check itself still runs for the latest poll: hung up, no call since, taken for gone.
+      watch.started(node.nodeId)();
+      await eventually(
+        async () => !(await s.f.server.ctx.nodeDirectory.serving('svc-llama-3.2-3b')).some((n) => n.id === node.nodeId),
+      );
+    } finally {
+      await watch.close();
+    }
   }, 30_000);
 });
 

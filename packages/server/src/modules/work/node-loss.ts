@@ -77,8 +77,11 @@ export async function pollLost(ctx: ServiceContext, nodeId: string, hungUpAt: nu
 
 /** This instance's watch over long-polls that their node hung up (`watchPollHangUps`). */
 export interface PollHangUps {
-  /** The node hung up a poll now (its connection closed before the answer). */
-  hungUp(nodeId: string): void;
+  /**
+   * A poll of the node started here; returns what to call if its connection closes before its
+   * answer (the node hung it up). A hang-up is ignored once a later poll of the node started here.
+   */
+  started(nodeId: string): () => void;
   /** No more watching (the instance is shutting down); resolves once a check under way ended. */
   close(): Promise<void>;
 }
@@ -88,16 +91,26 @@ export interface PollHangUps {
  * `POLL_HANG_UP_GRACE_MS` after it (`pollLost`). One timer per node, restarted by each hang-up;
  * none once closed: the polls this instance ends as it shuts down are not nodes lost.
  *
+ * A node that hangs up and polls again at once may have its new poll read before the old one's
+ * close: its new call came before the hang-up as this process sees it, and, within a second of
+ * the old poll's, was not recorded (`node-auth.ts` throttles those records). So a hang-up counts
+ * only while no later poll of the node started here, and the check is dropped when one starts
+ * before it. This keeps the number of the latest poll started here for every node that polled.
+ *
  * @example
  * const hangUps = watchPollHangUps(ctx);
- * reply.raw.once('close', () => { if (!reply.raw.writableFinished) hangUps.hungUp(node.id); });
+ * const hungUp = hangUps.started(node.id);
+ * reply.raw.once('close', () => { if (!reply.raw.writableFinished) hungUp(); });
  */
 export function watchPollHangUps(ctx: ServiceContext, graceMs = POLL_HANG_UP_GRACE_MS): PollHangUps {
   const timers = new Map<string, NodeJS.Timeout>();
   const checking = new Set<Promise<void>>();
+  const latestPoll = new Map<string, number>();
+  let polls = 0;
   let closed = false;
-  const check = (nodeId: string, hungUpAt: number) => {
+  const check = (nodeId: string, hungUpAt: number, poll: number) => {
     timers.delete(nodeId);
+    if (latestPoll.get(nodeId) !== poll) return;
     const done = pollLost(ctx, nodeId, hungUpAt).then(
       (shortened) => {
         if (shortened !== undefined)
@@ -111,15 +124,20 @@ export function watchPollHangUps(ctx: ServiceContext, graceMs = POLL_HANG_UP_GRA
     checking.add(done);
     void done.finally(() => checking.delete(done));
   };
+  const hungUp = (nodeId: string, poll: number) => {
+    if (closed || latestPoll.get(nodeId) !== poll) return;
+    const hungUpAt = Date.now();
+    forgetTouch(nodeId);
+    clearTimeout(timers.get(nodeId));
+    const timer = setTimeout(() => check(nodeId, hungUpAt, poll), graceMs);
+    timer.unref();
+    timers.set(nodeId, timer);
+  };
   return {
-    hungUp(nodeId) {
-      if (closed) return;
-      const hungUpAt = Date.now();
-      forgetTouch(nodeId);
-      clearTimeout(timers.get(nodeId));
-      const timer = setTimeout(() => check(nodeId, hungUpAt), graceMs);
-      timer.unref();
-      timers.set(nodeId, timer);
+    started(nodeId) {
+      const poll = ++polls;
+      latestPoll.set(nodeId, poll);
+      return () => hungUp(nodeId, poll);
     },
     async close() {
       closed = true;

@@ -53,8 +53,9 @@ export async function workRoutes(app: App, ctx: ServiceContext): Promise<void> {
       // Closed before its answer was sent: the node hung up (or was killed). Unless it calls again
       // soon, it is taken for gone (node-loss.ts). `reply.sent` too: an injected request's
       // response (app.inject) closes without `writableFinished`.
+      const hungUp = hangUps.started(node.id);
       reply.raw.once('close', () => {
-        if (!reply.sent && !reply.raw.writableFinished) hangUps.hungUp(node.id);
+        if (!reply.sent && !reply.raw.writableFinished) hungUp();
       });
       return pollWork(ctx, node, {
         waitMs: request.query.wait_ms ?? 25_000,
