@@ -42,6 +42,10 @@ describe.skipIf(!onPostgres)('credit reservations across two svc serve processes
       SVC_ALLOW_PRIVATE_EGRESS: '1',
       SVC_RATE_LIMIT_BURST: '10000',
       SVC_RATE_LIMIT_RPS: '10000',
+      // Renewed every 200 s, so never within the test: an idle reservation is returned at a
+      // renewal, and under a loaded CI the wait for the charges could outlast two of the default
+      // 10 s ones. What gives the reservations back here is the shutdown alone.
+      SVC_RESERVATION_TTL_MS: '600000',
     });
     procs.push(p);
     return waitForUrl(p, 90_000);
