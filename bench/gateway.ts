@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import type { Db } from '../packages/server/src/platform/db/index.js';
 import { createPgliteDb } from '../packages/server/src/platform/db/pglite.js';
 import { createPostgresDb } from '../packages/server/src/platform/db/postgres.js';
-import { positiveInt, printTable, ratio, wholeNumber } from './lib.js';
+import { positiveInt, printTable, ratio, turnOrder, wholeNumber } from './lib.js';
 import {
   baselineBin,
   envSettings,
@@ -149,18 +149,6 @@ async function roundRobin(n: number, onces: (() => Promise<number>)[]): Promise<
   for (let i = 0; i < n; i++)
     for (const k of turnOrder(i, onces.length)) samples[k]?.push(await (onces[k] as () => Promise<number>)());
   return samples.map(quantiles);
-}
-
-/**
- * The order in which `count` targets take their turns in round `round`: forward, then backward
- * (0 1 2, 2 1 0, 0 1 2, ...). What a target leaves running after its turn (the records a flush
- * writes behind its answers) slows whichever target comes next; in a fixed order the same target
- * always paid for the one before it. Two identical checkouts measured 402 against 347 requests a
- * second that way (bench/README.md, Gateway, 2026-11-27).
- */
-function turnOrder(round: number, count: number): number[] {
-  const order = Array.from({ length: count }, (_, i) => i);
-  return round % 2 === 0 ? order : order.reverse();
 }
 
 /**

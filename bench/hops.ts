@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startOpenAITestServer } from '@svc/node-agent/testing';
-import { positiveInt, printTable, wholeNumber } from './lib.js';
+import { positiveInt, printTable, turnOrder, wholeNumber } from './lib.js';
 import * as svc from './svc.js';
 
 const { values } = parseArgs({
@@ -194,9 +194,10 @@ try {
   if (BASELINE_BIN) svcs.push(await svcTarget('baseline', BASELINE_BIN));
   const targets = [direct, relay, ...svcs];
   for (let i = 0; i < warmup; i++) for (const t of [relay, ...svcs]) await chat(t);
-  // Blocks of 50 back-to-back requests per target, each after one untimed request, taking turns.
+  // Blocks of 50 back-to-back requests per target, each after one untimed request, taking turns
+  // forward and backward (turnOrder).
   for (let done = 0; done < requests; done += 50)
-    for (const t of targets) {
+    for (const t of turnOrder(done / 50, targets.length).map((k) => targets[k] as (typeof targets)[number])) {
       await chat(t);
       for (let i = 0; i < Math.min(50, requests - done); i++) t.sent.push(await chat(t));
     }
