@@ -197,7 +197,8 @@ try {
   // Blocks of 50 back-to-back requests per target, each after one untimed request, taking turns
   // forward and backward (turnOrder).
   for (let done = 0; done < requests; done += 50)
-    for (const t of turnOrder(done / 50, targets.length).map((k) => targets[k] as (typeof targets)[number])) {
+    for (const k of turnOrder(done / 50, targets.length)) {
+      const t = targets[k] as (typeof targets)[number];
       await chat(t);
       for (let i = 0; i < Math.min(50, requests - done); i++) t.sent.push(await chat(t));
     }

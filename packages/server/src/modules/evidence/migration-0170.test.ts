@@ -9,7 +9,7 @@ const RUN = 'run_old';
 const AT = '2026-11-20T10:00:00.000Z';
 
 /** An event as written before migration 0170: its parents are edge rows, its hash covers them. */
-function oldEvent(sequence: number, parents: Omit<EvidenceParent, 'sequence'>[]) {
+function oldEvent(sequence: number, parents: EvidenceParent[]) {
   const fields = {
     run_id: RUN,
     sequence,
