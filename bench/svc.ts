@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { createTestStore, type TestStore } from '@svc/server/testing';
 
@@ -20,6 +20,22 @@ export function baselineBin(checkout: string | undefined): string | undefined {
   if (!existsSync(bin))
     throw new Error(`--baseline must be a checkout of this project with its packages installed; ${bin} is missing`);
   return bin;
+}
+
+/**
+ * The node flags a checkout's `svc` runs with: those on its binary's first line
+ * (`#!/usr/bin/env -S node --max-semi-space-size=32`), none for a plain `#!/usr/bin/env node`.
+ * The bench starts each checkout's processes as its own `svc` starts, so a flag a change adds
+ * there is measured against a baseline that runs without it.
+ *
+ * @example
+ * launchFlags(SVC_BIN); // ['--max-semi-space-size=32']
+ */
+export function launchFlags(bin: string): string[] {
+  const [first = ''] = readFileSync(bin, 'utf8').split('\n', 1);
+  const match = /^#!\/usr\/bin\/env\s+(?:-S\s+)?node(?:\s+(.*))?$/.exec(first.trim());
+  if (!match) throw new Error(`${bin} does not start with a node shebang: ${first}`);
+  return (match[1] ?? '').split(/\s+/).filter(Boolean);
 }
 
 /**
@@ -115,8 +131,9 @@ export interface SvcPair {
  * `svc serve` on a fresh store and one `svc node` over the upstream, from the checkout of `bin`
  * (its `packages/cli/bin/svc.js`), for a buyer with ample credits and no rate limits. Each process
  * goes to `running` (stop them in reverse), the store and the node's directory to `cleanups`;
- * resolves once `ready` (a request through the pair) succeeds. `options.nodeFlags` are node's own
- * flags for both processes (`--import` of a module, say), after BENCH_NODE_ARGS; `options.env` is
+ * resolves once `ready` (a request through the pair) succeeds. Both processes run with the
+ * checkout's own launch flags ({@link launchFlags}); `options.nodeFlags` are node's flags for both
+ * processes besides (`--import` of a module, say), after BENCH_NODE_ARGS and those; `options.env` is
  * added to `svc serve`'s environment (a setting to compare, say).
  */
 export async function startSvc(
@@ -143,7 +160,7 @@ export async function startSvc(
       DATABASE_URL: store.databaseUrl ?? '',
       ...options.env,
     },
-    [...nodeFlags, bin],
+    [...launchFlags(bin), ...nodeFlags, bin],
   );
   running.push(server);
   const url = await listeningUrl('svc serve', server);
@@ -180,7 +197,7 @@ export async function startSvc(
       '16',
     ],
     { SVC_NODE_API_KEY: operatorKey },
-    [...nodeFlags, bin],
+    [...launchFlags(bin), ...nodeFlags, bin],
   );
   running.push(agent);
   const pair: SvcPair = { url, buyerKey: buyer.api_key, server, agent, store };
