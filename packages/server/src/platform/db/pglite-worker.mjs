@@ -1,6 +1,7 @@
 // The worker thread of the embedded store (pglite.ts): PGlite and every statement run here, off the
-// server's event loop. Plain JavaScript with no import of our own, so that it loads the same way
-// under tsx, vitest and the compiled `svc`: a worker thread does not inherit their loaders.
+// server's event loop. Plain JavaScript importing only plain JavaScript of our own
+// (pglite-protocol.mjs), so that it loads the same way under tsx, vitest and the compiled `svc`:
+// a worker thread does not inherit their loaders.
 //
 // The thread serves one store at a time, opened by a message `{dir, port, buffersMb}` on the parent port and
 // then spoken to on `port` until it is closed; the server may then open another store in the same
@@ -12,6 +13,7 @@ import { mkdirSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite, parse, protocol, types } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
+import { statementMessage } from './pglite-protocol.mjs';
 
 /** The same rule as `toSafeNumber` in pglite.ts (which node-postgres's int8 parser also uses). */
 const parsers = {
@@ -21,8 +23,6 @@ const parsers = {
     return n;
   },
 };
-
-const SYNC = protocol.serialize.sync();
 
 /** Prepared statements kept per store; past this many the least recently used are closed. */
 const MAX_PREPARED = 500;
@@ -94,19 +94,14 @@ class Store {
    * and Sync as a single message. `PGlite.query` makes six calls (it first asks for the parameter
    * types to serialize by them), which costs about 150 us more per statement. The parameters come
    * from the server's thread already as node-postgres sends them (text, bytes or null), so the
-   * same SQL and values behave alike on both stores. The caller holds PGlite's query lock.
+   * same SQL and values behave alike on both stores. The message is written into a buffer the
+   * next statement reuses (pglite-protocol.mjs): `execProtocol` reads it before it first yields.
+   * The caller holds PGlite's query lock.
    */
   async runStatement(sql, params) {
     const { prepared, pg } = this;
     const { name, parse: mustParse } = prepared.name(sql);
-    const message = Buffer.concat([
-      ...prepared.takeCloses(),
-      ...(mustParse ? [protocol.serialize.parse({ name, text: sql })] : []),
-      protocol.serialize.bind({ statement: name, values: params }),
-      protocol.serialize.describe({ type: 'P' }),
-      protocol.serialize.execute({}),
-      SYNC,
-    ]);
+    const message = statementMessage(prepared.takeCloses(), name, mustParse ? sql : undefined, params);
     let messages;
     try {
       ({ messages } = await pg.execProtocol(message, { syncToFs: false }));
