@@ -17,12 +17,18 @@ const DESCRIBE_PORTAL = Buffer.from([0x44, 0, 0, 0, 6, 0x50, 0]);
 
 /** Reused between statements: a message is read while `execProtocol` is called, then never again. */
 let scratch = Buffer.allocUnsafeSlow(64 * 1024);
+/**
+ * The largest the reused buffer grows to (a flush of many requests takes a few hundred KB); a
+ * larger message (a knowledge-base document's chunks, say) gets a buffer of its own, so that one
+ * big statement does not hold its size for the rest of the thread's life.
+ */
+const SCRATCH_MAX = 1024 * 1024;
 
 /**
- * (the `closes`,) (Parse of `sql` as `name` when `parse`,) Bind of `name` with `params`
+ * (the `closes`,) (Parse of `sql` as `name`, when given,) Bind of `name` with `params`
  * (text, bytes sent in binary format, or null), Describe, Execute and Sync: the messages
- * `protocol.serialize` writes for them, in one buffer. The buffer is only valid until the next
- * call: hand it to PGlite at once.
+ * `protocol.serialize` writes for them, in one buffer. The buffer of a message up to 1 MB is only
+ * valid until the next call: hand it to PGlite at once.
  *
  * @param {readonly Uint8Array[]} closes Close messages owed, sent first.
  * @param {string} name The prepared statement's name.
@@ -31,22 +37,13 @@ let scratch = Buffer.allocUnsafeSlow(64 * 1024);
  * @returns {Buffer}
  */
 export function statementMessage(closes, name, sql, params) {
-  const nameBytes = Buffer.byteLength(name);
-  let size = SYNC.length + EXECUTE.length + DESCRIBE_PORTAL.length;
-  for (const close of closes) size += close.length;
-  const parseLength = sql === undefined ? 0 : 4 + nameBytes + 1 + Buffer.byteLength(sql) + 1 + 2;
-  if (sql !== undefined) size += 1 + parseLength;
-  // Bind: portal '' and the statement's name, a format code and a value per parameter, and one
-  // result format code (text).
-  let bindLength = 4 + 1 + nameBytes + 1 + 2 + 2 * params.length + 2 + 2;
-  for (const value of params) {
-    bindLength += 4;
-    if (value === null) continue;
-    bindLength += typeof value === 'string' ? Buffer.byteLength(value) : value.byteLength;
+  const lengths = lengthsOf(closes, name, sql, params);
+  let out;
+  if (lengths.total > SCRATCH_MAX) out = Buffer.allocUnsafeSlow(lengths.total);
+  else {
+    if (scratch.length < lengths.total) scratch = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(lengths.total)));
+    out = scratch;
   }
-  size += 1 + bindLength;
-  if (scratch.length < size) scratch = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(size)));
-  const out = scratch;
   let at = 0;
   for (const close of closes) {
     out.set(close, at);
@@ -54,7 +51,7 @@ export function statementMessage(closes, name, sql, params) {
   }
   if (sql !== undefined) {
     out[at++] = 0x50; // 'P'
-    at = out.writeInt32BE(parseLength, at);
+    at = out.writeInt32BE(lengths.parse, at);
     at += out.write(name, at);
     out[at++] = 0;
     at += out.write(sql, at);
@@ -62,7 +59,7 @@ export function statementMessage(closes, name, sql, params) {
     at = out.writeInt16BE(0, at); // no parameter types: the server infers them
   }
   out[at++] = 0x42; // 'B'
-  at = out.writeInt32BE(bindLength, at);
+  at = out.writeInt32BE(lengths.bind, at);
   out[at++] = 0; // the unnamed portal
   at += out.write(name, at);
   out[at++] = 0;
@@ -87,6 +84,25 @@ export function statementMessage(closes, name, sql, params) {
     out.set(fixed, at);
     at += fixed.length;
   }
-  if (at !== size) throw new Error(`statement message: wrote ${at} bytes of ${size}`);
-  return out.subarray(0, size);
+  if (at !== lengths.total) throw new Error(`statement message: wrote ${at} bytes of ${lengths.total}`);
+  return out.subarray(0, at);
+}
+
+/**
+ * The Parse and Bind messages' length fields (which count themselves, not the type byte) and the
+ * whole message's size in bytes.
+ */
+function lengthsOf(closes, name, sql, params) {
+  const nameBytes = Buffer.byteLength(name);
+  const parse = sql === undefined ? 0 : 4 + nameBytes + 1 + Buffer.byteLength(sql) + 1 + 2;
+  // The portal '' and the statement's name, a format code and a value per parameter, and one
+  // result format code (text).
+  let bind = 4 + 1 + nameBytes + 1 + 2 + 2 * params.length + 2 + 2;
+  for (const value of params) {
+    bind += 4;
+    if (value !== null) bind += typeof value === 'string' ? Buffer.byteLength(value) : value.byteLength;
+  }
+  let total = (sql === undefined ? 0 : 1 + parse) + 1 + bind + DESCRIBE_PORTAL.length + EXECUTE.length + SYNC.length;
+  for (const close of closes) total += close.length;
+  return { parse, bind, total };
 }

@@ -50,10 +50,12 @@ describe("the store thread's statement messages", () => {
     expect(Buffer.compare(statementMessage(closes, name, sql, params), serialized(closes, name, sql, params))).toBe(0);
   });
 
-  it('reuses its buffer: a message is only valid until the next one is written', () => {
-    const first = statementMessage([], 'svc_0', 'SELECT 1', []);
-    const copy = Buffer.from(first);
-    statementMessage([], 'svc_1', 'SELECT 2', []);
-    expect(Buffer.compare(first, copy)).not.toBe(0);
+  it('reuses one buffer up to 1 MB, and keeps none for a larger message', () => {
+    const kept = statementMessage([], 'svc_0', 'SELECT $1', ['x'.repeat(900_000)]).buffer;
+    expect(statementMessage([], 'svc_1', 'SELECT 1', []).buffer).toBe(kept);
+    const big = statementMessage([], 'svc_2', 'SELECT $1', ['y'.repeat(2_000_000)]);
+    expect(big.buffer).not.toBe(kept);
+    expect(statementMessage([], 'svc_3', 'SELECT 3', []).buffer).toBe(kept);
+    expect(Buffer.compare(big, serialized([], 'svc_2', 'SELECT $1', ['y'.repeat(2_000_000)]))).toBe(0);
   });
 });
