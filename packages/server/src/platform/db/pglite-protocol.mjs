@@ -35,6 +35,8 @@ const SCRATCH_MAX = 1024 * 1024;
  * @param {string | undefined} sql The text to parse, or undefined when `name` is parsed already.
  * @param {readonly (string | Uint8Array | null)[]} params
  * @returns {Buffer}
+ * @example
+ * const { messages } = await pg.execProtocol(statementMessage([], 'svc_0', 'SELECT $1::int', ['1']), { syncToFs: false });
  */
 export function statementMessage(closes, name, sql, params) {
   const lengths = lengthsOf(closes, name, sql, params);
