@@ -144,7 +144,7 @@ export async function startSvc(
   ready: (pair: SvcPair) => Promise<void>,
   options: { nodeFlags?: string[]; env?: Record<string, string> } = {},
 ): Promise<SvcPair> {
-  const nodeFlags = options.nodeFlags ?? [];
+  const nodeFlags = [...launchFlags(bin), ...(options.nodeFlags ?? [])];
   const store = await createTestStore();
   const nodeDir = await mkdtemp(join(tmpdir(), 'svc-bench-node-'));
   cleanups.push(async () => {
@@ -160,7 +160,7 @@ export async function startSvc(
       DATABASE_URL: store.databaseUrl ?? '',
       ...options.env,
     },
-    [...launchFlags(bin), ...nodeFlags, bin],
+    [...nodeFlags, bin],
   );
   running.push(server);
   const url = await listeningUrl('svc serve', server);
@@ -197,7 +197,7 @@ export async function startSvc(
       '16',
     ],
     { SVC_NODE_API_KEY: operatorKey },
-    [...launchFlags(bin), ...nodeFlags, bin],
+    [...nodeFlags, bin],
   );
   running.push(agent);
   const pair: SvcPair = { url, buyerKey: buyer.api_key, server, agent, store };

@@ -10,10 +10,8 @@
 // external memory started a full collection of the thread's heap about twice a second under
 // load. The bytes are the same (pglite-protocol.test.ts compares them).
 
-/** `Execute` of the unnamed portal, all rows; `Sync`; `Describe` of the unnamed portal. */
-const EXECUTE = Buffer.from([0x45, 0, 0, 0, 9, 0, 0, 0, 0, 0]);
-const SYNC = Buffer.from([0x53, 0, 0, 0, 4]);
-const DESCRIBE_PORTAL = Buffer.from([0x44, 0, 0, 0, 6, 0x50, 0]);
+/** What follows every Bind: `Describe` of the unnamed portal, `Execute` of it (all rows), `Sync`. */
+const TAIL = Buffer.from([0x44, 0, 0, 0, 6, 0x50, 0, 0x45, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0x53, 0, 0, 0, 4]);
 
 /** Reused between statements: a message is read while `execProtocol` is called, then never again. */
 let scratch = Buffer.allocUnsafeSlow(64 * 1024);
@@ -82,10 +80,8 @@ export function statementMessage(closes, name, sql, params) {
     }
   }
   at = out.writeInt16BE(0, at); // results in text
-  for (const fixed of [DESCRIBE_PORTAL, EXECUTE, SYNC]) {
-    out.set(fixed, at);
-    at += fixed.length;
-  }
+  out.set(TAIL, at);
+  at += TAIL.length;
   if (at !== lengths.total) throw new Error(`statement message: wrote ${at} bytes of ${lengths.total}`);
   return out.subarray(0, at);
 }
@@ -104,7 +100,7 @@ function lengthsOf(closes, name, sql, params) {
     bind += 4;
     if (value !== null) bind += typeof value === 'string' ? Buffer.byteLength(value) : value.byteLength;
   }
-  let total = (sql === undefined ? 0 : 1 + parse) + 1 + bind + DESCRIBE_PORTAL.length + EXECUTE.length + SYNC.length;
+  let total = (sql === undefined ? 0 : 1 + parse) + 1 + bind + TAIL.length;
   for (const close of closes) total += close.length;
   return { parse, bind, total };
 }
