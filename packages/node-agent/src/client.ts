@@ -1,5 +1,6 @@
 import { NODE_HEADERS, registerMessage, requestMessage, signHex } from '@svc/protocol';
 import { abortReason } from './backoff.js';
+import { callSignal } from './call-signal.js';
 import type { NodeIdentity } from './identity.js';
 import {
   parseEventsResponse,
@@ -108,11 +109,13 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
     call: CallOptions,
   ) {
     const timeoutMs = call.timeoutMs ?? options.timeoutMs ?? 30_000;
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = call.signal ? AbortSignal.any([call.signal, timeout]) : timeout;
+    // Ended once the body is read: the agent's stop signal, which every call follows, keeps nothing of it.
+    const scope = callSignal(timeoutMs, [call.signal]);
+    const { signal } = scope;
     const fail = (err: unknown): never => {
       if (call.signal?.aborted) throw abortReason(call.signal);
-      if (timeout.aborted) throw new ControlPlaneError(0, 'timeout', `no answer from ${origin} within ${timeoutMs} ms`);
+      if (scope.timedOut())
+        throw new ControlPlaneError(0, 'timeout', `no answer from ${origin} within ${timeoutMs} ms`);
       const cause = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
       throw new ControlPlaneError(0, 'network_error', `cannot reach ${origin}: ${cause}`);
     };
@@ -123,6 +126,8 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
       text = await res.text();
     } catch (err) {
       return fail(err);
+    } finally {
+      scope.done();
     }
     if (!res.ok) throw errorFromResponse(res, text);
     if (text === '') return undefined;

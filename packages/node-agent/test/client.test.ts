@@ -13,6 +13,7 @@ import {
 } from '@svc/protocol';
 import { ControlPlaneError, createNodeClient, loadOrCreateIdentity, type NodeIdentity } from '../src/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from './fake-control-plane.js';
+import { followersOf } from './helpers.js';
 
 describe('node protocol client', () => {
   let cp: FakeControlPlane;
@@ -152,6 +153,15 @@ describe('node protocol client', () => {
     const call = aborting.heartbeat({ load: 0, active_work: [] }, { signal: controller.signal });
     controller.abort(new Error('stopping'));
     await expect(call).rejects.toThrow('stopping');
+  });
+
+  it('keeps nothing of a finished call on the signal every call follows (the agent stop)', async () => {
+    const client = createNodeClient({ server: cp.url, apiKey: cp.apiKey, identity });
+    await client.register({ country: 'CA' });
+    const stop = new AbortController();
+    for (let i = 0; i < 40; i++) await client.heartbeat({ load: 0, active_work: [] }, { signal: stop.signal });
+    // Node 20's AbortSignal.any kept one composite a call in the stop signal for the agent's life.
+    expect(followersOf(stop.signal)).toBeLessThanOrEqual(1);
   });
 
   it('keeps a base path prefix in what it signs and sends', async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createOpenAIUpstreamEngine } from '../src/engines/openai-upstream.js';
 import type { Engine } from '../src/engines/interface.js';
+import { followersOf } from './helpers.js';
 import { createSineWav, PNG_SIGNATURE, startOpenAITestServer, type OpenAITestServer } from './testing.js';
 
 const MODELS = new Map([
@@ -38,6 +39,23 @@ afterAll(async () => {
 });
 
 describe('openai-upstream chat', () => {
+  it('keeps nothing of a finished call on the signal it followed (no timer, listener or dependant per call)', async () => {
+    const stop = new AbortController();
+    for (let i = 0; i < 30; i++) {
+      await engine.chat(
+        { model: 'tinyllama', messages: [{ role: 'user', content: `plain ${i}` }] },
+        { signal: stop.signal },
+      );
+      await engine.chat(
+        { model: 'tinyllama', messages: [{ role: 'user', content: `streamed ${i}` }] },
+        { signal: stop.signal, onDelta: () => undefined },
+      );
+      await engine.embed({ model: 'all-MiniLM-L6-v2', input: [`embedded ${i}`] }, { signal: stop.signal });
+    }
+    // One listener stands for every call in flight; Node 20's AbortSignal.any kept one composite a call.
+    expect(followersOf(stop.signal)).toBeLessThanOrEqual(1);
+  });
+
   it("sends JSON calls (chat, embeddings) and streamed chats through undici's request, not fetch", async () => {
     const spy = vi.spyOn(globalThis, 'fetch');
     try {

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -78,4 +79,19 @@ export async function makeAgent(
     workEvents: () => events.filter((e): e is Extract<AgentEvent, { event: 'work' }> => e.event === 'work'),
     cleanup,
   };
+}
+
+/**
+ * What a signal still holds of the calls that followed it: its `abort` listeners plus, on Node
+ * versions whose `AbortSignal.any` keeps its composites in their sources (Node 20: a set under the
+ * internal symbol `kDependantSignals`, nodejs/node#55351), those composites. Zero once every call
+ * that followed it has ended.
+ */
+export function followersOf(signal: AbortSignal): number {
+  const dependants = Object.getOwnPropertySymbols(signal).find((s) => s.description === 'kDependantSignals');
+  // Node's own SafeSet, not an instance of the global Set: read its size.
+  const set =
+    dependants === undefined ? undefined : (signal as unknown as Record<symbol, { size?: unknown }>)[dependants];
+  const size = typeof set?.size === 'number' ? set.size : 0;
+  return getEventListeners(signal, 'abort').length + size;
 }

@@ -219,6 +219,8 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
           json = { text: (await upstream.response.text()).trim() };
         } catch (error) {
           throw upstream.fail(error, 'reading the upstream response failed');
+        } finally {
+          upstream.end();
         }
       }
       if (typeof json?.text !== 'string') throw malformed('transcription');
@@ -264,6 +266,8 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
               bytes = Buffer.from(await upstream.response.arrayBuffer());
             } catch (error) {
               throw upstream.fail(error, 'downloading the upstream image failed');
+            } finally {
+              upstream.end();
             }
           } else {
             throw malformed('image');

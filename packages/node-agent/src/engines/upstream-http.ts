@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import { request } from 'undici';
+import { callSignal } from '../call-signal.js';
 import { type CallOptions, EngineError } from './interface.js';
 
 export interface UpstreamHttpConfig {
@@ -15,6 +16,11 @@ export interface UpstreamResponse {
   response: Response;
   /** Turns a failure while reading the body into an EngineError, `context` naming the step. */
   fail(error: unknown, context?: string): EngineError;
+  /**
+   * The body was read (or given up): the call is over, its timeout cleared. Until then the
+   * timeout covers the reading too; a response never ended is aborted when the timeout passes.
+   */
+  end(): void;
 }
 
 /** Takes each piece of a body as it arrives; returns false to stop reading. */
@@ -107,39 +113,45 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
   const base = config.baseUrl.replace(/\/+$/, '');
   const origin = new URL(base).origin;
 
-  /** The call's signal (timeout, engine closed, caller) and the mapping of its failures to EngineError. */
-  function callSignal(options: CallOptions) {
-    const timeout = AbortSignal.timeout(config.timeoutMs);
-    const signals = [timeout, closing.signal, ...(options.signal ? [options.signal] : [])];
-    const signal = AbortSignal.any(signals);
+  /**
+   * The call's signal (timeout, engine closed, caller), the mapping of its failures to EngineError,
+   * and `end`, for when the call is over (its body read or given up): it clears the timeout and
+   * stops following the engine's and the caller's signals (../call-signal.ts).
+   */
+  function callScope(options: CallOptions) {
+    const call = callSignal(config.timeoutMs, [closing.signal, options.signal]);
     const fail = (error: unknown, context = 'upstream request failed'): EngineError => {
       if (error instanceof EngineError) return error;
       if (options.signal?.aborted) return new EngineError('request aborted by the caller', false);
-      if (timeout.aborted) return new EngineError(`upstream timed out after ${config.timeoutMs} ms`, true);
+      if (call.timedOut()) return new EngineError(`upstream timed out after ${config.timeoutMs} ms`, true);
       if (closing.signal.aborted) return new EngineError('engine closed', true);
       return new EngineError(`${context}: ${describe(error)}`, true);
     };
-    return { signal, fail };
+    return { signal: call.signal, fail, end: call.done };
   }
 
   async function send(url: string, init: RequestInit, options: CallOptions): Promise<UpstreamResponse> {
-    const { signal, fail } = callSignal(options);
-    if (signal.aborted) throw fail(signal.reason);
-
-    const headers = new Headers(init.headers);
-    // The key goes only to the upstream itself, not to a third-party image host.
-    if (config.apiKey && new URL(url).origin === origin) headers.set('authorization', `Bearer ${config.apiKey}`);
+    const { signal, fail, end } = callScope(options);
     let response: Response;
     try {
-      response = await (config.fetch ?? fetch)(url, { ...init, headers, signal });
+      if (signal.aborted) throw fail(signal.reason);
+      const headers = new Headers(init.headers);
+      // The key goes only to the upstream itself, not to a third-party image host.
+      if (config.apiKey && new URL(url).origin === origin) headers.set('authorization', `Bearer ${config.apiKey}`);
+      try {
+        response = await (config.fetch ?? fetch)(url, { ...init, headers, signal });
+      } catch (error) {
+        throw fail(error);
+      }
+      if (!response.ok) {
+        const text = await response.text().catch(() => '');
+        throw statusError(response.status, text);
+      }
     } catch (error) {
-      throw fail(error);
+      end();
+      throw error;
     }
-    if (!response.ok) {
-      const text = await response.text().catch(() => '');
-      throw statusError(response.status, text);
-    }
-    return { response, fail };
+    return { response, fail, end };
   }
 
   const post: UpstreamHttp['post'] = (path, body, options = {}) => {
@@ -150,16 +162,21 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
     return send(`${base}${path}`, init, options);
   };
 
-  /** A JSON POST through undici's `request`: its status and body, or the call's EngineError. */
+  /**
+   * A JSON POST through undici's `request`: its status and body, or the call's EngineError. The
+   * call is over when the body closes (read to its end, or destroyed).
+   */
   async function requestJson(path: string, json: unknown, options: CallOptions) {
-    const { signal, fail } = callSignal(options);
-    if (signal.aborted) throw fail(signal.reason);
+    const { signal, fail, end } = callScope(options);
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
     try {
+      if (signal.aborted) throw fail(signal.reason);
       const response = await request(`${base}${path}`, { method: 'POST', headers, body: JSON.stringify(json), signal });
+      response.body.once('close', end);
       return { status: response.statusCode, body: response.body, fail };
     } catch (error) {
+      end();
       throw fail(error);
     }
   }
@@ -183,10 +200,13 @@ export function createUpstreamHttp(config: UpstreamHttpConfig): UpstreamHttp {
     },
     async postStream(path, json, options = {}) {
       if (config.fetch !== undefined) {
-        const { response, fail } = await post(path, { json }, options);
+        const { response, fail, end } = await post(path, { json }, options);
         const stream = response.body;
-        if (stream === null) throw new EngineError('upstream returned an empty stream', true);
-        return { read: (onChunk) => readWebBody(stream, onChunk), fail };
+        if (stream === null) {
+          end();
+          throw new EngineError('upstream returned an empty stream', true);
+        }
+        return { read: (onChunk) => readWebBody(stream, onChunk).finally(end), fail };
       }
       const { status, body, fail } = await requestJson(path, json, options);
       if (status < 200 || status > 299) throw statusError(status, await body.text().catch(() => ''));
@@ -209,6 +229,8 @@ export async function readJson(upstream: UpstreamResponse): Promise<unknown> {
     text = await upstream.response.text();
   } catch (error) {
     throw upstream.fail(error, 'reading the upstream response failed');
+  } finally {
+    upstream.end();
   }
   try {
     return JSON.parse(text) as unknown;

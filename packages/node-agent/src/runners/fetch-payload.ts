@@ -1,5 +1,6 @@
 import { firstRefused, guardedDispatcher } from '@svc/protocol/egress';
 import { fetch as undiciFetch, type Dispatcher } from 'undici';
+import { callSignal } from '../call-signal.js';
 import { WorkError } from './types.js';
 
 /** Limits on a `payload_url` download (audio for kind 3). */
@@ -58,8 +59,8 @@ export async function fetchPayload(rawUrl: unknown, options: FetchPayloadOptions
     URL.canParse(options.trustedOrigin) &&
     url.origin === new URL(options.trustedOrigin).origin;
 
-  const timeout = AbortSignal.timeout(timeoutMs);
-  const combined = AbortSignal.any([signal, timeout]);
+  const call = callSignal(timeoutMs, [signal]);
+  const combined = call.signal;
   try {
     const res = options.fetch
       ? await options.fetch(url, { signal: combined, redirect: 'error' })
@@ -88,7 +89,9 @@ export async function fetchPayload(rawUrl: unknown, options: FetchPayloadOptions
     // undici wraps a refused connection in "fetch failed": the refusal is among its causes.
     for (let cause: unknown = err, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++)
       if (cause instanceof WorkError) throw cause;
-    if (timeout.aborted) throw new WorkError(`payload_url did not download within ${timeoutMs} ms`, true);
+    if (call.timedOut()) throw new WorkError(`payload_url did not download within ${timeoutMs} ms`, true);
     throw new WorkError(`cannot fetch payload_url: ${err instanceof Error ? err.message : String(err)}`, true);
+  } finally {
+    call.done();
   }
 }
