@@ -7,7 +7,8 @@
  * lives (nodejs/node#55351, #64476), so combining a long-lived signal (the agent's stop, an
  * engine's close) with each call grew that set by one entry a call, for good; and the timer of
  * `AbortSignal.timeout` runs its whole timeout after the call ended (120 s for an upstream call).
- * Here `done` clears the timer and removes the listeners: a finished call leaves nothing behind.
+ * Here `done` clears the timer and takes the call out of the sources' calls in flight: a finished
+ * call leaves nothing behind.
  */
 export interface CallSignal {
   /** Aborts with the first source's reason, or with a `TimeoutError` when the time is up. */
@@ -70,21 +71,19 @@ const following = new WeakMap<AbortSignal, Set<(reason: unknown) => void>>();
 
 /** Calls `abort` with the source's reason when it aborts, until the returned function is called. */
 function follow(source: AbortSignal, abort: (reason: unknown) => void): () => void {
-  let calls = following.get(source);
-  if (calls === undefined) {
-    const set = new Set<(reason: unknown) => void>();
-    following.set(source, set);
+  const known = following.get(source);
+  const calls = known ?? new Set<(reason: unknown) => void>();
+  if (known === undefined) {
+    following.set(source, calls);
     source.addEventListener(
       'abort',
       () => {
-        for (const call of [...set]) call(source.reason);
-        set.clear();
+        for (const call of [...calls]) call(source.reason);
+        calls.clear();
       },
       { once: true },
     );
-    calls = set;
   }
-  const set = calls;
-  set.add(abort);
-  return () => set.delete(abort);
+  calls.add(abort);
+  return () => calls.delete(abort);
 }

@@ -60,12 +60,11 @@ export async function fetchPayload(rawUrl: unknown, options: FetchPayloadOptions
     url.origin === new URL(options.trustedOrigin).origin;
 
   const call = callSignal(timeoutMs, [signal]);
-  const combined = call.signal;
   try {
     const res = options.fetch
-      ? await options.fetch(url, { signal: combined, redirect: 'error' })
+      ? await options.fetch(url, { signal: call.signal, redirect: 'error' })
       : await undiciFetch(url, {
-          signal: combined,
+          signal: call.signal,
           redirect: 'error',
           ...(trusted ? {} : { dispatcher: publicOnly() }),
         });
