@@ -11,6 +11,7 @@
  * @example
  * npx tsx bench/gateway.ts --requests 300 --duration 10 --concurrency 16
  * npx tsx bench/gateway.ts --baseline /tmp/svc-at-main
+ * npx tsx bench/gateway.ts --warmup 1000 --warmup-load 0   # as it warmed up before 2026-11-27 (fourth session)
  * npx tsx bench/gateway.ts --baseline . --env SVC_WRITER_FLUSH_MS=50 --baseline-env SVC_WRITER_FLUSH_MS=2
  * DATABASE_URL=postgres://... npx tsx bench/gateway.ts
  */
@@ -24,7 +25,7 @@ import { join } from 'node:path';
 import type { Db } from '../packages/server/src/platform/db/index.js';
 import { createPgliteDb } from '../packages/server/src/platform/db/pglite.js';
 import { createPostgresDb } from '../packages/server/src/platform/db/postgres.js';
-import { positiveInt, printTable, ratio, turnOrder, wholeNumber } from './lib.js';
+import { inLoops, positiveInt, printTable, ratio, turnOrder, wholeNumber } from './lib.js';
 import {
   baselineBin,
   envSettings,
@@ -45,6 +46,7 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '10' },
     concurrency: { type: 'string', default: '16' },
     warmup: { type: 'string', default: '1000' },
+    'warmup-load': { type: 'string', default: '4000' },
     baseline: { type: 'string' },
     env: { type: 'string' },
     'baseline-env': { type: 'string' },
@@ -54,6 +56,7 @@ const requests = positiveInt('requests', values.requests);
 const duration = positiveInt('duration', values.duration);
 const concurrency = Math.min(16, positiveInt('concurrency', values.concurrency));
 const warmup = wholeNumber('warmup', values.warmup);
+const warmupLoad = wholeNumber('warmup-load', values['warmup-load']);
 const BASELINE_BIN = baselineBin(values.baseline);
 const ENV = envSettings('--env', values.env);
 const BASELINE_ENV = envSettings('--baseline-env', values['baseline-env']);
@@ -359,9 +362,12 @@ try {
     () => '',
   );
   const others = [...relays, ...svcTargets];
-  // A gateway runs for days: warm the processes up (V8 tiers PGlite's WASM and the JS up over the
-  // first few hundred requests) so the figures are the steady state, not the first minute.
+  // A gateway runs for days: warm the processes up so the figures are the steady state, not the
+  // first minute. V8 keeps optimizing svc's code for thousands of requests, and the paths a
+  // loaded server takes (a flush of many requests, a node with every slot busy) only under load:
+  // one request at a time first, then from the loops, each target alone.
   for (let i = 0; i < warmup; i++) for (const t of others) await chat(t);
+  for (const t of others) await inLoops(concurrency, warmupLoad, () => chat(t));
 
   const storeKind = process.env.DATABASE_URL ? 'postgres' : 'pglite';
   console.log(
@@ -379,7 +385,7 @@ try {
           .join(' ')}`,
       );
   console.log(
-    `warm-up: ${warmup} requests through each; latency: ${requests} sequential requests each, the targets taking turns request by request, then again in blocks of 50 (warm); throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`,
+    `warm-up: ${warmup} requests through each one at a time, then ${warmupLoad} from ${concurrency} loops; latency: ${requests} sequential requests each, the targets taking turns request by request, then again in blocks of 50 (warm); throughput: ${concurrency} concurrent requests, ${duration}s each in 1 s turns after 2s warm-up`,
   );
   console.log(
     'upstream: the OpenAI test server in this process (echo model, no added delay; streams one word per chunk, 1 ms apart)\n',

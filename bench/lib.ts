@@ -22,6 +22,22 @@ export function wholeNumber(name: string, raw: string): number {
   return Number(raw);
 }
 
+/**
+ * `count` calls of `call` from `loops` concurrent loops, each loop starting its next call when its
+ * last one ended.
+ *
+ * @example
+ * await inLoops(16, 4000, () => chat(target));
+ */
+export async function inLoops(loops: number, count: number, call: () => Promise<void>): Promise<void> {
+  let left = count;
+  await Promise.all(
+    Array.from({ length: loops }, async () => {
+      while (left-- > 0) await call();
+    }),
+  );
+}
+
 /** autocannon against one URL after a warm-up; the client runs in a worker thread. */
 export async function measureThroughput(
   url: string,

@@ -117,6 +117,30 @@ export const UNLIMITED_RATES = {
   SVC_ANON_RATE_LIMIT_RPS: '1000000',
 };
 
+/**
+ * A non-streamed or streamed chat request of the benches (tinyllama, one short message, 16 tokens)
+ * to a pair's `/v1/chat/completions`, with its buyer's key.
+ *
+ * @example
+ * const res = await postChat(pair, { stream: true });
+ */
+export function postChat(
+  pair: Pick<SvcPair, 'url' | 'buyerKey'>,
+  options: { stream?: boolean; signal?: AbortSignal } = {},
+): Promise<Response> {
+  return fetch(`${pair.url}/v1/chat/completions`, {
+    method: 'POST',
+    signal: options.signal,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${pair.buyerKey}` },
+    body: JSON.stringify({
+      model: 'tinyllama',
+      messages: [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }],
+      max_tokens: 16,
+      stream: options.stream ?? false,
+    }),
+  });
+}
+
 /** A started `svc serve` with its `svc node`: the buyer's key, the processes, the store. */
 export interface SvcPair {
   /** `http://127.0.0.1:<port>`. */
