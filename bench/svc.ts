@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -67,12 +67,36 @@ export const RELAY = fileURLToPath(new URL('./relay.ts', import.meta.url));
 /** Extra node flags for the svc processes, e.g. `BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'`. */
 const NODE_ARGS = process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
 
+/** The processes started here and still running: killed when the bench exits however it exits. */
+const children = new Set<ChildProcess>();
+let reaping = false;
+
+/**
+ * Kills every process started here as the bench exits, also when it does not reach its own
+ * `stop` calls: a `timeout` or Ctrl-C (SIGTERM, SIGINT, SIGHUP become an exit), a closed pipe or
+ * an error. A `svc serve` left running takes a CPU from whatever runs next (on 2026-11-27 three
+ * such made a CI run fail).
+ */
+function reapOnExit(child: ChildProcess): void {
+  if (!reaping) {
+    reaping = true;
+    process.once('exit', () => {
+      for (const c of children) c.kill('SIGKILL');
+    });
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
+      process.once(signal, () => process.exit(128 + constants.signals[signal]));
+  }
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+}
+
 /** Runs `svc <args>` (or, given `script`, that script: another checkout's svc, the relay) as a child process; `output()` is what it printed so far. */
 export function svcProcess(args: string[], env: Record<string, string>, script: string[] = [SVC_BIN]): SvcProcess {
   const child = spawn(process.execPath, [...NODE_ARGS, ...script, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  reapOnExit(child);
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
