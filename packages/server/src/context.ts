@@ -148,7 +148,11 @@ export async function createContext(
     const keyCache = await createKeyCache({ db, bus, log });
     const nodeDirectory = await createNodeDirectory(
       { db, bus, log },
-      { localOpen: () => hub.attempts.openPerNode, openWork: () => openWorkByNode(db) },
+      {
+        localOpen: () => hub.attempts.openPerNode,
+        localWork: () => hub.attempts.openWorkIds(),
+        openWork: (except) => openWorkByNode(db, except),
+      },
     );
     const egress = createEgress({ allowPrivate: config.allowPrivateEgress, resolve: options.egressResolve });
     const metrics = createMetrics();

@@ -46,6 +46,8 @@ export interface RunningAttempts {
   readonly size: number;
   /** How many of these requests each node holds now (the directory's open work of this instance). */
   readonly openPerNode: ReadonlyMap<string, number>;
+  /** The work ids of these requests' current attempts (what the store's count of open work leaves out). */
+  openWorkIds(): string[];
 }
 
 export interface RunningAttempt {
@@ -157,6 +159,9 @@ export function createRunningAttempts(): RunningAttempts {
     },
     get openPerNode() {
       return perNode;
+    },
+    openWorkIds() {
+      return [...byWork.keys()];
     },
   };
 }

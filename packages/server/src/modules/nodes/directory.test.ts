@@ -13,7 +13,7 @@ import {
   type TestNode,
   type TestStore,
 } from '../../../test/harness.js';
-import { NODE_DIRECTORY_REFRESH_MS, type DirectoryCandidate } from './directory.js';
+import { createNodeDirectory, NODE_DIRECTORY_REFRESH_MS, type DirectoryCandidate } from './directory.js';
 
 const chat = (extra: Record<string, unknown> = {}) => ({
   model: 'tinyllama',
@@ -147,6 +147,39 @@ describe('node directory: routing without a statement, on one instance', () => {
     const now = Date.now();
     expect(byId(await t.ctx.nodeDirectory.serving('tinyllama', now + 29_000), node.nodeId)?.country).toBe('BR');
     expect(byId(await t.ctx.nodeDirectory.serving('tinyllama', now + 31_000), node.nodeId)).toBeUndefined();
+  });
+
+  it("counts each of this instance's attempts once, whether or not a refresh of the store already sees its work", async () => {
+    const node = await createTestNode(t.app, operatorKey, { country: 'DE', region: 'eu-central' });
+    // One attempt of this instance on the node, open from before the directory's first read. Its
+    // work row is written behind the dispatch: not in the store at the first read, in it at the next.
+    const local = new Map([[node.nodeId, 1]]);
+    let inStore = false;
+    const directory = await createNodeDirectory(
+      { db: t.ctx.db, bus: t.ctx.bus, log: t.ctx.log },
+      {
+        refreshMs: 3_600_000,
+        localOpen: () => local,
+        localWork: () => (local.size > 0 ? ['wrk_directory_attempt'] : []),
+        openWork: async (except: readonly string[] = []) =>
+          new Map(inStore && !except.includes('wrk_directory_attempt') ? [[node.nodeId, 1]] : []),
+      },
+    );
+    try {
+      const open = async () => byId(await directory.serving('tinyllama'), node.nodeId)?.open_work;
+      expect(await open()).toBe(1);
+      inStore = true;
+      await directory.refresh();
+      expect(await open()).toBe(1);
+      // The attempt ends once its completion is written: the store no longer counts the work open.
+      local.clear();
+      inStore = false;
+      expect(await open()).toBe(0);
+      await directory.refresh();
+      expect(await open()).toBe(0);
+    } finally {
+      await directory.close();
+    }
   });
 
   it('open work steers routing to the less loaded node: this instance counts its own at once, the store the rest', async () => {

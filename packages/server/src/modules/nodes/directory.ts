@@ -34,10 +34,13 @@ export interface DirectoryCandidate {
  *   it that late).
  * - **A lost announcement** (PostgreSQL: the listening connection dropped) is repaired by a read
  *   of every live node's routing columns every NODE_DIRECTORY_FULL_READ_MS.
- * - **Open work** is the store's count per node (read every `refreshMs`: job leases and other
- *   instances' requests count from then), moved in memory by this instance's own gateway attempts
- *   (`localOpen`) as they open and end. Routing is a preference: the node's capacity and leases
- *   stay the truth.
+ * - **Open work** is this instance's own gateway attempts per node, counted live as they open and
+ *   end (`localOpen`), plus the store's count of every other open work (read every `refreshMs`:
+ *   job leases and other instances' requests count from then). The store's read leaves out the
+ *   work of this instance's running attempts (`localWork`): their rows are written behind the
+ *   dispatch, so the read may or may not see them, and an attempt must count once either way
+ *   (one opened while the read runs, and seen by it, counts twice until the next refresh).
+ *   Routing is a preference: the node's capacity and leases stay the truth.
  */
 export interface NodeDirectory {
   /** Live nodes serving `model`, with their open work; waits for node reads in flight. */
@@ -80,14 +83,19 @@ interface Entry {
 
 /**
  * Builds the directory and reads the store once (one per process: `ctx.nodeDirectory`).
- * `localOpen` is this instance's open gateway attempts per node (gateway/attempts.ts), read live;
- * `openWork` reads the store's open work per node (work/store.ts `openWorkByNode`: modules/work
- * owns `work_items` and sits above this module, so the reader is handed in).
+ * `localOpen` is this instance's open gateway attempts per node (gateway/attempts.ts), read live,
+ * and `localWork` the work ids of those attempts; `openWork` reads the store's open work per node
+ * but the work ids it is given (work/store.ts `openWorkByNode`: modules/work owns `work_items` and
+ * sits above this module, so the reader is handed in).
  *
  * @example
  * const directory = await createNodeDirectory(
  *   { db, bus, log },
- *   { localOpen: () => hub.attempts.openPerNode, openWork: () => openWorkByNode(db) },
+ *   {
+ *     localOpen: () => hub.attempts.openPerNode,
+ *     localWork: () => hub.attempts.openWorkIds(),
+ *     openWork: (except) => openWorkByNode(db, except),
+ *   },
  * );
  * await directory.serving('tinyllama'); // [{ id: 'node_...', open_work: 0, ... }]
  */
@@ -95,20 +103,21 @@ export async function createNodeDirectory(
   ctx: { db: Queryable; bus: Bus; log: Pick<Logger, 'warn'> },
   options: {
     localOpen?: () => ReadonlyMap<string, number>;
-    openWork?: () => Promise<ReadonlyMap<string, number>>;
+    localWork?: () => readonly string[];
+    openWork?: (except: readonly string[]) => Promise<ReadonlyMap<string, number>>;
     refreshMs?: number;
   } = {},
 ): Promise<NodeDirectory> {
   const refreshMs = options.refreshMs ?? NODE_DIRECTORY_REFRESH_MS;
   const localOpen = options.localOpen ?? (() => new Map<string, number>());
+  const localWork = options.localWork ?? (() => []);
   const openWork = options.openWork ?? (async () => new Map<string, number>());
   const entries = new Map<string, Entry>();
   /** Last signed call served here, per node (ms): newer than the store's `last_seen` by up to a refresh. */
   const seenAt = new Map<string, number>();
   let writes = 0;
-  /** The store's open work per node at the last refresh, and this instance's own at that moment. */
+  /** The store's open work per node at the last refresh, but this instance's running attempts'. */
   let storedOpen: ReadonlyMap<string, number> = new Map<string, number>();
-  let localAtRefresh = new Map<string, number>();
   let refreshedAt = 0;
   let fullReadAt = 0;
   const rereads = new Map<string, { again: boolean; done: Promise<void> }>();
@@ -146,7 +155,6 @@ export async function createNodeDirectory(
   const refresh = (): Promise<void> => {
     refreshing ??= (async () => {
       const since = writes;
-      const local = new Map(localOpen());
       const at = Date.now();
       const full = at - fullReadAt >= NODE_DIRECTORY_FULL_READ_MS;
       // Calls recorded since the last refresh, with a second to spare (the store's clock and ours).
@@ -154,7 +162,7 @@ export async function createNodeDirectory(
       const [rows, seen, open] = await Promise.all([
         full ? liveRoutingNodes(ctx.db, NODE_LIVE_SECONDS) : [],
         full ? [] : recentlySeenNodes(ctx.db, window),
-        openWork(),
+        openWork(localWork()),
       ]);
       for (const row of rows) {
         // A node written or read again since this read began is newer here than in `rows`.
@@ -168,7 +176,6 @@ export async function createNodeDirectory(
         else if (known.writeNo <= since) known.row = { ...known.row, last_seen };
       }
       storedOpen = open;
-      localAtRefresh = local;
       refreshedAt = at;
       if (full) fullReadAt = at;
     })().finally(() => (refreshing = undefined));
@@ -202,7 +209,6 @@ export async function createNodeDirectory(
         if (!row.models.includes(model)) continue;
         const lastSeen = Math.max(row.last_seen?.getTime() ?? 0, seenAt.get(row.id) ?? 0);
         if (now - lastSeen > NODE_LIVE_SECONDS * 1000) continue;
-        const ownSinceRefresh = (local.get(row.id) ?? 0) - (localAtRefresh.get(row.id) ?? 0);
         out.push({
           id: row.id,
           org_id: row.org_id,
@@ -213,7 +219,7 @@ export async function createNodeDirectory(
             row.attestation_verified &&
             row.attestation_expires_at !== null &&
             row.attestation_expires_at.getTime() > now,
-          open_work: Math.max(0, (storedOpen.get(row.id) ?? 0) + ownSinceRefresh),
+          open_work: (storedOpen.get(row.id) ?? 0) + (local.get(row.id) ?? 0),
         });
       }
       return out;

@@ -212,10 +212,11 @@ export async function undispatchWork(db: Queryable, workId: string): Promise<voi
   ]);
 }
 
-/** Each node's open work (leased or delivered), for nodes that have any: what routing weighs. */
-export async function openWorkByNode(db: Queryable): Promise<Map<string, number>> {
+/** Each node's open work (leased or delivered) but the work ids in `except`, for nodes that have any: what routing weighs. */
+export async function openWorkByNode(db: Queryable, except: readonly string[] = []): Promise<Map<string, number>> {
   const { rows } = await db.query<{ node_id: string; n: number }>(
-    "SELECT node_id, count(*)::int AS n FROM work_items WHERE status IN ('leased', 'delivered') GROUP BY node_id",
+    "SELECT node_id, count(*)::int AS n FROM work_items WHERE status IN ('leased', 'delivered') AND NOT (id = ANY($1::text[])) GROUP BY node_id",
+    [except],
   );
   return new Map(rows.map((r) => [r.node_id, r.n]));
 }
