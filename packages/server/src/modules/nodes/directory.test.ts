@@ -161,7 +161,7 @@ describe('node directory: routing without a statement, on one instance', () => {
         refreshMs: 3_600_000,
         localOpen: () => local,
         localWork: () => (local.size > 0 ? ['wrk_directory_attempt'] : []),
-        openWork: async (except: readonly string[] = []) =>
+        openWork: async (except) =>
           new Map(inStore && !except.includes('wrk_directory_attempt') ? [[node.nodeId, 1]] : []),
       },
     );
