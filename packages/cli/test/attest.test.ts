@@ -7,7 +7,7 @@ import { createSnpTestChain } from '@svc/protocol/attestation/testing';
 import { main } from '../src/main.js';
 import { spawnSvc } from './spawn.js';
 
-const VECTORS = fileURLToPath(new URL('../../../../shared/vectors/attestation/', import.meta.url));
+const VECTORS = fileURLToPath(new URL('../../protocol/vectors/attestation/', import.meta.url));
 const SNP = join(VECTORS, 'sev-snp');
 const TDX = join(VECTORS, 'tdx');
 const SIGNING = fileURLToPath(new URL('../../protocol/src/attestation/testdata/tcb_signing.pem', import.meta.url));
@@ -41,16 +41,23 @@ const lines = (out: string) =>
 
 describe('svc attest verify', () => {
   let collateral: string;
+  // The same collateral without a TCB signing chain (the vectors now ship Intel's, so the folder
+  // itself no longer lacks one).
+  let withoutChain: string;
   let scratch: string;
   beforeAll(() => {
     collateral = mkdtempSync(join(tmpdir(), 'svc-collateral-'));
+    withoutChain = mkdtempSync(join(tmpdir(), 'svc-collateral-'));
     scratch = mkdtempSync(join(tmpdir(), 'svc-attest-'));
-    for (const f of ['sample_tcbInfo_response', 'sample_qeIdentity_response', 'pckcrl', 'rootcrl.der'])
+    for (const f of ['sample_tcbInfo_response', 'sample_qeIdentity_response', 'pckcrl', 'rootcrl.der']) {
       copyFileSync(join(TDX, f), join(collateral, f));
+      copyFileSync(join(TDX, f), join(withoutChain, f));
+    }
     copyFileSync(SIGNING, join(collateral, 'tcb_signing_chain.pem'));
   });
   afterAll(() => {
     rmSync(collateral, { recursive: true, force: true });
+    rmSync(withoutChain, { recursive: true, force: true });
     rmSync(scratch, { recursive: true, force: true });
   });
 
@@ -178,7 +185,9 @@ describe('svc attest verify', () => {
       code: 2,
       out: expect.stringContaining('exactly one of --sev-snp or --tdx'),
     });
-    expect(await here(['verify', '--tdx', join(TDX, 'tdx_prod_quote_SPR_E4.dat'), '--collateral', TDX])).toMatchObject({
+    expect(
+      await here(['verify', '--tdx', join(TDX, 'tdx_prod_quote_SPR_E4.dat'), '--collateral', withoutChain]),
+    ).toMatchObject({
       code: 2,
       out: expect.stringContaining('tcb_signing_chain.pem'),
     });

@@ -4,7 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { verifySevSnp, type SevSnpVerification } from './sev-snp.js';
 import { createSnpTestChain, type SnpTestChain } from './testing.js';
 
-const V = new URL('../../../../../shared/vectors/attestation/sev-snp/', import.meta.url);
+const V = new URL('../../vectors/attestation/sev-snp/', import.meta.url);
 const report = readFileSync(new URL('attestation.bin', V));
 const vcek = readFileSync(new URL('vcek.testcer', V));
 const milan = readFileSync(new URL('ask_ark_milan.pem', V), 'utf8');

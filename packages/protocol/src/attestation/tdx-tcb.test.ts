@@ -13,7 +13,7 @@ import {
   type TcbInfo,
 } from './tdx-tcb.js';
 
-const V = new URL('../../../../../shared/vectors/attestation/tdx/', import.meta.url);
+const V = new URL('../../vectors/attestation/tdx/', import.meta.url);
 const quote = parseTdxQuote(readFileSync(new URL('tdx_prod_quote_SPR_E4.dat', V)));
 const info = splitSigned<TcbInfo>(readFileSync(new URL('sample_tcbInfo_response', V), 'utf8'), 'tcbInfo').value;
 const identity = splitSigned<QeIdentity>(

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parseTdxQuote } from './tdx-quote.js';
 import { verifyTdx, type TdxCollateral, type TdxVerification } from './tdx.js';
 
-const V = new URL('../../../../../shared/vectors/attestation/tdx/', import.meta.url);
+const V = new URL('../../vectors/attestation/tdx/', import.meta.url);
 const read = (name: string) => readFileSync(new URL(name, V));
 const v4 = read('tdx_prod_quote_SPR_E4.dat');
 const v5 = read('quote_v5_sample.dat');

@@ -15,7 +15,7 @@ import {
 import { createAttestationVerifier } from '../../platform/attestation.js';
 import { expireLapsedAttestations } from './service.js';
 
-const SNP = new URL('../../../../../../shared/vectors/attestation/sev-snp/', import.meta.url);
+const SNP = new URL('../../../../protocol/vectors/attestation/sev-snp/', import.meta.url);
 const MEASUREMENT = Buffer.alloc(48, 0x42);
 
 interface Challenge {
@@ -405,7 +405,7 @@ describe('attestation: challenge, bound evidence, the sovereign pool', () => {
   it('the real Intel v4 quote through the route: signatures and chain pass, the 2023 collateral and binding do not', async () => {
     const node = await createTestNode(t.app, operatorKey, { attestation_method: 1 });
     const c = await challenge(node);
-    const tdx = new URL('../../../../../../shared/vectors/attestation/tdx/', import.meta.url);
+    const tdx = new URL('../../../../protocol/vectors/attestation/tdx/', import.meta.url);
     const read = (name: string) => readFileSync(new URL(name, tdx));
     const res = await node.call('POST', '/api/v1/node/attestation', {
       challenge: c.challenge,
