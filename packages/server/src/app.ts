@@ -44,6 +44,8 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
     genReqId: requestIdFor,
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: ctx.config.bodyLimitBytes,
+    // Only the listed proxies may name the client in X-Forwarded-For (docs/rate-limits.md).
+    trustProxy: ctx.config.trustProxy.length > 0 ? ctx.config.trustProxy : false,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
     // Compiled serializers are shared by every app this process builds (platform/schema-cache.ts).

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isTrustProxyEntry } from './client-address.js';
 
 /** Everything `svc serve` can be told, after validation. */
 export interface Config {
@@ -17,6 +18,12 @@ export interface Config {
   metricsToken: string | undefined;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   allowPrivateEgress: boolean;
+  /**
+   * The reverse proxies whose `X-Forwarded-For` names the client (SVC_TRUST_PROXY: addresses,
+   * CIDRs, `loopback`, `linklocal`, `uniquelocal`; Fastify's `trustProxy`). Empty: the socket's
+   * peer is the client, and `X-Forwarded-For` is ignored (docs/rate-limits.md).
+   */
+  trustProxy: string[];
   signingKeySeedHex: string | undefined;
   keyPepper: string | undefined;
   bodyLimitBytes: number;
@@ -325,6 +332,15 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
         throw new ConfigError(`SVC_MCP_ALLOWED_ORIGINS entries must be origins (scheme://host[:port]), got '${o}'`);
       return new URL(origin).origin;
     });
+  const trustProxy = (env.SVC_TRUST_PROXY ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+  for (const entry of trustProxy)
+    if (!isTrustProxyEntry(entry))
+      throw new ConfigError(
+        `SVC_TRUST_PROXY must list proxy addresses, CIDRs, loopback, linklocal or uniquelocal, got '${entry}'`,
+      );
   const s3Bucket = env.SVC_S3_BUCKET || undefined;
   if (s3Bucket !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(s3Bucket))
     throw new ConfigError(`SVC_S3_BUCKET must be an S3 bucket name, got '${s3Bucket}'`);
@@ -367,6 +383,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     allowPrivateEgress:
       flags['allow-private-egress'] === true ||
       parseBool('SVC_ALLOW_PRIVATE_EGRESS', env.SVC_ALLOW_PRIVATE_EGRESS ?? ''),
+    trustProxy,
     signingKeySeedHex,
     keyPepper,
     bodyLimitBytes: env.SVC_BODY_LIMIT_BYTES

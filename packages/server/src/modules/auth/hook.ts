@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../../context.js';
+import { addressBucket } from '../../platform/client-address.js';
 import { ApiError } from '../../platform/errors.js';
 import { randomToken } from '../../platform/ids.js';
 import type { RateDecision, RateRule } from '../../platform/ratelimit/index.js';
@@ -81,7 +82,8 @@ export function installAuth(app: FastifyInstance, ctx: ServiceContext): void {
     const auth = config?.auth;
     if (!auth) return; // unmatched route: the 404 handler answers
     if ('public' in auth) {
-      if (config.rateLimit !== false) await enforceRateLimits(ctx, reply, [[`ip:${request.ip}`, limits.anonymous]]);
+      if (config.rateLimit !== false)
+        await enforceRateLimits(ctx, reply, [[`ip:${addressBucket(request.ip)}`, limits.anonymous]]);
       return;
     }
     if ('node' in auth) return; // verified once the body is read (preValidation below)

@@ -1,5 +1,6 @@
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
+import { addressBucket } from '../../platform/client-address.js';
 import { principalOf } from '../../platform/principal.js';
 import { enforceRateLimits } from './hook.js';
 import { MessageResponse } from '../../platform/schemas.js';
@@ -25,7 +26,7 @@ export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
     },
     async (request, reply) => {
       // Each sign-up grants the free tier: limited per client address (docs/billing.md, "Where free-tier credit can go").
-      await enforceRateLimits(ctx, reply, [[`signup-ip:${request.ip}`, ctx.config.rateLimits.signup]]);
+      await enforceRateLimits(ctx, reply, [[`signup-ip:${addressBucket(request.ip)}`, ctx.config.rateLimits.signup]]);
       return reply.code(201).send(await signup(ctx, request.body));
     },
   );
@@ -44,7 +45,7 @@ export async function authRoutes(app: App, ctx: ServiceContext): Promise<void> {
       const rule = ctx.config.rateLimits.login;
       await enforceRateLimits(ctx, reply, [
         [`login-email:${normalizeEmail(request.body.email)}`, rule],
-        [`login-ip:${request.ip}`, rule],
+        [`login-ip:${addressBucket(request.ip)}`, rule],
       ]);
       return login(ctx, request.body);
     },
