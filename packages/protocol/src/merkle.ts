@@ -9,8 +9,14 @@ const LEAF_PREFIX = Buffer.from([0x00]);
 /** MTH({}): SHA-256 of the empty string, the root of a tree with no leaves. */
 export const MERKLE_EMPTY_ROOT = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
-/** SHA-256(0x01 || left || right), the two 32-byte children written into one buffer. */
-function nodeHash(left: Buffer, right: Buffer): Buffer {
+/**
+ * RFC 6962 interior node hash SHA-256(0x01 || left || right), the two 32-byte children written
+ * into one buffer.
+ *
+ * @example
+ * merkleNodeHash(leftChild, rightChild); // 32 bytes
+ */
+export function merkleNodeHash(left: Buffer, right: Buffer): Buffer {
   const input = Buffer.allocUnsafe(1 + left.length + right.length);
   input[0] = 0x01;
   left.copy(input, 1);
@@ -29,7 +35,7 @@ function root(leaves: readonly Buffer[], start: number, end: number): Buffer {
   const n = end - start;
   if (n === 1) return leaves[start] ?? Buffer.alloc(0);
   const k = splitPoint(n);
-  return nodeHash(root(leaves, start, start + k), root(leaves, start + k, end));
+  return merkleNodeHash(root(leaves, start, start + k), root(leaves, start + k, end));
 }
 
 function parseLeaves(leaves: readonly string[]): Buffer[] {
@@ -105,13 +111,13 @@ export function verifyInclusion(
     if (sn === 0 || !isLowerHex(sibling, 32)) return false;
     const p = Buffer.from(sibling, 'hex');
     if (fn % 2 === 1 || fn === sn) {
-      hash = nodeHash(p, hash);
+      hash = merkleNodeHash(p, hash);
       while (fn % 2 === 0 && fn !== 0) {
         fn = Math.floor(fn / 2);
         sn = Math.floor(sn / 2);
       }
     } else {
-      hash = nodeHash(hash, p);
+      hash = merkleNodeHash(hash, p);
     }
     fn = Math.floor(fn / 2);
     sn = Math.floor(sn / 2);
