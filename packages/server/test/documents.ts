@@ -1,7 +1,7 @@
 /**
  * Documents for knowledge-base tests: a minimal but valid PDF writer (one Helvetica text line per
  * entry, one page per array), and three texts on unrelated topics whose words barely overlap, so
- * the test upstream's hashed bag-of-words embeddings tell them apart.
+ * the test upstream's hashed bag-of-words embeddings tell them apart; and prose of any size.
  */
 
 function escapePdfText(text: string): string {
@@ -64,3 +64,40 @@ export const TIDE_FACTS = [
   'The Bay of Fundy in Canada has the highest tidal range in the world, over 16 metres.',
   'Tide tables predict the time and height of each tide from harmonic constants measured at each port.',
 ];
+
+const WORDS = [
+  'river',
+  'granite',
+  'harbour',
+  'lantern',
+  'orchard',
+  'signal',
+  'meadow',
+  'copper',
+  'glacier',
+  'falcon',
+  'thunder',
+  'willow',
+  'compass',
+  'ember',
+  'quartz',
+  'tundra',
+];
+
+/**
+ * About `bytes` of varied prose: sentences of words from a small vocabulary, in paragraphs.
+ *
+ * @example
+ * prose(6000).length; // about 6000
+ */
+export function prose(bytes: number): string {
+  const out: string[] = [];
+  let size = 0;
+  for (let i = 0; size < bytes; i++) {
+    const words = Array.from({ length: 12 }, (_, j) => WORDS[(i * 7 + j * 3 + (i >> 4)) % WORDS.length]);
+    const sentence = `Entry ${i} notes that the ${words.join(' ')}.`;
+    out.push(i % 8 === 7 ? `${sentence}\n\n` : `${sentence} `);
+    size += sentence.length + 1;
+  }
+  return out.join('');
+}

@@ -124,6 +124,12 @@ export interface KnowledgeConfig {
   embedConcurrency: number;
   /** How long an instance owns a document's ingestion between progress reports (SVC_KB_LEASE_SECONDS, default 60). */
   leaseSeconds: number;
+  /**
+   * How long one document's ingestion keeps its turn before it gives it up to a waiting document
+   * of an organization with fewer documents in progress (SVC_KB_SLICE_MS, default 5000; 0: at the
+   * next batch). Without one waiting, it keeps going (docs/knowledge-bases.md, "Fair turns").
+   */
+  sliceMs: number;
   /** First wait before an embeddings batch is retried after no_capacity or a node failure, doubling each time (SVC_KB_RETRY_MS, default 1000). */
   retryBaseMs: number;
   /** Bounds of one document's extraction and chunking (docs/security.md, "Ingestion limits"). */
@@ -444,6 +450,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
       leaseSeconds: env.SVC_KB_LEASE_SECONDS
         ? parseIntIn('SVC_KB_LEASE_SECONDS', env.SVC_KB_LEASE_SECONDS, 1, 3600)
         : 60,
+      sliceMs: env.SVC_KB_SLICE_MS ? parseIntIn('SVC_KB_SLICE_MS', env.SVC_KB_SLICE_MS, 0, 3_600_000) : 5_000,
       retryBaseMs: env.SVC_KB_RETRY_MS ? parseIntIn('SVC_KB_RETRY_MS', env.SVC_KB_RETRY_MS, 0, 600_000) : 1_000,
       parse: {
         maxNesting: env.SVC_KB_MAX_NESTING ? parseIntIn('SVC_KB_MAX_NESTING', env.SVC_KB_MAX_NESTING, 1, 10_000) : 100,

@@ -10,6 +10,7 @@ import type { DocumentFormat } from './extract.js';
 import { parseDocument } from './parse.js';
 import {
   claimDocument,
+  fairerTurnWaiting,
   finishDocument,
   pendingChunks,
   releaseLease,
@@ -178,28 +179,51 @@ async function settleInterrupted(ctx: ServiceContext, doc: DocumentRow, owner: s
   return true;
 }
 
+/** One document's turn on this instance: what it works on, and how it stops. */
+interface Turn {
+  doc: DocumentRow;
+  model: string;
+  owner: string;
+  /** Stops the work. */
+  signal: AbortSignal;
+  /** Cancels the embeddings requests in flight (aborted by a graceful stop, not by a halt). */
+  requests: AbortSignal;
+  /** When the turn began (`Date.now()`). */
+  startedAt: number;
+}
+
 /**
- * Embeds the document's pending chunks, batch by batch. `signal` stops the work; `requests`
- * (aborted by a graceful stop, not by a halt) cancels the embeddings requests in flight.
+ * Embeds the document's pending chunks, batch by batch, until none is left (`done`) or until its
+ * turn is over (`yielded`): once the turn has lasted `SVC_KB_SLICE_MS`, the document gives it up
+ * when another organization's document waits whose organization has fewer documents in progress
+ * (docs/knowledge-bases.md, "Fair turns"). The batches already in flight are stored first.
  */
-async function embedPending(
-  ctx: ServiceContext,
-  doc: DocumentRow,
-  model: string,
-  owner: string,
-  signal: AbortSignal,
-  requests: AbortSignal,
-): Promise<void> {
-  const { embedBatch, embedConcurrency, leaseSeconds, retryBaseMs } = ctx.config.knowledge;
+async function embedPending(ctx: ServiceContext, turn: Turn): Promise<'done' | 'yielded'> {
+  const { doc, model, owner, signal, requests } = turn;
+  const { embedBatch, embedConcurrency, leaseSeconds, retryBaseMs, sliceMs } = ctx.config.knowledge;
   const principal = principalFor(doc.org_id, doc.created_by);
   const inFlight = new Set<string>();
   const exclusive = createMutex();
+  let yielded = false;
+  let checkedAt = 0;
+  // Past its slice, the turn asks the store (at most once a second) whether it is someone else's.
+  const turnOver = async () => {
+    const now = Date.now();
+    if (now - turn.startedAt < sliceMs || now - checkedAt < Math.min(1_000, sliceMs)) return false;
+    checkedAt = now;
+    return fairerTurnWaiting(ctx.db, doc.org_id);
+  };
   const nextBatch = () =>
     exclusive(async () => {
+      if (yielded) return [];
       // A fresh lease before each request: no other instance can take the document over (and
       // settle its requests) while this one opens a request it would then not store.
       if (!(await renewLease(ctx.db, doc.id, owner, leaseSeconds))) throw new Stop('lease lost');
       const batch = await pendingChunks(ctx.db, doc.id, embedBatch, [...inFlight]);
+      if (batch.length > 0 && (await turnOver())) {
+        yielded = true;
+        return [];
+      }
       for (const c of batch) inFlight.add(c.id);
       return batch;
     });
@@ -264,12 +288,14 @@ async function embedPending(
   const results = await Promise.allSettled(workers);
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
+  return yielded ? 'yielded' : 'done';
 }
 
 /**
  * Starts the ingestion loop of this instance: every `sweepMs` (and at each `kick`) it takes
- * documents that wait, up to {@link MAX_DOCUMENTS} at once. With `deferred`, nothing runs until
- * `start()` or the first `kick()`.
+ * documents that wait, up to {@link MAX_DOCUMENTS} at once, in the store's fair order
+ * ({@link claimDocument}); a document gives its turn up for another organization's (embedPending).
+ * With `deferred`, nothing runs until `start()` or the first `kick()`.
  *
  * @example
  * const ingestor = startIngestor(ctx);
@@ -286,6 +312,8 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number; 
   let again = false;
 
   const ingest = async (doc: DocumentRow, signal: AbortSignal, requests: AbortSignal) => {
+    const startedAt = Date.now();
+    let requeue = false;
     // Keeps the lease while long embeddings requests run; a lost lease stops the work.
     const keeper = setInterval(
       () => {
@@ -319,7 +347,14 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number; 
         return;
       if (signal.aborted) return;
       if (!(await settleInterrupted(ctx, doc, owner))) return;
-      await embedPending(ctx, doc, model, owner, signal, requests);
+      if ((await embedPending(ctx, { doc, model, owner, signal, requests, startedAt })) === 'yielded') {
+        requeue = true;
+        ctx.log.info(
+          { document_id: doc.id, org_id: doc.org_id, turn_ms: Date.now() - startedAt },
+          "knowledge: ingestion gives its turn to another organization's document",
+        );
+        return;
+      }
       await finishDocument(ctx.db, doc.id, { status: 'ready', owner });
     } catch (err) {
       if (signal.aborted || err instanceof Stop) return;
@@ -334,7 +369,7 @@ export function startIngestor(ctx: ServiceContext, options: { sweepMs?: number; 
         .catch(() => undefined);
     } finally {
       clearInterval(keeper);
-      if (!halted) await releaseLease(ctx.db, doc.id, owner).catch(() => undefined);
+      if (!halted) await releaseLease(ctx.db, doc.id, owner, { requeue }).catch(() => undefined);
     }
   };
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestStore, type TestStore } from '../../../test/harness.js';
 import { openDb } from '../../platform/db/index.js';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
+import { prose } from '../../../test/documents.js';
 import { MAX_ATTEMPTS, startIngestor, type Ingestor } from './ingest.js';
 
 type Doc = {
@@ -14,38 +15,6 @@ type Doc = {
   error: string | null;
   token_count: number | null;
 };
-
-const WORDS = [
-  'river',
-  'granite',
-  'harbour',
-  'lantern',
-  'orchard',
-  'signal',
-  'meadow',
-  'copper',
-  'glacier',
-  'falcon',
-  'thunder',
-  'willow',
-  'compass',
-  'ember',
-  'quartz',
-  'tundra',
-];
-
-/** About `bytes` of varied prose: sentences of words from a small vocabulary, in paragraphs. */
-function prose(bytes: number): string {
-  const out: string[] = [];
-  let size = 0;
-  for (let i = 0; size < bytes; i++) {
-    const words = Array.from({ length: 12 }, (_, j) => WORDS[(i * 7 + j * 3 + (i >> 4)) % WORDS.length]);
-    const sentence = `Entry ${i} notes that the ${words.join(' ')}.`;
-    out.push(i % 8 === 7 ? `${sentence}\n\n` : `${sentence} `);
-    size += sentence.length + 1;
-  }
-  return out.join('');
-}
 
 describe('ingestion of a 5 MB document, with progress visible while it runs', () => {
   let f: GatewayFixture;

@@ -41,6 +41,8 @@ export interface DocumentRow {
   attempts: number;
   lease_owner: string | null;
   lease_until: Date | null;
+  /** When the document last joined the ingestion queue: its upload, or a turn it gave up. */
+  queued_at: Date;
   created_by: string;
   created_at: Date;
   updated_at: Date;
@@ -174,9 +176,17 @@ export async function deleteDocument(db: Queryable, orgId: string, kbId: string,
   return rowCount === 1;
 }
 
+/** Documents of the organization `org` (an SQL expression) whose ingestion some instance holds now. */
+const inProgress = (org: string) =>
+  `(SELECT count(*) FROM kb_documents l WHERE l.org_id = ${org} AND l.status = 'processing' AND l.lease_until >= now())`;
+
+/** A document waiting for ingestion: never taken, given back, or left by an instance that stopped. */
+const WAITING = "d.status = 'processing' AND (d.lease_until IS NULL OR d.lease_until < now())";
+
 /**
- * Takes the oldest document waiting for ingestion whose lease is free or has run out (its
- * instance stopped), for `leaseSeconds`; `attempts` counts every take.
+ * Takes a document waiting for ingestion, for `leaseSeconds`, in fair order: first the
+ * organization with the fewest documents in progress on any instance, then the document that has
+ * waited longest (`queued_at`). `attempts` counts every take.
  */
 export async function claimDocument(
   db: Queryable,
@@ -186,13 +196,26 @@ export async function claimDocument(
 ): Promise<DocumentRow | undefined> {
   const { rows } = await db.query<DocumentRow>(
     `UPDATE kb_documents SET lease_owner = $1, lease_until = now() + make_interval(secs => $2), attempts = attempts + 1, updated_at = now()
-      WHERE id = (SELECT id FROM kb_documents
-                   WHERE status = 'processing' AND (lease_until IS NULL OR lease_until < now()) ${onlyId ? 'AND id = $3' : ''}
-                   ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+      WHERE id = (SELECT d.id FROM kb_documents d
+                   WHERE ${WAITING} ${onlyId ? 'AND d.id = $3' : ''}
+                   ORDER BY ${inProgress('d.org_id')}, d.queued_at, d.created_at, d.id LIMIT 1 FOR UPDATE OF d SKIP LOCKED)
       RETURNING *`,
     onlyId ? [owner, leaseSeconds, onlyId] : [owner, leaseSeconds],
   );
   return rows[0];
+}
+
+/**
+ * Whether a document of another organization waits while its organization has fewer documents in
+ * progress than `orgId`: then a document of `orgId` whose turn has lasted long enough gives it up.
+ */
+export async function fairerTurnWaiting(db: Queryable, orgId: string): Promise<boolean> {
+  const { rows } = await db.query<{ waiting: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM kb_documents d
+                     WHERE ${WAITING} AND d.org_id <> $1 AND ${inProgress('d.org_id')} < ${inProgress('$1')}) AS waiting`,
+    [orgId],
+  );
+  return rows[0]?.waiting === true;
 }
 
 /** Renews a lease and records progress; false when the lease was lost or the document deleted. */
@@ -215,11 +238,18 @@ export async function renewLease(
 
 /**
  * Lets another instance (or this one) take the document at once. A graceful stop is not an
- * interruption: the take it ends is not counted against the document.
+ * interruption: the take it ends is not counted against the document. With `requeue` (a turn
+ * given up for another organization's document) it goes to the back of the queue.
  */
-export async function releaseLease(db: Queryable, id: string, owner: string): Promise<void> {
+export async function releaseLease(
+  db: Queryable,
+  id: string,
+  owner: string,
+  options: { requeue?: boolean } = {},
+): Promise<void> {
   await db.query(
-    "UPDATE kb_documents SET lease_owner = NULL, lease_until = NULL, attempts = greatest(attempts - 1, 0) WHERE id = $1 AND lease_owner = $2 AND status = 'processing'",
+    `UPDATE kb_documents SET lease_owner = NULL, lease_until = NULL, attempts = greatest(attempts - 1, 0)${options.requeue ? ', queued_at = now()' : ''}
+      WHERE id = $1 AND lease_owner = $2 AND status = 'processing'`,
     [id, owner],
   );
 }
