@@ -26,9 +26,9 @@ export interface RunningAttempts {
   /**
    * Claims the request for a receipt of `nodeId` on its current work: the attempt, now
    * `completing`, or undefined when this process cannot decide (not running here, another node or
-   * work, already claimed or ended).
+   * work, already claimed or ended, or refused by `accepts`: the request stays open).
    */
-  claim(requestId: string, nodeId: string): RunningAttempt | undefined;
+  claim(requestId: string, nodeId: string, accepts?: (row: GatewayRequestRow) => boolean): RunningAttempt | undefined;
   /** Ties the claimed request to the write of its records; forgotten once it settles. */
   writing(requestId: string, written: Promise<unknown>): void;
   /** The pending write of a claimed request, for a receipt that arrives again meanwhile. */
@@ -127,9 +127,10 @@ export function createRunningAttempts(): RunningAttempts {
       count(nodeId, 1);
       track(entry.row);
     },
-    claim(requestId, nodeId) {
+    claim(requestId, nodeId, accepts) {
       const entry = running.get(requestId);
       if (!entry || entry.state !== 'open' || entry.row.node_id !== nodeId) return undefined;
+      if (accepts && !accepts(entry.row)) return undefined;
       entry.state = 'completing';
       return entry;
     },

@@ -1,6 +1,7 @@
 import { usageCostMicro } from '@svc/protocol';
+import { billedAudioSeconds, measureAudio } from '../../platform/audio.js';
 import { ApiError } from '../../platform/errors.js';
-import { audioSecondsBound } from './pricing.js';
+import { MEASURED_AUDIO_MS } from './measured-audio.js';
 import { requestId, svcNode, type Finished, type GatewayCall } from './service.js';
 import { requireModel } from './models.js';
 
@@ -35,6 +36,8 @@ export function sniffAudio(bytes: Buffer): AudioFormat | undefined {
 
 export interface TranscriptionCall extends GatewayCall {
   format: TranscriptFormat;
+  /** The audio's duration as the server measured it: billed, and answered as `duration`. */
+  audioMs: number;
 }
 
 const bad = (field: string, message: string) =>
@@ -42,16 +45,18 @@ const bad = (field: string, message: string) =>
 
 /**
  * Validates the form fields and the file of `POST /v1/audio/transcriptions` and builds the call.
- * The audio travels to the node base64 in the work payload; the hold covers the file's length
- * (exact for WAV, else its size at 16 kbit/s) at 0.006 CAD per minute, billed per second.
+ * The server measures the audio (platform/audio.ts: 415 when it is not WAV, MP3, FLAC, OGG, M4A
+ * or WebM audio): its duration is what the request holds and is billed (0.006 CAD per minute,
+ * per started second) and what the node's receipt must match within 1 s. The audio travels to
+ * the node base64 in the work payload.
  *
  * @example
- * prepareTranscription({ model: 'whisper-base' }, { bytes: wav, filename: 'a.wav' });
+ * await prepareTranscription({ model: 'whisper-base' }, { bytes: wav, filename: 'a.wav' });
  */
-export function prepareTranscription(
+export async function prepareTranscription(
   fields: Record<string, string>,
   file: { bytes: Buffer; filename: string } | undefined,
-): TranscriptionCall {
+): Promise<TranscriptionCall> {
   if (!file) throw bad('file', 'is required (multipart field "file")');
   const modelId = fields.model;
   if (modelId === undefined) throw bad('model', 'is required');
@@ -70,12 +75,7 @@ export function prepareTranscription(
   const tee = fields.requires_tee;
   if (tee !== undefined && tee !== 'true' && tee !== 'false') throw bad('requires_tee', 'must be true or false');
   if (file.bytes.length === 0) throw bad('file', 'is empty');
-  const audio = sniffAudio(file.bytes);
-  if (!audio)
-    throw new ApiError(
-      'unsupported_media_type',
-      'the file is not audio this gateway reads: send mp3, wav, m4a, flac or webm (recognised by content)',
-    );
+  const audio = await measureAudio(file.bytes);
   return {
     id: requestId('tr'),
     type: 'transcription',
@@ -83,8 +83,8 @@ export function prepareTranscription(
     payload: {
       model: model.id,
       audio_base64: file.bytes.toString('base64'),
-      filename: `audio.${audio}`,
-      format: audio,
+      filename: `audio.${audio.format}`,
+      format: audio.format,
       ...(language ? { language } : {}),
     },
     stream: false,
@@ -93,8 +93,10 @@ export function prepareTranscription(
       strict_jurisdiction: fields.strict_jurisdiction,
       requires_tee: tee === 'true',
     },
-    maxMicro: usageCostMicro(model.id, { audio_seconds: audioSecondsBound(file.bytes) }),
+    maxMicro: usageCostMicro(model.id, { audio_seconds: billedAudioSeconds(audio.ms) }),
+    audit: { [MEASURED_AUDIO_MS]: audio.ms },
     format,
+    audioMs: audio.ms,
   };
 }
 
@@ -124,7 +126,8 @@ export function transcriptionView(
   return {
     task: 'transcribe',
     language: typeof out.language === 'string' ? out.language : 'unknown',
-    duration: typeof out.duration === 'number' ? out.duration : 0,
+    // The server's measurement, the duration billed (the node's own is in its receipt).
+    duration: call.audioMs / 1000,
     text: out.text,
     segments: segments.map((s, id) => ({ id, start: s.start, end: s.end, text: s.text })),
     svc_node: svcNode(done.attempt.node),

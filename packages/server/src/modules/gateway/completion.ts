@@ -4,7 +4,7 @@ import { receiptIdOf } from '../receipts/store.js';
 import type { RequestCompletion } from '../work/completion.js';
 import { noteWorkFailure } from '../work/store.js';
 import { openingsSettled } from './attempts.js';
-import { usageFromUnits } from './pricing.js';
+import { requestUsage, unitsFitAudio } from './measured-audio.js';
 import { rebuildOpening } from './rebuild.js';
 import { completeFromReceipt, completeManyFromReceipts, gatewayReceiptMetadata, lockRequestOfWork } from './settle.js';
 import { lockGatewayRequests, type GatewayRequestRow } from './store.js';
@@ -103,14 +103,16 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
   },
 
   completeInMemory(ctx, node, body, inline, output, write) {
-    const claimed = ctx.hub.attempts.claim(body.job_id, node.id);
+    // A receipt more than 1 s from a transcription's measured audio is not answered from memory:
+    // the store's path refuses it (measured-audio.ts), the request still open here.
+    const claimed = ctx.hub.attempts.claim(body.job_id, node.id, (row) => unitsFitAudio(row, body.metering_units));
     if (!claimed) return undefined;
     const { row } = claimed;
     const workId = row.work_id ?? '';
     const receiptId = receiptIdOf(workId);
     const written = write();
     ctx.hub.attempts.writing(row.id, written);
-    const usage = usageFromUnits(row.type, body.metering_units, inline.usage ?? null);
+    const usage = requestUsage(row, body.metering_units, inline.usage ?? null);
     ctx.hub.completed(workId, {
       receiptId,
       request: { ...row, status: 'completed', usage: usage as Record<string, number>, receipt_id: receiptId },

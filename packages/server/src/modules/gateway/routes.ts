@@ -197,7 +197,8 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
       // The form is read from the stream in the handler; the schema documents it.
       validatorCompiler: () => () => true,
       schema: {
-        summary: 'Transcribe audio (multipart/form-data; mp3, wav, m4a, flac, webm up to 25 MiB)',
+        summary:
+          'Transcribe audio (multipart/form-data; wav, mp3, flac, ogg, m4a, webm up to 25 MiB, measured and billed by the server)',
         tags,
         consumes: ['multipart/form-data'],
         body: TranscriptionForm,
@@ -212,7 +213,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     },
     async (request, reply) => {
       const { fields, file } = await readAudioForm(request);
-      const call = prepareTranscription(fields, file);
+      const call = await prepareTranscription(fields, file);
       const done = await runRequest(ctx, principalOf(request), call);
       served(reply, done, call.id);
       const view = transcriptionView(call, done);

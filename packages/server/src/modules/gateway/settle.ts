@@ -10,7 +10,8 @@ import type { ReceiptRow } from '../receipts/store.js';
 import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
 import { openingsSettled } from './attempts.js';
 import type { StagedOpening } from './fresh.js';
-import { costMicro, usageFromUnits } from './pricing.js';
+import { checkRequestAudio, requestUsage } from './measured-audio.js';
+import { costMicro } from './pricing.js';
 import {
   closeGatewayRequest,
   completeGatewayRequests,
@@ -113,8 +114,9 @@ function describe(usage: ModelUsage): string {
 
 /**
  * Completes a gateway request from its accepted receipt, inside `submitReceipt`'s transaction:
- * charges the signed units at the catalogue price (the hold caps it), credits the operator its
- * earning and closes the request. Returns the request row as it now stands.
+ * charges the signed units (a transcription: the audio the server measured) at the catalogue
+ * price (the hold caps it), credits the operator its earning and closes the request. Returns the
+ * request row as it now stands.
  */
 export async function completeFromReceipt(
   ctx: ServiceContext,
@@ -122,7 +124,9 @@ export async function completeFromReceipt(
   request: GatewayRequestRow,
   done: { work: Pick<WorkRow, 'id' | 'usage'>; node: NodeRow; receipt: ReceiptRow; run?: RunHead },
 ): Promise<GatewayRequestRow> {
-  const usage = usageFromUnits(request.type, done.receipt.metering_units, done.work.usage);
+  // A transcription is charged the audio the server measured; a receipt more than 1 s off is refused.
+  checkRequestAudio(request, done.receipt.metering_units);
+  const usage = requestUsage(request, done.receipt.metering_units, done.work.usage);
   const { charged, chargedMicro, events } = await charge(
     ctx,
     tx,
@@ -188,7 +192,7 @@ export async function completeManyFromReceipts(
   done: readonly ReceiptCompletion[],
 ): Promise<GatewayRequestRow[]> {
   const plans = done.map((d) => {
-    const usage = usageFromUnits(d.request.type, d.receipt.metering_units, d.work.usage);
+    const usage = requestUsage(d.request, d.receipt.metering_units, d.work.usage);
     const holdId = d.request.hold_id;
     const micro = holdId ? costMicro(d.request.model, usage) : 0;
     return { d, usage, holdId, micro };

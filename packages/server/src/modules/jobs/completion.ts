@@ -13,6 +13,7 @@ import { recordEvents } from '../evidence/recorder.js';
 import type { JobCompletion } from '../work/completion.js';
 import { deliverArtifacts, enqueueTerminalWebhook } from './delivery.js';
 import { closeJobRun, endedWithoutResult } from './evidence.js';
+import { billedJobUnits } from './metered-audio.js';
 import { afterLostAttempt } from './states.js';
 import { addJobEvent, findJobById, moveJob, type JobRow } from './store.js';
 import { readWorkResult } from '../work/results.js';
@@ -65,7 +66,8 @@ export const jobCompletion: JobCompletion<JobRow, JobRow | undefined> = {
 
   async complete(ctx, tx, job, { work, node, receipt, body, check }) {
     const capture = check as CaptureReceiptCheck | undefined;
-    const usageMicro = Math.ceil(body.metering_units * work.price_micro_per_unit);
+    // A transcription is charged the audio the server measured; a receipt more than 1 s off is refused.
+    const usageMicro = Math.ceil(billedJobUnits(job, body.metering_units) * work.price_micro_per_unit);
     const settlement = job.hold_id
       ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, {
           description: `job ${job.id}: ${body.metering_units} units on ${node.id}`,

@@ -27,13 +27,14 @@ export async function jobRoutes(app: App, ctx: ServiceContext): Promise<void> {
     {
       config: read,
       schema: {
-        summary: 'Estimate the cost of a job',
+        summary:
+          "Estimate the cost of a job: the submission's estimated_cost for the same fields (inputs counted, a transcription's audio measured)",
         tags,
         body: EstimateRequest,
         response: { 200: EstimateResponse },
       },
     },
-    async (request) => estimate(request.body),
+    async (request) => estimate(ctx, request.body),
   );
   app.get(
     '/api/v1/marketplace/pricing',

@@ -28,6 +28,19 @@ export const EstimateRequest = Type.Object(
   {
     kind: Type.Integer({ minimum: 1, maximum: 10, description: 'job kind 1-10 (see GET /api/v1/marketplace/pricing)' }),
     ...estimates,
+    inline_text: Type.Optional(
+      Type.String({
+        maxLength: 512 * 1024,
+        description: 'kinds 1, 2, 4: the inputs, counted as a submission counts them',
+      }),
+    ),
+    payload_url: Type.Optional(
+      Type.String({
+        format: 'uri',
+        maxLength: 2048,
+        description: 'kinds 1, 2, 4: the inputs document; kind 3: the audio, measured by the server',
+      }),
+    ),
     strict_jurisdiction: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })),
     region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
   },

@@ -6,7 +6,6 @@ import {
   JOB_KINDS,
   MICRO_PER_CAD,
   microToCad,
-  microToCents,
 } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
@@ -27,6 +26,8 @@ import { isTerminal, type JobStatus } from './states.js';
 import * as store from './store.js';
 import type { Static } from '@sinclair/typebox';
 import type { CreateJobRequest, EstimateRequest } from './schemas.js';
+import { jobEstimate, type JobEstimate } from './estimate.js';
+import { countInputs } from './inputs.js';
 import { jobView } from './view.js';
 import { readWorkResult } from '../work/results.js';
 
@@ -37,28 +38,18 @@ const DEFAULT_MODEL: Record<number, string> = {
   4: 'sdxl-turbo',
 };
 const MODEL_TYPE: Record<number, string> = { 1: 'chat', 2: 'embeddings', 3: 'transcription', 4: 'image' };
-const MAX_INPUTS = 10_000;
-const MAX_PAYLOAD_BYTES = 10 * 1024 * 1024;
 
 const bad = (path: string, message: string) =>
   new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
 
-export function estimate(body: Static<typeof EstimateRequest>) {
-  const kind = findJobKind(body.kind);
-  if (!kind) throw bad('/kind', `must be one of ${JOB_KINDS.map((k) => k.kind).join(', ')}`);
-  const e = estimateCost(body.kind, body);
-  return {
-    kind: body.kind,
-    unit: kind.unit,
-    units: e.units,
-    min_cost: microToCad(e.min_micro),
-    max_cost: microToCad(e.max_micro),
-    recommended_budget: microToCad(e.recommended_micro),
-    min_cost_cents: microToCents(e.min_micro),
-    max_cost_cents: microToCents(e.max_micro),
-    recommended_cents: microToCents(e.recommended_micro),
-    currency: 'CAD' as const,
-  };
+/**
+ * `POST /api/v1/marketplace/estimate`: the estimate of a job from its fields, counting its inputs
+ * when the request names them (`inline_text` or `payload_url`, read as a submission reads them):
+ * the same figure the submission answers as `estimated_cost` (jobs/estimate.ts).
+ */
+export async function estimate(ctx: ServiceContext, body: Static<typeof EstimateRequest>) {
+  const { max_micro: _exact, ...view } = jobEstimate(body.kind, body, await countInputs(ctx, body, false));
+  return view;
 }
 
 export function pricing() {
@@ -75,27 +66,6 @@ export function pricing() {
       estimate_input: k.estimate_input,
     })),
   };
-}
-
-async function fetchInputs(ctx: ServiceContext, url: string): Promise<string> {
-  await ctx.egress.checkUrl(url, '/payload_url');
-  let res: Awaited<ReturnType<ServiceContext['egress']['fetch']>>;
-  try {
-    res = await ctx.egress.fetch(url, { signal: AbortSignal.timeout(30_000), redirect: 'error' });
-  } catch (err) {
-    throw bad('/payload_url', `could not be fetched: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  if (!res.ok) throw bad('/payload_url', `answered HTTP ${res.status}`);
-  const bytes = Buffer.from(await res.arrayBuffer());
-  if (bytes.length > MAX_PAYLOAD_BYTES) throw bad('/payload_url', `document is larger than ${MAX_PAYLOAD_BYTES} bytes`);
-  return bytes.toString('utf8');
-}
-
-function linesOf(text: string): string[] {
-  return text
-    .split(/\r?\n/)
-    .map((l) => l.trim())
-    .filter(Boolean);
 }
 
 /**
@@ -156,28 +126,22 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   }
   if (body.delivery_mode === 'put' && !body.delivery_artifact_put_url)
     throw bad('/delivery_artifact_put_url', "is required when delivery_mode is 'put'");
-  let inputs: string[] | undefined;
-  if (body.kind === 1 || body.kind === 2 || body.kind === 4) {
-    if (!body.inline_text && !body.payload_url)
-      throw bad('/inline_text', `or payload_url is required for ${kind.name} (one input per line)`);
-    inputs = linesOf(body.inline_text ?? (await fetchInputs(ctx, body.payload_url ?? '')));
-    if (inputs.length === 0)
-      throw bad(body.inline_text ? '/inline_text' : '/payload_url', 'has no non-empty line to process');
-    if (inputs.length > MAX_INPUTS) throw bad('/inline_text', `has more than ${MAX_INPUTS} lines`);
-  } else if (body.kind === 3) {
-    if (!body.payload_url) throw bad('/payload_url', 'is required for transcription (the audio file)');
-    await ctx.egress.checkUrl(body.payload_url, '/payload_url');
-  } else if (isCaptureKind(body.kind)) {
+  // Text inputs and a transcription's audio are read now (a bad URL or a file that is not audio is
+  // a 400 or 415 now, not a failed job later) and counted by the estimate.
+  const counted = await countInputs(ctx, body, true);
+  const inputs = counted.inputs ? [...counted.inputs] : undefined;
+  if (isCaptureKind(body.kind)) {
     if (!body.capture_set_id)
       throw bad('/capture_set_id', `is required for ${kind.name} (the ready capture set to process)`);
     if (body.runner_args)
       throw bad('/runner_args', `is not used by ${kind.name}: the node runs the program its operator set for the kind`);
-  } else if (!body.runner_args) {
+  } else if (body.kind > 4 && !body.runner_args) {
     throw bad('/runner_args', `is required for ${kind.name} (the program and its arguments)`);
   }
   if (body.capture_set_id !== undefined && !isCaptureKind(body.kind))
     throw bad('/capture_set_id', `is used by scene_reconstruction (8) and data_processing (10) jobs only`);
-  const cost = estimateCost(body.kind, body);
+  const cost = jobEstimate(body.kind, body, counted);
+  refuseBudgetBelow(cost, budgetCents, maxPriceMicro);
   const spec: store.JobSpec = {
     model,
     region: body.region ?? null,
@@ -200,6 +164,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     ) as Record<string, number>,
     estimated_units: cost.units,
     ...(inputs ? { inputs } : {}),
+    ...(counted.audioMs !== undefined ? { measured_audio_ms: counted.audioMs } : {}),
     ...(body.capture_set_id ? { capture_set_id: body.capture_set_id } : {}),
   };
   const jobId = newId('job');
@@ -277,10 +242,25 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   else await ctx.bus.publish('jobs', jobId);
   return {
     job_id: job.id,
-    estimated_cost: microToCad(cost.max_micro),
+    estimated_cost: cost.max_cost,
     estimated_duration_ms: estimatedDurationMs,
     status: job.status,
   };
+}
+
+/**
+ * The budget a job holds must cover its estimate at the prices it accepts: the estimate's maximum,
+ * or its units at `max_price_per_unit` when that is lower (no node asking more takes it). A job
+ * holding less would be charged its budget for work worth more (the 250-image job estimated at
+ * 0.03 CAD and held at that): 400 naming `/budget`, nothing held.
+ */
+function refuseBudgetBelow(cost: JobEstimate, budgetCents: number, maxPriceMicro: number): void {
+  const reachable = Math.min(cost.max_micro, Math.ceil(cost.units * maxPriceMicro));
+  if (budgetCents * 10_000 >= reachable) return;
+  throw bad(
+    '/budget',
+    `is below this job's estimated cost: ${microToCad(reachable)} CAD for ${cost.units} ${cost.unit.replace('_', ' ')}(s) at the prices it accepts; hold at least that`,
+  );
 }
 
 /**

@@ -27,6 +27,8 @@ export interface JobSpec {
   repository_work?: Record<string, unknown>;
   /** Kinds 8 and 10: the capture set processed (owned by modules/capture while the job runs). */
   capture_set_id?: string;
+  /** Kind 3: the audio's duration as the server measured it at submission: what is billed (platform/audio.ts). */
+  measured_audio_ms?: number;
 }
 
 export interface JobRow {
