@@ -6,6 +6,7 @@ import {
   NODE_USAGE,
   PAYOUTS_USAGE,
   SERVE_USAGE,
+  TOPUPS_USAGE,
   VERIFY_USAGE,
 } from './usage.js';
 
@@ -15,6 +16,7 @@ Commands:
   serve     run the server (control plane + gateway)
   credits   add credits to an organization's balance
   payouts   pay operators their earnings (run), record a manual payment (mark-paid)
+  topups    confirm a local top-up was paid: its promotional credit becomes paid credit (confirm)
   node      run a provider node (registers, polls for work, signs receipts)
   verify    verify an evidence bundle offline (no server needed)
   attest    verify SEV-SNP or TDX attestation evidence offline
@@ -26,6 +28,8 @@ ${SERVE_USAGE}
 ${CREDITS_USAGE}
 
 ${PAYOUTS_USAGE}
+
+${TOPUPS_USAGE}
 
 ${NODE_USAGE}
 
@@ -46,6 +50,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: async () => (await import('./serve.js')).serve,
   credits: async () => (await import('./credits.js')).credits,
   payouts: async () => (await import('./payouts.js')).payouts,
+  topups: async () => (await import('./topups.js')).topups,
   node: async () => (await import('./node.js')).node,
   verify: async () => (await import('./verify.js')).verify,
   attest: async () => (await import('./attest.js')).attest,

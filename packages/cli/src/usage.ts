@@ -28,6 +28,18 @@ mark-paid  records that a pending payout of the local provider was paid by hand 
 Uses DATABASE_URL when set (works while the server runs); otherwise the embedded store in DATA_DIR,
 which only one process may open: stop \`svc serve\` first.`;
 
+export const TOPUPS_USAGE = `svc topups confirm TOPUP_ID [--data-dir DIR]
+
+confirm    records that a top-up through the local payment provider was really paid (you received
+           the money). With \`local\`, the buyer's own checkout page adds promotional credit: it buys
+           compute, but what it pays a node is never paid out. Confirming turns it into paid credit,
+           once (a \`topup_confirmed\` ledger row); credit already spent stays spent as promotional.
+           Stripe top-ups are confirmed by Stripe. Exit 1 for an unknown, pending, failed or already
+           confirmed top-up (nothing changes). Prints the top-up.
+
+Uses DATABASE_URL when set (works while the server runs); otherwise the embedded store in DATA_DIR,
+which only one process may open: stop \`svc serve\` first.`;
+
 export const NODE_USAGE = `svc node --server URL --api-key KEY [--data-dir DIR] [--country CC] [--region R]
          [--upstream BASE_URL [--upstream-key KEY] --model CATALOG_ID[=ENGINE_MODEL]...]
          [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--no-channel] [--name NAME]

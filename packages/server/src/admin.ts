@@ -9,4 +9,11 @@ export { createDbBus } from './platform/bus.js';
 export { loadPlatformSecrets, rotatePlatformKey } from './platform/secrets.js';
 export { createPaymentProvider } from './platform/payments/index.js';
 export { createEgress } from './platform/egress.js';
-export { markPayoutPaid, payoutRecord, runPayouts, type PaymentDeps } from './modules/payouts/service.js';
+export {
+  confirmTopup,
+  markPayoutPaid,
+  payoutRecord,
+  runPayouts,
+  topupRecord,
+  type PaymentDeps,
+} from './modules/payouts/service.js';

@@ -25,7 +25,9 @@ export function NoRealMoney(props: { provider: string; movesRealMoney: boolean }
   return (
     <p class="notice" role="note" data-testid="no-real-money">
       <strong>No real money moves:</strong> this server uses the <code>{props.provider}</code> payment provider, which
-      stands in for a real one. Payouts are recorded and marked paid by an administrator who pays by hand.
+      stands in for a real one. Payouts are recorded and marked paid by an administrator who pays by hand. Top-ups are
+      promotional credit (they buy compute; what they pay a node is never paid out) until an administrator confirms
+      them.
     </p>
   );
 }

@@ -1,7 +1,21 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../platform/errors.js';
-import { applyUsage, availableCents, insufficientCredits, requireAmount, requireTxType } from './rules.js';
+import {
+  applyUsage,
+  availableCents,
+  cashCents,
+  clampPromo,
+  confirmPosting,
+  freePart,
+  insufficientCredits,
+  operatorEarning,
+  payableCents,
+  payoutPosting,
+  requireAmount,
+  requireTxType,
+  type AccountFigures,
+} from './rules.js';
 
 describe('applyUsage (the carry arithmetic)', () => {
   it('posts whole cents and carries the remainder', () => {
@@ -78,5 +92,98 @@ describe('guards', () => {
     for (const ok of ['charge', 'topup', 'free_tier', 'refund2']) expect(() => requireTxType(ok)).not.toThrow();
     for (const bad of ['', 'Top-up', 'a b', '9x', 'x'.repeat(33)])
       expect(() => requireTxType(bad)).toThrow(/tx_type must match/);
+  });
+});
+
+describe('payouts take paid credit only (issue 40, point 3)', () => {
+  // The probe's operator: the sign-up grant (500) and free-tier earnings (850) are promotional,
+  // 1,000 cents were earned from paid work.
+  const probe: AccountFigures = { balance_cents: 2_350, held_cents: 0, carry_micro: 0, promo_micro: 13_500_000 };
+
+  it('the paid credit is the balance less the promotional part, the carry owed, holds and reservations', () => {
+    expect(cashCents(probe)).toBe(1_000);
+    expect(cashCents({ ...probe, carry_micro: 1 })).toBe(999);
+    expect(cashCents({ ...probe, held_cents: 300, reserved_cents: 200 })).toBe(500);
+    expect(cashCents({ ...probe, promo_micro: 13_500_001 })).toBe(999);
+    expect(cashCents({ ...probe, promo_micro: 30_000_000 })).toBe(0);
+  });
+
+  it('a payout leaves the promotional part as it was, and never takes more than the paid credit', () => {
+    expect(payoutPosting(probe, 1_000)).toEqual({ ...probe, balance_cents: 1_350 });
+    expect(cashCents(payoutPosting(probe, 1_000))).toBe(0);
+    expect(() => payoutPosting(probe, 1_001)).toThrow(
+      expect.objectContaining({
+        code: 'conflict',
+        message: 'a payout of 1001 cents exceeds the 1000 cents of paid credit available',
+      }),
+    );
+  });
+
+  it('payable is the unpaid payable earnings, capped by the paid credit', () => {
+    expect(payableCents({ payableEarnedMicro: 10_004_500, paidOutCents: 0, cashCents: cashCents(probe) })).toBe(1_000);
+    expect(payableCents({ payableEarnedMicro: 10_004_500, paidOutCents: 1_000, cashCents: 1_350 })).toBe(0);
+    expect(payableCents({ payableEarnedMicro: 50_000_000, paidOutCents: 0, cashCents: 700 })).toBe(700);
+  });
+
+  it('confirming credit turns at most its amount of promotional credit into paid credit', () => {
+    expect(confirmPosting(15_000_000, 1_000)).toEqual({ promoMicro: 5_000_000, confirmedMicro: 10_000_000 });
+    expect(confirmPosting(4_000_000, 1_000)).toEqual({ promoMicro: 0, confirmedMicro: 4_000_000 });
+    expect(confirmPosting(0, 1_000)).toEqual({ promoMicro: 0, confirmedMicro: 0 });
+  });
+
+  /** One step of an operator organization's life, on the ledger rules alone. */
+  type Step =
+    | { kind: 'grant' | 'free_earning' | 'cash_earning' | 'spend_own' | 'spend_elsewhere'; cents: number }
+    | { kind: 'payout' };
+  const step: fc.Arbitrary<Step> = fc.oneof(
+    fc.record({
+      kind: fc.constantFrom('grant', 'free_earning', 'cash_earning', 'spend_own', 'spend_elsewhere'),
+      cents: fc.integer({ min: 1, max: 5_000 }),
+    }),
+    fc.record({ kind: fc.constant('payout' as const) }),
+  );
+
+  it('whatever the order of grants, earnings, spending on its own node and payouts, payouts never exceed paid earnings from others (property)', () => {
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
+        let account: AccountFigures = { balance_cents: 0, held_cents: 0, carry_micro: 0, promo_micro: 0 };
+        let payableEarnedMicro = 0;
+        let paidOut = 0;
+        let cashFromOthers = 0;
+        const credit = (cents: number, freeMicro: number) => {
+          const next = { ...account, balance_cents: account.balance_cents + cents };
+          account = { ...next, promo_micro: clampPromo(account.promo_micro + freeMicro, next) };
+        };
+        const charge = (cents: number) => {
+          const spend = Math.min(cents, account.balance_cents);
+          const free = freePart(spend * 10_000, account.promo_micro);
+          const next = { ...account, balance_cents: account.balance_cents - spend };
+          account = { ...next, promo_micro: clampPromo(account.promo_micro - free, next) };
+          return { micro: spend * 10_000, freeMicro: free, cents: spend };
+        };
+        for (const s of steps) {
+          if (s.kind === 'grant' || s.kind === 'free_earning') credit(s.cents, s.cents * 10_000);
+          else if (s.kind === 'cash_earning') {
+            credit(s.cents, 0);
+            payableEarnedMicro += s.cents * 10_000;
+            cashFromOthers += s.cents;
+          } else if (s.kind === 'spend_elsewhere') charge(s.cents);
+          else if (s.kind === 'spend_own') {
+            const earning = operatorEarning(charge(s.cents));
+            credit(earning.cents, earning.freeMicro);
+            payableEarnedMicro += earning.payableMicro;
+          } else {
+            const cents = payableCents({ payableEarnedMicro, paidOutCents: paidOut, cashCents: cashCents(account) });
+            const next = payoutPosting(account, cents);
+            expect(next.promo_micro).toBe(account.promo_micro);
+            account = next;
+            paidOut += cents;
+          }
+          expect(paidOut).toBeLessThanOrEqual(cashFromOthers);
+          expect(account.promo_micro).toBeLessThanOrEqual(account.balance_cents * 10_000);
+        }
+      }),
+      { numRuns: 500 },
+    );
   });
 });

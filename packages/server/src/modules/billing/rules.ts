@@ -139,21 +139,74 @@ export function operatorEarning(
   return { micro, freeMicro, payableMicro: micro - freeMicro, cents: net(charge.cents) };
 }
 
+/** The figures of an account the payout rules read (a row of `credit_accounts`). */
+export interface AccountFigures {
+  balance_cents: number;
+  held_cents: number;
+  carry_micro: number;
+  promo_micro: number;
+  reserved_cents?: number;
+}
+
 /**
- * What payouts may pay an operator organization now: its payable earnings (whole cents) less what
- * was paid out already, never more than the paid (non-promotional) credit it has available.
+ * The paid (non-promotional) credit an account can move now, in whole cents: its exact credit
+ * less the carried usage it owes and its promotional part, in whole cents, less its holds and
+ * reservations; never below zero. Promotional credit buys compute and never leaves as money, so
+ * this is the most a payout may take.
  *
  * @example
- * payableCents({ payableEarnedMicro: 4_259_999, paidOutCents: 0, availableCents: 1_000, promoMicro: 0 }); // 425
- * payableCents({ payableEarnedMicro: 4_250_000, paidOutCents: 0, availableCents: 500, promoMicro: 5_000_000 }); // 0
+ * // The sign-up grant (500) and free-tier earnings (850) are promotional; 1,000 cents were earned in cash.
+ * cashCents({ balance_cents: 2_350, held_cents: 0, carry_micro: 0, promo_micro: 13_500_000 }); // 1_000
+ * cashCents({ balance_cents: 2_350, held_cents: 0, carry_micro: 1, promo_micro: 13_500_000 }); // 999
  */
-export function payableCents(figures: {
-  payableEarnedMicro: number;
-  paidOutCents: number;
-  availableCents: number;
-  promoMicro: number;
-}): number {
+export function cashCents(account: AccountFigures): number {
+  const cashMicro = account.balance_cents * MICRO_PER_CENT - account.carry_micro - account.promo_micro;
+  return Math.max(0, Math.floor(cashMicro / MICRO_PER_CENT) - account.held_cents - (account.reserved_cents ?? 0));
+}
+
+/**
+ * A payout of `cents` posted on the account: the cents leave its paid part only, so the
+ * promotional part is exactly what it was (a `charge` would spend it first, and the grant and the
+ * free-tier earnings would leave as money while the paid credit stayed to be paid out again).
+ * Throws 409 `conflict` when the paid credit is short.
+ *
+ * @example
+ * const account = { balance_cents: 2_350, held_cents: 0, carry_micro: 0, promo_micro: 13_500_000 };
+ * payoutPosting(account, 1_000); // { balance_cents: 1_350, held_cents: 0, carry_micro: 0, promo_micro: 13_500_000 }
+ * payoutPosting(account, 1_001); // throws: a payout of 1001 cents exceeds the 1000 cents of paid credit available
+ */
+export function payoutPosting<A extends AccountFigures>(account: A, cents: number): A {
+  const cash = cashCents(account);
+  if (cents > cash)
+    throw new ApiError('conflict', `a payout of ${cents} cents exceeds the ${cash} cents of paid credit available`);
+  return { ...account, balance_cents: account.balance_cents - cents };
+}
+
+/**
+ * An administrator's confirmation that `cents` of credit the payment provider could not vouch for
+ * (a top-up through the offline `local` provider) were paid: up to that much of the promotional
+ * part becomes paid credit. Only what is left of it: credit already spent was spent as
+ * promotional credit, and the earnings it paid stay non-payable.
+ *
+ * @example
+ * confirmPosting(15_000_000, 1_000); // { promoMicro: 5_000_000, confirmedMicro: 10_000_000 }
+ * confirmPosting(4_000_000, 1_000);  // { promoMicro: 0, confirmedMicro: 4_000_000 }
+ */
+export function confirmPosting(promoMicro: number, cents: number): { promoMicro: number; confirmedMicro: number } {
+  const confirmedMicro = freePart(cents * MICRO_PER_CENT, promoMicro);
+  return { promoMicro: promoMicro - confirmedMicro, confirmedMicro };
+}
+
+/**
+ * What payouts may pay an operator organization now: its payable earnings (whole cents) less what
+ * was paid out already, never more than the paid (non-promotional) credit it has available
+ * ({@link cashCents}).
+ *
+ * @example
+ * payableCents({ payableEarnedMicro: 4_259_999, paidOutCents: 0, cashCents: 1_000 }); // 425
+ * payableCents({ payableEarnedMicro: 4_250_000, paidOutCents: 0, cashCents: 0 }); // 0
+ */
+export function payableCents(figures: { payableEarnedMicro: number; paidOutCents: number; cashCents: number }): number {
   const earned = Math.floor(figures.payableEarnedMicro / MICRO_PER_CENT) - figures.paidOutCents;
-  const cash = figures.availableCents - Math.ceil(figures.promoMicro / MICRO_PER_CENT);
-  return Math.max(0, Math.min(earned, cash));
+  return Math.max(0, Math.min(earned, figures.cashCents));
 }

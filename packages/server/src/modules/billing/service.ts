@@ -17,12 +17,15 @@ import { fillDays, windowStart } from './series.js';
 import {
   applyUsage,
   availableCents,
+  cashCents,
   clampPromo,
+  confirmPosting,
   freePart,
   insufficientCredits,
   MAX_USAGE_MICRO,
   operatorEarning,
   payableCents,
+  payoutPosting,
   requireAmount,
   requireTxType,
   type Earning,
@@ -96,6 +99,19 @@ export interface EarningPosting extends Earning {
   transaction: LedgerRow;
 }
 
+/** What `payOut` debited: the payout's cents, and its ledger row. */
+export interface PayoutPosting {
+  cents: number;
+  transaction: LedgerRow;
+}
+
+/** What `confirmCredit` turned from promotional into paid credit, and its ledger row. */
+export interface Confirmation {
+  /** The part of the amount confirmed that was still promotional credit (the rest had been spent). */
+  confirmed_micro: number;
+  transaction: LedgerRow;
+}
+
 /** The credit operations; each one is atomic and serialised per organization. */
 export interface LedgerOperations {
   /**
@@ -131,6 +147,22 @@ export interface LedgerOperations {
     charge: Pick<Settlement, 'charged_micro' | 'free_micro' | 'charged_cents'>,
     options: Omit<PostingOptions, 'txType'>,
   ): Promise<EarningPosting>;
+  /**
+   * Debits the organization's payable earnings ({@link payableEarnings}), decided under its
+   * account lock, as one `payout` row drawn from paid credit only: the promotional part of the
+   * balance is left as it was (rules.ts, `payoutPosting`). Writes nothing, and returns undefined,
+   * when they are below `minimumCents` (at least 1).
+   */
+  payOut(
+    orgId: string,
+    options: { minimumCents: number; description: string; ref: string },
+  ): Promise<PayoutPosting | undefined>;
+  /**
+   * Turns up to `cents` of the organization's promotional credit into paid credit (an
+   * administrator confirmed a payment the provider could not vouch for): one row of 0 cents
+   * whose `free_micro` is minus the part turned (rules.ts, `confirmPosting`).
+   */
+  confirmCredit(orgId: string, cents: number, options: PostingOptions & { txType: string }): Promise<Confirmation>;
   balance(orgId: string): Promise<Balance>;
   /**
    * Closes many holds at once, exactly as `settle` (then `earn` when `earn` is set) or `release`
@@ -321,6 +353,42 @@ function operations(
       });
     },
 
+    payOut: async (orgId, options) => {
+      const entry = posting({ ...options, txType: 'payout' }, 'payout');
+      return run(async (q) => {
+        const account = await lockedAccount(q, orgId);
+        const cents = payableCents({ ...earnedFigures(await earningTotals(q, orgId)), cashCents: cashCents(account) });
+        if (cents < Math.max(1, options.minimumCents)) return undefined;
+        const next = payoutPosting(account, cents);
+        await updateAccount(q, orgId, next);
+        const transaction = await insertLedgerRow(q, {
+          ...entry,
+          orgId,
+          amountCents: -cents,
+          balanceAfter: next.balance_cents,
+        });
+        return { cents, transaction };
+      });
+    },
+
+    confirmCredit: async (orgId, cents, options) => {
+      requireAmount(cents, 'cents', { min: 1 });
+      const entry = posting(options, options.txType);
+      return run(async (q) => {
+        const account = await lockedAccount(q, orgId);
+        const { promoMicro, confirmedMicro } = confirmPosting(account.promo_micro, cents);
+        await updateAccount(q, orgId, { ...account, promo_micro: promoMicro });
+        const transaction = await insertLedgerRow(q, {
+          ...entry,
+          orgId,
+          amountCents: 0,
+          freeMicro: -confirmedMicro,
+          balanceAfter: account.balance_cents,
+        });
+        return { confirmed_micro: confirmedMicro, transaction };
+      });
+    },
+
     holdMany: (holds) =>
       run(async (q) => {
         const drawn = await takeHoldsMany(q, holds, reservations?.instanceId ?? null);
@@ -360,6 +428,11 @@ function operations(
         };
       }),
   };
+}
+
+/** The payable earnings so far and what was paid out of them: `payableCents`' figures from the ledger's. */
+function earnedFigures(totals: { earned_micro: number; free_micro: number; paid_out_cents: number }) {
+  return { payableEarnedMicro: totals.earned_micro - totals.free_micro, paidOutCents: totals.paid_out_cents };
 }
 
 /** `closeMany`'s entries as the batch closings take them (amounts checked, postings named). */
@@ -491,7 +564,8 @@ export async function spendSeries(db: Queryable, orgId: string, days: number, no
 /**
  * What payouts may pay an operator organization now (DESIGN.md section 7, docs/billing.md):
  * its earnings less the part earned from free-tier credit, less what was paid out, never more
- * than the paid (non-promotional) credit it has available. The one figure payouts use.
+ * than the paid (non-promotional) credit it has available: what a payout run would pay now
+ * (`payOut` decides the same figure again under the account lock).
  *
  * @example
  * const { payable_cents } = await payableEarnings(ctx.db, orgId);
@@ -499,17 +573,12 @@ export async function spendSeries(db: Queryable, orgId: string, days: number, no
 export async function payableEarnings(db: Queryable, orgId: string) {
   const [account, totals] = await Promise.all([readAccount(db, orgId), earningTotals(db, orgId)]);
   if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
-  const payableEarnedMicro = totals.earned_micro - totals.free_micro;
-  const cents = payableCents({
-    payableEarnedMicro,
-    paidOutCents: totals.paid_out_cents,
-    availableCents: availableCents(account),
-    promoMicro: account.promo_micro,
-  });
+  const figures = earnedFigures(totals);
+  const cents = payableCents({ ...figures, cashCents: cashCents(account) });
   return {
     earned_micro: totals.earned_micro,
     non_payable_micro: totals.free_micro,
-    payable_earned_micro: payableEarnedMicro,
+    payable_earned_micro: figures.payableEarnedMicro,
     paid_out_cents: totals.paid_out_cents,
     payable_cents: cents,
     payable: centsToCad(cents),

@@ -63,7 +63,7 @@ async function describe(
   if (!topup) throw new ApiError('not_found', `top-up ${id} not found`);
   return {
     title: 'Checkout',
-    text: `Top-up <code>${escape(id)}</code>: <strong>${centsToCad(topup.amount_cents).toFixed(2)} ${escape(topup.currency)}</strong> of credit (status: ${escape(topup.status)}).`,
+    text: `Top-up <code>${escape(id)}</code>: <strong>${centsToCad(topup.amount_cents).toFixed(2)} ${escape(topup.currency)}</strong> of credit (status: ${escape(topup.status)}). Paying here adds promotional credit: it buys compute, but what it pays a node is never paid out, until an administrator confirms the payment (<code>svc topups confirm ${escape(id)}</code>).`,
     actions:
       topup.status === 'pending'
         ? [

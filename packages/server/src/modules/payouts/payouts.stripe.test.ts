@@ -288,12 +288,13 @@ describe('top-ups through Stripe Checkout', () => {
       url: `/api/v1/billing/topups/${topup.topup_id}`,
       headers: bearer(buyer.apiKey),
     });
-    expect(view.json()).toMatchObject({ status: 'paid', amount_cents: 2500 });
+    // Stripe vouches for the payment: paid credit at once, never promotional.
+    expect(view.json()).toMatchObject({ status: 'paid', amount_cents: 2500, confirmed_at: expect.any(String) });
     const ledger = (
       await t.app.inject({ method: 'GET', url: '/api/v1/billing/transactions', headers: bearer(buyer.apiKey) })
-    ).json().transactions as { tx_type: string; ref: string; amount_cents: number }[];
+    ).json().transactions as { tx_type: string; ref: string; amount_cents: number; free_micro: number }[];
     expect(ledger.filter((row) => row.tx_type === 'topup')).toEqual([
-      expect.objectContaining({ ref: topup.topup_id, amount_cents: 2500 }),
+      expect.objectContaining({ ref: topup.topup_id, amount_cents: 2500, free_micro: 0 }),
     ]);
 
     const stranger = await signUp(t.app);

@@ -81,6 +81,13 @@ export const Topup = Type.Object(
     failure_reason: Nullable(Type.String()),
     created_at: DateTime,
     completed_at: Nullable(DateTime),
+    confirmed_at: Nullable(
+      Type.String({
+        format: 'date-time',
+        description:
+          'when its credit became paid credit: at payment with Stripe; with the `local` provider when an administrator confirmed it (`svc topups confirm`). Null while the credit is promotional',
+      }),
+    ),
   },
   { $id: 'Topup' },
 );

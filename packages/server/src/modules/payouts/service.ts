@@ -1,13 +1,14 @@
 import type { Logger } from 'pino';
-import { centsToCad } from '@svc/protocol';
+import { centsToCad, MICRO_PER_CENT } from '@svc/protocol';
 import type { Config } from '../../platform/config.js';
 import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { PaymentEvent, PaymentProvider } from '../../platform/payments/index.js';
-import { payableEarnings, type Ledger } from '../billing/service.js';
+import type { Confirmation, Ledger } from '../billing/service.js';
 import {
   closeTopup,
+  confirmTopupRow,
   failPayout,
   findAccountOfOrg,
   findTopup,
@@ -82,6 +83,7 @@ export function topupRecord(row: TopupRow) {
     failure_reason: row.failure_reason,
     created_at: row.created_at.toISOString(),
     completed_at: row.completed_at?.toISOString() ?? null,
+    confirmed_at: row.confirmed_at?.toISOString() ?? null,
   };
 }
 
@@ -146,7 +148,10 @@ export async function applyPaymentEvent(deps: PaymentDeps, event: PaymentEvent):
       case 'checkout.expired': {
         const topup = await findTopup(tx, event.topupId, { lock: true });
         if (!topup || topup.provider !== provider) return 'ignored';
-        return (await closeTopup(tx, topup.id, 'failed', 'the checkout expired or the payment failed'))
+        return (await closeTopup(tx, topup.id, {
+          status: 'failed',
+          reason: 'the checkout expired or the payment failed',
+        }))
           ? 'applied'
           : 'ignored';
       }
@@ -175,22 +180,63 @@ async function completeTopup(
   }
   if (topup.status !== 'pending' || !event.paid) return 'ignored';
   if (event.amountCents !== topup.amount_cents || event.currency.toUpperCase() !== topup.currency) {
-    await closeTopup(
-      tx,
-      topup.id,
-      'failed',
-      `the provider confirmed ${event.amountCents} ${event.currency}, not ${topup.amount_cents} ${topup.currency}`,
-    );
+    await closeTopup(tx, topup.id, {
+      status: 'failed',
+      reason: `the provider confirmed ${event.amountCents} ${event.currency}, not ${topup.amount_cents} ${topup.currency}`,
+    });
     deps.log?.error({ topup_id: topup.id }, 'payments: confirmed amount differs from the top-up; no credit added');
     return 'applied';
   }
-  await closeTopup(tx, topup.id, 'paid');
+  // A provider that moves no money (`local`) vouches for nothing: its checkout page is the buyer's
+  // own click. That credit is promotional (spendable, never paid out, and what it pays a node earns
+  // nothing payable) until an administrator confirms the payment (confirmTopup).
+  const confirmed = deps.payments.movesRealMoney;
+  await closeTopup(tx, topup.id, { status: 'paid', confirmed });
   await deps.ledger.within(tx).credit(topup.org_id, topup.amount_cents, {
     txType: 'topup',
-    description: `top-up ${topup.id} (${deps.payments.name})`,
+    description: `top-up ${topup.id} (${deps.payments.name}${confirmed ? '' : ', promotional until confirmed'})`,
     ref: topup.id,
+    freeMicro: confirmed ? 0 : topup.amount_cents * MICRO_PER_CENT,
   });
   return 'applied';
+}
+
+/** Why a top-up cannot be confirmed: unknown (404), or not a paid, unconfirmed one (409). */
+function notConfirmable(topupId: string, topup: TopupRow | undefined): ApiError {
+  if (!topup) return new ApiError('not_found', `top-up ${topupId} not found`);
+  if (topup.confirmed_at)
+    return new ApiError('conflict', `top-up ${topupId} is already confirmed (${topup.confirmed_at.toISOString()})`);
+  return new ApiError(
+    'conflict',
+    `top-up ${topupId} is ${topup.status}: only a paid top-up can be confirmed (its buyer completes the checkout first)`,
+  );
+}
+
+/**
+ * `svc topups confirm`: an administrator confirms that a top-up through the `local` provider was
+ * really paid. Its credit becomes paid credit, once: a `topup_confirmed` ledger row turns up to
+ * its amount of the organization's promotional credit into paid credit (what is left of it; credit
+ * spent before stays spent as promotional). 404 for an unknown top-up, 409 for one already
+ * confirmed (every Stripe top-up is), pending or failed; then nothing changes.
+ *
+ * @example
+ * const { topup, confirmation } = await confirmTopup({ db, ledger }, 'topup_01...');
+ * // confirmation.confirmed_micro: the micro-CAD that became paid credit
+ */
+export async function confirmTopup(
+  deps: Pick<PaymentDeps, 'db' | 'ledger'>,
+  topupId: string,
+): Promise<{ topup: TopupRow; confirmation: Confirmation }> {
+  return deps.db.transaction(async (tx) => {
+    const topup = await confirmTopupRow(tx, topupId);
+    if (!topup) throw notConfirmable(topupId, await findTopup(tx, topupId));
+    const confirmation = await deps.ledger.within(tx).confirmCredit(topup.org_id, topup.amount_cents, {
+      txType: 'topup_confirmed',
+      description: `top-up ${topup.id} confirmed by an administrator: paid credit`,
+      ref: topup.id,
+    });
+    return { topup, confirmation };
+  });
 }
 
 // --- Payout runs ---
@@ -285,25 +331,25 @@ async function sendPayout(deps: PaymentDeps, payout: PayoutRow): Promise<PayoutR
 async function openPayout(deps: PaymentDeps, account: PayoutAccountRow, now: Date): Promise<PayoutRow | undefined> {
   return deps.db.transaction(async (tx) => {
     await lockOrgPayouts(tx, account.org_id);
-    const amount = (await payableEarnings(tx, account.org_id)).payable_cents;
-    if (amount < deps.config.payments.payoutMinimumCents) return undefined;
     const id = newId('po');
-    const payout = await insertPayout(tx, {
+    // Paid credit only: a payout never takes the promotional part (the free-tier grant, earnings
+    // from free-tier work, unconfirmed local top-ups), decided under the account lock.
+    const debited = await deps.ledger.within(tx).payOut(account.org_id, {
+      minimumCents: deps.config.payments.payoutMinimumCents,
+      description: `payout ${id} to ${account.account_id}`,
+      ref: id,
+    });
+    if (!debited) return undefined;
+    return insertPayout(tx, {
       id,
       org_id: account.org_id,
       account_id: account.account_id,
       provider: account.provider,
-      amount_cents: amount,
+      amount_cents: debited.cents,
       currency: CURRENCY,
       period_start: await nextPeriodStart(tx, account.org_id, now),
       period_end: now,
     });
-    await deps.ledger.within(tx).charge(account.org_id, amount * 10_000, {
-      txType: 'payout',
-      description: `payout ${id} to ${account.account_id}`,
-      ref: id,
-    });
-    return payout;
   });
 }
 

@@ -39,13 +39,15 @@ export interface TopupRow {
   failure_reason: string | null;
   created_at: Date;
   completed_at: Date | null;
+  /** When its credit became paid credit (the provider confirmed it, or an administrator did); null while promotional. */
+  confirmed_at: Date | null;
 }
 
 const ACCOUNT = 'org_id, provider, account_id, email, country, onboarded, created_at';
 const PAYOUT =
   'id, org_id, account_id, provider, amount_cents, currency, status, period_start, period_end, provider_ref, failure_reason, created_at';
 const TOPUP =
-  'id, org_id, provider, amount_cents, currency, status, provider_ref, checkout_url, failure_reason, created_at, completed_at';
+  'id, org_id, provider, amount_cents, currency, status, provider_ref, checkout_url, failure_reason, created_at, completed_at, confirmed_at';
 
 export async function findAccountOfOrg(db: Queryable, orgId: string): Promise<PayoutAccountRow | undefined> {
   const { rows } = await db.query<PayoutAccountRow>(`SELECT ${ACCOUNT} FROM payout_accounts WHERE org_id = $1`, [
@@ -159,16 +161,30 @@ export async function listTopups(
   return { rows: list.rows, total: Number(count.rows[0]?.n ?? 0) };
 }
 
-/** Moves a pending top-up to `paid` or `failed`; undefined when it was not pending (already applied). */
+/**
+ * Moves a pending top-up to `paid` (`confirmed`: its credit is paid credit at once) or `failed`;
+ * undefined when it was not pending (already applied).
+ */
 export async function closeTopup(
   db: Queryable,
   id: string,
-  status: 'paid' | 'failed',
-  reason: string | null = null,
+  outcome: { status: 'paid'; confirmed: boolean } | { status: 'failed'; reason: string },
 ): Promise<TopupRow | undefined> {
+  const reason = outcome.status === 'failed' ? outcome.reason : null;
+  const confirmed = outcome.status === 'paid' && outcome.confirmed;
   const { rows } = await db.query<TopupRow>(
-    `UPDATE topups SET status = $2, failure_reason = $3, completed_at = now() WHERE id = $1 AND status = 'pending' RETURNING ${TOPUP}`,
-    [id, status, reason],
+    `UPDATE topups SET status = $2, failure_reason = $3, completed_at = now(), confirmed_at = CASE WHEN $4 THEN now() END
+      WHERE id = $1 AND status = 'pending' RETURNING ${TOPUP}`,
+    [id, outcome.status, reason, confirmed],
+  );
+  return rows[0];
+}
+
+/** Marks a paid, unconfirmed top-up confirmed, once; undefined for any other (unknown, pending, failed, confirmed). */
+export async function confirmTopupRow(db: Queryable, id: string): Promise<TopupRow | undefined> {
+  const { rows } = await db.query<TopupRow>(
+    `UPDATE topups SET confirmed_at = now() WHERE id = $1 AND status = 'paid' AND confirmed_at IS NULL RETURNING ${TOPUP}`,
+    [id],
   );
   return rows[0];
 }
