@@ -11,6 +11,7 @@ export { svc1VerifiesIndependently } from './independent-svc1.js';
 export { FAKE_STRIPE_WEBHOOK_SECRET, signStripeEvent, startFakeStripe, type FakeStripe } from './fake-stripe.js';
 export { eventually, watchPolls } from './waits.js';
 export { startTestS3, type TestS3 } from './s3-server.js';
+export { sendChunked, type RawAnswer } from './raw-http.js';
 
 /** Log lines a test app wrote, for asserting that secrets never reach them. */
 export class LogCapture extends Writable {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createTestApp, signUp, type TestApp } from '../../test/harness.js';
+import { bearer, createKey, createTestApp, createTestNode, signUp, type TestApp } from '../../test/harness.js';
 import { presignFileUrl } from '../modules/gateway/files.js';
 import { redactQuery } from './log-redact.js';
 
@@ -86,5 +86,53 @@ describe('logs and caching of secrets', () => {
     const buyer = await signUp(t.app);
     const me = await t.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(buyer.token) });
     expect([me.statusCode, me.headers['cache-control']]).toEqual([200, undefined]);
+  });
+
+  it('responses carrying capability URLs answer Cache-Control: no-store (issue 40, point 8)', async () => {
+    const buyer = await signUp(t.app);
+    const as = (credential: string) => ({ ...bearer(credential), 'content-type': 'application/json' });
+    const cacheOf = async (method: 'GET' | 'POST', url: string, credential: string, payload?: object) => {
+      const res = await t.app.inject({ method, url, headers: as(credential), payload });
+      return [`${method} ${url.replace(/\/(topup|gw|wrk)_\w+/, '/:id')}`, res.statusCode, res.headers['cache-control']];
+    };
+    // A top-up's checkout page, where it starts and wherever it is read again.
+    const topup = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/billing/topups',
+      headers: as(buyer.token),
+      payload: { amount_cents: 1000 },
+    });
+    expect([topup.statusCode, topup.headers['cache-control']]).toEqual([201, 'no-store']);
+    const topupId = String(topup.json().topup_id);
+    // The payout account's onboarding link.
+    const operator = await createKey(t.app, buyer, ['operator']);
+    const account = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/node/connect',
+      headers: as(operator),
+      payload: { email: buyer.email, country: 'CA' },
+    });
+    // Presigned object URLs: a node's work (its inputs) and its outputs' upload URLs.
+    const node = await createTestNode(t.app, operator);
+    const poll = await node.call('GET', '/api/v1/node/work?wait_ms=0');
+    const outputs = await node.call('POST', '/api/v1/node/work/wrk_00000000000000000000000000/outputs', { files: [] });
+    expect([
+      await cacheOf('GET', '/api/v1/billing/topups', buyer.token),
+      await cacheOf('GET', `/api/v1/billing/topups/${topupId}`, buyer.token),
+      await cacheOf('POST', '/api/v1/node/connect/onboarding', operator, { account_id: account.json().account_id }),
+      // Presigned image URLs: generated, and presigned afresh when a request is read again (the flag is per route).
+      await cacheOf('POST', '/v1/images/generations', buyer.apiKey, { model: 'no-such-model', prompt: 'a cat' }),
+      await cacheOf('GET', '/api/v1/gateway/requests/gw_00000000000000000000000000', buyer.apiKey),
+      ['GET /api/v1/node/work', poll.statusCode, poll.headers['cache-control']],
+      ['POST /api/v1/node/work/:id/outputs', outputs.statusCode, outputs.headers['cache-control']],
+    ]).toEqual([
+      ['GET /api/v1/billing/topups', 200, 'no-store'],
+      ['GET /api/v1/billing/topups/:id', 200, 'no-store'],
+      ['POST /api/v1/node/connect/onboarding', 200, 'no-store'],
+      ['POST /v1/images/generations', expect.any(Number), 'no-store'],
+      ['GET /api/v1/gateway/requests/:id', 404, 'no-store'],
+      ['GET /api/v1/node/work', 200, 'no-store'],
+      ['POST /api/v1/node/work/:id/outputs', 404, 'no-store'],
+    ]);
   });
 });

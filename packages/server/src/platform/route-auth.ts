@@ -16,6 +16,8 @@ export interface RouteEntry {
   url: string;
   auth: RouteAuth | undefined;
   hidden: boolean;
+  /** The route's own body limit in bytes, when it sets one (else the app's, `SVC_BODY_LIMIT_BYTES`). */
+  bodyLimit?: number;
 }
 
 declare module 'fastify' {
@@ -23,7 +25,10 @@ declare module 'fastify' {
     auth?: RouteAuth;
     /** false exempts a route from rate limits (health checks, metrics scrapes). */
     rateLimit?: boolean;
-    /** true for responses that carry a secret (keys, tokens): sent with `Cache-Control: no-store`. */
+    /**
+     * true for responses that carry a secret (keys, tokens) or a capability URL (a checkout or
+     * onboarding page, a presigned file or object URL): sent with `Cache-Control: no-store`.
+     */
     noStore?: boolean;
   }
   interface FastifyInstance {
@@ -39,7 +44,8 @@ export function installRouteTable(app: FastifyInstance): void {
   app.addHook('onRoute', (route) => {
     const auth = (route.config as { auth?: RouteAuth } | undefined)?.auth;
     const hidden = (route.schema as { hide?: boolean } | undefined)?.hide === true;
-    for (const method of [route.method].flat()) table.push({ method, url: route.url, auth, hidden });
+    const limit = route.bodyLimit === undefined ? {} : { bodyLimit: route.bodyLimit };
+    for (const method of [route.method].flat()) table.push({ method, url: route.url, auth, hidden, ...limit });
   });
 }
 

@@ -281,4 +281,53 @@ describe('capture sets processed by kind 8 and 10 jobs', () => {
       compute_units: 2,
     });
   });
+
+  it("bounds a node's declared outputs by the job's capture set: count, each size and the total (issue 40, point 10)", async () => {
+    const id = await readySet();
+    expect((await submit(10, id)).status).toBe(201);
+    const [work] = await node.poll();
+    if (!work) throw new Error('no work');
+    const declare = (files: { path: string; bytes: number }[]) =>
+      node.call('POST', `/api/v1/node/work/${work.work_id}/outputs`, {
+        files: files.map((f) => ({ ...f, sha256: sha(f.path) })),
+      });
+    // The set holds 2 files of 8,000 bytes: outputs up to 2 x 8,000 + 1 GiB bytes, 2 x 2 + 100 files.
+    const limit = 2 * 8000 + 2 ** 30;
+    const huge = await declare([{ path: 'huge.bin', bytes: 10 ** 15 }]);
+    expect([huge.statusCode, huge.json()]).toEqual([
+      400,
+      {
+        code: 400,
+        error: 'invalid_request',
+        message: `the output manifest declares more than ${limit} bytes of outputs (huge.bin alone is ${10 ** 15}); this job takes at most ${limit} (capture set ${id})`,
+        details: [{ path: '/files', message: expect.stringContaining('huge.bin alone') }],
+      },
+    ]);
+    const total = await declare([
+      { path: 'a.bin', bytes: limit - 10 },
+      { path: 'b.bin', bytes: 11 },
+    ]);
+    expect([total.statusCode, total.json().message]).toEqual([
+      400,
+      `the output manifest declares more than ${limit} bytes of outputs; this job takes at most ${limit} (capture set ${id})`,
+    ]);
+    const many = await declare(Array.from({ length: 105 }, (_, i) => ({ path: `f${i}`, bytes: 1 })));
+    expect([many.statusCode, many.json().message]).toEqual([
+      400,
+      `the output manifest declares 105 outputs; this job takes at most 104 (capture set ${id})`,
+    ]);
+    // At the bounds exactly: a URL per file, each taking its declared size.
+    const fits = await declare([
+      { path: 'a.bin', bytes: limit - 1 },
+      ...Array.from({ length: 102 }, (_, i) => ({ path: `f${i}`, bytes: 0 })),
+      { path: 'z.bin', bytes: 1 },
+    ]);
+    expect(fits.statusCode).toBe(200);
+    const uploads = (fits.json() as { uploads: { path: string; url: string }[] }).uploads;
+    expect(uploads).toHaveLength(104);
+    expect(new URL(uploads.find((u) => u.path === 'a.bin')?.url ?? 'http://x').searchParams.get('max_bytes')).toBe(
+      String(limit - 1),
+    );
+    await node.call('POST', `/api/v1/node/work/${work.work_id}/fail`, { message: 'not now' });
+  });
 });

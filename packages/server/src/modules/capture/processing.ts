@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import {
   dataProcessingUnits,
+  MAX_MANIFEST_FILES,
   parseOutputManifest,
   SCENES_FILE,
   type CaptureWorkPayload,
@@ -110,18 +111,73 @@ export function outputKey(workId: string, path: string): string {
   return `capture-outputs/${workId}/${createHash('sha256').update(path).digest('hex').slice(0, 40)}`;
 }
 
+/** What a node may declare as the outputs of one capture set: at most `files` files of `bytes` bytes in all. */
+export interface OutputLimits {
+  files: number;
+  bytes: number;
+}
+
+/** Outputs may take this many times the set's own bytes and files, plus the allowances below. */
+const OUTPUT_PER_INPUT = 2;
+const OUTPUT_BYTES_ALLOWANCE = 2 ** 30;
+const OUTPUT_FILES_ALLOWANCE = 100;
+
+/**
+ * The bounds of a job's declared outputs, from what the job processes: twice the capture set's
+ * bytes plus 1 GiB, twice its files plus 100 (and at most the 10,000 files of any manifest).
+ * A node is a stranger: it only gets upload URLs (disk on this server) within these.
+ *
+ * @example
+ * outputLimits({ raw_bytes: 5_000_000, total_files: 3 }) // { files: 106, bytes: 1_083_741_824 }
+ */
+export function outputLimits(set: { raw_bytes: number | string; total_files: number | string }): OutputLimits {
+  return {
+    files: Math.min(MAX_MANIFEST_FILES, OUTPUT_PER_INPUT * Number(set.total_files) + OUTPUT_FILES_ALLOWANCE),
+    bytes: OUTPUT_PER_INPUT * Number(set.raw_bytes) + OUTPUT_BYTES_ALLOWANCE,
+  };
+}
+
+/** Why `manifest` exceeds `limits` (a message and the JSON pointer it is about), or undefined when it is within. */
+export function outputLimitProblem(
+  manifest: OutputManifest,
+  limits: OutputLimits,
+): { path: string; message: string } | undefined {
+  if (manifest.files.length > limits.files)
+    return {
+      path: '/files',
+      message: `declares ${manifest.files.length} outputs; this job takes at most ${limits.files}`,
+    };
+  let total = 0;
+  for (const f of manifest.files) {
+    total += f.bytes;
+    if (f.bytes > limits.bytes || total > limits.bytes)
+      return {
+        path: '/files',
+        message: `declares more than ${limits.bytes} bytes of outputs${f.bytes > limits.bytes ? ` (${f.path} alone is ${f.bytes})` : ''}; this job takes at most ${limits.bytes}`,
+      };
+  }
+  return undefined;
+}
+
 /**
  * `POST /api/v1/node/work/{work_id}/outputs`: the node declares its output manifest and gets a
- * presigned PUT URL per file (a server-signed one takes at most the declared size).
+ * presigned PUT URL per file (a server-signed one takes at most the declared size). The
+ * declaration must fit the job's {@link outputLimits} (400 otherwise).
  */
 export async function outputUploads(
-  ctx: Pick<ServiceContext, 'objects' | 'secrets' | 'config'>,
-  work: { id: string; kind: number },
+  ctx: Pick<ServiceContext, 'objects' | 'secrets' | 'config' | 'db'>,
+  work: { id: string; kind: number; org_id: string; payload: Record<string, unknown> },
   body: unknown,
 ): Promise<{ uploads: OutputUpload[]; expires_at: string }> {
   if (!isCaptureKind(work.kind))
     throw new ApiError('conflict', `work ${work.id} is kind ${work.kind}; only kinds 8 and 10 upload outputs`);
   const manifest = outputManifestOf(body);
+  const setId = String(work.payload.capture_set_id);
+  const set = await store.findCaptureSet(ctx.db, work.org_id, setId);
+  if (!set) throw new ApiError('conflict', `work ${work.id} has no capture set to process`);
+  const problem = outputLimitProblem(manifest, outputLimits(set));
+  if (problem)
+    throw new ApiError('invalid_request', `the output manifest ${problem.message} (capture set ${setId})`, [problem]);
   const ttlSeconds = URL_MARGIN_SECONDS;
   return {
     expires_at: new Date(Date.now() + ttlSeconds * 1000).toISOString(),

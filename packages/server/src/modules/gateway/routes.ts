@@ -5,6 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
+import { CLOSE_CONNECTION, filePartBytes } from '../../platform/multipart.js';
 import { principalOf } from '../../platform/principal.js';
 import { MAX_AUDIO_BYTES, prepareTranscription, transcriptionView } from './audio.js';
 import { chatCompletionView, prepareChat } from './chat.js';
@@ -59,7 +60,7 @@ async function readAudioForm(
   try {
     for await (const part of request.parts()) {
       if (part.type === 'file') {
-        const bytes = await part.toBuffer();
+        const bytes = await filePartBytes(part);
         if (part.fieldname === 'file' && !file) file = { bytes, filename: part.filename };
       } else if (typeof part.value === 'string' || typeof part.value === 'number' || typeof part.value === 'boolean') {
         fields[part.fieldname] = String(part.value);
@@ -68,9 +69,14 @@ async function readAudioForm(
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'FST_REQ_FILE_TOO_LARGE')
-      throw new ApiError('payload_too_large', `the audio file is larger than ${MAX_AUDIO_BYTES / 1024 / 1024} MiB`);
+      throw new ApiError(
+        'payload_too_large',
+        `the audio file is larger than ${MAX_AUDIO_BYTES / 1024 / 1024} MiB`,
+        undefined,
+        CLOSE_CONNECTION,
+      );
     if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT')
-      throw new ApiError('payload_too_large', 'too many parts in the form');
+      throw new ApiError('payload_too_large', 'too many parts in the form', undefined, CLOSE_CONNECTION);
     if (err instanceof ApiError) throw err;
     // Everything else here is the form's own fault: no or an over-long boundary, a truncated part,
     // a malformed header. Only the client's bytes are read in this loop.
@@ -120,7 +126,8 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
   app.get(
     '/api/v1/gateway/requests/:id',
     {
-      config: { auth: { permission: 'jobs:read' } },
+      // An image answer's URLs are presigned afresh: capability URLs, not to be cached.
+      config: { auth: { permission: 'jobs:read' }, noStore: true },
       schema: {
         summary:
           'One gateway request with its stored answer (chat completion, embeddings, transcription, or freshly presigned image URLs), to fetch again an answer lost on the way. Results are kept until deleted by hand: nothing expires them today (docs/gateway.md)',
@@ -225,7 +232,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
   app.post(
     '/v1/images/generations',
     {
-      config: inference,
+      config: { ...inference, noStore: true },
       schema: {
         summary: 'Generate images; answers presigned URLs valid for an hour',
         tags,

@@ -4,6 +4,7 @@ import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
+import { CLOSE_CONNECTION, filePartBytes } from '../../platform/multipart.js';
 import { principalOf } from '../../platform/principal.js';
 import { createValidatorCompiler } from '../../platform/validation.js';
 import { StringEnum } from '../../platform/schemas.js';
@@ -70,7 +71,7 @@ async function readUpload(request: FastifyRequest, maxBytes: number): Promise<se
       limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 4096, parts: 12 },
     })) {
       if (part.type === 'file') {
-        const bytes = await part.toBuffer();
+        const bytes = await filePartBytes(part);
         if (part.fieldname === 'file' && !file) file = { bytes, filename: part.filename, mimetype: part.mimetype };
       } else if (typeof part.value === 'string') {
         fields[part.fieldname] = part.value;
@@ -79,9 +80,14 @@ async function readUpload(request: FastifyRequest, maxBytes: number): Promise<se
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'FST_REQ_FILE_TOO_LARGE')
-      throw new ApiError('payload_too_large', `the document is larger than ${maxBytes} bytes`);
+      throw new ApiError(
+        'payload_too_large',
+        `the document is larger than ${maxBytes} bytes`,
+        undefined,
+        CLOSE_CONNECTION,
+      );
     if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT')
-      throw new ApiError('payload_too_large', 'too many parts in the form');
+      throw new ApiError('payload_too_large', 'too many parts in the form', undefined, CLOSE_CONNECTION);
     throw err;
   }
   if (!file)

@@ -1,4 +1,5 @@
-import { Transform } from 'node:stream';
+import type { IncomingMessage } from 'node:http';
+import { finished, Transform, type Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
@@ -26,6 +27,37 @@ function allow(ctx: ServiceContext, method: ObjectMethod, key: string, query: Ob
       `this object URL is not valid for ${method} (missing, altered or for another object)`,
     );
   return check.maxBytes;
+}
+
+const tooLarge = (maxBytes: number) =>
+  // The rest of the body is not read: the connection closes after the answer.
+  new ApiError('payload_too_large', `this URL takes at most ${maxBytes} bytes`, undefined, { connection: 'close' });
+
+/**
+ * A PUT's body as the store reads it, failing with `payload_too_large` past `maxBytes`. Its errors
+ * are heard from the moment it exists: the store may still be making a directory when the first
+ * chunk arrives already too large, and an `error` nobody listens to ends the process. The request
+ * is piped rather than passed through stream.pipeline, which would destroy it (its socket) before
+ * the 413 could be sent; a request that ends early (the client gone) fails the body instead.
+ * `refusal` is the size error, if that is how the body ended.
+ */
+function limitedBody(raw: IncomingMessage, maxBytes: number | undefined): { stream: Readable; refusal(): unknown } {
+  let seen = 0;
+  let refusal: ApiError | undefined;
+  const stream = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      seen += chunk.length;
+      if (maxBytes !== undefined && seen > maxBytes) done((refusal = tooLarge(maxBytes)));
+      else done(null, chunk);
+    },
+  });
+  // pipe() unpipes on the body's error itself; this listener is there so the error is heard.
+  stream.on('error', () => raw.unpipe(stream));
+  finished(raw, (err) => {
+    if (err) stream.destroy(err);
+  });
+  raw.pipe(stream);
+  return { stream, refusal: () => refusal };
 }
 
 /**
@@ -80,24 +112,19 @@ export async function objectRoutes(app: App, ctx: ServiceContext): Promise<void>
         const { key } = request.params as { key: string };
         const maxBytes = allow(ctx, 'PUT', key, request.query as ObjectUrlQuery);
         const declared = Number(request.headers['content-length'] ?? Number.NaN);
-        if (maxBytes !== undefined && declared > maxBytes)
-          throw new ApiError('payload_too_large', `this URL takes at most ${maxBytes} bytes`);
-        let seen = 0;
-        const limit = new Transform({
-          transform(chunk: Buffer, _enc, done) {
-            seen += chunk.length;
-            if (maxBytes !== undefined && seen > maxBytes)
-              done(new ApiError('payload_too_large', `this URL takes at most ${maxBytes} bytes`));
-            else done(null, chunk);
-          },
-        });
+        if (maxBytes !== undefined && declared > maxBytes) throw tooLarge(maxBytes);
+        const body = limitedBody(request.raw, maxBytes);
         const contentType = request.headers['content-type'];
-        const { bytes } = await ctx.objects.put(
-          key,
-          request.raw.pipe(limit),
-          typeof contentType === 'string' ? contentType : undefined,
-        );
-        return { key, bytes };
+        try {
+          const { bytes } = await ctx.objects.put(
+            key,
+            body.stream,
+            typeof contentType === 'string' ? contentType : undefined,
+          );
+          return { key, bytes };
+        } catch (err) {
+          throw body.refusal() ?? err;
+        }
       },
     );
   });

@@ -74,7 +74,7 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
   app.post(
     '/api/v1/node/connect/onboarding',
     {
-      config: { auth: { permission: 'payouts:write' } },
+      config: { auth: { permission: 'payouts:write' }, noStore: true },
       schema: {
         summary: 'A fresh onboarding link for the payout account',
         tags,
@@ -141,7 +141,7 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
   app.post(
     '/api/v1/billing/topups',
     {
-      config: { auth: { permission: 'billing:write' } },
+      config: { auth: { permission: 'billing:write' }, noStore: true },
       schema: {
         summary:
           'Starts a top-up: returns the checkout page; the credit is added once, when the payment provider confirms',
@@ -159,7 +159,7 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
   app.get(
     '/api/v1/billing/topups',
     {
-      config: { auth: { permission: 'billing:read' } },
+      config: { auth: { permission: 'billing:read' }, noStore: true },
       schema: {
         summary: "The organization's top-ups, newest first",
         tags: ['billing'],
@@ -176,7 +176,7 @@ export async function payoutRoutes(app: App, ctx: ServiceContext): Promise<void>
   app.get(
     '/api/v1/billing/topups/:id',
     {
-      config: { auth: { permission: 'billing:read' } },
+      config: { auth: { permission: 'billing:read' }, noStore: true },
       schema: { summary: 'One top-up and its state', tags: ['billing'], params: IdParams, response: { 200: Topup } },
     },
     async (request) => {

@@ -35,7 +35,8 @@ export async function workRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.get(
     '/api/v1/node/work',
     {
-      config: node,
+      // Capture work carries presigned URLs of its inputs: capability URLs, not to be cached.
+      config: { ...node, noStore: true },
       schema: {
         summary: 'Long-poll for assigned work (signed node request)',
         tags,
@@ -95,7 +96,7 @@ export async function workRoutes(app: App, ctx: ServiceContext): Promise<void> {
   app.post(
     '/api/v1/node/work/:work_id/outputs',
     {
-      config: node,
+      config: { ...node, noStore: true },
       schema: {
         summary: 'Declare the outputs of kind 8 or 10 work and get a presigned PUT URL for each',
         tags,

@@ -5,6 +5,8 @@ import { pipeline } from 'node:stream/promises';
 import { randomToken } from '../ids.js';
 import { assertObjectKey, type ObjectStore } from './interface.js';
 
+const ignore = () => undefined;
+
 /**
  * Objects as files under `root` (by default `<data dir>/objects`). A write goes to a temporary
  * file renamed into place, so a reader never sees half an object. A content type, when given, is
@@ -44,6 +46,9 @@ export function createLocalObjectStore(root: string): ObjectStore & { root: stri
     async put(key, body, contentType) {
       const target = pathOf(key);
       const dir = dirname(target);
+      // A stream that fails while its directory is made (a size limit, a client gone) must not end
+      // the process: heard from now on, its error is what the pipeline below rejects with.
+      if (!Buffer.isBuffer(body)) body.on('error', ignore);
       // A stream cannot be replayed after a failed open, so its directory is always made first.
       if (!Buffer.isBuffer(body) || !madeDirs.has(dir)) {
         await mkdir(dir, { recursive: true });

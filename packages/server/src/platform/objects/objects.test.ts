@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestS3, type TestS3 } from '../../../test/s3-server.js';
 import type { ObjectStore } from './interface.js';
@@ -51,6 +51,26 @@ function contract(name: string, open: () => ObjectStore) {
       await store.delete('big.bin');
     });
 
+    it('a stream failing before or while it is written rejects the put and leaves nothing', async () => {
+      const store = open();
+      // Failed at once: the store is still making the object's directory (issue 40, point 1).
+      const early = new PassThrough();
+      const first = store.put('failing/early/one.bin', early);
+      early.destroy(new Error('this URL takes at most 1 bytes'));
+      await expect(first).rejects.toThrow('this URL takes at most 1 bytes');
+      // Failed halfway through the bytes.
+      const late = new PassThrough();
+      const second = store.put('failing/late/two.bin', late);
+      late.write(randomBytes(256 * 1024));
+      await new Promise((r) => setTimeout(r, 50));
+      late.destroy(new Error('the client went away'));
+      await expect(second).rejects.toThrow('the client went away');
+      expect([await store.stat('failing/early/one.bin'), await store.stat('failing/late/two.bin')]).toEqual([
+        undefined,
+        undefined,
+      ]);
+    });
+
     it('refuses keys that could escape the store', async () => {
       const store = open();
       for (const key of ['../x', '/abs', 'a//b', 'a/./b', 'a b', ''])
@@ -91,6 +111,22 @@ describe('local directory store', () => {
     expect(await store.put('results/two', Buffer.from('second'), 'text/plain')).toEqual({ bytes: 6 });
     expect((await drain(await store.read('results/two')))?.toString()).toBe('second');
     expect((await readdir(join(root, 'results'))).sort()).toEqual(['two', 'two.content-type']);
+  });
+
+  it('leaves no partial file of a stream that failed', async () => {
+    const root = join(dir, 'partial');
+    const store = createLocalObjectStore(root);
+    for (const key of ['early/one.bin', 'late/two.bin']) {
+      const body = new PassThrough();
+      const put = store.put(key, body);
+      if (key.startsWith('late')) {
+        body.write(randomBytes(256 * 1024));
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      body.destroy(new Error('too large'));
+      await expect(put).rejects.toThrow('too large');
+    }
+    expect([await readdir(join(root, 'early')), await readdir(join(root, 'late'))]).toEqual([[], []]);
   });
 });
 
