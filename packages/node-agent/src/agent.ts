@@ -7,6 +7,7 @@ import { createHeartbeat } from './heartbeat.js';
 import { loadOrCreateIdentity, writeNodeRecord, type NodeIdentity } from './identity.js';
 import { createOutbox } from './outbox.js';
 import type { EngineSet } from './runners/types.js';
+import { findModel, type ChatFieldsWire } from '@svc/protocol';
 import { readSystemInfo } from './system-info.js';
 import type { RegisterInfo, RegisterResponse, WorkItem } from './wire.js';
 import { deliverWork, processWork, reportFailure, type AgentEvent, type TrackedWork, type WorkDeps } from './work.js';
@@ -90,6 +91,23 @@ export interface NodeAgent {
 }
 
 /**
+ * What the node's engines honour of a chat request beyond the plain fields, per chat model (its
+ * registration's `chat_fields`: routing prefers nodes honouring a request's fields); undefined
+ * when none honours any.
+ *
+ * @example
+ * declaredChatFields(new Map([['tinyllama', llamaCppEngine]])); // { tinyllama: ['response_format', 'stop', ...] }
+ */
+export function declaredChatFields(engines: EngineSet): ChatFieldsWire | undefined {
+  let declared: ChatFieldsWire | undefined;
+  for (const [model, engine] of engines) {
+    const fields = findModel(model)?.type === 'chat' ? (engine.chatFields?.(model) ?? []) : [];
+    if (fields.length > 0) (declared ??= {})[model] = [...fields];
+  }
+  return declared;
+}
+
+/**
  * The provider node agent (docs/node-protocol.md, "The agent's duties"): registers, re-delivers
  * the outbox, long-polls for work, runs up to `concurrency` items at once, heartbeats every
  * 10 s (every 2 s while a stream runs, and at once when a job starts), stops work the heartbeat
@@ -111,6 +129,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
   if (!Number.isInteger(maxUnacked) || maxUnacked < 1) throw new RangeError('maxUnacked must be a positive integer');
   const emit = (event: AgentEvent) => options.onEvent?.(event);
   const models = [...engines.keys()].sort();
+  const chatFields = declaredChatFields(engines);
   const outbox = createOutbox(options.dataDir);
   const tracked = new Map<string, TrackedWork>();
   const queue: WorkItem[] = [];
@@ -214,6 +233,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       ...(options.country === undefined ? {} : { country: options.country }),
       ...(options.region === undefined ? {} : { region: options.region }),
       models,
+      ...(chatFields === undefined ? {} : { chat_fields: chatFields }),
       capabilities: [
         'cpu',
         ...(gpu === undefined ? [] : ['gpu']),

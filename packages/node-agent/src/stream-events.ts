@@ -2,11 +2,14 @@ import type { BackoffPolicy } from './backoff.js';
 import type { NodeClient } from './client.js';
 import { withRetries } from './delivery.js';
 import type { StreamEventLine } from './wire.js';
+import type { ToolCallDeltaWire } from '@svc/protocol';
 
 /** Where a streaming runner sends what it generates (docs/node-protocol.md, "Streamed work"). */
 export interface StreamSink {
   /** A piece of generated text; sent in the next batch. */
   delta(content: string): void;
+  /** Tool call fragments (OpenAI's `delta.tool_calls`); sent in the next batch, in order with the text. */
+  toolCalls?(calls: ToolCallDeltaWire[]): void;
   /** The end of generation: flushes everything, then the `done` line. Rejects if events could not be delivered. */
   done(info: { usage: { prompt_tokens: number; completion_tokens: number }; finish_reason: string }): Promise<void>;
   /** A failure: flushes everything, then the `error` line (best effort; never rejects). */
@@ -100,6 +103,12 @@ export function createStreamSink(client: NodeClient, workId: string, options: St
     timer ??= setTimeout(flush, flushMs);
   }
 
+  function push(line: StreamEventLine): void {
+    pending.push(line);
+    if (!sentAny || pending.length >= maxBatch) flush();
+    else schedule();
+  }
+
   async function drain(): Promise<void> {
     flush();
     while (inFlight) await inFlight;
@@ -108,10 +117,11 @@ export function createStreamSink(client: NodeClient, workId: string, options: St
   return {
     delta(content) {
       if (content === '' || stopped()) return;
-      pending.push({ type: 'delta', content });
-      const deltas = pending.length;
-      if (!sentAny || deltas >= maxBatch) flush();
-      else schedule();
+      push({ type: 'delta', content });
+    },
+    toolCalls(calls) {
+      if (calls.length === 0 || stopped()) return;
+      push({ type: 'delta', content: '', tool_calls: calls });
     },
     async done(info) {
       if (!stopped()) pending.push({ type: 'done', usage: info.usage, finish_reason: info.finish_reason });

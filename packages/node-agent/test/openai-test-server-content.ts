@@ -151,3 +151,79 @@ export function createSineWav(options: { seconds: number; sampleRate?: number; f
   }
   return wav;
 }
+
+type JsonSchema = { type?: unknown; properties?: unknown; items?: unknown; enum?: unknown; required?: unknown };
+
+/**
+ * A value of a JSON schema, derived from `text` (deterministic): strings are the text, numbers its
+ * word count, booleans true, enums their first value, objects every property, arrays one item.
+ * Covers the schemas clients make from zod (`type`, `properties`, `items`, `enum`, `anyOf`).
+ *
+ * @example
+ * valueOfSchema({ type: 'object', properties: { city: { type: 'string' } } }, 'Paris'); // { city: 'Paris' }
+ */
+export function valueOfSchema(schema: unknown, text: string): unknown {
+  const s = (typeof schema === 'object' && schema !== null ? schema : {}) as JsonSchema & { anyOf?: unknown };
+  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0];
+  if (Array.isArray(s.anyOf) && s.anyOf.length > 0) return valueOfSchema(s.anyOf[0], text);
+  const type = Array.isArray(s.type) ? s.type.find((t) => t !== 'null') : s.type;
+  switch (type) {
+    case 'string':
+      return text;
+    case 'number':
+    case 'integer':
+      return countWords(text);
+    case 'boolean':
+      return true;
+    case 'null':
+      return null;
+    case 'array':
+      return [valueOfSchema(s.items, text)];
+    default: {
+      const properties = (typeof s.properties === 'object' && s.properties !== null ? s.properties : {}) as Record<
+        string,
+        unknown
+      >;
+      return Object.fromEntries(Object.entries(properties).map(([k, v]) => [k, valueOfSchema(v, text)]));
+    }
+  }
+}
+
+/** One tool of a chat request, as the test server reads it. */
+export interface TestTool {
+  name: string;
+  parameters: unknown;
+}
+
+/**
+ * The test model's deterministic answer to a chat request with tools or a response format:
+ * with tools (and `tool_choice` not `none`) and a user message last, a call of the named tool or
+ * else the first, its arguments the parameters' schema filled from that message; after tool
+ * results, text quoting them; `json_schema`: an object of the schema; `json_object`:
+ * `{"echo": <last user message>}`. Undefined when the plain echo model answers.
+ *
+ * @example
+ * surfaceReply({ tools: [{ name: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } }], last: { role: 'user', content: 'Paris' }, lastUser: 'Paris' });
+ * // { toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } }
+ */
+export function surfaceReply(ask: {
+  tools: TestTool[];
+  toolChoice?: unknown;
+  responseFormat?: unknown;
+  last: { role: string; content: string };
+  toolResults: string[];
+  lastUser: string;
+}): { toolCall: { name: string; arguments: string } } | { content: string } | undefined {
+  const named = (ask.toolChoice as { function?: { name?: unknown } } | undefined)?.function?.name;
+  if (ask.tools.length > 0 && ask.toolChoice !== 'none' && ask.last.role === 'user') {
+    const tool = ask.tools.find((t) => t.name === named) ?? ask.tools[0];
+    if (tool)
+      return { toolCall: { name: tool.name, arguments: JSON.stringify(valueOfSchema(tool.parameters, ask.lastUser)) } };
+  }
+  const format = ask.responseFormat as { type?: unknown; json_schema?: { schema?: unknown } } | undefined;
+  if (format?.type === 'json_schema')
+    return { content: JSON.stringify(valueOfSchema(format.json_schema?.schema, ask.lastUser)) };
+  if (format?.type === 'json_object') return { content: JSON.stringify({ echo: ask.lastUser }) };
+  if (ask.toolResults.length > 0) return { content: `The tool said: ${ask.toolResults.join(' | ')}` };
+  return undefined;
+}

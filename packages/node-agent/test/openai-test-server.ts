@@ -1,12 +1,23 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { wavDurationSeconds } from '../src/engines/wav.js';
-import { countWords, createPng, echoReply, hashedEmbedding, parseImageSize } from './openai-test-server-content.js';
+import {
+  countWords,
+  createPng,
+  echoReply,
+  hashedEmbedding,
+  parseImageSize,
+  surfaceReply,
+  type TestTool,
+} from './openai-test-server-content.js';
 
 /**
  * A small, deterministic, real HTTP server (127.0.0.1, random port) speaking OpenAI's wire
  * format, as a fixture for engine and agent tests: `/v1/models`, `/v1/chat/completions` (an
- * echo model, streamed in OpenAI's exact SSE format), `/v1/embeddings` (hashed bag of words),
+ * echo model, streamed in OpenAI's exact SSE format; with tools it calls the first tool (or the
+ * one `tool_choice` names) with arguments filled from the last user message, after tool results
+ * it answers text quoting them, and `response_format` gets JSON of the schema: see
+ * `surfaceReply`), `/v1/embeddings` (hashed bag of words),
  * `/v1/audio/transcriptions` (multipart; WAV durations), `/v1/images/generations` (tiny PNGs).
  * Its token count is whitespace-separated words.
  */
@@ -133,35 +144,59 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
     if (!Array.isArray(messages) || messages.length === 0)
       throw new HttpError(400, "'messages' must be a non-empty array");
     const contents = messages.map((m: unknown) => {
-      const message = m as { role?: unknown; content?: unknown };
-      if (typeof message?.role !== 'string' || typeof message.content !== 'string') {
-        throw new HttpError(400, 'each message needs a string role and content');
+      const message = m as { role?: unknown; content?: unknown; tool_calls?: unknown };
+      const content = message?.content === null && Array.isArray(message.tool_calls) ? '' : message?.content;
+      if (typeof message?.role !== 'string' || typeof content !== 'string') {
+        throw new HttpError(400, 'each message needs a string role and content (null only with tool_calls)');
       }
-      return { role: message.role, content: message.content };
+      return { role: message.role, content };
     });
     const maxTokens = body.max_tokens;
     if (maxTokens !== undefined && (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1)) {
       throw new HttpError(400, "'max_tokens' must be a positive integer");
     }
     const lastUser = [...contents].reverse().find((m) => m.role === 'user')?.content ?? '';
-    const { words, finishReason } = echoReply(lastUser, maxTokens);
+    const tools: TestTool[] = Array.isArray(body.tools)
+      ? body.tools.map((t: unknown) => {
+          const fn = (t as { function?: { name?: unknown; parameters?: unknown } }).function;
+          return { name: String(fn?.name), parameters: fn?.parameters };
+        })
+      : [];
+    const surface = surfaceReply({
+      tools,
+      toolChoice: body.tool_choice,
+      responseFormat: body.response_format,
+      last: contents[contents.length - 1] ?? { role: 'user', content: '' },
+      toolResults: contents.filter((m) => m.role === 'tool').map((m) => m.content),
+      lastUser,
+    });
+    const echo = echoReply(lastUser, maxTokens);
+    const toolCall = surface && 'toolCall' in surface ? { id: nextId('call'), ...surface.toolCall } : undefined;
+    const words = surface && 'content' in surface ? [surface.content] : toolCall ? [] : echo.words;
+    const finishReason = toolCall ? 'tool_calls' : surface ? 'stop' : echo.finishReason;
     const content = words.join(' ');
     const usage = {
       prompt_tokens: contents.reduce((sum, m) => sum + countWords(m.content), 0),
-      completion_tokens: words.length,
+      completion_tokens: toolCall ? Math.max(1, countWords(toolCall.arguments)) : countWords(content),
       total_tokens: 0,
     };
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
     const id = nextId('chatcmpl');
     const created = now();
     const head = { id, created, model, system_fingerprint: 'fp_svc_test' };
+    const toolCalls = toolCall
+      ? [{ id: toolCall.id, type: 'function', function: { name: toolCall.name, arguments: toolCall.arguments } }]
+      : undefined;
 
     if (body.stream !== true) {
       if (ex.dropAfter !== undefined) return void ex.res.destroy();
+      const message = toolCalls
+        ? { role: 'assistant', content: null, tool_calls: toolCalls }
+        : { role: 'assistant', content };
       sendJson(ex.res, 200, {
         ...head,
         object: 'chat.completion',
-        choices: [{ index: 0, message: { role: 'assistant', content }, logprobs: null, finish_reason: finishReason }],
+        choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason }],
         ...(options.omitUsage ? {} : { usage }),
       });
       return;
@@ -180,6 +215,16 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
       ...words.map((word, i) =>
         chunk([{ index: 0, delta: { content: i === 0 ? word : ` ${word}` }, logprobs: null, finish_reason: null }]),
       ),
+      // A tool call as OpenAI streams one: id and name first, then the arguments in two pieces.
+      ...(toolCall
+        ? [
+            { index: 0, id: toolCall.id, type: 'function', function: { name: toolCall.name, arguments: '' } },
+            { index: 0, function: { arguments: toolCall.arguments.slice(0, toolCall.arguments.length >> 1) } },
+            { index: 0, function: { arguments: toolCall.arguments.slice(toolCall.arguments.length >> 1) } },
+          ].map((fragment) =>
+            chunk([{ index: 0, delta: { tool_calls: [fragment] }, logprobs: null, finish_reason: null }]),
+          )
+        : []),
       chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: finishReason }]),
     ];
     if (includeUsage && !options.omitUsage) events.push(chunk([], { usage }));

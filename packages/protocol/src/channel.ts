@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { ToolCallDeltaSchema } from './chat-fields.js';
 import { OpenObject, ReceiptMetadataSchema, WorkFailRequestSchema } from './node-wire.js';
 
 /**
@@ -92,9 +93,16 @@ export const WorkItemSchema = Type.Object({
 });
 export type WorkItemWire = Static<typeof WorkItemSchema>;
 
-/** One event of a streamed work item (one NDJSON line of `POST .../events`). */
+/**
+ * One event of a streamed work item (one NDJSON line of `POST .../events`). A chat delta may carry
+ * tool call fragments (OpenAI's `delta.tool_calls`) besides its text.
+ */
 export const StreamEventSchema = Type.Union([
-  Type.Object({ type: Type.Literal('delta'), content: Type.String() }),
+  Type.Object({
+    type: Type.Literal('delta'),
+    content: Type.String(),
+    tool_calls: Type.Optional(Type.Array(ToolCallDeltaSchema, { maxItems: 128 })),
+  }),
   Type.Object({
     type: Type.Literal('done'),
     usage: Type.Optional(Type.Object({ prompt_tokens: Type.Optional(Units), completion_tokens: Type.Optional(Units) })),

@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { ChatFieldsSchema } from './chat-fields.js';
 
 /**
  * The node protocol's HTTP bodies that the channel does not carry (docs/node-protocol.md):
@@ -34,6 +35,7 @@ export const NodeRegisterRequestSchema = Type.Object(
     country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2' })),
     region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
     models: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
+    chat_fields: Type.Optional(ChatFieldsSchema),
     capabilities: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9_:-]{1,64}$' }), { maxItems: 64 })),
     max_concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
     price_micro_per_unit: Type.Optional(

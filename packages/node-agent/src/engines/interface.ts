@@ -1,10 +1,15 @@
+import type { ChatField, ToolCallDeltaWire, ToolCallWire } from '@svc/protocol';
+
 /**
  * What a node runs work on. An engine serves some catalogue models; the agent picks the engine
  * by the work's model. Engines turn their own failures into EngineError.
  */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
-  content: string;
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  /** Null only on an assistant message that made tool calls. */
+  content: string | null;
+  tool_calls?: ToolCallWire[];
+  tool_call_id?: string;
 }
 
 export interface ChatRequest {
@@ -13,6 +18,12 @@ export interface ChatRequest {
   messages: ChatMessage[];
   max_tokens?: number;
   temperature?: number;
+  /**
+   * The request's fields beyond the plain ones (protocol `CHAT_FIELDS`: `tools`, `response_format`,
+   * `stop`, `seed`, ...), as the buyer sent them. The gateway only sends an engine the fields it
+   * declared in {@link Engine.chatFields}.
+   */
+  fields?: Readonly<Partial<Record<ChatField, unknown>>>;
 }
 
 export interface ChatUsage {
@@ -24,6 +35,8 @@ export interface ChatResult {
   content: string;
   finish_reason: string;
   usage: ChatUsage;
+  /** The calls the model made (`finish_reason` `tool_calls`). */
+  tool_calls?: ToolCallWire[];
 }
 
 export interface EmbedRequest {
@@ -66,6 +79,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Streaming chat: called with each piece of generated text, in order. */
   onDelta?: (text: string) => void;
+  /** Streaming chat: called with each set of tool call fragments (OpenAI's `delta.tool_calls`), in order. */
+  onToolCalls?: (calls: ToolCallDeltaWire[]) => void;
 }
 
 export interface Engine {
@@ -73,6 +88,8 @@ export interface Engine {
   readonly name: string;
   /** Catalogue ids this engine serves. */
   models(): string[];
+  /** The chat fields beyond the plain ones it honours for `model` (declared at registration); none when absent. */
+  chatFields?(model: string): readonly ChatField[];
   chat(request: ChatRequest, options?: CallOptions): Promise<ChatResult>;
   embed(request: EmbedRequest, options?: CallOptions): Promise<EmbedResult>;
   transcribe(request: TranscribeRequest, options?: CallOptions): Promise<TranscribeResult>;

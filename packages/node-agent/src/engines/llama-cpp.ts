@@ -1,4 +1,4 @@
-import { findModel } from '@svc/protocol';
+import { findModel, type ChatField } from '@svc/protocol';
 import {
   type CallOptions,
   type ChatMessage,
@@ -27,6 +27,8 @@ interface NlcModule {
 }
 interface NlcLlama {
   readonly cpuMathCores: number;
+  createGrammarForJsonSchema(schema: object): Promise<NlcGrammar>;
+  getGrammarFor(type: 'json'): Promise<NlcGrammar>;
   loadModel(options: { modelPath: string }): Promise<NlcModel>;
   dispose(): Promise<void>;
 }
@@ -44,10 +46,25 @@ interface NlcSequence {
   readonly tokenMeter: { readonly usedInputTokens: number; readonly usedOutputTokens: number };
 }
 type NlcHistoryItem = { type: 'system' | 'user'; text: string } | { type: 'model'; response: string[] };
+/** A grammar generation is held to (opaque here). */
+type NlcGrammar = object;
+/** The sampling options a chat request's fields map to (node-llama-cpp's names). */
+interface NlcSampling {
+  grammar?: NlcGrammar;
+  customStopTriggers?: readonly string[];
+  topP?: number;
+  seed?: number;
+  repeatPenalty?: { presencePenalty?: number; frequencyPenalty?: number };
+}
 interface NlcChat {
   generateResponse(
     history: NlcHistoryItem[],
-    options: { maxTokens: number; temperature: number; signal?: AbortSignal; onTextChunk: (text: string) => void },
+    options: NlcSampling & {
+      maxTokens: number;
+      temperature: number;
+      signal?: AbortSignal;
+      onTextChunk: (text: string) => void;
+    },
   ): Promise<{ response: string; metadata: { stopReason: string } }>;
   dispose(): void;
 }
@@ -67,6 +84,26 @@ export interface LlamaCppEngineOptions {
   /** Context tokens per request; default the model's training context, capped to 4096. */
   contextSize?: number;
 }
+
+/**
+ * The chat fields llama-cpp honours (docs/engines.md): `response_format` through a grammar (JSON,
+ * or the request's JSON schema), `stop` as stop triggers, `top_p`, `seed`, the two penalties as
+ * llama.cpp's (the same definitions as OpenAI's), and `user` (a label for the buyer's own
+ * records: nothing in a local engine depends on it). Not tools, `logit_bias` (OpenAI's token ids
+ * mean nothing to another vocabulary) or `n` above 1.
+ */
+export const LLAMA_CPP_CHAT_FIELDS: readonly ChatField[] = [
+  'response_format',
+  'stop',
+  'top_p',
+  'seed',
+  'presence_penalty',
+  'frequency_penalty',
+  'user',
+];
+
+/** Grammars kept per JSON schema (building one costs more than a short generation). */
+const GRAMMAR_CACHE_SIZE = 32;
 
 /** Generated tokens when a chat request has no `max_tokens`. */
 export const LLAMA_CPP_DEFAULT_MAX_TOKENS = 512;
@@ -119,8 +156,11 @@ function createQueue(): <T>(task: () => Promise<T>) => Promise<T> {
 }
 
 function toHistory(messages: readonly ChatMessage[]): NlcHistoryItem[] {
+  // Tool turns never reach this engine (it declares no `tools`); a stray one reads as user text.
   const history: NlcHistoryItem[] = messages.map((m) =>
-    m.role === 'assistant' ? { type: 'model', response: [m.content] } : { type: m.role, text: m.content },
+    m.role === 'assistant'
+      ? { type: 'model', response: [m.content ?? ''] }
+      : { type: m.role === 'tool' ? 'user' : m.role, text: m.content ?? '' },
   );
   history.push({ type: 'model', response: [] });
   return history;
@@ -178,6 +218,54 @@ export async function createLlamaCppEngine(options: LlamaCppEngineOptions): Prom
     throw error;
   }
 
+  const grammars = new Map<string, Promise<NlcGrammar>>();
+  /** The grammar of a `response_format`: JSON, or JSON of its schema; none for text. */
+  function grammarFor(format: unknown): Promise<NlcGrammar> | undefined {
+    const f = typeof format === 'object' && format !== null ? (format as Record<string, unknown>) : undefined;
+    const schema = (f?.json_schema as { schema?: unknown } | undefined)?.schema;
+    if (f?.type === 'json_schema' && typeof schema === 'object' && schema !== null) {
+      const key = JSON.stringify(schema);
+      let grammar = grammars.get(key);
+      if (grammar === undefined) {
+        grammar = llama.createGrammarForJsonSchema(schema);
+        grammar.catch(() => grammars.delete(key));
+        if (grammars.size >= GRAMMAR_CACHE_SIZE) grammars.delete(grammars.keys().next().value ?? '');
+        grammars.set(key, grammar);
+      }
+      return grammar;
+    }
+    if (f?.type === 'json_object' || f?.type === 'json_schema') return llama.getGrammarFor('json');
+    return undefined;
+  }
+
+  /** The request's fields as node-llama-cpp's sampling options. */
+  async function samplingOf(fields: ChatRequest['fields']): Promise<NlcSampling> {
+    if (fields === undefined) return {};
+    const out: NlcSampling = {};
+    const grammar = grammarFor(fields.response_format);
+    if (grammar !== undefined) {
+      out.grammar = await grammar.catch((error: unknown) => {
+        throw new EngineError(
+          `response_format: this JSON schema cannot be made a grammar: ${error instanceof Error ? error.message : String(error)}`,
+          false,
+        );
+      });
+    }
+    const stop = fields.stop;
+    if (typeof stop === 'string') out.customStopTriggers = [stop];
+    else if (Array.isArray(stop)) out.customStopTriggers = stop.filter((s): s is string => typeof s === 'string');
+    if (typeof fields.top_p === 'number') out.topP = fields.top_p;
+    if (typeof fields.seed === 'number') out.seed = fields.seed;
+    const presence = fields.presence_penalty;
+    const frequency = fields.frequency_penalty;
+    if (typeof presence === 'number' || typeof frequency === 'number')
+      out.repeatPenalty = {
+        ...(typeof presence === 'number' ? { presencePenalty: presence } : {}),
+        ...(typeof frequency === 'number' ? { frequencyPenalty: frequency } : {}),
+      };
+    return out;
+  }
+
   function modelFor(id: string, kind: LoadedModel['kind']): LoadedModel {
     const entry = loaded.get(id);
     if (entry === undefined || entry.kind !== kind)
@@ -203,6 +291,7 @@ export async function createLlamaCppEngine(options: LlamaCppEngineOptions): Prom
         const sequence = context.getSequence();
         const session = new nlc.LlamaChat({ contextSequence: sequence });
         const answer = await session.generateResponse(toHistory(request.messages), {
+          ...(await samplingOf(request.fields)),
           maxTokens: request.max_tokens ?? LLAMA_CPP_DEFAULT_MAX_TOKENS,
           temperature: request.temperature ?? 0.7,
           ...(call.signal === undefined ? {} : { signal: call.signal }),
@@ -260,6 +349,7 @@ export async function createLlamaCppEngine(options: LlamaCppEngineOptions): Prom
   return {
     name: 'llama-cpp',
     models: () => [...loaded.keys()],
+    chatFields: () => LLAMA_CPP_CHAT_FIELDS,
     chat,
     embed,
     transcribe: () => Promise.reject(new EngineError('transcription is not supported by llama-cpp', false)),

@@ -1,4 +1,4 @@
-import { findModel } from '@svc/protocol';
+import { CHAT_FIELDS, findModel, type ChatField, type ToolCallDeltaWire, type ToolCallWire } from '@svc/protocol';
 import {
   type CallOptions,
   type ChatRequest,
@@ -54,6 +54,53 @@ function chatUsage(reported: unknown, request: ChatRequest, content: string): Ch
   return { prompt_tokens: estimateChatPromptTokens(request.messages), completion_tokens: estimateTokens(content) };
 }
 
+/**
+ * What an upstream is sent of the chat surface: every field but `n` above 1 (the node's result
+ * holds one choice). The upstream server decides for itself what it does with them.
+ */
+const UPSTREAM_CHAT_FIELDS: readonly ChatField[] = CHAT_FIELDS.filter((f) => f !== 'n');
+
+/** The tool calls of an answer message, or undefined when there are none; malformed ones throw. */
+function toolCallsOf(value: unknown): ToolCallWire[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value)) throw malformed('chat');
+  const calls = value.map((v): ToolCallWire => {
+    const call = asObject(v);
+    const fn = asObject(call?.function);
+    if (typeof call?.id !== 'string' || typeof fn?.name !== 'string' || typeof fn.arguments !== 'string')
+      throw malformed('chat');
+    return { id: call.id, type: 'function', function: { name: fn.name, arguments: fn.arguments } };
+  });
+  return calls.length === 0 ? undefined : calls;
+}
+
+/**
+ * Tool call fragments of a streamed chunk (`delta.tool_calls`), normalized to the protocol's
+ * shape and added to `calls` (by `index`), or undefined when the chunk has none.
+ */
+function addToolCallDeltas(value: unknown, calls: ToolCallWire[]): ToolCallDeltaWire[] | undefined {
+  if (!Array.isArray(value) || value.length === 0) return undefined;
+  return value.map((v, i): ToolCallDeltaWire => {
+    const delta = asObject(v);
+    const fn = asObject(delta?.function);
+    const index = count(delta?.index) ?? i;
+    if (index > 127) throw malformed('chat stream');
+    const call = (calls[index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } });
+    const out: ToolCallDeltaWire = { index };
+    if (typeof delta?.id === 'string') {
+      call.id = delta.id;
+      out.id = delta.id;
+      out.type = 'function';
+    }
+    if (fn !== undefined) {
+      out.function = {};
+      if (typeof fn.name === 'string') call.function.name += out.function.name = fn.name;
+      if (typeof fn.arguments === 'string') call.function.arguments += out.function.arguments = fn.arguments;
+    }
+    return out;
+  });
+}
+
 const AUDIO_TYPES: Record<string, string> = {
   wav: 'audio/wav',
   mp3: 'audio/mpeg',
@@ -107,12 +154,9 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
     return name;
   }
 
-  async function streamChat(
-    upstream: UpstreamStream,
-    request: ChatRequest,
-    onDelta: (text: string) => void,
-  ): Promise<ChatResult> {
+  async function streamChat(upstream: UpstreamStream, request: ChatRequest, call: CallOptions): Promise<ChatResult> {
     let content = '';
+    const calls: ToolCallWire[] = [];
     let finishReason: string | undefined;
     let usage: unknown;
     let done = false;
@@ -136,11 +180,14 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
         }
         if (chunk.usage !== undefined && chunk.usage !== null) usage = chunk.usage;
         const choice = Array.isArray(chunk.choices) ? asObject(chunk.choices[0]) : undefined;
-        const delta = asObject(choice?.delta)?.content;
-        if (typeof delta === 'string' && delta !== '') {
-          content += delta;
-          onDelta(delta);
+        const delta = asObject(choice?.delta);
+        const text = delta?.content;
+        if (typeof text === 'string' && text !== '') {
+          content += text;
+          call.onDelta?.(text);
         }
+        const fragments = addToolCallDeltas(delta?.tool_calls, calls);
+        if (fragments !== undefined) call.onToolCalls?.(fragments);
         if (typeof choice?.finish_reason === 'string') finishReason = choice.finish_reason;
       });
     } catch (error) {
@@ -151,7 +198,13 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
     if (!done && finishReason === undefined) {
       throw new EngineError('upstream connection lost mid-stream: the stream ended before [DONE]', true);
     }
-    return { content, finish_reason: finishReason ?? 'stop', usage: chatUsage(usage, request, content) };
+    const toolCalls = calls.filter((c) => c !== undefined);
+    return {
+      content,
+      finish_reason: finishReason ?? 'stop',
+      usage: chatUsage(usage, request, content + toolCalls.map((c) => c.function.arguments).join('')),
+      ...(toolCalls.length === 0 ? {} : { tool_calls: toolCalls }),
+    };
   }
 
   return {
@@ -161,22 +214,32 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
       return [...options.models.keys()];
     },
 
+    chatFields: () => UPSTREAM_CHAT_FIELDS,
+
     async chat(request, call: CallOptions = {}) {
-      const body: Json = { model: upstreamModel(request.model), messages: request.messages };
+      // The buyer's fields go first, so that none can replace what the agent itself decides.
+      const body: Json = { ...request.fields, model: upstreamModel(request.model), messages: request.messages };
       if (request.max_tokens !== undefined) body.max_tokens = request.max_tokens;
       if (request.temperature !== undefined) body.temperature = request.temperature;
-      const { onDelta } = call;
-      if (onDelta !== undefined) {
+      if (call.onDelta !== undefined || call.onToolCalls !== undefined) {
         body.stream = true;
         body.stream_options = { include_usage: true };
-        return streamChat(await http.postStream('/chat/completions', body, call), request, onDelta);
+        return streamChat(await http.postStream('/chat/completions', body, call), request, call);
       }
       const json = asObject(await http.postJson('/chat/completions', body, call));
       const choice = Array.isArray(json?.choices) ? asObject(json.choices[0]) : undefined;
-      const content = asObject(choice?.message)?.content;
+      const message = asObject(choice?.message);
+      const toolCalls = toolCallsOf(message?.tool_calls);
+      const content = message?.content ?? (toolCalls ? '' : undefined);
       if (typeof content !== 'string') throw malformed('chat');
       const finishReason = typeof choice?.finish_reason === 'string' ? choice.finish_reason : 'stop';
-      return { content, finish_reason: finishReason, usage: chatUsage(json?.usage, request, content) };
+      const generated = toolCalls ? content + toolCalls.map((c) => c.function.arguments).join('') : content;
+      return {
+        content,
+        finish_reason: finishReason,
+        usage: chatUsage(json?.usage, request, generated),
+        ...(toolCalls ? { tool_calls: toolCalls } : {}),
+      };
     },
 
     async embed(request: EmbedRequest, call: CallOptions = {}): Promise<EmbedResult> {

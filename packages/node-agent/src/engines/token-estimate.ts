@@ -17,13 +17,17 @@ export function estimateTokens(text: string): number {
 
 /**
  * A chat prompt's estimated tokens: the sum of {@link estimateTokens} over the messages'
- * contents (role names and template framing are not counted).
+ * contents and tool calls (their JSON; role names and template framing are not counted).
  *
  * @example
  * estimateChatPromptTokens([{ role: 'user', content: 'hello world' }]); // 3
  */
 export function estimateChatPromptTokens(messages: readonly ChatMessage[]): number {
-  return messages.reduce((sum, message) => sum + estimateTokens(message.content), 0);
+  return messages.reduce(
+    (sum, m) =>
+      sum + estimateTokens(m.content ?? '') + (m.tool_calls ? estimateTokens(JSON.stringify(m.tool_calls)) : 0),
+    0,
+  );
 }
 
 /** Estimated tokens of several texts (embedding inputs), summed. */

@@ -1,4 +1,5 @@
-import { EngineError, type ChatMessage } from '../engines/interface.js';
+import { CHAT_FIELDS, type ChatField } from '@svc/protocol';
+import { EngineError, type ChatMessage, type ChatRequest, type Engine } from '../engines/interface.js';
 import type { WorkItem } from '../wire.js';
 import {
   engineFor,
@@ -14,33 +15,48 @@ import {
 /** Refusal for `stream: true` work when the runner has nowhere to send events. */
 export const STREAMING_UNSUPPORTED = 'streaming work is not supported by this agent version';
 
-const ROLES = new Set(['system', 'user', 'assistant']);
+const ROLES = new Set(['system', 'user', 'assistant', 'tool']);
+const MESSAGES_SHAPE =
+  'payload.messages must be a non-empty array of {role: system|user|assistant|tool, content: string (null with tool_calls), tool_calls?, tool_call_id?}';
 
 function chatMessages(value: unknown): ChatMessage[] {
-  const valid =
-    Array.isArray(value) &&
-    value.length > 0 &&
-    value.every(
-      (m: unknown) =>
-        typeof m === 'object' &&
-        m !== null &&
-        ROLES.has(String((m as Record<string, unknown>).role)) &&
-        typeof (m as Record<string, unknown>).content === 'string',
-    );
-  if (!valid)
-    throw new WorkError(
-      'payload.messages must be a non-empty array of {role: system|user|assistant, content: string}',
-      false,
-    );
-  return (value as Record<string, unknown>[]).map((m) => ({
-    role: m.role as ChatMessage['role'],
-    content: String(m.content),
-  }));
+  if (!Array.isArray(value) || value.length === 0) throw new WorkError(MESSAGES_SHAPE, false);
+  return value.map((v: unknown): ChatMessage => {
+    const m = (typeof v === 'object' && v !== null ? v : {}) as Record<string, unknown>;
+    const role = String(m.role);
+    const calls = Array.isArray(m.tool_calls) ? (m.tool_calls as ChatMessage['tool_calls']) : undefined;
+    if (!ROLES.has(role) || !(typeof m.content === 'string' || (m.content === null && calls)))
+      throw new WorkError(MESSAGES_SHAPE, false);
+    return {
+      role: role as ChatMessage['role'],
+      content: m.content as string | null,
+      ...(calls ? { tool_calls: calls } : {}),
+      ...(typeof m.tool_call_id === 'string' ? { tool_call_id: m.tool_call_id } : {}),
+    };
+  });
 }
 
 /**
- * Gateway `chat` work: payload `{model, messages, max_tokens?, temperature?, stream?}`. Output
- * `{content, finish_reason, usage}`; units are prompt plus completion tokens. Streamed work
+ * The payload's chat fields beyond the plain ones, for the engine; one the engine does not honour
+ * fails the work (retryable: another node's engine may), never reaches it dropped.
+ */
+function chatFields(payload: Record<string, unknown>, engine: Engine, model: string): ChatRequest['fields'] {
+  let fields: Partial<Record<ChatField, unknown>> | undefined;
+  for (const field of CHAT_FIELDS) {
+    const value = payload[field];
+    if (value === undefined || value === null) continue;
+    if (field === 'n' && value === 1) continue;
+    if (!(engine.chatFields?.(model) ?? []).includes(field))
+      throw new WorkError(`${field} is not supported by the ${engine.name} engine of this node`, true);
+    (fields ??= {})[field] = value;
+  }
+  return fields;
+}
+
+/**
+ * Gateway `chat` work: payload `{model, messages, max_tokens?, temperature?, stream?}` and the
+ * chat fields beyond them the engine honours (`tools`, `response_format`, `stop`, ...). Output
+ * `{content, finish_reason, usage, tool_calls?}`; units are prompt plus completion tokens. Streamed work
  * (`stream: true`) sends each piece of text to `ctx.events` as the engine makes it, then a
  * `done` event with the usage, and still returns the whole text as the result (which is what
  * the receipt signs); a failure mid-stream sends an `error` event first.
@@ -56,16 +72,22 @@ export async function runGatewayChat(item: WorkItem, ctx: RunContext): Promise<R
   const engine = engineFor(ctx.engines, model);
   const max_tokens = optionalNumber(item.payload.max_tokens, 'max_tokens');
   const temperature = optionalNumber(item.payload.temperature, 'temperature');
-  const request = {
+  const fields = chatFields(item.payload, engine, model ?? '');
+  const request: ChatRequest = {
     model: model ?? '',
     messages: chatMessages(item.payload.messages),
     ...(max_tokens === undefined ? {} : { max_tokens }),
     ...(temperature === undefined ? {} : { temperature }),
+    ...(fields === undefined ? {} : { fields }),
   };
   let answer;
   if (streamed && events !== undefined) {
     try {
-      answer = await engine.chat(request, { signal: ctx.signal, onDelta: (text) => events.delta(text) });
+      answer = await engine.chat(request, {
+        signal: ctx.signal,
+        onDelta: (text) => events.delta(text),
+        onToolCalls: (calls) => events.toolCalls?.(calls),
+      });
     } catch (err) {
       if (!ctx.signal.aborted) {
         const retryable = err instanceof EngineError || err instanceof WorkError ? err.retryable : true;
@@ -81,7 +103,13 @@ export async function runGatewayChat(item: WorkItem, ctx: RunContext): Promise<R
     completion_tokens: meterCount(answer.usage.completion_tokens),
   };
   if (streamed && events !== undefined) await events.done({ usage, finish_reason: answer.finish_reason });
-  const output = { content: answer.content, finish_reason: answer.finish_reason, usage };
+  const output = {
+    content: answer.content,
+    finish_reason: answer.finish_reason,
+    usage,
+    // In the signed result: the receipt's hash covers the calls.
+    ...(answer.tool_calls ? { tool_calls: answer.tool_calls } : {}),
+  };
   return jsonOutput(output, {
     metering_units: usage.prompt_tokens + usage.completion_tokens,
     usage,

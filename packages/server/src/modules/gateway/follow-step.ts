@@ -1,6 +1,8 @@
+import type { ToolCallDeltaWire } from '@svc/protocol';
 import type { FollowItem } from './follow.js';
 import type { StreamEvent } from './hub.js';
 import type { WorkState } from '../work/store.js';
+import { receiptRefused } from '../work/completion.js';
 
 /** The `done` event a streamed node sends when generation ends (before its receipt). */
 export type DoneEvent = Extract<StreamEvent, { type: 'done' }>;
@@ -21,6 +23,8 @@ export interface FollowState {
   clientGone: boolean;
   /** Text generated so far (billed when the stream ends without a receipt). */
   delivered: string;
+  /** Tool call names and argument fragments streamed so far (billed like `delivered`). */
+  deliveredTools: string;
   /** The node's `done` event, when it came. */
   done?: DoneEvent;
   /** The node's error event before the first byte; its fail call follows. */
@@ -29,7 +33,7 @@ export interface FollowState {
 
 /** What happened: one stream event, the work's end, the deadline, the client, or a failover's outcome. */
 export type FollowEvent =
-  | { kind: 'delta'; content: string }
+  | { kind: 'delta'; content: string; tool_calls?: ToolCallDeltaWire[] | undefined }
   | { kind: 'done'; event: DoneEvent }
   | { kind: 'node_error'; message: string }
   | { kind: 'ended'; state: WorkState }
@@ -64,13 +68,20 @@ export interface Ending {
 /** What the transport does next. */
 export type FollowAction =
   | { type: 'wait' }
-  /** Streamed: open the stream if it is not open (the first byte), then write `content` (may be empty). */
-  | { type: 'write'; content: string }
+  /** Streamed: open the stream if it is not open (the first byte), then write `content` (may be empty) and tool call fragments. */
+  | { type: 'write'; content: string; tool_calls?: ToolCallDeltaWire[] | undefined }
   /** The receipt was accepted: answer with the result (a stream sends what it has not yet, then finishes). */
   | { type: 'complete' }
   /** Lease the request to another node (the one retry); without one, step `no_failover` with `state` and `why`. */
   | { type: 'failover'; why: string; state: WorkState }
   | { type: 'end'; ending: Ending };
+
+/** The generated text of tool call fragments: names and argument pieces, as billed. */
+function toolText(calls: readonly ToolCallDeltaWire[]): string {
+  let text = '';
+  for (const c of calls) text += (c.function?.name ?? '') + (c.function?.arguments ?? '');
+  return text;
+}
 
 /** The sentence a failed attempt leaves for the 502/504 message. */
 export function failureMessage(state: WorkState, nodeId: string): string {
@@ -86,7 +97,7 @@ export function mayRetry(state: WorkState): boolean {
 
 /** The state a request starts following its first attempt with. */
 export function initialFollow(stream: boolean, nodeId: string): FollowState {
-  return { stream, nodeId, attempts: 1, started: false, clientGone: false, delivered: '' };
+  return { stream, nodeId, attempts: 1, started: false, clientGone: false, delivered: '', deliveredTools: '' };
 }
 
 const end = (ending: Ending): FollowAction => ({ type: 'end', ending });
@@ -106,7 +117,14 @@ export function followStep(s: FollowState, e: FollowEvent): [FollowState, Follow
     case 'delta': {
       if (!s.stream) return [s, { type: 'wait' }];
       const next = { ...s, delivered: s.delivered + e.content, started: s.started || !s.clientGone };
-      return [next, s.clientGone ? { type: 'wait' } : { type: 'write', content: e.content }];
+      if (e.tool_calls) next.deliveredTools = s.deliveredTools + toolText(e.tool_calls);
+      if (s.clientGone) return [next, { type: 'wait' }];
+      return [
+        next,
+        e.tool_calls
+          ? { type: 'write', content: e.content, tool_calls: e.tool_calls }
+          : { type: 'write', content: e.content },
+      ];
     }
     case 'done': {
       if (!s.stream) return [s, { type: 'wait' }];
@@ -172,6 +190,19 @@ export function followStep(s: FollowState, e: FollowEvent): [FollowState, Follow
         if (s.attempts === 1 && mayRetry(e.state)) return [s, { type: 'failover', why, state: e.state }];
         return followStep(s, { kind: 'no_failover', state: e.state, why });
       }
+      // Its receipt was refused (over the request's bound): nothing the node claimed is billed.
+      if (receiptRefused(e.state))
+        return [
+          s,
+          end({
+            status: 'failed',
+            error: why,
+            code: 'upstream_error',
+            bill: 'none',
+            cancelWork: false,
+            answer: s.clientGone ? 'none' : 'error_chunk',
+          }),
+        ];
       // The whole answer went out but no receipt came: bill what the node counted.
       if (s.done)
         return [
@@ -225,7 +256,7 @@ export function followEvents(item: FollowItem, timeoutMs: number): FollowEvent[]
     case 'events':
       return item.events.map((e): FollowEvent =>
         e.type === 'delta'
-          ? { kind: 'delta', content: e.content }
+          ? { kind: 'delta', content: e.content, tool_calls: e.tool_calls }
           : e.type === 'done'
             ? { kind: 'done', event: e }
             : { kind: 'node_error', message: e.message },

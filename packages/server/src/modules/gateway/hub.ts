@@ -51,7 +51,8 @@ const MAX_BUS_PAYLOAD = 7_000;
 /** Splits events into bus messages under the payload limit (long deltas are cut in pieces). */
 export function busMessages(workId: string, events: readonly StreamEvent[]): string[] {
   const pieces: StreamEvent[] = events.flatMap((e) => {
-    if (e.type !== 'delta' || Buffer.byteLength(e.content, 'utf8') <= MAX_BUS_PAYLOAD / 8) return [e];
+    // A delta with tool call fragments travels whole: its text is empty or short.
+    if (e.type !== 'delta' || e.tool_calls || Buffer.byteLength(e.content, 'utf8') <= MAX_BUS_PAYLOAD / 8) return [e];
     const parts: StreamEvent[] = [];
     for (let i = 0; i < e.content.length; i += MAX_BUS_PAYLOAD / 8)
       parts.push({ type: 'delta', content: e.content.slice(i, i + MAX_BUS_PAYLOAD / 8) });

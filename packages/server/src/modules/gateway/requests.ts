@@ -4,7 +4,7 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
 import { StringEnum } from '../../platform/schemas.js';
-import { chatOutput, chatUsage } from './chat.js';
+import { assistantMessage, chatOutput, chatUsage } from './chat.js';
 import { nodeImages, storeImageFiles } from './images.js';
 import { findOrgGatewayRequest, listGatewayRequests, type GatewayRequestRow, type GatewayStatus } from './store.js';
 import { readWorkResult } from '../work/results.js';
@@ -126,7 +126,7 @@ async function storedAnswer(ctx: ServiceContext, r: GatewayRequestRow): Promise<
         choices: [
           {
             index: 0,
-            message: { role: 'assistant', content: out.content },
+            message: assistantMessage(out),
             logprobs: null,
             finish_reason: out.finish_reason,
           },

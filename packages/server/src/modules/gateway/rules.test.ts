@@ -14,6 +14,7 @@ const node = (id: string, fields: Partial<RouteCandidate> = {}): RouteCandidate 
   country: 'CA',
   region: null,
   gpu_model: null,
+  chat_fields: [],
   attestation_verified: false,
   open_work: 0,
   ...fields,

@@ -3,8 +3,9 @@ import { Type, type TSchema } from '@sinclair/typebox';
 import { StringEnum } from '../../platform/schemas.js';
 
 /**
- * The gateway's wire format: OpenAI's, plus the routing fields of api-spec.md part 4. Unknown
- * fields are ignored (OpenAI SDKs send `top_p`, `user`, `n`, ...), so objects stay open.
+ * The gateway's wire format: OpenAI's, plus the routing fields of api-spec.md part 4. Objects stay
+ * open (OpenAI SDKs send fields of their own); the chat fields an engine may not honour are all
+ * named here (`ChatSurface`), so none is dropped in silence.
  */
 
 const ids = (type: Parameters<typeof modelsOfType>[0]) => modelsOfType(type).map((m) => m.id);
@@ -21,6 +22,10 @@ const modelId = (type: Parameters<typeof modelsOfType>[0]) =>
 
 /** OpenAI clients send `null` for unset optional fields; OpenAPI 3.0.3 spells that `nullable`. */
 const nullable = <T extends TSchema>(schema: T) => Type.Unsafe<T['static'] | null>({ ...schema, nullable: true });
+
+/** A union that may be null: OpenAPI 3.0.3 has no null type, so its first member carries `nullable`. */
+const nullableUnion = <T extends TSchema, R extends TSchema[]>(first: T, ...rest: R) =>
+  Type.Union([nullable(first), ...rest]);
 
 const Country = Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2, upper case' });
 
@@ -41,13 +46,117 @@ export const Routing = {
   requires_tee: Type.Optional(nullable(Type.Boolean({ description: 'only nodes with a verified TEE attestation' }))),
 };
 
-export const ChatMessage = Type.Object(
+/** A tool call of an assistant message (OpenAI's `tool_calls[i]`), as the client sends it back. */
+const ToolCall = Type.Object(
   {
-    role: StringEnum(['system', 'user', 'assistant'] as const),
-    content: Type.String({ maxLength: 1_000_000 }),
+    id: Type.String({ minLength: 1, maxLength: 256 }),
+    type: Type.Literal('function'),
+    function: Type.Object(
+      { name: Type.String({ minLength: 1, maxLength: 256 }), arguments: Type.String({ maxLength: 1_000_000 }) },
+      { additionalProperties: true },
+    ),
   },
   { additionalProperties: true },
 );
+
+export const ChatMessage = Type.Object(
+  {
+    role: StringEnum(['system', 'user', 'assistant', 'tool'] as const),
+    content: nullable(
+      Type.String({
+        maxLength: 1_000_000,
+        description: 'a string; null only on an assistant message with tool_calls',
+      }),
+    ),
+    tool_calls: Type.Optional(
+      nullable(Type.Array(ToolCall, { maxItems: 128, description: 'assistant: the calls it made' })),
+    ),
+    tool_call_id: Type.Optional(
+      nullable(Type.String({ minLength: 1, maxLength: 256, description: 'tool: the call this result answers' })),
+    ),
+  },
+  { additionalProperties: true },
+);
+
+/** A function the model may call (OpenAI's `tools[i]`). */
+const Tool = Type.Object(
+  {
+    type: Type.Literal('function'),
+    function: Type.Object(
+      {
+        name: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+        description: Type.Optional(nullable(Type.String({ maxLength: 100_000 }))),
+        parameters: Type.Optional(nullable(Type.Object({}, { additionalProperties: true }))),
+        strict: Type.Optional(nullable(Type.Boolean())),
+      },
+      { additionalProperties: true },
+    ),
+  },
+  { additionalProperties: true },
+);
+
+/**
+ * The chat fields beyond the plain ones (DESIGN.md section 10, "The whole chat surface"): each
+ * reaches the node's engine unchanged, or the request is a 400 naming it when no eligible node's
+ * engine honours it.
+ */
+const ChatSurface = {
+  tools: Type.Optional(nullable(Type.Array(Tool, { minItems: 1, maxItems: 128 }))),
+  tool_choice: Type.Optional(
+    nullableUnion(
+      StringEnum(['none', 'auto', 'required'] as const),
+      Type.Object(
+        {
+          type: Type.Literal('function'),
+          function: Type.Object({ name: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }) }),
+        },
+        { additionalProperties: true },
+      ),
+    ),
+  ),
+  parallel_tool_calls: Type.Optional(nullable(Type.Boolean())),
+  response_format: Type.Optional(
+    nullableUnion(
+      Type.Object({ type: StringEnum(['text', 'json_object'] as const) }, { additionalProperties: true }),
+      Type.Object(
+        {
+          type: Type.Literal('json_schema'),
+          json_schema: Type.Object(
+            {
+              name: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+              description: Type.Optional(nullable(Type.String({ maxLength: 100_000 }))),
+              schema: Type.Optional(nullable(Type.Object({}, { additionalProperties: true }))),
+              strict: Type.Optional(nullable(Type.Boolean())),
+            },
+            { additionalProperties: true },
+          ),
+        },
+        { additionalProperties: true },
+      ),
+    ),
+  ),
+  stop: Type.Optional(
+    nullableUnion(
+      Type.String({ minLength: 1, maxLength: 1000 }),
+      Type.Array(Type.String({ minLength: 1, maxLength: 1000 }), { minItems: 1, maxItems: 4 }),
+    ),
+  ),
+  top_p: Type.Optional(nullable(Type.Number({ minimum: 0, maximum: 1 }))),
+  seed: Type.Optional(nullable(Type.Integer({ minimum: -(2 ** 53) + 1, maximum: 2 ** 53 - 1 }))),
+  presence_penalty: Type.Optional(nullable(Type.Number({ minimum: -2, maximum: 2 }))),
+  frequency_penalty: Type.Optional(nullable(Type.Number({ minimum: -2, maximum: 2 }))),
+  logit_bias: Type.Optional(
+    nullable(
+      Type.Record(Type.String({ pattern: '^[0-9]{1,10}$' }), Type.Number({ minimum: -100, maximum: 100 }), {
+        maxProperties: 300,
+      }),
+    ),
+  ),
+  user: Type.Optional(nullable(Type.String({ maxLength: 512 }))),
+  n: Type.Optional(
+    nullable(Type.Integer({ minimum: 1, maximum: 128, default: 1, description: 'above 1: only where the engine can' })),
+  ),
+};
 
 export const ChatCompletionRequest = Type.Object(
   {
@@ -89,6 +198,7 @@ export const ChatCompletionRequest = Type.Object(
         }),
       ),
     ),
+    ...ChatSurface,
     ...Routing,
   },
   { $id: 'ChatCompletionRequest', additionalProperties: true },
@@ -135,7 +245,11 @@ export const ChatCompletion = Type.Object(
     choices: Type.Array(
       Type.Object({
         index: Type.Integer(),
-        message: Type.Object({ role: Type.Literal('assistant'), content: Type.String() }),
+        message: Type.Object({
+          role: Type.Literal('assistant'),
+          content: Type.Union([Type.String(), Type.Null()], { description: 'null when the answer is tool calls' }),
+          tool_calls: Type.Optional(Type.Array(ToolCall)),
+        }),
         logprobs: Type.Null(),
         finish_reason: Type.String(),
       }),

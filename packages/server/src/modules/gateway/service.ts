@@ -18,6 +18,7 @@ import type { LocalCompletion } from './hub.js';
 import { openingsSettled } from './attempts.js';
 import { issueTicket } from './ticket.js';
 import { holdCents, type GatewayType } from './pricing.js';
+import { requestMaxUnits } from './metering.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
 import { openRunWithHead, openRunsWithHeads, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
@@ -45,9 +46,14 @@ export interface GatewayCall {
   /** The work payload the node receives (docs/node-protocol.md). */
   payload: Record<string, unknown>;
   stream: boolean;
-  route: Pick<RouteAsk, 'jurisdiction' | 'strict_jurisdiction' | 'requires_tee'>;
+  route: Pick<RouteAsk, 'jurisdiction' | 'strict_jurisdiction' | 'requires_tee' | 'fields'>;
   /** The most the request can cost, in micro-CAD: what is held before dispatch. */
   maxMicro: number;
+  /**
+   * The most metering units its receipt may sign, for a type whose payload does not show it
+   * (transcription: the audio's seconds); else `requestMaxUnits` reads it from the payload.
+   */
+  maxUnits?: number;
   /**
    * Facts recorded with the request and copied into its receipt's metadata, outside the SVC1
    * signature (retrieved-chunk provenance, what an ingestion embedding was for).
@@ -86,6 +92,17 @@ async function pickNode(ctx: ServiceContext, call: GatewayCall, exclude: string[
   return chooseNode(await ctx.nodeDirectory.serving(call.model), { ...call.route, model: call.model, exclude });
 }
 
+/**
+ * Why no node takes the request: a field no eligible node's engine honours is the request's to
+ * change (400 naming it, OpenAI's `param`), anything else is capacity (503).
+ */
+function refusalError(decision: Extract<RouteDecision, { refusal: string }>): ApiError {
+  if (decision.field === undefined) return new ApiError('no_capacity', decision.refusal);
+  return new ApiError('invalid_request', decision.refusal, [
+    { path: `/${decision.field}`, message: 'not supported by the engine of any live node serving the model' },
+  ]);
+}
+
 /** The routing constraints of a request: its evidence run's policy snapshot. */
 function requestPolicy(call: GatewayCall): Record<string, unknown> {
   return {
@@ -94,6 +111,7 @@ function requestPolicy(call: GatewayCall): Record<string, unknown> {
     strict_jurisdiction: call.route.strict_jurisdiction ?? null,
     requires_tee: call.route.requires_tee ?? false,
     max_cost_micro: call.maxMicro,
+    ...(call.route.fields ? { chat_fields: call.route.fields } : {}),
   };
 }
 
@@ -102,6 +120,7 @@ function policyText(call: GatewayCall): string {
   if (call.route.strict_jurisdiction) parts.push(`only in ${call.route.strict_jurisdiction}`);
   if (call.route.jurisdiction) parts.push(`preferably in ${call.route.jurisdiction}`);
   if (call.route.requires_tee) parts.push('attested TEE only');
+  if (call.route.fields) parts.push(`an engine honouring ${call.route.fields.join(', ')}`);
   parts.push(`at most ${call.maxMicro} micro-CAD`);
   return parts.join('; ');
 }
@@ -158,7 +177,7 @@ export async function openRequest(
   let opening: Promise<unknown> | undefined;
   try {
     const decision = await routing;
-    if (!('node' in decision)) throw new ApiError('no_capacity', decision.refusal);
+    if (!('node' in decision)) throw refusalError(decision);
     const node = decision.node;
     const handoff = ctx.jobSignal.reserve(node.id);
     const o: Opening = {
@@ -221,6 +240,12 @@ interface Opening {
   leaseExpiresAt: Date;
 }
 
+/** `max_units` of the request's metadata: the bound its receipt is checked against (gateway/metering.ts). */
+function maxUnitsField(call: GatewayCall): { max_units?: number } {
+  const bound = requestMaxUnits(call);
+  return bound === undefined ? {} : { max_units: bound };
+}
+
 /** The request row as the opening writes it (and as this process knows it before the write). */
 function openedRequest(o: Opening): GatewayRequestRow {
   const { principal, call, workId, decision, holdId } = o;
@@ -240,6 +265,7 @@ function openedRequest(o: Opening): GatewayRequestRow {
       strict_jurisdiction: call.route.strict_jurisdiction ?? null,
       requires_tee: call.route.requires_tee ?? false,
       attempts: [{ node_id: node.id, work_id: workId }],
+      ...maxUnitsField(call),
       ...(call.audit ? { audit: call.audit } : {}),
     },
     status: 'running',

@@ -1,4 +1,4 @@
-import type { ModelUsage } from '@svc/protocol';
+import type { ModelUsage, ToolCallDeltaWire, ToolCallWire } from '@svc/protocol';
 import type { FastifyReply } from 'fastify';
 import type { ServiceContext } from '../../context.js';
 import { ApiError, toOpenAiBody } from '../../platform/errors.js';
@@ -8,9 +8,9 @@ import { chatOutput, chatUsage, type ChatCall } from './chat.js';
 import { followWork } from './follow.js';
 import { followEvents, initialFollow, type Ending, type FollowAction, type FollowState } from './follow-step.js';
 import { estimateTokens } from './pricing.js';
-import type { RouteCandidate } from './routing.js';
 import { finishedOf, openRequest, step, svcNode, type Attempt, type Following } from './service.js';
 import { endRequest } from './settle.js';
+import { receiptIdOf } from '../receipts/store.js';
 
 /**
  * OpenAI's chat stream on a hijacked reply: `data: {chat.completion.chunk}\n\n` lines, then
@@ -46,8 +46,10 @@ function createSse(reply: FastifyReply, call: ChatCall, created: number) {
     get started() {
       return started;
     },
-    start(node: RouteCandidate) {
+    /** Opens the stream: the head names the node and the receipt the attempt's work will have (its id is the work's). */
+    start(attempt: Attempt) {
       if (started) return;
+      const node = attempt.node;
       started = true;
       void reply.hijack();
       const kept = Object.entries(reply.getHeaders()).filter(
@@ -60,12 +62,15 @@ function createSse(reply: FastifyReply, call: ChatCall, created: number) {
         connection: 'keep-alive',
         'x-accel-buffering': 'no',
         'x-svc-node': node.id,
+        'x-svc-receipt': receiptIdOf(attempt.workId),
         'x-svc-completion-id': call.id,
       });
       write(chunk({ role: 'assistant', content: '' }, null, { svc_node: svcNode(node), ...call.extra }));
     },
-    delta(content: string) {
-      if (content !== '') write(chunk({ content }, null));
+    delta(content: string, toolCalls?: readonly ToolCallDeltaWire[]) {
+      if (toolCalls)
+        write(chunk(content === '' ? { tool_calls: toolCalls } : { content, tool_calls: toolCalls }, null));
+      else if (content !== '') write(chunk({ content }, null));
     },
     /** The finish chunk, the usage chunk when asked, `svc_receipt_id` on the last one, and [DONE]. */
     finish(finishReason: string, usage: ReturnType<typeof chatUsage>, receiptId: string | undefined) {
@@ -121,8 +126,8 @@ export async function streamChat(
         [state, action] = await step(ctx, call, state, event, current);
         if (action.type === 'wait') continue;
         if (action.type === 'write') {
-          sse.start(current.attempt.node);
-          sse.delta(action.content);
+          sse.start(current.attempt);
+          sse.delta(action.content, action.tool_calls);
           continue;
         }
         if (action.type === 'complete') {
@@ -133,10 +138,11 @@ export async function streamChat(
             item.kind === 'ended' ? item.completion : undefined,
           );
           if (state.clientGone) return;
-          sse.start(current.attempt.node);
+          sse.start(current.attempt);
           const out = chatOutput(finished.output);
           // Deltas may trail the receipt over the bus between instances: send what is missing.
           if (out.content.startsWith(state.delivered)) sse.delta(out.content.slice(state.delivered.length));
+          if (out.tool_calls && state.deliveredTools === '') sse.delta('', wholeCalls(out.tool_calls));
           sse.finish(out.finish_reason, chatUsage(finished.request.usage), finished.receiptId);
           return;
         }
@@ -176,9 +182,14 @@ export async function streamChat(
   }
 }
 
+/** Tool calls none of whose fragments were streamed, as one delta of whole calls. */
+function wholeCalls(calls: readonly ToolCallWire[]): ToolCallDeltaWire[] {
+  return calls.map((c, index) => ({ index, id: c.id, type: 'function', function: c.function }));
+}
+
 /** What an ending bills, in tokens (DESIGN.md section 10: usage is billed even when the client leaves). */
 function billed(call: ChatCall, state: FollowState, ending: Ending): ModelUsage | undefined {
-  const delivered = estimateTokens(state.delivered);
+  const delivered = estimateTokens(state.delivered) + estimateTokens(state.deliveredTools);
   switch (ending.bill) {
     case 'none':
       return undefined;

@@ -91,6 +91,7 @@ describe('node directory: routing without a statement, on one instance', () => {
       country: 'DE',
       region: 'eu-central',
       gpu_model: null,
+      chat_fields: [],
       attestation_verified: false,
       open_work: 0,
     });

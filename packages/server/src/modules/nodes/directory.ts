@@ -13,6 +13,8 @@ export interface DirectoryCandidate {
   country: string | null;
   region: string | null;
   gpu_model: string | null;
+  /** The chat request fields beyond the plain ones its engine honours for the model (none declared: none). */
+  chat_fields: readonly string[];
   /** Verified, and the verification has not lapsed. */
   attestation_verified: boolean;
   open_work: number;
@@ -74,6 +76,9 @@ export const NODE_DIRECTORY_REFRESH_MS = 1_000;
  * the last one: the repair of a change whose announcement was lost (a dropped listening connection).
  */
 export const NODE_DIRECTORY_FULL_READ_MS = 30_000;
+
+/** What a node that declares nothing honours beyond the plain chat fields: one shared empty list. */
+const NO_FIELDS: readonly string[] = Object.freeze([]);
 
 interface Entry {
   row: RoutingNodeRow;
@@ -215,6 +220,7 @@ export async function createNodeDirectory(
           country: row.country,
           region: row.region,
           gpu_model: row.gpu_model,
+          chat_fields: row.chat_fields?.[model] ?? NO_FIELDS,
           attestation_verified:
             row.attestation_verified &&
             row.attestation_expires_at !== null &&

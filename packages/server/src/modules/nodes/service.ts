@@ -109,6 +109,7 @@ export async function registerNode(
       country: (body.country as string | undefined) ?? null,
       region: (body.region as string | undefined) ?? null,
       models,
+      chat_fields: (body.chat_fields as Record<string, string[]> | undefined) ?? null,
       capabilities: [...new Set([...((body.capabilities as string[] | undefined) ?? []), gpuModel ? 'gpu' : 'cpu'])],
       max_concurrency: (body.max_concurrency as number | undefined) ?? 1,
       price_micro_per_unit: cappedPrices(
@@ -174,6 +175,7 @@ export function nodeSummary(node: NodeRow) {
     country: node.country ?? '',
     models: node.models,
     attestation: attestationLabel(node),
+    reputation: node.reputation,
     load: node.load,
     last_seen: node.last_seen ? Math.floor(node.last_seen.getTime() / 1000) : 0,
   };

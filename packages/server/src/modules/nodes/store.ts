@@ -14,6 +14,8 @@ export interface NodeRow {
   country: string | null;
   region: string | null;
   models: string[];
+  /** Per chat model, the request fields beyond the plain ones its engine honours (null: none declared). */
+  chat_fields?: Record<string, string[]> | null;
   capabilities: string[];
   max_concurrency: number;
   active_work: number;
@@ -50,8 +52,8 @@ export async function upsertNode(
   const { rows } = await db.query<NodeRow>(
     `INSERT INTO nodes (id, org_id, pubkey, name, device_type, device_class, gpu_model, cpu_cores, ram_bytes, vram_bytes,
         country, region, models, capabilities, max_concurrency, price_micro_per_unit, green, attestation_method,
-        attestation_verified, bandwidth_mbps, geohash_bucket, sensors, attestation_expires_at, last_seen)
-     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23, now())
+        attestation_verified, bandwidth_mbps, geohash_bucket, sensors, attestation_expires_at, chat_fields, last_seen)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24, now())
      ON CONFLICT (pubkey) DO UPDATE SET name = EXCLUDED.name, device_type = EXCLUDED.device_type,
         device_class = EXCLUDED.device_class, gpu_model = EXCLUDED.gpu_model, cpu_cores = EXCLUDED.cpu_cores,
         ram_bytes = EXCLUDED.ram_bytes, vram_bytes = EXCLUDED.vram_bytes, country = EXCLUDED.country,
@@ -59,7 +61,8 @@ export async function upsertNode(
         max_concurrency = EXCLUDED.max_concurrency, price_micro_per_unit = EXCLUDED.price_micro_per_unit,
         green = EXCLUDED.green, attestation_method = EXCLUDED.attestation_method,
         attestation_verified = EXCLUDED.attestation_verified, attestation_expires_at = EXCLUDED.attestation_expires_at, bandwidth_mbps = EXCLUDED.bandwidth_mbps,
-        geohash_bucket = EXCLUDED.geohash_bucket, sensors = EXCLUDED.sensors, last_seen = now(), updated_at = now()
+        geohash_bucket = EXCLUDED.geohash_bucket, sensors = EXCLUDED.sensors, chat_fields = EXCLUDED.chat_fields,
+        last_seen = now(), updated_at = now()
       WHERE nodes.org_id = EXCLUDED.org_id
      RETURNING *`,
     [
@@ -86,6 +89,7 @@ export async function upsertNode(
       f.geohash_bucket,
       f.sensors,
       f.attestation_expires_at ?? null,
+      f.chat_fields ? JSON.stringify(f.chat_fields) : null,
     ],
   );
   return rows[0];
@@ -133,6 +137,21 @@ export async function liveAttestedNodes(db: Queryable, liveSeconds: number): Pro
 export async function findNode(db: Queryable, nodeId: string): Promise<NodeRow | undefined> {
   const { rows } = await db.query<NodeRow>('SELECT * FROM nodes WHERE id = $1', [nodeId]);
   return rows[0];
+}
+
+/** Reputation points a node loses for each receipt refused over its work's metering bound. */
+export const REFUSED_RECEIPT_PENALTY = 10;
+
+/**
+ * Lowers the node's reputation (0 to 100; jobs' `min_reputation` matches on it) by `points`, never
+ * below 0: it signed a receipt the server could show to be false. Returns the new reputation.
+ */
+export async function lowerReputation(db: Queryable, nodeId: string, points: number): Promise<number | undefined> {
+  const { rows } = await db.query<{ reputation: number }>(
+    'UPDATE nodes SET reputation = GREATEST(0, reputation - $2) WHERE id = $1 RETURNING reputation',
+    [nodeId, points],
+  );
+  return rows[0]?.reputation;
 }
 
 /**
@@ -270,13 +289,14 @@ export type RoutingNodeRow = Pick<
   | 'region'
   | 'gpu_model'
   | 'models'
+  | 'chat_fields'
   | 'attestation_verified'
   | 'attestation_expires_at'
   | 'last_seen'
 >;
 
 const ROUTING_COLUMNS =
-  'id, org_id, country, region, gpu_model, models, attestation_verified, attestation_expires_at, last_seen';
+  'id, org_id, country, region, gpu_model, models, chat_fields, attestation_verified, attestation_expires_at, last_seen';
 
 /** Nodes with a signed call within `liveSeconds`, as routing reads them. */
 export async function liveRoutingNodes(db: Queryable, liveSeconds: number): Promise<RoutingNodeRow[]> {

@@ -1,7 +1,8 @@
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
-import type { StreamEventWire as StreamEvent } from '@svc/protocol';
+import { ToolCallDeltaSchema, type StreamEventWire as StreamEvent, type ToolCallDeltaWire } from '@svc/protocol';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { findWork } from './store.js';
 
 /** Lines one events call may carry. */
@@ -10,10 +11,15 @@ export const MAX_EVENT_LINES = 4096;
 const bad = (line: number, message: string) =>
   new ApiError('invalid_request', `line ${line}: ${message}`, [{ path: `/${line - 1}`, message }]);
 
+const checkToolCallDelta = TypeCompiler.Compile(ToolCallDeltaSchema);
+
 const count = (v: unknown) => v === undefined || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0);
 
+const isToolCallDeltas = (v: unknown): v is ToolCallDeltaWire[] =>
+  Array.isArray(v) && v.length <= 128 && v.every((c) => checkToolCallDelta.Check(c));
+
 /**
- * Parses an NDJSON batch of stream events (docs/node-protocol.md): `{type: "delta", content}`,
+ * Parses an NDJSON batch of stream events (docs/node-protocol.md): `{type: "delta", content, tool_calls?}`,
  * `{type: "done", usage?, finish_reason?, result_hash?}`, `{type: "error", message, retryable?}`.
  * Blank lines are skipped; anything else is a 400 naming the line.
  *
@@ -34,8 +40,12 @@ export function parseEvents(text: string): StreamEvent[] {
       throw bad(i + 1, 'is not JSON');
     }
     const e = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
-    if (e.type === 'delta' && typeof e.content === 'string') events.push({ type: 'delta', content: e.content });
-    else if (e.type === 'error' && typeof e.message === 'string')
+    if (e.type === 'delta' && typeof e.content === 'string') {
+      if (e.tool_calls === undefined) events.push({ type: 'delta', content: e.content });
+      else if (isToolCallDeltas(e.tool_calls))
+        events.push({ type: 'delta', content: e.content, tool_calls: e.tool_calls });
+      else throw bad(i + 1, 'tool_calls must be [{index, id?, type?, function?: {name?, arguments?}}]');
+    } else if (e.type === 'error' && typeof e.message === 'string')
       events.push({
         type: 'error',
         message: e.message.slice(0, 2000),
