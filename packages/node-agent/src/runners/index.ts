@@ -33,6 +33,7 @@ export {
 export { runCaptureJob, type CaptureRunner } from './capture.js';
 export { CAPSULE_DISABLED, runRepositoryWork, type CapsuleConfig } from './repository-work.js';
 export { detectTooling, missingTooling } from './tooling.js';
+export { CDI_SPEC_DIRS, cdiGpuReady, detectOciRunner, type DetectOptions, type OciRunnerProbe } from './oci-detect.js';
 export {
   engineFor,
   jsonOutput,
