@@ -58,7 +58,11 @@ describe('free-tier credit cannot be laundered into payable earnings', () => {
     const attacker = await signUp(t.app);
     const attackerKey = await createKey(t.app, attacker, ['operator']);
     // Priced at the ceiling, pinned to a country only the attacker serves.
-    const node = await createTestNode(t.app, attackerKey, { country: 'IS', price_micro_per_unit: { '1': 12 } });
+    const node = await createTestNode(t.app, attackerKey, {
+      country: 'IS',
+      price_micro_per_unit: { '1': 12 },
+      models: ['svc-llama-3.2-3b'],
+    });
     const sybil = await signUp(t.app);
     const submit = await t.app.inject({
       method: 'POST',
@@ -69,17 +73,17 @@ describe('free-tier credit cannot be laundered into payable earnings', () => {
         budget: 5,
         max_price_per_unit: 0.000012,
         currency: 'CAD',
-        model: 'tinyllama',
-        inline_text: 'launder me\n',
+        model: 'svc-llama-3.2-3b',
+        inline_text: Array.from({ length: 13 }, (_, i) => `launder me ${i}`).join('\n'),
         strict_jurisdiction: 'IS',
       },
     });
     expect(submit.statusCode).toBe(201);
     const [work] = await node.poll({ waitMs: 2000 });
     if (!work) throw new Error('no work');
-    // 1,000,000 tokens at 12 micro-CAD: 12 CAD asked, capped by the 5 CAD budget: the whole free tier.
+    // 420,000 tokens (13 prompts' metering bound is 429,000 and more) at 12 micro-CAD: 5.04 CAD asked, capped by the 5 CAD budget: the whole free tier.
     expect(
-      (await node.complete(work, JSON.stringify({ results: [{ index: 0, content: 'x' }] }), 1_000_000)).statusCode,
+      (await node.complete(work, JSON.stringify({ results: [{ index: 0, content: 'x' }] }), 420_000)).statusCode,
     ).toBe(200);
     const job = (
       await t.app.inject({
@@ -112,7 +116,7 @@ describe('free-tier credit cannot be laundered into payable earnings', () => {
         budget: 9,
         max_price_per_unit: 0.000012,
         currency: 'CAD',
-        model: 'tinyllama',
+        model: 'svc-llama-3.2-3b',
         inline_text: 'round two\n',
         strict_jurisdiction: 'IS',
       },
@@ -121,7 +125,7 @@ describe('free-tier credit cannot be laundered into payable earnings', () => {
     const [second] = await node.poll({ waitMs: 2000 });
     if (!second) throw new Error('no work');
     expect(
-      (await node.complete(second, JSON.stringify({ results: [{ index: 0, content: 'y' }] }), 1_000_000)).statusCode,
+      (await node.complete(second, JSON.stringify({ results: [{ index: 0, content: 'y' }] }), 30_000)).statusCode,
     ).toBe(200);
     expect(await payableEarnings(t.ctx.db, attacker.orgId)).toMatchObject({
       payable_earned_micro: 0,

@@ -54,10 +54,11 @@ describe('evidence runs of marketplace jobs', () => {
       payload: {
         kind: 1,
         budget: 1,
-        max_price_per_unit: 0.000001,
+        max_price_per_unit: 0.00001,
         currency: 'CAD',
-        model: 'tinyllama',
-        inline_text: 'a prompt',
+        // Two prompts on a long-context model: 50,000 tokens stay within the job's metering bound.
+        model: 'svc-llama-3.2-3b',
+        inline_text: 'a prompt\nanother prompt',
         ...extra,
       },
     });
@@ -66,7 +67,10 @@ describe('evidence runs of marketplace jobs', () => {
   };
 
   it('records a completed job as it happens, signs it at the end, and serves a bundle that verifies offline', async () => {
-    const node = await createTestNode(t.app, operatorKey, { price_micro_per_unit: { '1': 0.5 } });
+    const node = await createTestNode(t.app, operatorKey, {
+      price_micro_per_unit: { '1': 10 },
+      models: ['svc-llama-3.2-3b'],
+    });
     const jobId = await submit({ strict_jurisdiction: 'CA' });
 
     // Open: the first events are there before any node has seen the job, and nothing is signed.
@@ -85,14 +89,14 @@ describe('evidence runs of marketplace jobs', () => {
     expect(open.events[1]?.metadata).toMatchObject({
       strict_jurisdiction: 'CA',
       execution_pool: 'public',
-      model: 'tinyllama',
+      model: 'svc-llama-3.2-3b',
     });
 
     const [work] = await node.poll({ waitMs: 1000 });
     if (!work) throw new Error('no work');
     await node.heartbeat([work.work_id]);
     const receipt = (
-      await node.complete(work, JSON.stringify({ results: [{ index: 0, content: 'x' }] }), 1_000_000)
+      await node.complete(work, JSON.stringify({ results: [{ index: 0, content: 'x' }] }), 50_000)
     ).json();
 
     const graph: Graph = (await get(`/api/v1/jobs/${jobId}/evidence`)).json();
@@ -118,7 +122,7 @@ describe('evidence runs of marketplace jobs', () => {
       receipt_id: receipt.id,
       signature: receipt.signature,
       result_hash: receipt.result_hash,
-      metering_units: 1_000_000,
+      metering_units: 50_000,
     });
     expect(byType['ledger.charged']?.metadata).toMatchObject({
       charged_cents: 50,
@@ -185,7 +189,10 @@ describe('evidence runs of marketplace jobs', () => {
       (await verifyBundle((await get(`/api/v1/jobs/${jobId}/evidence/bundle`)).body, { trustedKeys: platformKeys })).ok,
     ).toBe(true);
 
-    const node = await createTestNode(t.app, operatorKey, { price_micro_per_unit: { '1': 0.5 } });
+    const node = await createTestNode(t.app, operatorKey, {
+      price_micro_per_unit: { '1': 10 },
+      models: ['svc-llama-3.2-3b'],
+    });
     const failing = await submit();
     const [work] = await node.poll({ waitMs: 1000 });
     if (!work || work.job_id !== failing) throw new Error('expected the new job');

@@ -1,4 +1,4 @@
-import { usageCostMicro } from '@svc/protocol';
+import { meteringBound, usageCostMicro } from '@svc/protocol';
 import { billedAudioSeconds, measureAudio } from '../../platform/audio.js';
 import { ApiError } from '../../platform/errors.js';
 import { MEASURED_AUDIO_MS } from './measured-audio.js';
@@ -76,6 +76,7 @@ export async function prepareTranscription(
   if (tee !== undefined && tee !== 'true' && tee !== 'false') throw bad('requires_tee', 'must be true or false');
   if (file.bytes.length === 0) throw bad('file', 'is empty');
   const audio = await measureAudio(file.bytes);
+  const seconds = audio.ms / 1000;
   return {
     id: requestId('tr'),
     type: 'transcription',
@@ -94,6 +95,8 @@ export async function prepareTranscription(
       requires_tee: tee === 'true',
     },
     maxMicro: usageCostMicro(model.id, { audio_seconds: billedAudioSeconds(audio.ms) }),
+    // The node's receipt may sign the audio's seconds and a margin, no more (issue 40 point 6).
+    maxUnits: meteringBound({ type: 'transcription', audioSeconds: seconds }),
     audit: { [MEASURED_AUDIO_MS]: audio.ms },
     format,
     audioMs: audio.ms,

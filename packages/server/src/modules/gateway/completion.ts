@@ -6,8 +6,9 @@ import { noteWorkFailure } from '../work/store.js';
 import { openingsSettled } from './attempts.js';
 import { requestUsage, unitsFitAudio } from './measured-audio.js';
 import { rebuildOpening } from './rebuild.js';
+import { boundOfRequest } from './metering.js';
 import { completeFromReceipt, completeManyFromReceipts, gatewayReceiptMetadata, lockRequestOfWork } from './settle.js';
-import { lockGatewayRequests, type GatewayRequestRow } from './store.js';
+import { lockGatewayRequests, requestsStillOn, type GatewayRequestRow } from './store.js';
 import { checkTicket } from './ticket.js';
 import { expectReceipts, stagedLeft, takeOpening, type StagedOpening } from './fresh.js';
 import type { RunHead } from '../evidence/recorder.js';
@@ -25,6 +26,9 @@ const staged = new WeakMap<GatewayRequestRow, StagedOpening>();
  */
 export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequestRow> = {
   lockOwner: (_ctx, tx, work) => lockRequestOfWork(tx, work),
+
+  // Opened with its bound in its metadata; a request rebuilt from a ticket has none (its hold caps it).
+  meteringBound: (request) => boundOfRequest(request),
 
   async receiptFacts(_ctx, tx, items) {
     // Sovereign requests carry the attestation their node held, read once per node.
@@ -93,6 +97,8 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
 
   settled: (ctx, workIds) => openingsSettled(ctx.hub.attempts, workIds),
 
+  lapsedStillOpen: (ctx, works) => requestsStillOn(ctx.db, works),
+
   async receiptWritten(ctx, workId) {
     await ctx.hub.attempts.pendingWrite(workId)?.catch(() => undefined);
   },
@@ -103,9 +109,12 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
   },
 
   completeInMemory(ctx, node, body, inline, output, write) {
-    // A receipt more than 1 s from a transcription's measured audio is not answered from memory:
-    // the store's path refuses it (measured-audio.ts), the request still open here.
-    const claimed = ctx.hub.attempts.claim(body.job_id, node.id, (row) => unitsFitAudio(row, body.metering_units));
+    // A receipt over the request's bound is not answered from memory: the store's path refuses it
+    // and fails the attempt over (work/intake.ts), the request still open here.
+    // Nor one more than 1 s from a transcription's measured audio (measured-audio.ts).
+    const withinBound = (row: GatewayRequestRow) =>
+      body.metering_units <= (boundOfRequest(row) ?? Infinity) && unitsFitAudio(row, body.metering_units);
+    const claimed = ctx.hub.attempts.claim(body.job_id, node.id, withinBound);
     if (!claimed) return undefined;
     const { row } = claimed;
     const workId = row.work_id ?? '';

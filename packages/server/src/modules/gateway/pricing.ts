@@ -21,19 +21,8 @@ export function estimateTokens(text: string): number {
   return Math.max(1, Math.ceil(Buffer.byteLength(text, 'utf8') / 4));
 }
 
-/** Tokens a message may cost beyond its text (role markers, chat template). */
-const MESSAGE_OVERHEAD_TOKENS = 16;
-
-/**
- * An upper bound of the tokens texts can cost: one per UTF-8 byte (no tokenizer in use makes a
- * token of less than a byte) plus template overhead per text. Holds are taken on this.
- *
- * @example
- * promptTokenBound(['hello']); // 5 + 16
- */
-export function promptTokenBound(texts: readonly string[]): number {
-  return texts.reduce((sum, t) => sum + Buffer.byteLength(t, 'utf8') + MESSAGE_OVERHEAD_TOKENS, 0);
-}
+/** The prompt's token bound holds are taken on (@svc/protocol, shared with the receipt's metering bound). */
+export { promptTokenBound } from '@svc/protocol';
 
 /** Audio the hold assumes per byte of a compressed file we cannot read: 16 kbit/s. */
 const MIN_AUDIO_BYTES_PER_SECOND = 2_000;

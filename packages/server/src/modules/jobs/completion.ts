@@ -1,3 +1,4 @@
+import { meteringBound } from '@svc/protocol';
 import { ApiError } from '../../platform/errors.js';
 import { attestationSummary } from '../attestation/service.js';
 import {
@@ -52,6 +53,20 @@ export const jobCompletion: JobCompletion<JobRow, JobRow | undefined> = {
     }
     return job;
   },
+
+  /** Per kind from the job's own inputs and time limit, and the node's cores (kind 5); none for kinds 8 and 10. */
+  meteringBound: (job, node) =>
+    // A transcription's audio was measured at submission (issue 41 point 5): bounded by it, not by its file size.
+    job.kind === 3 && job.spec.measured_audio_ms !== undefined
+      ? meteringBound({ type: 'transcription', audioSeconds: job.spec.measured_audio_ms / 1000 })
+      : meteringBound({
+          type: 'job',
+          kind: job.kind,
+          model: job.spec.model,
+          inputs: job.spec.inputs ?? [],
+          timeoutSeconds: job.spec.timeout_seconds,
+          cores: node.cpu_cores,
+        }),
 
   async receiptFacts(_ctx, tx, items) {
     const out = [];

@@ -56,6 +56,11 @@ export const NodeSummary = Type.Object(
       description:
         '`none`, or `<method>:verified` / `<method>:unverified` / `<method>:expired` (re-attestation due: SVC_TEE_REATTEST_HOURS)',
     }),
+    reputation: Type.Integer({
+      minimum: 0,
+      maximum: 100,
+      description: '100 at registration; lowered for each receipt refused over its metering bound (docs/receipts.md)',
+    }),
     load: Type.Number(),
     last_seen: Type.Integer({ description: 'unix seconds; 0 if never' }),
   },

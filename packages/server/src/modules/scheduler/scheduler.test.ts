@@ -57,8 +57,8 @@ describe('the scheduler', () => {
     const [second] = await b.poll();
     if (!second) throw new Error('no work for b');
     expect(second.job_id).toBe(id);
-    expect((await a.complete(first, 'late', 1_000_000)).statusCode).toBe(409);
-    expect((await b.complete(second, 'done', 1_000_000)).statusCode).toBe(200);
+    expect((await a.complete(first, 'late', 1_000)).statusCode).toBe(409);
+    expect((await b.complete(second, 'done', 1_000)).statusCode).toBe(200);
     expect(await job(id)).toMatchObject({ status: 'completed', attempts: 2, node_id: b.nodeId });
     const charges = await t.ctx.db.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge' AND ref = $1",

@@ -51,9 +51,9 @@ const SPECS: Spec[] = [
   { buyer: 1, kind: 'chat', units: 0 }, // costs nothing: the hold is released
   { buyer: 0, kind: 'chat', units: 5, promptTokens: 5 },
   { buyer: 1, kind: 'chat', units: 4_400, promptTokens: 3, ended: true }, // refused in the middle
-  { buyer: 0, kind: 'chat', units: 400_000, promptTokens: 1 }, // beyond its hold: capped
+  { buyer: 0, kind: 'chat', units: 30_282, promptTokens: 1 }, // its metering bound (30,282): the most it may sign
   { buyer: 1, kind: 'chat', units: 12_345, promptTokens: 345 },
-  { buyer: 1, kind: 'embeddings', units: 70_007 },
+  { buyer: 1, kind: 'embeddings', units: 278 }, // its metering bound
   { buyer: 0, kind: 'chat', units: 9_999, promptTokens: 0 },
 ];
 
@@ -341,7 +341,8 @@ describe('gateway openings and receipts written as batches', () => {
 
     expect(await snapshot(many)).toEqual(await snapshot(one));
     // The script covers what it claims: whole cents moved with carries, free-tier credit spent
-    // and earned, a hold released, a charge capped by its hold.
+    // and earned, a hold released; a receipt at its metering bound, charged less than its hold
+    // (a signed receipt can no longer reach the cap: issue 40 point 6).
     const ledger = (
       await many.t.ctx.db.query<{ tx_type: string; amount_cents: number; amount_micro: number; free_micro: number }>(
         'SELECT tx_type, amount_cents, amount_micro, free_micro FROM credit_transactions',
@@ -358,7 +359,7 @@ describe('gateway openings and receipts written as batches', () => {
       'SELECT g.charged_micro = h.amount_cents * 10000 AS capped FROM gateway_requests g JOIN credit_holds h ON h.id = g.hold_id WHERE g.id = $1',
       [many.requestIds[6]],
     );
-    expect(capped.rows).toEqual([{ capped: true }]);
+    expect(capped.rows).toEqual([{ capped: false }]);
 
     await expectWhole(many);
   }, 120_000);
@@ -532,7 +533,7 @@ describe('gateway openings and receipts written as batches', () => {
           });
           await openRequest(t.ctx, principal, call, newId('wrk'));
           ids.push(call.id);
-          receipts.push(signedReceipt(t.ctx, node, nodeRow, call, `a${i}`, 20_000, 3));
+          receipts.push(signedReceipt(t.ctx, node, nodeRow, call, `a${i}`, 282, 3)); // its metering bound
         }
         const applied = withReceipts
           ? Promise.allSettled(receipts.map((item) => enqueueFastReceipt(t.ctx, item)))

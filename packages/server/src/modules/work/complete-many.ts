@@ -76,7 +76,10 @@ export async function completeMany(
   const running = toLock.length > 0 ? await gateway.lockRunning(tx, toLock) : new Map<string, unknown>();
   const ready = candidates.flatMap(({ item, index, work, opened, unwritten }) => {
     const owner: unknown = opened ? opened.owner : running.get(work.id);
-    return owner !== undefined ? [{ item, index, work, owner, unwritten }] : [];
+    if (owner === undefined) return [];
+    // Over its request's bound: not the plain case; applied alone, it is refused (intake.ts).
+    const bound = gateway.meteringBound(owner, item.node);
+    return item.body.metering_units <= (bound ?? Infinity) ? [{ item, index, work, owner, unwritten }] : [];
   });
   const out: (ReceiptRow | undefined)[] = items.map(() => undefined);
   if (ready.length === 0) return out;

@@ -78,7 +78,7 @@ describe('the completion interface of work items', () => {
     expect(calls).toEqual(['started']);
     calls.length = 0;
     expect((await node.complete(work, 'an answer', 7)).statusCode).toBe(200);
-    expect(calls).toEqual(['checkReceipt', 'lockOwner', 'receiptFacts', 'complete', 'afterReceipt']);
+    expect(calls).toEqual(['checkReceipt', 'lockOwner', 'meteringBound', 'receiptFacts', 'complete', 'afterReceipt']);
     expect(await status(jobId)).toBe('completed');
   });
 

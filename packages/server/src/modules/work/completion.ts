@@ -69,6 +69,13 @@ export interface WorkCompletion<Owner = unknown, Done = unknown> {
    * when the work is no longer the owner's current attempt.
    */
   lockOwner(ctx: ServiceContext, tx: Queryable, work: WorkRow): Promise<Owner>;
+  /**
+   * The most `metering_units` a receipt for the owner's work may sign (@svc/protocol
+   * `meteringBound`), undefined when the owner sets none. The intake refuses a receipt above it
+   * (issue 40 point 6): nothing is charged, the attempt fails as a retryable failure, and the
+   * node's reputation is lowered.
+   */
+  meteringBound(owner: Owner, node: NodeRow): number | undefined;
   /** The receipt's metadata and attestation for each `{ owner, node }`, in order. */
   receiptFacts(
     ctx: ServiceContext,
@@ -120,6 +127,12 @@ export interface BatchCompletion<Owner> {
 export interface RequestCompletion<Owner = unknown, Done = unknown> extends WorkCompletion<Owner, Done> {
   /** Waits for the writes in flight in this process that store these work items (openings). */
   settled(ctx: ServiceContext, workIds: readonly string[]): Promise<void>;
+  /**
+   * Of lapsed attempts (`lost`, no receipt yet) that their node still lists, those whose request
+   * still runs on them: the node is not told to stop them and re-sends their receipts, which the
+   * intake still takes (a signed receipt is never thrown away for money reasons).
+   */
+  lapsedStillOpen(ctx: ServiceContext, works: readonly { id: string; job_id: string }[]): Promise<string[]>;
   /**
    * The one receipt of a flush whose opening waited for it in the writer (one request at a time):
    * the request's work and row as `tx` inserted them (they cannot have changed since), taken once,
@@ -183,6 +196,22 @@ export interface WorkOwners {
   request: RequestCompletion;
   /** Assigns up to `max` pending jobs `node` is eligible for; `noneEligible` when it had room and none fits. */
   claimJobs(ctx: ServiceContext, node: NodeRow, max: number): Promise<{ work: WorkRow[]; noneEligible: boolean }>;
+}
+
+/**
+ * How the error of work whose receipt the intake refused begins (over its metering bound): the
+ * owner bills nothing of what the node claimed for it (a streamed request ends with an error).
+ */
+export const RECEIPT_REFUSED = 'receipt refused: ';
+
+/**
+ * Whether the work failed because the intake refused its receipt.
+ *
+ * @example
+ * receiptRefused({ error: 'receipt refused: metering_units 9 exceed this work\'s bound of 5' }); // true
+ */
+export function receiptRefused(state: { error: string | null }): boolean {
+  return state.error?.startsWith(RECEIPT_REFUSED) ?? false;
 }
 
 /** The completion of a work item: its job's for `type: 'job'`, else its gateway request's. */

@@ -2,9 +2,16 @@ import { sha256Hex, verifySvc1 } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
-import type { NodeRow } from '../nodes/store.js';
+import { lowerReputation, REFUSED_RECEIPT_PENALTY, type NodeRow } from '../nodes/store.js';
 import { findWork, lockWorkForReceipt, setWorkStatus, storeWorkResult, type WorkRow } from './store.js';
-import { completionOf, type FreshWork, type ReceiptBody, type ResultUpload } from './completion.js';
+import {
+  completionOf,
+  RECEIPT_REFUSED,
+  type FailureReport,
+  type FreshWork,
+  type ReceiptBody,
+  type ResultUpload,
+} from './completion.js';
 import { keepResult } from './results.js';
 import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from '../receipts/store.js';
 import { completeMany, type FastReceipt } from './complete-many.js';
@@ -119,7 +126,13 @@ export async function submitReceipt(ctx: ServiceContext, node: NodeRow, body: Re
   await ctx.completions.request.receiptWritten(ctx, body.job_id);
   await ctx.completions.request.settled(ctx, [body.job_id]);
   const check = await checkBeforeReceipt(ctx, node, body, inlineBytes);
-  const outcome = await ctx.db.transaction((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, check));
+  const outcome = await ctx.db
+    .transaction((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, check))
+    .catch(async (err: unknown) => {
+      // Refused over its bound, nothing written: the attempt fails and the node pays in reputation.
+      if (err instanceof OverBound) await failRefused(ctx, node, err);
+      throw err;
+    });
   await outcome.completion.afterReceipt(ctx, outcome.done, {
     receipt: outcome.receipt,
     ...(inlineBytes ? { output: inlineBytes } : {}),
@@ -128,6 +141,36 @@ export async function submitReceipt(ctx: ServiceContext, node: NodeRow, body: Re
 }
 
 export { receiptIdOf } from '../receipts/store.js';
+
+/**
+ * A receipt signing more units than its work allows (`WorkCompletion.meteringBound`, issue 40
+ * point 6): 400 naming `/metering_units`, and nothing of it is written.
+ */
+export class OverBound extends ApiError {
+  constructor(
+    readonly workId: string,
+    readonly units: number,
+    readonly bound: number,
+  ) {
+    super(
+      'invalid_request',
+      `metering_units ${units} exceed the bound of ${bound} this work allows (docs/receipts.md)`,
+      [{ path: '/metering_units', message: `must be at most ${bound} for this work` }],
+    );
+  }
+}
+
+/**
+ * After `err` refused a receipt: its attempt fails as a retryable failure (a gateway request fails
+ * over or ends with an error, a job goes back to the queue per its attempts) and the node's
+ * reputation is lowered, in one transaction. Nothing when the attempt had already ended.
+ */
+async function failRefused(ctx: ServiceContext, node: NodeRow, err: OverBound): Promise<void> {
+  const report = { message: `${RECEIPT_REFUSED}${err.message}`, retryable: true };
+  await failAttempt(ctx, node, err.workId, report, { refused: true }).catch((e: unknown) => {
+    if (!(e instanceof ApiError && e.code === 'conflict')) throw e;
+  });
+}
 
 /**
  * Everything a receipt changes, inside `tx` (`submitReceipt`'s own transaction, or a flush of the
@@ -192,6 +235,8 @@ async function applyReceipt(
     ]);
   const completion = completionOf(ctx.completions, work);
   const owner = fresh && !lapsed ? fresh.owner : await completion.lockOwner(ctx, tx, work);
+  const bound = completion.meteringBound(owner, node);
+  if (bound !== undefined && body.metering_units > bound) throw new OverBound(work.id, body.metering_units, bound);
   const [facts] = await completion.receiptFacts(ctx, tx, [{ owner, node }]);
   const attestation = facts?.attestation ?? null;
   const receipt = await insertReceipt(tx, {
@@ -326,14 +371,35 @@ export async function failWork(
   workId: string,
   body: { message: string; retryable?: boolean },
 ) {
-  const work = await openWorkOf(ctx, node, workId);
-  const requeued = await ctx.db.transaction(async (tx) => {
+  await openWorkOf(ctx, node, workId);
+  const requeued = await failAttempt(ctx, node, workId, body);
+  return { message: requeued ? 'work failed; the job is queued again' : 'work failed' };
+}
+
+/**
+ * Fails the attempt `workId` of `node` (leased or delivered; with `refused`, also a gateway
+ * attempt whose lease lapsed, which a receipt may still complete) and has its owner decide what
+ * follows; `refused` lowers the node's reputation in the same transaction. True when the owner
+ * went back to the queue; 409 when the attempt had already ended.
+ */
+async function failAttempt(
+  ctx: ServiceContext,
+  node: NodeRow,
+  workId: string,
+  report: FailureReport,
+  options: { refused?: boolean } = {},
+): Promise<boolean> {
+  const { work, requeued } = await ctx.db.transaction(async (tx) => {
     const locked = await findWork(tx, workId, true);
-    if (!locked || !['leased', 'delivered'].includes(locked.status))
-      throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
+    const open =
+      locked !== undefined &&
+      (['leased', 'delivered'].includes(locked.status) ||
+        (options.refused === true && locked.status === 'lost' && locked.type !== 'job'));
+    if (!locked || !open) throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
     await setWorkStatus(tx, workId, 'failed');
-    return completionOf(ctx.completions, work).fail(ctx, tx, work, node, body);
+    if (options.refused) await lowerReputation(tx, node.id, REFUSED_RECEIPT_PENALTY);
+    return { work: locked, requeued: await completionOf(ctx.completions, locked).fail(ctx, tx, locked, node, report) };
   });
   await completionOf(ctx.completions, work).afterFailure(ctx, work, requeued);
-  return { message: requeued ? 'work failed; the job is queued again' : 'work failed' };
+  return requeued;
 }
