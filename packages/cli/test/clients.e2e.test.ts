@@ -3,9 +3,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { tool as langchainTool } from '@langchain/core/tools';
 import { ChatOpenAI } from '@langchain/openai';
-import { APICallError, generateText } from 'ai';
+import { APICallError, generateObject, generateText, stepCountIs, streamText, tool } from 'ai';
+import { z } from 'zod';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
@@ -218,6 +221,137 @@ describeOnPglite('third-party OpenAI clients read our errors, against svc serve 
         param: 'model',
       });
       expect(out.not_found?.message).toContain("The model 'gpt-4o' does not exist in the catalogue");
+    },
+    60_000,
+  );
+  /** The chat surface (issue 41): what the upstream received last, as the node's engine sent it. */
+  const lastUpstream = () =>
+    upstream.requests.filter((r) => r.path === '/v1/chat/completions').at(-1)?.body as
+      Record<string, unknown> | undefined;
+
+  it('the Vercel AI SDK (@ai-sdk/openai): generateText runs a tool and answers from its result; streamText streams the call; generateObject returns a zod object', async () => {
+    const provider = createOpenAI({ apiKey: buyerKey, baseURL: `${base}/v1` });
+    const executed: { city: string }[] = [];
+    const weather = tool({
+      description: 'the weather in a city',
+      inputSchema: z.object({ city: z.string() }),
+      execute: async ({ city }) => {
+        executed.push({ city });
+        return { city, celsius: 21 };
+      },
+    });
+    const text = await generateText({
+      model: provider.chat('tinyllama'),
+      prompt: 'Paris',
+      tools: { weather },
+      stopWhen: stepCountIs(3),
+      maxRetries: 0,
+    });
+    expect(executed).toEqual([{ city: 'Paris' }]);
+    expect(text.steps[0]?.finishReason).toBe('tool-calls');
+    expect(text.text).toBe('The tool said: {"city":"Paris","celsius":21}');
+    // The second turn carried the call and its result back, as OpenAI's messages.
+    const sent = lastUpstream()?.messages as Record<string, unknown>[];
+    expect(sent.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+    expect(sent[2]).toMatchObject({ tool_call_id: text.steps[0]?.toolCalls[0]?.toolCallId });
+
+    const streamed = streamText({
+      model: provider.chat('tinyllama'),
+      prompt: 'Oslo',
+      tools: { weather: tool({ description: 'the weather', inputSchema: z.object({ city: z.string() }) }) },
+      maxRetries: 0,
+    });
+    const calls = await streamed.toolCalls;
+    expect(calls.map((c) => [c.toolName, c.input])).toEqual([['weather', { city: 'Oslo' }]]);
+    expect(await streamed.finishReason).toBe('tool-calls');
+    expect(lastUpstream()).toMatchObject({
+      stream: true,
+      tools: [{ type: 'function', function: { name: 'weather' } }],
+    });
+
+    const object = await generateObject({
+      model: provider.chat('tinyllama'),
+      schema: z.object({ city: z.string(), visits: z.number().int() }),
+      prompt: 'Rome twice',
+      maxRetries: 0,
+    });
+    expect(object.object).toEqual({ city: 'Rome twice', visits: 2 });
+    expect(lastUpstream()?.response_format).toMatchObject({ type: 'json_schema' });
+  }, 120_000);
+
+  it('LangChain JS (@langchain/openai): bindTools gets the call back, withStructuredOutput a zod object', async () => {
+    const llm = new ChatOpenAI({
+      model: 'tinyllama',
+      apiKey: buyerKey,
+      configuration: { baseURL: `${base}/v1` },
+      maxRetries: 0,
+    });
+    const weather = langchainTool(async ({ city }: { city: string }) => `sunny in ${city}`, {
+      name: 'weather',
+      description: 'the weather in a city',
+      schema: z.object({ city: z.string() }),
+    });
+    const called = await llm.bindTools([weather]).invoke('Lima');
+    expect(called.tool_calls?.map((c) => [c.name, c.args])).toEqual([['weather', { city: 'Lima' }]]);
+    expect(lastUpstream()?.tools).toMatchObject([{ type: 'function', function: { name: 'weather' } }]);
+
+    const structured = await llm
+      .withStructuredOutput(z.object({ city: z.string(), rainy: z.boolean() }), { name: 'forecast' })
+      .invoke('Quito');
+    expect(structured).toEqual({ city: 'Quito', rainy: true });
+  }, 120_000);
+
+  it('the openai npm client: a streamed answer has X-SVC-Receipt in its head, the id of its stored receipt', async () => {
+    const client = new OpenAI({ apiKey: buyerKey, baseURL: `${base}/v1`, maxRetries: 0 });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: 'tinyllama', messages: [{ role: 'user', content: 'hello' }], stream: true })
+      .withResponse();
+    let last: Record<string, unknown> = {};
+    for await (const chunk of stream) last = chunk as unknown as Record<string, unknown>;
+    const header = response.headers.get('x-svc-receipt');
+    expect(header).toMatch(/^rcpt_/);
+    expect(last.svc_receipt_id).toBe(header);
+    const receipts = (await (
+      await fetch(`${base}/api/v1/job/receipts/${String(last.id)}`, {
+        headers: { authorization: `Bearer ${buyerKey}` },
+      })
+    ).json()) as { receipts: { id: string }[] };
+    expect(receipts.receipts.map((r) => r.id)).toEqual([header]);
+  }, 60_000);
+
+  it.skipIf(!python.available)(
+    "Python's openai: tools, response_format json_schema and streamed tool calls",
+    async () => {
+      const script = join(dir, 'surface.py');
+      writeFileSync(
+        script,
+        [
+          'import json, sys, openai',
+          'c = openai.OpenAI(api_key=sys.argv[2], base_url=sys.argv[1], max_retries=0)',
+          "tools = [{'type': 'function', 'function': {'name': 'weather', 'parameters': {'type': 'object', 'properties': {'city': {'type': 'string'}}, 'required': ['city']}}}]",
+          "r = c.chat.completions.create(model='tinyllama', messages=[{'role': 'user', 'content': 'Paris'}], tools=tools)",
+          'call = r.choices[0].message.tool_calls[0]',
+          "schema = {'type': 'object', 'properties': {'city': {'type': 'string'}}, 'required': ['city'], 'additionalProperties': False}",
+          "j = c.chat.completions.create(model='tinyllama', messages=[{'role': 'user', 'content': 'Rome'}], response_format={'type': 'json_schema', 'json_schema': {'name': 'p', 'schema': schema, 'strict': True}})",
+          "args = ''",
+          'finish = None',
+          "for chunk in c.chat.completions.create(model='tinyllama', messages=[{'role': 'user', 'content': 'Oslo'}], tools=tools, stream=True):",
+          '    if chunk.choices and chunk.choices[0].delta.tool_calls:',
+          "        args += chunk.choices[0].delta.tool_calls[0].function.arguments or ''",
+          '    if chunk.choices and chunk.choices[0].finish_reason:',
+          '        finish = chunk.choices[0].finish_reason',
+          "print(json.dumps({'finish': r.choices[0].finish_reason, 'name': call.function.name, 'args': json.loads(call.function.arguments), 'json': json.loads(j.choices[0].message.content), 'streamed': json.loads(args), 'stream_finish': finish}))",
+        ].join('\n'),
+      );
+      const { stdout } = await run('python3', [script, `${base}/v1`, buyerKey], { timeout: 60_000 });
+      expect(JSON.parse(stdout)).toEqual({
+        finish: 'tool_calls',
+        name: 'weather',
+        args: { city: 'Paris' },
+        json: { city: 'Rome' },
+        streamed: { city: 'Oslo' },
+        stream_finish: 'tool_calls',
+      });
     },
     60_000,
   );

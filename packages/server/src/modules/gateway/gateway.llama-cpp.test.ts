@@ -81,6 +81,62 @@ describe.skipIf(!probe.available)(
       expect(chunks.at(-1)?.usage).toEqual(plain.usage);
     });
 
+    it('holds its answer to a response_format json_schema with a grammar: even random weights answer JSON of the schema', async () => {
+      const schema = {
+        type: 'object',
+        properties: {
+          ok: { type: 'boolean' },
+          colour: { enum: ['red', 'green', 'blue'] },
+          tags: { type: 'array', items: { enum: ['a', 'b'] }, maxItems: 2 },
+        },
+        required: ['ok', 'colour', 'tags'],
+        additionalProperties: false,
+      };
+      for (const seed of [1, 2]) {
+        const answer = await f.openai().chat.completions.create({
+          model: 'tinyllama',
+          messages: [{ role: 'user', content: 'a colour please' }],
+          response_format: { type: 'json_schema', json_schema: { name: 'pick', schema, strict: true } },
+          max_tokens: 200,
+          temperature: 1,
+          seed,
+        });
+        const value = JSON.parse(answer.choices[0]?.message.content ?? '') as Record<string, unknown>;
+        expect(Object.keys(value).sort()).toEqual(['colour', 'ok', 'tags']);
+        expect(typeof value.ok).toBe('boolean');
+        expect(['red', 'green', 'blue']).toContain(value.colour);
+        expect(Array.isArray(value.tags) && value.tags.every((t) => t === 'a' || t === 'b')).toBe(true);
+      }
+      const object = await f.openai().chat.completions.create({
+        model: 'tinyllama',
+        messages: [{ role: 'user', content: 'json' }],
+        response_format: { type: 'json_object' },
+        max_tokens: 300,
+        temperature: 0,
+        stop: ['}'],
+      });
+      // The grammar holds generation to JSON; the stop trigger ends it at the first '}' (not sent, as OpenAI).
+      expect(object.choices[0]?.finish_reason).toBe('stop');
+      expect(object.choices[0]?.message.content).not.toContain('}');
+    });
+
+    it('refuses the fields llama-cpp cannot honour with a 400 naming them', async () => {
+      const tools = await f.api('POST', '/v1/chat/completions', {
+        model: 'tinyllama',
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }],
+      });
+      expect(tools.status).toBe(400);
+      expect(tools.json.error).toMatchObject({ param: 'tools', code: 'invalid_request' });
+      const bias = await f.api('POST', '/v1/chat/completions', {
+        model: 'tinyllama',
+        messages: [{ role: 'user', content: 'hi' }],
+        logit_bias: { '42': 5 },
+      });
+      expect(bias.status).toBe(400);
+      expect(bias.json.error).toMatchObject({ param: 'logit_bias' });
+    });
+
     it('embeds in 384 dimensions', async () => {
       const res = await f
         .openai()

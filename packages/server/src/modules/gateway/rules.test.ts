@@ -70,6 +70,32 @@ describe('routing (pure)', () => {
     const picks = [0, 0.4, 0.9, 0.999].map((r) => chooseNode(tied, { model: 'm' }, () => r));
     expect(picks.map((p) => ('node' in p ? p.node.id : p.refusal))).toEqual(['a', 'b', 'c', 'c']);
   });
+
+  it('takes only nodes whose engine honours every chat field used, before the jurisdiction preference; else names the field', () => {
+    const mixed = [
+      node('old', { country: 'US', open_work: 0 }),
+      node('tools', { open_work: 3, chat_fields: ['tools', 'seed'] }),
+      node('json', { open_work: 1, chat_fields: ['response_format', 'seed'] }),
+    ];
+    const tools = chooseNode(mixed, { model: 'tinyllama', jurisdiction: 'US', fields: ['tools'] });
+    expect('node' in tools && tools.node.id).toBe('tools');
+    expect('node' in tools && tools.reason).toContain('honouring tools');
+    const seed = chooseNode(mixed, { model: 'tinyllama', fields: ['seed'] });
+    expect('node' in seed && seed.node.id).toBe('json');
+    expect(chooseNode(mixed, { model: 'tinyllama', fields: ['logit_bias'] })).toEqual({
+      refusal:
+        'logit_bias is not supported by the engine of any live node serving tinyllama; send the request without it',
+      field: 'logit_bias',
+    });
+    // Each field is honoured somewhere, never both on one node: the one the most capable lacks.
+    expect(chooseNode(mixed, { model: 'tinyllama', fields: ['seed', 'tools', 'response_format'] })).toMatchObject({
+      field: 'response_format',
+    });
+    // No live node at all stays a capacity refusal (503), not a field's.
+    expect(chooseNode([], { model: 'tinyllama', fields: ['tools'] })).toEqual({
+      refusal: 'no live node serves tinyllama',
+    });
+  });
 });
 
 describe('pricing (pure)', () => {

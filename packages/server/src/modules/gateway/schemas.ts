@@ -78,13 +78,16 @@ export const ChatMessage = Type.Object(
   { additionalProperties: true },
 );
 
+/** A function's (or a response schema's) name, as OpenAI allows it. */
+const FunctionName = Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' });
+
 /** A function the model may call (OpenAI's `tools[i]`). */
 const Tool = Type.Object(
   {
     type: Type.Literal('function'),
     function: Type.Object(
       {
-        name: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+        name: FunctionName,
         description: Type.Optional(nullable(Type.String({ maxLength: 100_000 }))),
         parameters: Type.Optional(nullable(Type.Object({}, { additionalProperties: true }))),
         strict: Type.Optional(nullable(Type.Boolean())),
@@ -108,7 +111,7 @@ const ChatSurface = {
       Type.Object(
         {
           type: Type.Literal('function'),
-          function: Type.Object({ name: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }) }),
+          function: Type.Object({ name: FunctionName }),
         },
         { additionalProperties: true },
       ),
@@ -123,7 +126,7 @@ const ChatSurface = {
           type: Type.Literal('json_schema'),
           json_schema: Type.Object(
             {
-              name: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+              name: FunctionName,
               description: Type.Optional(nullable(Type.String({ maxLength: 100_000 }))),
               schema: Type.Optional(nullable(Type.Object({}, { additionalProperties: true }))),
               strict: Type.Optional(nullable(Type.Boolean())),
