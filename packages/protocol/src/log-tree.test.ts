@@ -137,4 +137,17 @@ describe('checkpoints as signed notes', () => {
     expect(await openNote(note, [other])).toEqual({ problem: 'no signature by a known key' });
     expect(await parseNoteVerifierKey(vkey.replace(/\+[0-9a-f]{8}\+/, '+00000000+'))).toHaveProperty('problem');
   });
+
+  it("parses a verifier key whose base64 holds a '+' (split at the first two, as note.NewVerifier)", async () => {
+    // Public key 1d12...: base64(0x01 || key) is AR0Sj0KS+GxJ..., with a '+' inside.
+    const publicHex = '1d128f4292f86c49cacafbf7539bb8f64b2952657cc8c0b6af4264d75ebcc307';
+    const vkey = noteVerifierKey(origin, publicHex);
+    expect(vkey.split('+').length).toBeGreaterThan(3);
+    expect(await parseNoteVerifierKey(vkey)).toEqual({
+      name: origin,
+      key_hash_hex: vkey.split('+')[1],
+      public_key_hex: publicHex,
+    });
+    expect(await parseNoteVerifierKey(`${origin}+${vkey.split('+')[1]}`)).toHaveProperty('problem');
+  });
 });

@@ -35,6 +35,8 @@ import { jobEvidenceSubject } from './modules/jobs/evidence.js';
 import { requestEvidenceSubject } from './modules/gateway/evidence-subject.js';
 import type { ChatGrounding } from './modules/gateway/grounding.js';
 import { groundChat } from './modules/knowledge/retrieval.js';
+import { resolveLogOrigin, type TransparencyLog } from './modules/log/service.js';
+import { startLogSequencer } from './modules/log/sequencer.js';
 
 /** Everything a route or service may use, built once at start-up and handed down. */
 export interface ServiceContext {
@@ -78,6 +80,8 @@ export interface ServiceContext {
   evidenceSubjects: EvidenceSubjects;
   /** A chat grounded in a knowledge base: knowledge's, for the gateway (gateway/grounding.ts). */
   grounding: ChatGrounding;
+  /** The transparency log's origin, checkpoint interval and this instance's sequencer loop (modules/log). */
+  transparencyLog: TransparencyLog;
   /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
   stopBackground: () => Promise<void>;
   startedAt: Date;
@@ -169,6 +173,21 @@ export async function createContext(
       writer,
     });
     await reservations.ready;
+    const logOrigin = await resolveLogOrigin(db, config.log.origin, config.log.derivedOrigin);
+    const transparencyLog: TransparencyLog = {
+      origin: logOrigin,
+      intervalMs: config.log.checkpointMs,
+      // The lease outlives a few missed ticks, and is taken over within seconds of a kill -9.
+      sequencer: startLogSequencer({
+        db,
+        log,
+        secrets,
+        origin: logOrigin,
+        intervalMs: config.log.checkpointMs,
+        leaseMs: Math.max(3000, 3 * config.log.checkpointMs),
+        holder: newId('inst'),
+      }),
+    };
     const ctx: ServiceContext = {
       config,
       db,
@@ -195,6 +214,7 @@ export async function createContext(
       submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },
       evidenceSubjects: { job: jobEvidenceSubject, request: requestEvidenceSubject },
       grounding: { groundChat },
+      transparencyLog,
       stopBackground: async () => undefined,
       startedAt: new Date(),
     };
@@ -214,6 +234,7 @@ export async function createContext(
       await keyCache.close();
       await reservations.close();
       await nodeDirectory.close();
+      await transparencyLog.sequencer.stop();
     };
     return ctx;
   } catch (err) {

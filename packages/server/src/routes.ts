@@ -11,6 +11,7 @@ import { jobRoutes } from './modules/jobs/routes.js';
 import { mcpRoutes } from './modules/mcp/routes.js';
 import { keyRoutes } from './modules/keys/routes.js';
 import { knowledgeRoutes } from './modules/knowledge/routes.js';
+import { logRoutes } from './modules/log/routes.js';
 import { nodeRoutes } from './modules/nodes/routes.js';
 import { objectRoutes } from './modules/objects/routes.js';
 import { receiptRoutes } from './modules/receipts/routes.js';
@@ -34,6 +35,7 @@ export async function registerRoutes(app: App, ctx: ServiceContext): Promise<voi
   await jobRoutes(app, ctx);
   await receiptRoutes(app, ctx);
   await evidenceRoutes(app, ctx);
+  await logRoutes(app, ctx);
   await billingRoutes(app, ctx);
   await payoutRoutes(app, ctx);
   await gatewayRoutes(app, ctx);

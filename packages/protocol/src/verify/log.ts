@@ -47,13 +47,27 @@ async function keyHashHex(name: string, key: Uint8Array): Promise<string> {
  * await parseNoteVerifierKey(keys.log_verifier_key); // { name, key_hash_hex, public_key_hex }
  */
 export async function parseNoteVerifierKey(vkey: string): Promise<NoteVerifierKey | { problem: string }> {
-  const [name = '', hash = '', b64 = '', ...rest] = vkey.split('+');
-  const key = fromBase64(b64);
-  if (rest.length > 0 || !validName(name) || !/^[0-9a-f]{8}$/.test(hash) || !key)
+  // Split at the first two '+' only (note.NewVerifier's chop): standard base64 may hold '+' too.
+  const [name = '', hash = ''] = vkey.split('+', 2);
+  const key = fromBase64(vkey.slice(name.length + hash.length + 2));
+  if (!validName(name) || !/^[0-9a-f]{8}$/.test(hash) || !key)
     return { problem: 'not a note verifier key (<name>+<8 hex>+<base64 key>)' };
   if (key.length !== 33 || key[0] !== 0x01) return { problem: 'not an Ed25519 note verifier key' };
   if ((await keyHashHex(name, key)) !== hash) return { problem: 'the key hash does not match the name and key' };
   return { name, key_hash_hex: hash, public_key_hex: toHex(key.subarray(1)) };
+}
+
+/**
+ * The note verifier key of the Ed25519 public key `publicKeyHex` under `name`, as
+ * `noteVerifierKey` builds it on the server; undefined for an invalid name or key.
+ *
+ * @example
+ * await noteVerifierKeyOf(checkpoint.origin, pinnedPlatformKeyHex);
+ */
+export async function noteVerifierKeyOf(name: string, publicKeyHex: string): Promise<NoteVerifierKey | undefined> {
+  if (!validName(name) || !/^[0-9a-f]{64}$/.test(publicKeyHex)) return undefined;
+  const key = concat(Uint8Array.of(0x01), fromHex(publicKeyHex));
+  return { name, key_hash_hex: await keyHashHex(name, key), public_key_hex: publicKeyHex };
 }
 
 /**

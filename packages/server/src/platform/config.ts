@@ -74,6 +74,17 @@ export interface Config {
   workOrders: { githubApiUrl: string; githubHosts: string[] };
   /** S3-compatible object storage for large files, when `SVC_S3_BUCKET` is set (else `<data dir>/objects`). */
   s3: S3Config | undefined;
+  log: LogConfig;
+}
+
+/** The transparency log (docs/transparency-log.md). */
+export interface LogConfig {
+  /** SVC_LOG_ORIGIN: the name checkpoints are signed under; unset: the first name the store's log used. */
+  origin: string | undefined;
+  /** The name a new log takes when SVC_LOG_ORIGIN is unset: SVC_PUBLIC_URL's host and path, then `/log`. */
+  derivedOrigin: string;
+  /** SVC_LOG_CHECKPOINT_MS (default 1000): the least time between two signed checkpoints. */
+  checkpointMs: number;
 }
 
 /** Payouts and top-ups (docs/payouts.md). */
@@ -276,6 +287,11 @@ export function redactUrl(raw: string): string {
   }
 }
 
+/** A note key name (golang.org/x/mod/sumdb/note): printable, no white space, no `+`. */
+function isLogOrigin(name: string): boolean {
+  return name.length <= 256 && /^[\x21-\x7e]+$/.test(name) && !name.includes('+');
+}
+
 /**
  * Builds the configuration from flags (first) and `SVC_*` environment variables (second).
  * Throws ConfigError with a message naming the variable for any bad value.
@@ -372,8 +388,22 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
         ...(s3Credentials ? { credentials: s3Credentials } : {}),
       }
     : undefined;
+  const logOrigin = env.SVC_LOG_ORIGIN || undefined;
+  if (logOrigin !== undefined && !isLogOrigin(logOrigin))
+    throw new ConfigError(
+      `SVC_LOG_ORIGIN must be a note key name (printable, no spaces, no '+', up to 256 characters), got '${logOrigin}'`,
+    );
+  const publicParts = new URL(publicUrl);
+  const derivedOrigin = `${publicParts.host}${publicParts.pathname.replace(/\/+$/, '')}/log`.replace(/[\s+]/gu, '-');
   return {
     s3,
+    log: {
+      origin: logOrigin,
+      derivedOrigin,
+      checkpointMs: env.SVC_LOG_CHECKPOINT_MS
+        ? parseIntIn('SVC_LOG_CHECKPOINT_MS', env.SVC_LOG_CHECKPOINT_MS, 10, 3_600_000)
+        : 1000,
+    },
     mcpAllowedOrigins,
     port,
     host,

@@ -12,6 +12,7 @@ import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
 import { receiptsOfJob, receiptView } from '../receipts/store.js';
+import { bundleLogSection } from '../log/service.js';
 import { platformKeys } from '../system/service.js';
 import {
   findRun,
@@ -165,6 +166,7 @@ const VERIFIER_STEPS = [
   'certificate: Ed25519 over "SVC2-draft\\n" + run_id + "\\n" + event_count + "\\n" + root_hash + "\\n" by a platform key valid at signed_at',
   'each receipt: SVC1 Ed25519 signature by node_public_key (docs/receipts.md)',
   'each receipt equals the receipt.verified event that names it (job_id, node_public_key, result_hash, metering_units, signature)',
+  'log: the checkpoint is a note signed by a verifier key, the leaf is the run (id, root, event count), SHA-256(0x00 || JCS(leaf)) = leaf_hash, and the inclusion proof leads from it to the checkpoint root (docs/transparency-log.md)',
 ];
 
 /**
@@ -179,11 +181,12 @@ export async function evidenceBundle(
   sections: { job?: Record<string, unknown>; extra?: Record<string, unknown> } = {},
 ): Promise<{ text: string; fileName: string }> {
   const run = await runOf(ctx, principal, subjectId);
-  const [graph, job, receipts, keys] = await Promise.all([
+  const [graph, job, receipts, keys, log] = await Promise.all([
     graphOfRun(ctx, run),
     subjectView(ctx, principal, run),
     receiptsOfJob(ctx.db, principal.orgId, run.job_id),
     platformKeys(ctx),
+    bundleLogSection(ctx, run.id),
   ]);
   const policy = graph.events.find((e) => e.event_type === 'policy.evaluated');
   const body = {
@@ -201,6 +204,7 @@ export async function evidenceBundle(
         receipts: 'SVC1',
       },
       platform_keys: keys.keys,
+      log,
       steps: VERIFIER_STEPS,
       command: 'svc verify BUNDLE.json --trust-file platform-keys.json',
     },

@@ -1,4 +1,5 @@
 import type { Queryable } from '../../platform/db/index.js';
+import { pendingLeavesFrom } from '../log/store.js';
 
 export type RunStatus = 'open' | 'signed';
 
@@ -211,7 +212,8 @@ export async function insertSignedRunsWithEvents(
                          AS v(id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id,
                               root_hash, root_signature_hex, signer_public_key_hex, signer_key_id)
                     LEFT JOIN k ON k.key_id = v.signer_key_id
-                  RETURNING id, status),
+                  RETURNING id, status, org_id, subject_type, job_id, root_hash, event_count, signed_at),
+          lg AS (${pendingLeavesFrom("run WHERE status = 'signed'")}),
           ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash, parents)
                  SELECT * FROM unnest($17::text[], $18::text[], $19::int[], $20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[]))
      SELECT id FROM run WHERE status = 'open'`,
@@ -322,6 +324,9 @@ export async function appendEvents(db: Queryable, runId: string, events: readonl
   );
 }
 
+/** What a signing statement returns for the run's pending log leaf (log/store.ts `pendingLeavesFrom`). */
+const SIGNED_RETURNING = 'RETURNING id, org_id, subject_type, job_id, root_hash, event_count, signed_at';
+
 export interface Signature {
   root_hash: string;
   root_signature_hex: string;
@@ -353,14 +358,17 @@ export async function appendAndSign(
     eventCount,
     lastEventId,
   ];
-  const update = `UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
+  // The run enters the transparency log as a pending leaf in the same statement.
+  const update = `up AS (UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
        summary = $6, event_count = $7, last_event_id = $8, signed_at = now(), updated_at = now()
-     WHERE id = $1 AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = $5 AND valid_until IS NULL)`;
-  const { rowCount } = await db.query(
-    events.length > 0 ? `WITH ${eventInserts(params, events)} ${update}` : update,
+     WHERE id = $1 AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = $5 AND valid_until IS NULL) ${SIGNED_RETURNING}),
+     lg AS (${pendingLeavesFrom('up')})
+     SELECT id FROM up`;
+  const { rows } = await db.query(
+    events.length > 0 ? `WITH ${eventInserts(params, events)}, ${update}` : `WITH ${update}`,
     params,
   );
-  return rowCount === 1;
+  return rows.length === 1;
 }
 
 /** One run of {@link appendAndSignMany}: its signature and its counters after the append. */
@@ -384,13 +392,15 @@ export async function appendAndSignMany(
   const { rows } = await db.query<{ id: string }>(
     `WITH ev AS (INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash, parents)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[]))
-     UPDATE evidence_runs SET status = 'signed', root_hash = v.root_hash, root_signature_hex = v.root_signature_hex,
+     , up AS (UPDATE evidence_runs SET status = 'signed', root_hash = v.root_hash, root_signature_hex = v.root_signature_hex,
             signer_public_key_hex = v.signer_public_key_hex, signer_key_id = v.signer_key_id, summary = v.summary,
             event_count = v.event_count, last_event_id = v.last_event_id, signed_at = now(), updated_at = now()
        FROM unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::int[], $18::text[])
             AS v(id, root_hash, root_signature_hex, signer_public_key_hex, signer_key_id, summary, event_count, last_event_id)
       WHERE evidence_runs.id = v.id AND evidence_runs.id = ANY($11::text[]) AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = v.signer_key_id AND valid_until IS NULL)
-     RETURNING evidence_runs.id`,
+     RETURNING evidence_runs.id, evidence_runs.org_id, evidence_runs.subject_type, evidence_runs.job_id, evidence_runs.root_hash, evidence_runs.event_count, evidence_runs.signed_at),
+     lg AS (${pendingLeavesFrom('up')})
+     SELECT id FROM up`,
     [
       ...eventColumns(events),
       runs.map((r) => r.runId),
@@ -415,8 +425,9 @@ export async function markSigned(
   lastEventId: string | null,
 ): Promise<void> {
   await db.query(
-    `UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
-       summary = $6, event_count = $7, last_event_id = $8, signed_at = now(), updated_at = now() WHERE id = $1`,
+    `WITH up AS (UPDATE evidence_runs SET status = 'signed', root_hash = $2, root_signature_hex = $3, signer_public_key_hex = $4, signer_key_id = $5,
+       summary = $6, event_count = $7, last_event_id = $8, signed_at = now(), updated_at = now() WHERE id = $1 ${SIGNED_RETURNING})
+     ${pendingLeavesFrom('up')}`,
     [
       runId,
       signed.root_hash,

@@ -1,3 +1,4 @@
+import { LogKeys } from '../log/schemas.js';
 import { Type } from '@sinclair/typebox';
 
 export const HealthResponse = Type.Object(
@@ -57,6 +58,7 @@ export const PlatformKeysResponse = Type.Object(
         active: Type.Boolean(),
       }),
     ),
+    log: LogKeys,
   },
   { $id: 'PlatformKeysResponse' },
 );

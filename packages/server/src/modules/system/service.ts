@@ -1,6 +1,7 @@
 import { modelsOfType } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import { JOB_SPEC_VERSION, SERVICE_VERSION } from '../../platform/version.js';
+import { logVerifierKeys } from '../log/service.js';
 import { countNodes, pingStore } from './store.js';
 
 /** A node counts as live for routing when it made a signed call within this many seconds. */
@@ -83,9 +84,14 @@ export function downloads(ctx: ServiceContext) {
   };
 }
 
+/**
+ * GET /api/v1/keys/platform: every platform key with its validity window, and the transparency
+ * log's note verifier keys (`log`: one per name the log used and key that ever signed).
+ */
 export async function platformKeys(ctx: ServiceContext) {
-  const keys = await ctx.secrets.listKeys();
+  const [keys, log] = await Promise.all([ctx.secrets.listKeys(), logVerifierKeys(ctx)]);
   return {
+    log,
     keys: keys.map((k) => ({
       key_id: k.key_id,
       algorithm: 'ed25519' as const,
