@@ -3,6 +3,7 @@ import {
   ATTEST_USAGE,
   CREDITS_USAGE,
   KEYS_USAGE,
+  LOG_USAGE,
   NODE_USAGE,
   PAYOUTS_USAGE,
   SERVE_USAGE,
@@ -19,6 +20,7 @@ Commands:
   topups    confirm a local top-up was paid: its promotional credit becomes paid credit (confirm)
   node      run a provider node (registers, polls for work, signs receipts)
   verify    verify an evidence bundle offline (no server needed)
+  log       watch a deployment's transparency log for forks and rollbacks (log watch)
   attest    verify SEV-SNP or TDX attestation evidence offline
   keys      rotate the platform signing key
   help      show this text
@@ -34,6 +36,8 @@ ${TOPUPS_USAGE}
 ${NODE_USAGE}
 
 ${VERIFY_USAGE}
+
+${LOG_USAGE}
 
 ${ATTEST_USAGE}
 
@@ -53,6 +57,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   topups: async () => (await import('./topups.js')).topups,
   node: async () => (await import('./node.js')).node,
   verify: async () => (await import('./verify.js')).verify,
+  log: async () => (await import('./log-watch.js')).log,
   attest: async () => (await import('./attest.js')).attest,
   keys: async () => (await import('./keys.js')).keys,
   help: async () => async () => {

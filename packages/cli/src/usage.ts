@@ -60,18 +60,38 @@ docs/node-operator.md and docs/work-orders.md. --runner 8=CMD and --runner 10=CM
 capture sets (kind 8 scene_reconstruction, kind 10 data_processing): CMD is a program and its
 arguments split on spaces (no shell), run as CMD INPUT_DIR OUTPUT_DIR (docs/capture-sets.md).`;
 
-export const VERIFY_USAGE = `svc verify BUNDLE.json [--public-key HEX ...] [--trust-file KEYS.json] [--json] [--max-bytes N]
+export const VERIFY_USAGE = `svc verify BUNDLE.json [--public-key HEX ...] [--trust-file KEYS.json] [--log-key VKEY ...]
+           [--require-log] [--json] [--max-bytes N]
 
 Verifies an evidence bundle (svc.evidence_bundle.v1) offline: strict parsing, the bundle hash,
 every event hash (edges included), the Merkle root, the platform's certificate and its signer,
-every receipt's SVC1 signature, and that each receipt is bound to the graph. Prints one line per
-check; --json prints {ok, checks} instead. Exit 0 only if every check passes, 1 if one fails,
-2 on bad usage or an unreadable file. '-' reads the bundle from standard input.
+every receipt's SVC1 signature, that each receipt is bound to the graph, and the run's entry in
+the transparency log (log_leaf, log_leaf_hash, log_checkpoint_signature, log_inclusion). Prints
+one line per check; --json prints {ok, checks} instead. Exit 0 only if every check passes, 1 if
+one fails, 2 on bad usage or an unreadable file. '-' reads the bundle from standard input.
+A bundle made before the log has no entry (ABSENT) and one whose run is not yet in a checkpoint
+is PENDING: neither is a pass, and neither fails unless --require-log is given.
 
 Pin the platform keys you trust, or the bundle's own key list is trusted (and the output says so):
-  --public-key HEX     a 64-hex-character Ed25519 key (repeatable)
-  --trust-file FILE    the JSON of GET /api/v1/keys/platform ({"keys": [...]}) or an array of
-                       keys; validity windows (valid_from, valid_until) are enforced`;
+  --public-key HEX     a 64-hex-character Ed25519 key (repeatable); also trusted for the log's
+                       checkpoint
+  --trust-file FILE    the JSON of GET /api/v1/keys/platform ({"keys": [...], "log": {...}}) or an
+                       array of keys; validity windows (valid_from, valid_until) are enforced
+  --log-key VKEY       a note verifier key (<origin>+<hash>+<base64>) trusted for the checkpoint`;
+
+export const LOG_USAGE = `svc log watch --state DIR URL [--once] [--interval SECONDS] [--log-key VKEY ...]
+
+Monitors a deployment's transparency log. Each check fetches URL's signed checkpoint, verifies its
+signature (--log-key, else the log keys the server listed the first time, kept in DIR), proves it
+consistent with the last checkpoint kept in DIR (the server's consistency proof, and the new
+leaves' hashes read from the hash tiles recomputed into the signed root) and keeps it. Two signed
+checkpoints that contradict each other (same size and another root, or no proof that the new one
+extends the kept one) are printed and written to DIR/fork-<time>.txt, the evidence of a fork; a
+smaller tree than the kept one is a rollback (DIR/rollback-<time>.txt); a leaf hash the signed
+tree does not hold is named by its index. Fetches only URL (http or https, no redirects).
+  --once               check once and exit (for cron): 0 consistent, 1 fork, rollback or bad
+                       leaf, 2 server unreachable (a warning; the kept checkpoint stays)
+  --interval SECONDS   between checks when polling (default 60); stops cleanly on SIGINT/SIGTERM`;
 
 export const ATTEST_USAGE = `svc attest verify --sev-snp REPORT --vcek CERT [--chain PEM] [--at DATE] [--json]
 svc attest verify --tdx QUOTE --collateral DIR [--at DATE] [--require-tcb STATUS[,STATUS]] [--json]

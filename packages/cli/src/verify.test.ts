@@ -26,4 +26,10 @@ describe('svc verify: pinned keys must be strict Ed25519 keys', () => {
     writeFileSync(trust, JSON.stringify([IDENTITY]));
     await expect(verify([bundle, '--trust-file', trust])).rejects.toThrow(/key 0 is a small-order point \(order 1\)/);
   });
+
+  it('refuses a --log-key that is not a note verifier key before reading the bundle', async () => {
+    await expect(verify([bundle, '--log-key', 'svc.test/log+00000000+AQ=='])).rejects.toThrow(
+      '--log-key svc.test/log+00000000+AQ==: not an Ed25519 note verifier key',
+    );
+  });
 });

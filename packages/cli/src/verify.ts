@@ -1,10 +1,24 @@
 import { readFile, stat } from 'node:fs/promises';
 import { ed25519PublicKeyHexProblem, isLowerHex } from '@svc/protocol';
-import { parseStrictJson, STRICT_JSON_DEFAULT_MAX_BYTES, verifyBundle, type TrustedKey } from '@svc/protocol/verify';
+import {
+  parseNoteVerifierKey,
+  parseStrictJson,
+  STRICT_JSON_DEFAULT_MAX_BYTES,
+  verifyBundle,
+  type BundleCheck,
+  type TrustedKey,
+} from '@svc/protocol/verify';
 import { parseArgs, UsageError } from './args.js';
 import { VERIFY_USAGE } from './usage.js';
 
-function trustedKeysFrom(text: string, file: string): TrustedKey[] {
+/** A trust file's `log.verifier_keys` (GET /api/v1/keys/platform lists them there), if any. */
+function logKeysFrom(parsed: unknown): string[] {
+  const log = typeof parsed === 'object' && parsed !== null && 'log' in parsed ? parsed.log : undefined;
+  const keys = typeof log === 'object' && log !== null && 'verifier_keys' in log ? log.verifier_keys : undefined;
+  return Array.isArray(keys) ? keys.filter((k): k is string => typeof k === 'string') : [];
+}
+
+function trustedKeysFrom(text: string, file: string): { keys: TrustedKey[]; logKeys: string[] } {
   let parsed: unknown;
   try {
     parsed = parseStrictJson(text, { maxBytes: 1024 * 1024 });
@@ -18,7 +32,7 @@ function trustedKeysFrom(text: string, file: string): TrustedKey[] {
       : undefined;
   if (!Array.isArray(list) || list.length === 0)
     throw new UsageError(`--trust-file ${file}: expected {"keys": [...]} or a non-empty array of keys`);
-  return list.map((k: unknown, i) => {
+  const keys = list.map((k: unknown, i) => {
     const key = typeof k === 'string' ? { public_key_hex: k } : (k as Record<string, unknown>);
     if (typeof key !== 'object' || key === null || !isLowerHex(key.public_key_hex, 32))
       throw new UsageError(`--trust-file ${file}: key ${i} has no 64-hex-character public_key_hex`);
@@ -37,6 +51,12 @@ function trustedKeysFrom(text: string, file: string): TrustedKey[] {
       valid_until: when(key.valid_until, 'valid_until'),
     };
   });
+  return { keys, logKeys: logKeysFrom(parsed) };
+}
+
+/** A check's label: PASS or FAIL, or ABSENT / PENDING for a log entry that is not there yet. */
+function label(c: BundleCheck): string {
+  return c.status ? c.status.toUpperCase() : c.ok ? 'PASS' : 'FAIL';
 }
 
 async function readInput(path: string, maxBytes: number): Promise<string> {
@@ -63,7 +83,10 @@ async function readInput(path: string, maxBytes: number): Promise<string> {
 
 /** `svc verify`: exit 0 when every check passes, 1 when one fails, 2 on bad usage. */
 export async function verify(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, { values: ['public-key', 'trust-file', 'max-bytes'], booleans: ['json'] });
+  const args = parseArgs(argv, {
+    values: ['public-key', 'trust-file', 'max-bytes', 'log-key'],
+    booleans: ['json', 'require-log'],
+  });
   const [path, ...extra] = args.positionals;
   if (!path || extra.length > 0) throw new UsageError(`expected one bundle file\n\n${VERIFY_USAGE}`);
   const rawMax = args.flags['max-bytes'];
@@ -77,23 +100,40 @@ export async function verify(argv: string[]): Promise<number> {
     if (problem) throw new UsageError(`--public-key ${hex} ${problem}`);
     pinned.push({ public_key_hex: hex });
   }
+  const logKeys: string[] = [];
+  for (const vkey of args.multi['log-key'] ?? []) {
+    const parsed = await parseNoteVerifierKey(vkey);
+    if ('problem' in parsed) throw new UsageError(`--log-key ${vkey}: ${parsed.problem}`);
+    logKeys.push(vkey);
+  }
   const trustFile = args.flags['trust-file'];
-  if (typeof trustFile === 'string')
-    pinned.push(...trustedKeysFrom(await readInput(trustFile, 1024 * 1024), trustFile));
+  if (typeof trustFile === 'string') {
+    const trust = trustedKeysFrom(await readInput(trustFile, 1024 * 1024), trustFile);
+    pinned.push(...trust.keys);
+    logKeys.push(...trust.logKeys);
+  }
 
   const text = await readInput(path, maxBytes);
-  const result = await verifyBundle(text, { maxBytes, ...(pinned.length > 0 ? { trustedKeys: pinned } : {}) });
+  const result = await verifyBundle(text, {
+    maxBytes,
+    requireLog: args.flags['require-log'] === true,
+    ...(pinned.length > 0 ? { trustedKeys: pinned } : {}),
+    ...(logKeys.length > 0 ? { trustedLogKeys: logKeys } : {}),
+  });
   if (args.flags.json === true) {
     process.stdout.write(
       `${JSON.stringify({ ok: result.ok, file: path, pinned_keys: pinned.length, checks: result.checks }, null, 2)}\n`,
     );
   } else {
-    for (const c of result.checks) process.stdout.write(`${c.ok ? 'PASS' : 'FAIL'}  ${c.name}  ${c.reason}\n`);
+    for (const c of result.checks) process.stdout.write(`${label(c)}  ${c.name}  ${c.reason}\n`);
     const failed = result.checks.filter((c) => !c.ok).length;
+    const log = result.checks.find((c) => c.status !== undefined);
     process.stdout.write(
-      result.ok
-        ? `\nverified: all ${result.checks.length} checks passed\n`
-        : `\nNOT VERIFIED: ${failed} of ${result.checks.length} checks failed\n`,
+      !result.ok
+        ? `\nNOT VERIFIED: ${failed} of ${result.checks.length} checks failed\n`
+        : log
+          ? `\nverified: ${result.checks.length - 1} checks passed; the log entry is ${String(log.status)}, so the run is not shown to be in the log (--require-log fails this)\n`
+          : `\nverified: all ${result.checks.length} checks passed\n`,
     );
   }
   return result.ok ? 0 : 1;

@@ -12,6 +12,7 @@ export * from './hop.js';
 export * from './jcs.js';
 export * from './job-kinds.js';
 export * from './keys.js';
+export * from './log-memory.js';
 export * from './log-note.js';
 export * from './log-tree.js';
 export * from './merkle.js';

@@ -18,6 +18,7 @@ import {
   utf8,
   verifyEd25519,
 } from './primitives.js';
+import { logChecks } from './bundle-log.js';
 import { parseStrictJson, STRICT_JSON_DEFAULT_MAX_BYTES } from './strict-json.js';
 import { workOrderChecks } from './work-order.js';
 
@@ -26,6 +27,8 @@ export interface BundleCheck {
   name: string;
   ok: boolean;
   reason: string;
+  /** The log check of a bundle whose log entry is absent or pending: neither a pass nor (unless required) a failure. */
+  status?: 'absent' | 'pending';
 }
 
 export interface BundleVerification {
@@ -50,6 +53,14 @@ export interface VerifyBundleOptions {
   trustedKeys?: readonly (string | TrustedKey)[];
   /** Largest accepted bundle in bytes (default 16 MiB). */
   maxBytes?: number;
+  /**
+   * Note verifier keys (`<origin>+<hash>+<base64>`) to trust for the log's checkpoint, besides
+   * the pinned `trustedKeys`. Without either, the bundle's own log keys are trusted (and the
+   * check says so).
+   */
+  trustedLogKeys?: readonly string[];
+  /** Fail a bundle without a log entry (made before the log) or whose entry is pending. */
+  requireLog?: boolean;
 }
 
 type Obj = Record<string, unknown>;
@@ -153,8 +164,9 @@ function signerCheck(
  * Verifies an evidence bundle (`svc.evidence_bundle.v1`) from its text, trusting nothing but
  * the math and, when given, the pinned platform keys: strict parsing, the bundle hash, every
  * event hash (edges included), the Merkle root, the certificate signature and its signer, every
- * receipt's SVC1 signature, and that each receipt is bound to the graph. WebCrypto only, so it
- * runs in Node.js and in browsers.
+ * receipt's SVC1 signature, that each receipt is bound to the graph, and the run's entry in the
+ * transparency log (`verifier.log`: leaf, leaf hash, checkpoint signature, inclusion). WebCrypto
+ * only, so it runs in Node.js and in browsers.
  *
  * @example
  * const { ok, checks } = await verifyBundle(await (await fetch(url)).text(), { trustedKeys: [platformKeyHex] });
@@ -369,6 +381,23 @@ export async function verifyBundle(text: string, options: VerifyBundleOptions = 
     missing.length === 0
       ? `${receipts.length} receipts, each in the graph`
       : `the graph names receipts the bundle lacks: ${missing.map((e) => String((e.metadata as Obj).receipt_id)).join(', ')}`,
+  );
+  const platformKeys = Array.isArray(verifier.platform_keys) ? verifier.platform_keys.filter(isObj) : [];
+  checks.push(
+    ...(await logChecks(
+      verifier.log,
+      {
+        run,
+        eventCount: evts.length,
+        certificateRoot: cert.root_hash,
+        bundlePlatformKeys: platformKeys.map((k) => str(k.public_key_hex) ?? ''),
+      },
+      {
+        pinnedKeys: options.trustedKeys?.map((k) => (typeof k === 'string' ? k : k.public_key_hex)),
+        logKeys: options.trustedLogKeys,
+        requireLog: options.requireLog,
+      },
+    )),
   );
   return done();
 }
