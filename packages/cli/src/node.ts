@@ -1,11 +1,14 @@
 import { existsSync } from 'node:fs';
+import { availableParallelism, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import {
   ControlPlaneError,
   createLlamaCppEngine,
   createNodeAgent,
   createOpenAIUpstreamEngine,
+  detectOciRunner,
   IdentityError,
+  loadImageArchive,
   type AgentEvent,
   type Engine,
   type EngineSet,
@@ -31,6 +34,10 @@ export interface NodeConfig {
   upstream?: { baseUrl: string; apiKey?: string; models: Map<string, string> };
   gguf: Map<string, string>;
   tee?: { vcekFile?: string; tdxCollateralDir?: string };
+  /** OCI archives loaded into podman for the `oci` runner (`--image FILE`), and its ceilings. */
+  images: string[];
+  maxMemoryMb: number;
+  maxCpus: number;
 }
 
 const VALUES = [
@@ -50,8 +57,29 @@ const VALUES = [
   'capsule',
   'capsule-arg',
   'runner',
+  'image',
+  'max-memory',
+  'max-cpus',
 ];
-const REPEATABLE = new Set(['model', 'gguf', 'capsule-arg', 'runner']);
+const REPEATABLE = new Set(['model', 'gguf', 'capsule-arg', 'runner', 'image']);
+
+/** `--max-memory`: megabytes, or a number with `m`/`g` (e.g. `512m`, `2g`). */
+function memoryMb(value: string | undefined): number {
+  if (value === undefined) return Math.max(64, Math.floor(totalmem() / 2 ** 20 / 2));
+  const m = /^(\d+(?:\.\d+)?)([mg]?)$/i.exec(value.trim());
+  const mb = m ? Number(m[1]) * (m[2]?.toLowerCase() === 'g' ? 1024 : 1) : Number.NaN;
+  if (!Number.isFinite(mb) || mb < 16)
+    throw new UsageError(`--max-memory must be at least 16m (e.g. 512m or 2g), got '${value}'`);
+  return Math.floor(mb);
+}
+
+function maxCpus(value: string | undefined): number {
+  if (value === undefined) return availableParallelism();
+  const n = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || n < 0.1 || n > 1024)
+    throw new UsageError(`--max-cpus must be a number of CPUs from 0.1 (e.g. 2 or 0.5), got '${value}'`);
+  return n;
+}
 
 /** `--runner KIND=CMD`, each: kind 8 or 10, CMD split on spaces into a program and its arguments. */
 function captureRunners(specs: readonly string[]): Map<number, { program: string; args: string[] }> | undefined {
@@ -188,9 +216,11 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
   if (capsule && capsule.program.includes('/') && !existsSync(capsule.program))
     throw new UsageError(`--capsule: no program at ${capsule.program}`);
   const runners = captureRunners(args.multi.runner ?? []);
-  if (served.size === 0 && !allowProcessRunner && !capsule && !runners) {
+  const images = (args.multi.image ?? []).map((file) => resolve(file));
+  for (const file of images) if (!existsSync(file)) throw new UsageError(`--image: no OCI archive at ${file}`);
+  if (served.size === 0 && !allowProcessRunner && !capsule && !runners && images.length === 0) {
     throw new UsageError(
-      'nothing to serve: give --upstream with --model, --gguf, --allow-process-runner, --capsule or --runner',
+      'nothing to serve: give --upstream with --model, --gguf, --image, --allow-process-runner, --capsule or --runner',
     );
   }
   return {
@@ -215,6 +245,9 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
           },
         }),
     gguf,
+    images,
+    maxMemoryMb: memoryMb(flag('max-memory')),
+    maxCpus: maxCpus(flag('max-cpus')),
     ...(flag('tee-vcek') === undefined && flag('tee-collateral') === undefined
       ? {}
       : {
@@ -266,6 +299,22 @@ export async function node(argv: string[]): Promise<number> {
     process.stderr.write(`svc node: cannot start an engine: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
+  let oci: Parameters<typeof createNodeAgent>[0]['oci'];
+  if (config.images.length > 0) {
+    const probe = await detectOciRunner();
+    if (!probe.available) {
+      process.stderr.write(`svc node: the oci runner cannot run here: ${probe.reasons.join('; ')}\n`);
+      return 1;
+    }
+    const images: string[] = [];
+    try {
+      for (const file of config.images) images.push(...(await loadImageArchive(probe.podman, file)));
+    } catch (err) {
+      process.stderr.write(`svc node: ${err instanceof Error ? err.message : String(err)}\n`);
+      return 1;
+    }
+    oci = { probe, images: [...new Set(images)], maxMemoryMb: config.maxMemoryMb, maxCpus: config.maxCpus };
+  }
   const agent = createNodeAgent({
     server: config.server,
     apiKey: config.apiKey,
@@ -273,6 +322,7 @@ export async function node(argv: string[]): Promise<number> {
     engines,
     concurrency: config.concurrency,
     allowProcessRunner: config.allowProcessRunner,
+    ...(oci ? { oci } : {}),
     channel: config.channel,
     ...(config.capsule ? { capsule: config.capsule } : {}),
     ...(config.captureRunners ? { captureRunners: config.captureRunners } : {}),
@@ -301,7 +351,7 @@ export async function node(argv: string[]): Promise<number> {
     const models = [...engines.keys()].sort();
     process.stdout.write(
       `svc node: registered ${registered.node_id} with ${config.server} (country ${config.country ?? 'not declared'}, models ${models.join(', ') || 'none'}` +
-        `${config.allowProcessRunner ? ', process runner on' : ''}${config.capsule ? `, capsule ${config.capsule.program}` : ''}` +
+        `${oci ? `, oci runner (podman ${oci.probe.runtime ?? ''}) with ${oci.images.join(', ')}` : ''}${config.allowProcessRunner ? ', process runner on' : ''}${config.capsule ? `, capsule ${config.capsule.program}` : ''}` +
         `${[...(config.captureRunners?.entries() ?? [])].map(([kind, r]) => `, kind ${kind} runner ${r.program}`).join('')})\n`,
     );
     await stopped;

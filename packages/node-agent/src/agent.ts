@@ -7,6 +7,7 @@ import { createHeartbeat } from './heartbeat.js';
 import { loadOrCreateIdentity, writeNodeRecord, type NodeIdentity } from './identity.js';
 import { createOutbox } from './outbox.js';
 import type { EngineSet } from './runners/types.js';
+import { removeLeftoverContainers, type OciConfig } from './runners/oci-runner.js';
 import { findModel, type ChatFieldsWire } from '@svc/protocol';
 import { readSystemInfo } from './system-info.js';
 import type { RegisterInfo, RegisterResponse, WorkItem } from './wire.js';
@@ -61,6 +62,11 @@ export interface NodeAgentOptions {
    */
   maxUnacked?: number;
   allowProcessRunner?: boolean;
+  /**
+   * The `oci` runner (podman) with the images the operator loaded (`svc node --image`): buyer code
+   * (kinds 5-7) runs in containers labelled with the node id; leftovers are removed at start.
+   */
+  oci?: Omit<OciConfig, 'nodeLabel'>;
   /** Runs repository work (kind 9) with this program (`svc node --capsule CMD`). */
   capsule?: { program: string; args: string[]; env?: Record<string, string> };
   /** Runs kinds 8 and 10 on capture sets with these programs (`svc node --runner 8=CMD`). */
@@ -105,6 +111,22 @@ export function declaredChatFields(engines: EngineSet): ChatFieldsWire | undefin
     if (fields.length > 0) (declared ??= {})[model] = [...fields];
   }
   return declared;
+}
+
+/**
+ * What a node with the `oci` runner declares: `runner:oci`, `image:<ref>` for each image it holds
+ * (matching sends a job naming an image only to a node holding it) and `oci-gpu` when podman has a
+ * CDI spec for NVIDIA GPUs (NodeSummary `managed_oci_gpu_ready`).
+ *
+ * @example
+ * ociCapabilities({ images: ['localhost/busybox:1'], probe: { gpu: false } }); // ['runner:oci', 'image:localhost/busybox:1']
+ */
+export function ociCapabilities(oci: { images: readonly string[]; probe: { gpu: boolean } }): string[] {
+  return [
+    'runner:oci',
+    ...oci.images.slice(0, 32).map((ref) => `image:${ref.toLowerCase()}`),
+    ...(oci.probe.gpu ? ['oci-gpu'] : []),
+  ];
 }
 
 /**
@@ -238,6 +260,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
         'cpu',
         ...(gpu === undefined ? [] : ['gpu']),
         ...(options.allowProcessRunner ? ['process'] : []),
+        ...(options.oci ? ociCapabilities(options.oci) : []),
         ...(options.capsule ? ['capsule'] : []),
         ...[...(options.captureRunners?.keys() ?? [])].map((kind) => `runner:${kind}`),
       ],
@@ -266,6 +289,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
         engines,
         dataDir: options.dataDir,
         allowProcessRunner: options.allowProcessRunner === true,
+        ...(options.oci && nodeClient.nodeId ? { oci: { ...options.oci, nodeLabel: nodeClient.nodeId } } : {}),
         trustedOrigin: new URL(options.server).origin,
         ...(options.capsule ? { capsule: options.capsule } : {}),
         ...(options.captureRunners ? { captureRunners: options.captureRunners } : {}),
@@ -458,6 +482,14 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       });
       client = nodeClient;
       const registered = await register(nodeClient);
+      if (options.oci) {
+        const removed = await removeLeftoverContainers(options.oci.probe.podman, registered.node_id);
+        if (removed > 0)
+          emit({
+            event: 'warning',
+            message: `removed ${removed} container(s) an earlier run of this node left behind`,
+          });
+      }
       emit({
         event: 'registered',
         node_id: registered.node_id,

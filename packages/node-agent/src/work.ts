@@ -153,6 +153,8 @@ export async function processWork(work: TrackedWork, deps: WorkDeps): Promise<vo
     const metadata: ReceiptMetadata = {
       ...(typeof item.model === 'string' ? { model: item.model } : {}),
       engine: run.engine,
+      ...(run.runner === undefined ? {} : { runner: run.runner }),
+      ...(run.image === undefined ? {} : { image: run.image }),
       ...deps.metadata,
       duration_ms: elapsed(),
       ...(run.exit_code === undefined ? {} : { exit_code: run.exit_code }),

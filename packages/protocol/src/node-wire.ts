@@ -36,7 +36,7 @@ export const NodeRegisterRequestSchema = Type.Object(
     region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
     models: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
     chat_fields: Type.Optional(ChatFieldsSchema),
-    capabilities: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9_:-]{1,64}$' }), { maxItems: 64 })),
+    capabilities: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9_:./@-]{1,160}$' }), { maxItems: 64 })),
     max_concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
     price_micro_per_unit: Type.Optional(
       Type.Record(Type.String({ pattern: '^([1-9]|10)$' }), Type.Number({ minimum: 0, maximum: 1e9 })),

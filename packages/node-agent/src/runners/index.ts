@@ -2,7 +2,7 @@ import type { WorkItem } from '../wire.js';
 import { runEmbeddings, runImageGeneration, runLlmInference, runTranscription } from './engine-jobs.js';
 import { runGatewayChat, runGatewayEmbeddings, runGatewayImage, runGatewayTranscription } from './gateway.js';
 import { runCaptureJob } from './capture.js';
-import { runProcessJob } from './process-runner.js';
+import { runComputeJob } from './compute-job.js';
 import { runRepositoryWork } from './repository-work.js';
 import { WorkError, type RunContext, type RunOutput } from './types.js';
 
@@ -33,7 +33,25 @@ export {
 export { runCaptureJob, type CaptureRunner } from './capture.js';
 export { CAPSULE_DISABLED, runRepositoryWork, type CapsuleConfig } from './repository-work.js';
 export { detectTooling, missingTooling } from './tooling.js';
-export { CDI_SPEC_DIRS, cdiGpuReady, detectOciRunner, type DetectOptions, type OciRunnerProbe } from './oci-detect.js';
+export { chooseImage, containerLimits, CONTAINER_MAX_PIDS, NO_RUNNER, runComputeJob } from './compute-job.js';
+export {
+  listOutputFiles,
+  loadImageArchive,
+  removeLeftoverContainers,
+  runContainer,
+  type ContainerLimits,
+  type ContainerResult,
+  type OciConfig,
+  type RunContainerOptions,
+} from './oci-runner.js';
+export {
+  CDI_SPEC_DIRS,
+  cdiGpuReady,
+  detectOciRunner,
+  ROOT_USERNS_BASE,
+  type DetectOptions,
+  type OciRunnerProbe,
+} from './oci-detect.js';
 export {
   engineFor,
   jsonOutput,
@@ -52,10 +70,10 @@ const JOB_RUNNERS = new Map<number, Runner>([
   [2, runEmbeddings],
   [3, runTranscription],
   [4, runImageGeneration],
-  [5, runProcessJob],
-  [6, runProcessJob],
+  [5, runComputeJob],
+  [6, runComputeJob],
   // Kind 7 (confidential training) is kind 6 inside a TEE: the server sends it only to attested nodes.
-  [7, runProcessJob],
+  [7, runComputeJob],
   [8, runCaptureJob],
   [9, runRepositoryWork],
   [10, runCaptureJob],
@@ -69,8 +87,8 @@ const GATEWAY_RUNNERS = new Map<string, Runner>([
 ]);
 
 /**
- * Runs one work item: marketplace jobs by `kind` (1-4 on the engines, 5-7 on the process
- * runner), gateway requests by `type` (`chat`, streamed when `ctx.events` is given,
+ * Runs one work item: marketplace jobs by `kind` (1-4 on the engines, 5-7 buyer code in the
+ * `oci` runner, or the process runner when allowed), gateway requests by `type` (`chat`, streamed when `ctx.events` is given,
  * `embeddings`, `transcription`, `image`). Anything this agent cannot do is a non-retryable
  * {@link WorkError}.
  *

@@ -179,10 +179,13 @@ export async function runProcessJob(item: WorkItem, ctx: RunContext): Promise<Ru
   }
   const seconds = Math.ceil(result.duration_ms / 1000);
   const exitCode = result.exit_code === null ? {} : { exit_code: result.exit_code };
-  return jsonOutput(result, {
-    metering_units: seconds,
-    usage: { wall_ms: result.duration_ms },
-    engine: 'process',
-    ...exitCode,
-  });
+  return {
+    ...jsonOutput(result, {
+      metering_units: seconds,
+      usage: { wall_ms: result.duration_ms },
+      engine: 'process',
+      ...exitCode,
+    }),
+    runner: 'process',
+  };
 }

@@ -2,6 +2,7 @@ import type { NodeClient } from '../client.js';
 import type { Engine } from '../engines/interface.js';
 import type { StreamSink } from '../stream-events.js';
 import type { WorkItem } from '../wire.js';
+import type { OciConfig } from './oci-config.js';
 
 /** The engines a node runs on, by the catalogue id each one serves. */
 export type EngineSet = Map<string, Engine>;
@@ -11,8 +12,10 @@ export interface RunContext {
   engines: EngineSet;
   /** The agent's data dir; the process runner makes `scratch/<work_id>` inside it. */
   dataDir: string;
-  /** Kinds 5 and 6 run only when the operator allowed it (`--allow-process-runner`). */
+  /** The host `process` runner runs buyer code only when the operator allowed it (`--allow-process-runner`). */
   allowProcessRunner: boolean;
+  /** The `oci` runner (podman), when the node holds images for it: buyer code runs there by default. */
+  oci?: OciConfig;
   /** Kind 9 runs only with a capsule (`svc node --capsule CMD`). */
   capsule?: { program: string; args: string[]; env?: Record<string, string> };
   /** Aborted when the work is cancelled or the agent shuts down past its grace period. */
@@ -39,6 +42,9 @@ export interface RunOutput {
   usage: Record<string, number>;
   /** Engine name for the receipt metadata (`process` for the process runner). */
   engine: string;
+  /** The runner buyer code ran in (`oci` or `process`), and the container image: receipt metadata. */
+  runner?: string;
+  image?: string;
   exit_code?: number;
 }
 

@@ -14,6 +14,8 @@ export interface MatchJob {
   green_only: boolean;
   min_reputation: number | null;
   required_capabilities: string[];
+  /** Kinds 5-7: the container image the job names (only a node holding it, `image:<ref>`, takes it). */
+  image?: string | null;
   max_price_micro_per_unit: number;
 }
 
@@ -57,6 +59,18 @@ export function capabilityMet(node: MatchNode, capability: string): boolean | un
 }
 
 /**
+ * Buyer code (kinds 5-7) runs in the node's `oci` runner or its opt-in `process` runner; a job
+ * naming an image needs a node holding it (`image:<ref>`, podman's `localhost/` prefix allowed).
+ */
+function runnerUnmet(image: string | null, capabilities: readonly string[]): string | undefined {
+  if (image !== null) {
+    const held = capabilities.includes(`image:${image}`) || capabilities.includes(`image:localhost/${image}`);
+    return held ? undefined : `image ${image}`;
+  }
+  return capabilities.includes('runner:oci') || capabilities.includes('process') ? undefined : 'runner for buyer code';
+}
+
+/**
  * The first constraint the node fails for the job, as a short phrase for logs and 503 messages;
  * undefined when the node may take the job. Every constraint is hard.
  *
@@ -74,8 +88,10 @@ export function unmetConstraint(job: MatchJob, node: MatchNode): string | undefi
   if (job.min_reputation !== null && node.reputation < job.min_reputation)
     return `min_reputation ${job.min_reputation}`;
   if (job.model !== null && !node.models.includes(job.model)) return `model ${job.model}`;
-  if ((job.kind === 5 || job.kind === 6 || job.kind === 7) && !node.capabilities.includes('process'))
-    return 'process runner';
+  if (job.kind === 5 || job.kind === 6 || job.kind === 7) {
+    const why = runnerUnmet(job.image ?? null, node.capabilities);
+    if (why) return why;
+  }
   if ((job.kind === 6 || job.kind === 7) && node.gpu_model === null) return 'gpu';
   if (job.kind === 9 && !node.capabilities.includes('capsule')) return 'repository capsule';
   // Kinds 8 and 10 run the program the operator set for the kind (`svc node --runner 8=CMD`).

@@ -98,6 +98,26 @@ export const CreateJobRequest = Type.Object(
     required_capabilities: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32 })),
     runner_args: Type.Optional(Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 256 })),
     timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+    image: Type.Optional(
+      Type.String({
+        pattern: '^[a-z0-9][a-z0-9._/:@-]{0,159}$',
+        description:
+          "kinds 5-7: the container image runner_args runs in (a node holding it takes the job); else the node's default",
+      }),
+    ),
+    memory_mb: Type.Optional(
+      Type.Integer({
+        minimum: 6,
+        maximum: 1_048_576,
+        description: "kinds 5-7: the container's memory limit (within the node's)",
+      }),
+    ),
+    cpus: Type.Optional(
+      Type.Number({ minimum: 0.01, maximum: 1024, description: "kinds 5-7: the container's CPU limit" }),
+    ),
+    pids: Type.Optional(
+      Type.Integer({ minimum: 8, maximum: 4096, description: "kinds 5-7: the container's process limit" }),
+    ),
     capture_set_id: Type.Optional(
       Type.String({
         pattern: '^cs_[a-z0-9]{26}$',
@@ -189,4 +209,36 @@ export const AuditResponse = Type.Object(
     ),
   },
   { $id: 'MarketplaceAuditResponse' },
+);
+
+const SlaCounter = Type.Integer({ minimum: 0 });
+
+/** The answer to `GET /api/v1/marketplace/sla` (the spec's MarketplaceSLAResponse; `sla.ts` computes it). */
+export const MarketplaceSLAResponse = Type.Object(
+  {
+    window_hours: Type.Integer(),
+    window_since: DateTime,
+    generated_at: DateTime,
+    totals: Type.Record(Type.String(), SlaCounter, {
+      description:
+        'jobs per status in the window: submitted (all), pending, assigned, running, completed, failed, cancelled, finished (the last three)',
+    }),
+    assignment: Type.Object({
+      samples: SlaCounter,
+      p50_latency_ms: Type.Number(),
+      p95_latency_ms: Type.Number(),
+      target_p95_ms: Type.Number(),
+      meets_target: Type.Boolean(),
+      insufficient_sample: Type.Boolean(),
+    }),
+    completion: Type.Object({
+      in_flight_jobs: SlaCounter,
+      terminal_jobs_considered: SlaCounter,
+      success_rate: Type.Number(),
+      target_success_rate: Type.Number(),
+      meets_target: Type.Boolean(),
+      insufficient_sample: Type.Boolean(),
+    }),
+  },
+  { $id: 'MarketplaceSLAResponse' },
 );

@@ -159,6 +159,10 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     required_capabilities: body.required_capabilities ?? [],
     runner_args: body.runner_args ?? [],
     timeout_seconds: body.timeout_seconds ?? 300,
+    ...(body.image === undefined ? {} : { image: body.image }),
+    ...(body.memory_mb === undefined ? {} : { memory_mb: body.memory_mb }),
+    ...(body.cpus === undefined ? {} : { cpus: body.cpus }),
+    ...(body.pids === undefined ? {} : { pids: body.pids }),
     estimates: Object.fromEntries(
       Object.entries(body).filter(([k, v]) => k.startsWith('estimated_') && typeof v === 'number'),
     ) as Record<string, number>,

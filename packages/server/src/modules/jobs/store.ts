@@ -19,6 +19,11 @@ export interface JobSpec {
   required_capabilities: string[];
   runner_args: string[];
   timeout_seconds: number;
+  /** Kinds 5-7: the container image and limits the buyer asked for (the oci runner). */
+  image?: string;
+  memory_mb?: number;
+  cpus?: number;
+  pids?: number;
   estimates: Record<string, number>;
   estimated_units: number;
   /** Inputs prepared for the node (lines of inline_text or of the payload document). */

@@ -167,7 +167,7 @@ export function nodeSummary(node: NodeRow) {
     device_class: node.device_class,
     gpu_model: node.gpu_model ?? '',
     gpu_ready: node.gpu_model !== null && node.models.length > 0,
-    managed_oci_gpu_ready: false,
+    managed_oci_gpu_ready: node.capabilities.includes('oci-gpu'),
     cpu_cores: node.cpu_cores,
     ram_gb: Math.round((node.ram_bytes / 2 ** 30) * 10) / 10,
     vram_gb: Math.round((node.vram_bytes / 2 ** 30) * 10) / 10,

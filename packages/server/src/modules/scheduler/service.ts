@@ -25,6 +25,7 @@ export function matchJob(job: Pick<JobRow, 'kind' | 'execution_pool' | 'spec' | 
     green_only: job.spec.green_only,
     min_reputation: job.spec.min_reputation,
     required_capabilities: job.spec.required_capabilities,
+    image: job.spec.image ?? null,
     max_price_micro_per_unit: job.max_price_micro_per_unit,
   };
 }
@@ -40,6 +41,10 @@ async function payloadOf(ctx: ServiceContext, db: Queryable, job: JobRow): Promi
   return {
     runner_args: s.runner_args,
     timeout_seconds: s.timeout_seconds,
+    ...(s.image === undefined ? {} : { image: s.image }),
+    ...(s.memory_mb === undefined ? {} : { memory_mb: s.memory_mb }),
+    ...(s.cpus === undefined ? {} : { cpus: s.cpus }),
+    ...(s.pids === undefined ? {} : { pids: s.pids }),
     inputs: s.inputs,
     payload_url: s.payload_url,
   };
