@@ -136,7 +136,10 @@ describe('svc node flags', () => {
       [[...base, '--allow-process-runner', '--name', ''], '--name must be 1 to 100 characters'],
       [[...base, '--allow-process-runner', '--server', 'http://y'], '--server is given more than once'],
       [[...base, '--allow-process-runner', 'extra'], "unexpected argument 'extra'"],
-      [base, 'nothing to serve: give --upstream with --model, --gguf, --allow-process-runner, --capsule or --runner'],
+      [
+        base,
+        'nothing to serve: give --upstream with --model, --gguf, --image, --allow-process-runner, --capsule or --runner',
+      ],
       [
         [...base, '--runner', '9=true'],
         "--runner must be 8=CMD or 10=CMD (kinds 8 and 10 process capture sets), got '9=true'",

@@ -3,7 +3,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PROCESS_RUNNER_DISABLED, runJob, WorkError, type RunContext, type WorkItem } from '../src/index.js';
+import { NO_RUNNER, runJob, WorkError, type RunContext, type WorkItem } from '../src/index.js';
 import { eventually } from './helpers.js';
 
 const node = process.execPath;
@@ -133,7 +133,7 @@ describe('process runner (kinds 5 and 6)', () => {
       (e: unknown) => e,
     );
     expect(refused).toBeInstanceOf(WorkError);
-    expect(refused).toMatchObject({ message: PROCESS_RUNNER_DISABLED, retryable: false });
+    expect(refused).toMatchObject({ message: NO_RUNNER, retryable: false });
     await expect(runJob(job([]), ctx)).rejects.toMatchObject({
       retryable: false,
       message: expect.stringContaining('runner_args'),
