@@ -7,6 +7,7 @@ import { requestId, svcNode, type Finished, type GatewayCall } from './service.j
 import { requireModel } from './models.js';
 
 const NO_TEXTS: readonly string[] = Object.freeze([]);
+const NO_FIELDS: object = Object.freeze({});
 
 /** The largest `max_tokens`, and the default bound when a request names none. */
 export const MAX_COMPLETION_TOKENS = 32_768;
@@ -101,7 +102,11 @@ function payloadMessages(body: ChatBody): { messages: PayloadMessage[]; toolTurn
     if (m.role === 'tool') {
       const id = m.tool_call_id ?? undefined;
       if (id === undefined)
-        throw invalid(`/messages/${i}/tool_call_id`, 'is required', `/messages/${i} (role tool) needs tool_call_id`);
+        throw invalid(
+          `/messages/${i}/tool_call_id`,
+          'is required',
+          `/messages/${i}/tool_call_id is required on a tool message`,
+        );
       toolTurns = true;
       return { role: 'tool', content: m.content, tool_call_id: id };
     }
@@ -119,24 +124,25 @@ function payloadMessages(body: ChatBody): { messages: PayloadMessage[]; toolTurn
  * and the payload fields carrying them, unchanged. `n: 1` and `response_format: {type: "text"}`
  * are plain; a conversation with tool turns uses `tools`.
  */
-function surfaceOf(body: ChatBody, toolTurns: boolean): { fields: string[]; payload: Record<string, unknown> } {
-  const fields: string[] = [];
-  const payload: Record<string, unknown> = {};
+function surfaceOf(body: ChatBody, toolTurns: boolean): { fields: readonly string[]; payload: object } {
+  // A plain request allocates nothing here (the gateway's per-request cost).
+  let fields: string[] | undefined;
+  let payload: Record<string, unknown> | undefined;
   const record = body as Record<string, unknown>;
   for (const field of CHAT_FIELDS) {
     const value = record[field];
     if (value === undefined || value === null || (field === 'n' && value === 1)) continue;
-    payload[field] = value;
+    (payload ??= {})[field] = value;
     if (field === 'response_format' && body.response_format?.type === 'text') continue;
-    fields.push(field);
+    (fields ??= []).push(field);
   }
-  if (toolTurns && !fields.includes('tools')) fields.unshift('tools');
+  if (toolTurns && !fields?.includes('tools')) (fields ??= []).unshift('tools');
   const choice = body.tool_choice ?? undefined;
   if (choice !== undefined && !body.tools)
     throw invalid('/tool_choice', 'needs tools', '/tool_choice is only allowed when tools are given');
   if (typeof choice === 'object' && !body.tools?.some((t) => t.function.name === choice.function.name))
     throw invalid('/tool_choice', 'names no tool', `/tool_choice names ${choice.function.name}, which is not in tools`);
-  return { fields, payload };
+  return { fields: fields ?? NO_TEXTS, payload: payload ?? NO_FIELDS };
 }
 
 /** Prompt text of the surface fields: the tools' definitions and the response schema. */

@@ -41,7 +41,16 @@ describe('gateway request validation (before any node is involved)', () => {
 
   it.each([
     ['no messages', chat({ messages: [] }), '/messages'],
-    ['a tool role', chat({ messages: [{ role: 'tool', content: 'x' }] }), '/messages/0/role'],
+    ['an unknown role', chat({ messages: [{ role: 'function', content: 'x' }] }), '/messages/0/role'],
+    [
+      'a tool message without tool_call_id',
+      chat({ messages: [{ role: 'tool', content: 'x' }] }),
+      '/messages/0/tool_call_id',
+    ],
+    ['a null content on a user message', chat({ messages: [{ role: 'user', content: null }] }), '/messages/0/content'],
+    ['a stop list of five', chat({ stop: ['a', 'b', 'c', 'd', 'e'] }), '/stop'],
+    ['top_p above 1', chat({ top_p: 1.5 }), '/top_p'],
+    ['tool_choice without tools', chat({ tool_choice: 'auto' }), '/tool_choice'],
     [
       'content parts instead of a string',
       chat({ messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }] }] }),

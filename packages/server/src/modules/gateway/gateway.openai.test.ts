@@ -124,11 +124,10 @@ describe('the gateway through the official openai client, a real server and a re
       metering_units: 10,
     };
     expect(verifySvc1(fields, String(receipt?.signature))).toBe(true);
-    // The upstream got the request as the buyer sent it (defaults applied, extras dropped).
+    // The upstream got the request as the buyer sent it (defaults applied; the sampling fields too, issue 41).
     const upstreamBody = node.upstream?.requests.at(-1)?.body as Record<string, unknown>;
-    expect(upstreamBody).toMatchObject({ model: 'tinyllama', temperature: 0.2 });
+    expect(upstreamBody).toMatchObject({ model: 'tinyllama', temperature: 0.2, top_p: 0.9, user: 'u-1' });
     expect(upstreamBody.max_tokens).toBeUndefined();
-    expect(upstreamBody.top_p).toBeUndefined();
   });
 
   it('streams a chat completion in OpenAI chunks: role and svc_node first, deltas, finish, the usage chunk with the receipt id, [DONE]', async () => {
