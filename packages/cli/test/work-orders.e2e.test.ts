@@ -184,10 +184,16 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
     expect(done.decision?.certification).toBe('certified');
     expect(done.approvals).toEqual([expect.objectContaining({ decision: 'approved', by: 'policy' })]);
     expect(done.changed_paths).toEqual(['src/feature.js']);
-    expect((done.checks as { command: string; exit_code: number }[])[0]).toMatchObject({
-      command: `${process.execPath} test/run.js`,
-      exit_code: 0,
+    // The server's command for the required `test` (package.json's script) runs first, then the capsule's own.
+    expect((done.checks as { command: string; exit_code: number }[]).map((c) => [c.command, c.exit_code])).toEqual([
+      ['npm test', 0],
+      [`${process.execPath} test/run.js`, 0],
+    ]);
+    expect(done.decision).toMatchObject({
+      node_trust: 'own',
+      check_commands: [{ check: 'test', command: 'npm test' }],
     });
+    expect(done.server_verified).toMatchObject({ changed_paths: ['src/feature.js'] });
     // The branch is on the host at the certified commit, and GitHub got the pull request with the token.
     expect(host.git('acme/widgets', ['rev-parse', `refs/heads/${String(done.work_branch)}`]).trim()).toBe(
       done.commit_sha,
@@ -218,6 +224,7 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
       'capsule.queued',
       'capsule.started',
       'capsule.finished',
+      'check.executed',
       'check.executed',
       'diff.produced',
       'certification.decided',

@@ -18,6 +18,12 @@ export interface CapsuleOrder {
   required_checks: string[];
   /** Detected on the clone before the capsule starts. */
   tooling: DetectedTooling;
+  /**
+   * The commands (argv) the server derived from the base commit's tooling for `required_checks`
+   * (`test` -> `npm test` when package.json has a `test` script). The agent runs each after the
+   * capsule's own checks; certification matches required checks to these commands only.
+   */
+  check_commands?: string[][];
 }
 
 export interface RepositoryWorkPayload {

@@ -93,6 +93,16 @@ async function checkout(p: RepositoryWorkPayload, ctx: RunContext, scratch: stri
   return repo;
 }
 
+/** The argv lists in `value` (non-empty lists of strings without NUL); anything else dropped. */
+function argvList(value: unknown): string[][] {
+  return Array.isArray(value)
+    ? value.filter(
+        (c): c is string[] =>
+          Array.isArray(c) && c.length > 0 && c.every((a) => typeof a === 'string' && !a.includes('\0')),
+      )
+    : [];
+}
+
 /** The capsule's answer file: a summary and the check commands (argv lists) it wants run. */
 async function capsuleAnswer(path: string): Promise<{ summary: string | null; checks: string[][] }> {
   let parsed: unknown;
@@ -102,16 +112,23 @@ async function capsuleAnswer(path: string): Promise<{ summary: string | null; ch
     return { summary: null, checks: [] };
   }
   const o = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { summary?: unknown; checks?: unknown };
-  const checks = Array.isArray(o.checks)
-    ? o.checks.filter(
-        (c): c is string[] =>
-          Array.isArray(c) && c.length > 0 && c.every((a) => typeof a === 'string' && !a.includes('\0')),
-      )
-    : [];
+  const checks = argvList(o.checks);
   return {
     summary: typeof o.summary === 'string' ? o.summary.slice(0, 2000) : null,
     checks: checks.slice(0, MAX_CHECKS),
   };
+}
+
+/**
+ * The server's checks, then the capsule's: the order's `check_commands` (what the server derived
+ * from the base's tooling for the required checks) run first, on the tree as committed, before
+ * any command the capsule chose could change it; a command both name runs once.
+ */
+function checkCommands(capsule: string[][], server: unknown): string[][] {
+  const fromServer = argvList(server).slice(0, MAX_CHECKS);
+  const key = (argv: string[]) => JSON.stringify(argv);
+  const first = new Set(fromServer.map(key));
+  return [...fromServer, ...capsule.filter((argv) => !first.has(key(argv)))];
 }
 
 function processEnv(scratch: string, extra: Record<string, string> = {}): Record<string, string> {
@@ -181,7 +198,7 @@ async function execute(
   }
   const checks: CheckRun[] = [];
   if (cap.exit_code === 0 && !cap.timed_out) {
-    for (const argv of answer.checks) {
+    for (const argv of checkCommands(answer.checks, order.check_commands)) {
       const [program = '', ...args] = argv;
       const r = await runProcess({
         program,
@@ -207,8 +224,8 @@ async function execute(
   const changed =
     commit === null
       ? []
-      : (await git(repo, scratch, ['diff', '--name-only', '--no-renames', p.base_commit, commit]))
-          .split('\n')
+      : (await git(repo, scratch, ['diff', '-z', '--name-only', '--no-renames', p.base_commit, commit]))
+          .split('\0')
           .filter(Boolean);
   let bundle: string | null = null;
   if (commit !== null) {
@@ -244,8 +261,9 @@ async function execute(
  * `<dataDir>/scratch/<work_id>` (removed afterwards). `preflight` detects the tooling and checks
  * the requested tools; `execute` creates `work_branch`, runs the operator's capsule (no shell, a
  * time limit, cwd the clone, HOME and TMPDIR the scratch dir, the order in `$SVC_WORK_ORDER`),
- * commits what it changed, runs the check commands the capsule named in `$SVC_CAPSULE_RESULT`,
- * and reports the diff, changed paths, every check with its exit code and output hash, the
+ * commits what it changed, runs the order's `check_commands` (the server's, derived from the
+ * base's tooling) and then the check commands the capsule named in `$SVC_CAPSULE_RESULT`, and
+ * reports the diff, changed paths, every check with its exit code and output hash, the
  * commit and a bundle of it. One run is one metering unit. Refused without a capsule.
  *
  * @example

@@ -37,6 +37,8 @@ export interface Egress {
   dispatcher: Dispatcher;
   /** Checks a URL before it is stored or called (scheme, credentials, addresses now); throws invalid_request naming `path`. */
   checkUrl(raw: string, path: string): Promise<URL>;
+  /** {@link checkUrl}, answering the addresses it checked too: a client that resolves on its own (git) is pinned to them. */
+  checkAddresses(raw: string, path: string): Promise<CheckedUrl>;
   /** undici's fetch through the guarded dispatcher; a refused address rejects with {@link EgressRefusedError}. */
   fetch(url: string | URL, init?: Omit<RequestInit, 'dispatcher'>): Promise<Response>;
   close(): Promise<void>;
@@ -66,6 +68,7 @@ export function createEgress(options: { allowPrivate: boolean; resolve?: Resolve
   return {
     dispatcher,
     checkUrl: (raw, path) => checkOutboundUrl(raw, { allowPrivate: options.allowPrivate, path, resolve }),
+    checkAddresses: (raw, path) => checkOutboundAddresses(raw, { allowPrivate: options.allowPrivate, path, resolve }),
     async fetch(url, init = {}) {
       try {
         return await undiciFetch(url, { ...init, dispatcher });
@@ -85,6 +88,13 @@ export function createEgress(options: { allowPrivate: boolean; resolve?: Resolve
   };
 }
 
+/** A URL that passed the check, with the addresses its host resolved to when it was checked. */
+export interface CheckedUrl {
+  url: URL;
+  /** Every address judged (the host itself for an IP literal); empty when private egress is allowed and the name did not resolve. */
+  addresses: string[];
+}
+
 /**
  * Checks an outbound URL before it is stored or called: http or https only, no credentials in it,
  * and every address its host resolves to now public (unless private egress is allowed). This gives
@@ -95,29 +105,53 @@ export async function checkOutboundUrl(
   raw: string,
   options: { allowPrivate: boolean; path: string; resolve?: Resolve },
 ): Promise<URL> {
-  const { path } = options;
-  const fail = (why: string) => new ApiError('invalid_request', `${path.slice(1)} ${why}`, [{ path, message: why }]);
+  return options.allowPrivate ? parseOutbound(raw, options.path) : (await checkOutboundAddresses(raw, options)).url;
+}
+
+const invalid = (path: string, why: string) =>
+  new ApiError('invalid_request', `${path.slice(1)} ${why}`, [{ path, message: why }]);
+
+function parseOutbound(raw: string, path: string): URL {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw fail('must be an absolute URL');
+    throw invalid(path, 'must be an absolute URL');
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw fail('must use http or https');
-  if (url.username || url.password) throw fail('must not carry credentials');
-  if (options.allowPrivate) return url;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid(path, 'must use http or https');
+  if (url.username || url.password) throw invalid(path, 'must not carry credentials');
+  return url;
+}
+
+/**
+ * {@link checkOutboundUrl} that answers the addresses it judged. For a client with a resolver of
+ * its own (Debian's `git`, through libcurl): connecting to exactly these addresses means a second
+ * lookup cannot move the host elsewhere (DNS rebinding). With private egress allowed the name is
+ * still resolved (nothing judged); a name that does not resolve then gives no addresses.
+ *
+ * @example
+ * const { url, addresses } = await checkOutboundAddresses('https://github.com/acme/w.git', { allowPrivate: false, path: '/repository_url' });
+ */
+export async function checkOutboundAddresses(
+  raw: string,
+  options: { allowPrivate: boolean; path: string; resolve?: Resolve },
+): Promise<CheckedUrl> {
+  const { path } = options;
+  const url = parseOutbound(raw, path);
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: string[];
   try {
     addresses = isIP(host) ? [host] : (await (options.resolve ?? systemResolve)(host)).map((a) => a.address);
   } catch {
-    throw fail(`host ${host} does not resolve`);
+    if (options.allowPrivate) return { url, addresses: [] };
+    throw invalid(path, `host ${host} does not resolve`);
   }
-  if (addresses.length === 0) throw fail(`host ${host} does not resolve`);
+  if (options.allowPrivate) return { url, addresses };
+  if (addresses.length === 0) throw invalid(path, `host ${host} does not resolve`);
   for (const address of addresses) {
     const verdict = classifyAddress(address);
     if (!verdict.allowed)
-      throw fail(`must point to a public address: ${new EgressRefusedError(host, verdict).message}`);
+      throw invalid(path, `must point to a public address: ${new EgressRefusedError(host, verdict).message}`);
   }
-  return url;
+  return { url, addresses };
 }

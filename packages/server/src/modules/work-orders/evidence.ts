@@ -13,7 +13,9 @@ export async function orderEvidence(ctx: ServiceContext, principal: Principal, i
 /**
  * GET /api/v1/work/orders/{id}/evidence/bundle: the order's signed run plus the `work_order`
  * section (snapshot, certification decision, approvals, pull request, rollback, and the node's
- * SVC1 receipt for the result that was certified). `svc verify` checks the section against the
+ * SVC1 receipt for the result that was certified). Its `result` keeps what the server recomputed
+ * (`server_verified`: changed paths and diff from the bundles) apart from what only the node
+ * says (`node_claim`: its checks above all). `svc verify` checks the section against the
  * graph (docs/work-orders.md).
  */
 export async function orderBundle(ctx: ServiceContext, principal: Principal, id: string) {
@@ -32,6 +34,9 @@ export async function orderBundle(ctx: ServiceContext, principal: Principal, id:
           diff_sha256: order.result.diff_sha256,
           checks: view.checks,
           capsule: order.result.capsule,
+          // The two sides kept apart: recomputed by the server from the bundles, and the node's signed claim.
+          server_verified: view.server_verified,
+          node_claim: view.node_claim,
         }
       : null,
     job_receipt: receipt ? receiptView(receipt) : null,

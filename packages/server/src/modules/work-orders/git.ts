@@ -1,8 +1,10 @@
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { toolingFromFiles, type DetectedTooling, type ReadTopLevelFile } from '@svc/protocol';
 
 /**
  * The server's side of repository work, through Debian's `git` (execFile, never a shell). The
@@ -23,6 +25,28 @@ export class GitError extends Error {
 export interface Remote {
   url: string;
   token: string | null;
+  /**
+   * The addresses the egress guard checked for the URL's host: git connects to these only
+   * (`http.curloptResolve`), so a second DNS answer cannot move the host (DNS rebinding).
+   */
+  addresses: readonly string[];
+}
+
+/**
+ * The `-c` arguments that pin `remote`'s host to the addresses the egress guard checked: libcurl's
+ * resolve list (`host:port:addr[,addr]`, IPv6 in brackets). None for an IP literal (nothing to
+ * resolve) or when nothing was checked.
+ *
+ * @example
+ * pinnedResolve({ url: 'https://git.example/a.git', token: null, addresses: ['203.0.113.7'] }); // ['-c', 'http.curloptResolve=git.example:443:203.0.113.7']
+ */
+export function pinnedResolve(remote: Remote): string[] {
+  const url = new URL(remote.url);
+  const host = url.hostname;
+  if (remote.addresses.length === 0 || isIP(host.replace(/^\[|\]$/g, '')) !== 0) return [];
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  const addresses = remote.addresses.map((a) => (isIP(a) === 6 ? `[${a}]` : a)).join(',');
+  return ['-c', `http.curloptResolve=${host}:${port}:${addresses}`];
 }
 
 function env(remote: Remote | null): Record<string, string> {
@@ -59,7 +83,7 @@ function env(remote: Remote | null): Record<string, string> {
 
 async function git(cwd: string, args: string[], remote: Remote | null = null): Promise<string> {
   try {
-    const { stdout } = await run('git', args, {
+    const { stdout } = await run('git', remote ? [...pinnedResolve(remote), ...args] : args, {
       cwd,
       env: env(remote),
       timeout: TIMEOUT_MS,
@@ -90,7 +114,10 @@ async function scratch<T>(fn: (dir: string) => Promise<T>): Promise<T> {
  * @example
  * const { bundle, commit } = await fetchBaseBundle({ url, token }, 'main');
  */
-export async function fetchBaseBundle(remote: Remote, branch: string): Promise<{ bundle: Buffer; commit: string }> {
+export async function fetchBaseBundle(
+  remote: Remote,
+  branch: string,
+): Promise<{ bundle: Buffer; commit: string; tooling: DetectedTooling }> {
   return scratch(async (dir) => {
     await git(
       dir,
@@ -100,8 +127,20 @@ export async function fetchBaseBundle(remote: Remote, branch: string): Promise<{
     const repo = join(dir, 'repo.git');
     const commit = (await git(repo, ['rev-parse', `refs/heads/${branch}`])).trim();
     await git(repo, ['bundle', 'create', '--quiet', join(dir, 'base.bundle'), `refs/heads/${branch}`]);
-    return { bundle: await readFile(join(dir, 'base.bundle')), commit };
+    const tooling = await toolingFromFiles(await topLevelFiles(repo, commit));
+    return { bundle: await readFile(join(dir, 'base.bundle')), commit, tooling };
   });
+}
+
+/** Reads the regular files at the top of `rev`'s tree (what tooling detection looks at). */
+async function topLevelFiles(repo: string, rev: string): Promise<ReadTopLevelFile> {
+  const files = new Set<string>();
+  for (const entry of (await git(repo, ['ls-tree', '-z', rev])).split('\0')) {
+    const [meta = '', name = ''] = entry.split('\t');
+    const [mode, type] = meta.split(' ');
+    if (type === 'blob' && (mode === '100644' || mode === '100755')) files.add(name);
+  }
+  return async (name) => (files.has(name) ? git(repo, ['cat-file', 'blob', `${rev}:${name}`]) : undefined);
 }
 
 /** A bare repository holding the base bundle and the node's work bundle. */
@@ -113,6 +152,56 @@ async function loadBundles(dir: string, baseBundle: Buffer, workBundle: Buffer, 
   await git(repo, ['fetch', '--quiet', join(dir, 'base.bundle'), 'refs/heads/*:refs/base/*']);
   await git(repo, ['fetch', '--quiet', join(dir, 'work.bundle'), `refs/heads/${workBranch}:refs/heads/${workBranch}`]);
   return repo;
+}
+
+/** What the server reads out of a node's work bundle itself, rather than taking the node's word. */
+export interface InspectedWork {
+  /** `git diff --name-only --no-renames base commit`. */
+  changed_paths: string[];
+  /** `git diff base commit`, cut at {@link DIFF_LIMIT} characters. */
+  diff: string;
+  diff_truncated: boolean;
+}
+
+const DIFF_LIMIT = 1024 * 1024;
+
+/**
+ * Opens the node's work bundle on top of the base bundle and computes what its commit changes:
+ * the paths and the diff against `baseCommit`. Throws {@link GitError} when the bundle does not
+ * hold `workBranch` at `commit`, or `commit` does not descend from `baseCommit`. Runs no remote.
+ *
+ * @example
+ * const { changed_paths } = await inspectWork({ baseBundle, workBundle, workBranch: 'svc/wo-1', baseCommit, commit });
+ */
+export async function inspectWork(input: {
+  baseBundle: Buffer;
+  workBundle: Buffer;
+  workBranch: string;
+  baseCommit: string;
+  commit: string;
+}): Promise<InspectedWork> {
+  return scratch(async (dir) => {
+    const repo = await loadBundles(dir, input.baseBundle, input.workBundle, input.workBranch);
+    await headIs(repo, input.workBranch, input.commit);
+    const descends = await git(repo, ['merge-base', '--is-ancestor', input.baseCommit, input.commit]).then(
+      () => true,
+      () => false,
+    );
+    if (!descends) throw new GitError(`the commit ${input.commit} does not descend from the base ${input.baseCommit}`);
+    const names = await git(repo, ['diff', '-z', '--name-only', '--no-renames', input.baseCommit, input.commit]);
+    const diff = await git(repo, ['diff', '--no-color', '--no-ext-diff', input.baseCommit, input.commit]);
+    return {
+      changed_paths: names.split('\0').filter(Boolean),
+      diff: diff.slice(0, DIFF_LIMIT),
+      diff_truncated: diff.length > DIFF_LIMIT,
+    };
+  });
+}
+
+async function headIs(repo: string, workBranch: string, commit: string): Promise<void> {
+  const head = (await git(repo, ['rev-parse', `refs/heads/${workBranch}`])).trim();
+  if (head !== commit)
+    throw new GitError(`the work bundle's ${workBranch} is ${head}, the certified commit is ${commit}`);
 }
 
 /**
@@ -127,9 +216,7 @@ export async function pushWorkBranch(
 ): Promise<void> {
   await scratch(async (dir) => {
     const repo = await loadBundles(dir, input.baseBundle, input.workBundle, input.workBranch);
-    const head = (await git(repo, ['rev-parse', `refs/heads/${input.workBranch}`])).trim();
-    if (head !== input.commit)
-      throw new GitError(`the work bundle's ${input.workBranch} is ${head}, the certified commit is ${input.commit}`);
+    await headIs(repo, input.workBranch, input.commit);
     await git(
       repo,
       ['push', '--quiet', '--', remote.url, `refs/heads/${input.workBranch}:refs/heads/${input.workBranch}`],

@@ -12,8 +12,9 @@ import { submitRepositoryJob, withRepositoryJobCredit } from '../jobs/service.js
 import { findJobById } from '../jobs/store.js';
 import { receiptsOfJob } from '../receipts/store.js';
 import { GitError, pushWorkBranch, rollBack } from './git.js';
+import { nodeTrustOf, recompute } from './recompute.js';
 import { closePullRequest, hostRepoOf, openChangeRequest } from './host.js';
-import { certify, expandPolicy } from './policy.js';
+import { BASIS, certify, checkCommandsFor, expandPolicy, type TrustTier } from './policy.js';
 import { checkRepositoryUrl, getRepository, remoteOf, stageBaseBundle } from './repositories.js';
 import type { CreateWorkOrderRequest } from './schemas.js';
 import { canMove, isExecuting, type WorkOrderStatus } from './states.js';
@@ -48,23 +49,72 @@ export function orderView(o: store.OrderRow) {
     base_commit: o.base_commit,
     commit_sha: o.commit_sha,
     changed_paths: o.result?.changed_paths ?? [],
-    checks: (o.result?.checks ?? []).map((c) => ({
-      command: c.command,
-      exit_code: c.exit_code,
-      timed_out: c.timed_out,
-      output_sha256: c.output_sha256,
-      duration_ms: c.duration_ms,
-    })),
+    checks: checksView(o.result?.checks ?? []),
     approvals: o.approvals,
     pr_url: typeof o.pr?.url === 'string' ? o.pr.url : null,
     pr: o.pr,
     rollback_point: o.base_commit,
     rollback: o.rollback,
     failure_reason: o.failure_reason,
+    ...resultSides(o),
     evidence_path: `/api/v1/work/orders/${o.id}/evidence`,
     created_at: o.created_at.toISOString(),
     updated_at: o.updated_at.toISOString(),
   };
+}
+
+/** The checks as the node reported them, without their output tails. */
+const checksView = (checks: store.StoredResult['checks']) =>
+  checks.map((c) => ({
+    command: c.command,
+    exit_code: c.exit_code,
+    timed_out: c.timed_out,
+    output_sha256: c.output_sha256,
+    duration_ms: c.duration_ms,
+  }));
+
+/**
+ * The result's two sides, kept apart: what the server recomputed from the bundles, and what the
+ * node reported and signed (its checks above all, which the server cannot re-run).
+ */
+function resultSides(o: store.OrderRow) {
+  const r = o.result;
+  if (!r) return { server_verified: null, node_claim: null };
+  return {
+    server_verified: {
+      basis: BASIS.changed_paths,
+      base_commit: o.base_commit,
+      commit_sha: o.commit_sha,
+      changed_paths: r.changed_paths,
+      diff_sha256: r.diff_sha256,
+      diff_truncated: r.diff_truncated,
+      check_commands: (o.spec.check_commands ?? []).map(({ check, command }) => ({ check, command })),
+    },
+    node_claim: {
+      basis: BASIS.checks,
+      node_id: r.node_id,
+      result_hash: r.result_hash,
+      receipt_id: r.receipt_id,
+      changed_paths: r.reported_changed_paths ?? null,
+      diff_sha256: r.reported_diff_sha256 ?? null,
+      checks: checksView(r.checks),
+      capsule: r.capsule,
+    },
+  };
+}
+
+/**
+ * The trust tier an order runs under. Only owners and admins may let orders be approved without
+ * a person: a member's order defaults to `reviewed`, and a member asking for `certified` is refused.
+ */
+function trustTierOf(principal: Principal, asked: TrustTier | undefined): TrustTier {
+  const manager = principal.role === 'owner' || principal.role === 'admin';
+  if (asked === 'certified' && !manager)
+    throw new ApiError(
+      'forbidden',
+      "only owners and admins can choose trust tier certified (approved without a person); a member's order runs under reviewed and waits for an owner or admin",
+    );
+  return asked ?? (manager ? 'certified' : 'reviewed');
 }
 
 const bad = (path: string, message: string) =>
@@ -88,7 +138,8 @@ export async function createOrder(
   if (repo && body.repository_url && body.repository_url !== repo.repository_url)
     throw bad('/repository_url', "differs from the connection's repository_url");
   const repositoryUrl = repo?.repository_url ?? body.repository_url ?? '';
-  await checkRepositoryUrl(ctx, repositoryUrl);
+  const trustTier = trustTierOf(principal, body.trust_tier);
+  const remote = await remoteOf(ctx, repo, repositoryUrl);
   if (body.site_url) await checkRepositoryUrl(ctx, body.site_url, '/site_url');
   if (body.model !== undefined && findModel(body.model)?.type !== 'chat')
     throw bad('/model', 'must be a chat model of the catalogue (GET /v1/models)');
@@ -103,14 +154,9 @@ export async function createOrder(
   const workBranch = body.work_branch ?? `svc/${id}`;
   if (workBranch === base) throw bad('/work_branch', 'must differ from base_branch');
   const timeout = body.timeout_seconds ?? 900;
-  const staged = await stageBaseBundle(
-    ctx,
-    await remoteOf(ctx, repo, repositoryUrl),
-    base,
-    `wob-${id}.bundle`,
-    timeout,
-    '/base_branch',
-  );
+  const staged = await stageBaseBundle(ctx, remote, base, `wob-${id}.bundle`, timeout, '/base_branch');
+  // Required checks stand for commands of the base commit's own tooling, never a capsule's choice.
+  const checks = checkCommandsFor(policy.required_checks, staged.tooling);
   const spec: store.OrderSpec = {
     goal: body.goal,
     title: body.title ?? null,
@@ -120,13 +166,15 @@ export async function createOrder(
     site_url: body.site_url ?? null,
     base_branch: base,
     work_branch: workBranch,
-    trust_tier: body.trust_tier ?? 'certified',
+    trust_tier: trustTier,
     policy_preset: preset,
     ...policy,
     model: body.model ?? null,
     requires_tee: body.requires_tee ?? false,
     timeout_seconds: timeout,
     base_bundle_key: staged.key,
+    check_commands: checks.commands,
+    check_files: staged.tooling.files,
   };
   const payload: RepositoryWorkPayload = {
     mode: 'execute',
@@ -146,6 +194,7 @@ export async function createOrder(
       forbidden_paths: policy.forbidden_paths,
       required_checks: policy.required_checks,
       tooling: { package_managers: [], test_commands: [], files: [] },
+      check_commands: checks.commands.map((c) => c.argv),
     },
   };
   const snapshot = {
@@ -275,6 +324,13 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
   if (!job || ['pending', 'submitted'].includes(job.status)) return order;
   const blob = job.status === 'completed' && job.work_id ? await readWorkResult(ctx, job.work_id) : undefined;
   const receipt = job.status === 'completed' ? (await receiptsOfJob(ctx.db, order.org_id, jobId))[0] : undefined;
+  const result = blob ? executeResultOf(blob.bytes) : undefined;
+  // Read and recomputed outside the transaction: git runs on the bundles (idempotent, no remote).
+  const recomputed =
+    result && result.capsule.exit_code === 0 && !result.capsule.timed_out
+      ? await recompute(ctx, order, result, job.node_id)
+      : undefined;
+  const trust = await nodeTrustOf(ctx, order.org_id, job.node_id);
   let approvedHere = false;
   const updated = await ctx.db.transaction(async (tx) => {
     const current = await store.findOrder(tx, order.org_id, order.id, true);
@@ -313,7 +369,6 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
       return failed ?? row;
     }
     if (job.status !== 'completed') return row;
-    const result = blob ? executeResultOf(blob.bytes) : undefined;
     const finished: EvidenceEvent = {
       type: 'capsule.finished',
       summary: result
@@ -331,35 +386,54 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
       },
       causedBy: ['capsule.started'],
     };
-    if (!result || result.capsule.exit_code !== 0 || result.capsule.timed_out) {
-      const reason = !result
-        ? 'the node returned no work result'
-        : `the capsule ${result.capsule.timed_out ? 'ran out of time' : `exited ${String(result.capsule.exit_code)}`}`;
+    if (!result || !recomputed || 'problem' in recomputed) {
+      let reason: string;
+      if (!result) reason = 'the node returned no work result';
+      else if (recomputed && 'problem' in recomputed) reason = recomputed.problem;
+      else
+        reason = `the capsule ${result.capsule.timed_out ? 'ran out of time' : `exited ${String(result.capsule.exit_code)}`}`;
       const failed = await store.updateOrder(tx, row.id, 'running', { status: 'failed', failure_reason: reason });
+      const detail = recomputed && 'problem' in recomputed ? { node_id: job.node_id, ...recomputed.metadata } : {};
       await finishRun(
         ctx,
         tx,
         row.id,
         [
           finished,
-          { type: 'work_order.failed', summary: reason, metadata: { job_id: jobId }, causedBy: ['capsule.finished'] },
+          {
+            type: 'work_order.failed',
+            summary: reason.slice(0, 400),
+            metadata: { job_id: jobId, ...detail },
+            causedBy: ['capsule.finished'],
+          },
         ],
         'failed',
       );
       return failed ?? row;
     }
+    const work = recomputed.work;
     const workBundleKey = result.bundle_base64 ? `work-orders/${row.id}/work.bundle` : null;
     if (workBundleKey && result.bundle_base64)
       await ctx.blobs
         .within(tx)
         .put(workBundleKey, Buffer.from(result.bundle_base64, 'base64'), 'application/x-git-bundle');
     const spec = row.spec;
-    const decision = certify(spec, result.changed_paths, result.checks, spec.trust_tier);
+    const decision = certify({
+      policy: spec,
+      changedPaths: work.changed_paths,
+      checks: result.checks,
+      commands: spec.check_commands ?? [],
+      checkFiles: spec.check_files ?? [],
+      trustTier: spec.trust_tier,
+      node: { id: job.node_id, trust },
+    });
     const stored: store.StoredResult = {
-      changed_paths: result.changed_paths,
-      diff: result.diff,
-      diff_truncated: result.diff_truncated,
-      diff_sha256: sha256(result.diff),
+      changed_paths: work.changed_paths,
+      diff: work.diff,
+      diff_truncated: work.diff_truncated,
+      diff_sha256: sha256(work.diff),
+      reported_changed_paths: result.changed_paths,
+      reported_diff_sha256: sha256(result.diff),
       checks: result.checks,
       capsule: { ...result.capsule },
       result_hash: job.result_hash ?? '',
@@ -378,24 +452,29 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
       finished,
       ...result.checks.map((c): EvidenceEvent => ({
         type: 'check.executed',
-        summary: `${c.command} exited ${String(c.exit_code)}`,
+        summary: `node ${job.node_id ?? 'unknown'} reports: ${c.command} exited ${String(c.exit_code)}`,
         metadata: {
           command: c.command,
           exit_code: c.exit_code,
           timed_out: c.timed_out,
           output_sha256: c.output_sha256,
+          basis: BASIS.checks,
+          node_id: job.node_id,
         },
         causedBy: ['capsule.finished'],
       })),
       {
         type: 'diff.produced',
-        summary: `${result.changed_paths.length} paths changed in ${result.commit_sha ?? 'no commit'}`,
+        summary: `${work.changed_paths.length} paths changed in ${result.commit_sha ?? 'no commit'} (recomputed by the server)`,
         metadata: {
-          base_commit: result.base_commit,
+          base_commit: row.base_commit,
           commit_sha: result.commit_sha,
-          changed_paths: result.changed_paths,
+          changed_paths: work.changed_paths,
           diff_sha256: stored.diff_sha256,
-          diff_truncated: result.diff_truncated,
+          diff_truncated: work.diff_truncated,
+          basis: BASIS.changed_paths,
+          reported_changed_paths: result.changed_paths,
+          reported_diff_sha256: stored.reported_diff_sha256,
         },
         causedBy: ['capsule.finished'],
       },
@@ -413,7 +492,7 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
         decision: 'approved',
         by: 'policy',
         role: 'policy',
-        reason: `certified under trust tier ${spec.trust_tier}`,
+        reason: `certified under trust tier ${spec.trust_tier}, run by node ${job.node_id ?? 'unknown'} (${trust})`,
         at: new Date().toISOString(),
       };
       const approved = await store.updateOrder(tx, row.id, 'certified', {
@@ -423,7 +502,7 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
       await recordEvents(tx, row.id, [
         {
           type: 'approval.recorded',
-          summary: 'approved automatically: certified under the certified trust tier',
+          summary: `approved automatically: certified under the certified trust tier, node ${job.node_id ?? 'unknown'} trusted (${trust})`,
           metadata: { ...approval },
           causedBy: ['certification.decided'],
         },
@@ -459,7 +538,6 @@ async function pushAndOpen(ctx: ServiceContext, order: store.OrderRow): Promise<
       ? await getRepository(ctx, { orgId: order.org_id } as Principal, order.repository_id).catch(() => null)
       : null;
     const remote = await remoteOf(ctx, repo, spec.repository_url);
-    await checkRepositoryUrl(ctx, spec.repository_url);
     const [base, work] = await Promise.all([
       ctx.blobs.get(spec.base_bundle_key),
       ctx.blobs.get(order.result.work_bundle_key),
@@ -574,7 +652,6 @@ export async function rollbackOrder(ctx: ServiceContext, principal: Principal, i
   const spec = order.spec;
   const repo = order.repository_id ? await getRepository(ctx, principal, order.repository_id).catch(() => null) : null;
   const remote = await remoteOf(ctx, repo, spec.repository_url);
-  await checkRepositoryUrl(ctx, spec.repository_url);
   const [base, work] = await Promise.all([
     ctx.blobs.get(spec.base_bundle_key),
     order.result?.work_bundle_key ? ctx.blobs.get(order.result.work_bundle_key) : undefined,

@@ -1,7 +1,6 @@
 import type { PreflightResult, RepositoryWorkPayload } from '@svc/protocol';
 import type { Static } from '@sinclair/typebox';
 import type { ServiceContext } from '../../context.js';
-import { checkOutboundUrl } from '../../platform/egress.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
@@ -34,7 +33,7 @@ export function repositoryView(r: store.RepositoryRow) {
 }
 
 export async function checkRepositoryUrl(ctx: ServiceContext, url: string, path = '/repository_url'): Promise<void> {
-  await checkOutboundUrl(url, { allowPrivate: ctx.config.allowPrivateEgress, path });
+  await ctx.egress.checkUrl(url, path);
 }
 
 export async function createRepository(
@@ -80,16 +79,24 @@ export async function deleteRepository(ctx: ServiceContext, principal: Principal
   return { message: `repository connection ${id} deleted; its token is erased` };
 }
 
-/** How the server reaches a connection's repository (the token opened only here, in memory). */
+/**
+ * How the server reaches a connection's repository, checked by the egress guard now: the token
+ * opened only here, in memory, and git pinned to the addresses the guard checked (so a DNS answer
+ * that changes after the check cannot send git, or the token, elsewhere). Call it right before
+ * the git command that uses it.
+ */
 export async function remoteOf(
   ctx: ServiceContext,
   repo: Pick<store.RepositoryRow, 'id' | 'repository_url' | 'token_sealed'> | null,
   url: string,
 ): Promise<Remote> {
-  if (!repo?.token_sealed) return { url, token: null };
+  const target = repo?.token_sealed ? repo.repository_url : url;
+  const { addresses } = await ctx.egress.checkAddresses(target, '/repository_url');
+  if (!repo?.token_sealed) return { url, token: null, addresses };
   return {
     url: repo.repository_url,
     token: (await loadTokenBox(ctx.db)).open(repo.token_sealed, tokenPurpose(repo.id)),
+    addresses,
   };
 }
 
@@ -105,7 +112,7 @@ export async function stageBaseBundle(
   timeoutSeconds: number,
   path: string,
 ) {
-  let fetched: { bundle: Buffer; commit: string };
+  let fetched: Awaited<ReturnType<typeof fetchBaseBundle>>;
   try {
     fetched = await fetchBaseBundle(remote, branch);
   } catch (err) {
@@ -118,7 +125,7 @@ export async function stageBaseBundle(
   const key = fileBlobKey(name);
   await ctx.blobs.put(key, fetched.bundle, 'application/x-git-bundle');
   const url = presignFileUrl(ctx, name, Math.floor(Date.now() / 1000) + timeoutSeconds + 3600);
-  return { key, url, commit: fetched.commit };
+  return { key, url, commit: fetched.commit, tooling: fetched.tooling };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -136,7 +143,7 @@ export async function preflight(
   body: Static<typeof PreflightWorkRepositoryRequest>,
 ) {
   const repo = await getRepository(ctx, principal, id);
-  await checkRepositoryUrl(ctx, repo.repository_url);
+  const remote = await remoteOf(ctx, repo, repo.repository_url);
   const base = body.base_branch ?? repo.default_branch;
   const timeout = body.timeout_seconds ?? 900;
   const answer = async (
@@ -159,14 +166,7 @@ export async function preflight(
   };
   let staged: Awaited<ReturnType<typeof stageBaseBundle>>;
   try {
-    staged = await stageBaseBundle(
-      ctx,
-      await remoteOf(ctx, repo, repo.repository_url),
-      base,
-      `wpf-${newId('b')}.bundle`,
-      timeout,
-      '/base_branch',
-    );
+    staged = await stageBaseBundle(ctx, remote, base, `wpf-${newId('b')}.bundle`, timeout, '/base_branch');
   } catch (err) {
     if (err instanceof ApiError && err.code === 'invalid_request')
       return answer('failed', `${err.message}. Check repository_url, the branch name and the connection's token.`);

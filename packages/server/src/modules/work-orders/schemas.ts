@@ -91,7 +91,12 @@ export const CreateWorkOrderRequest = Type.Object(
     site_url: Type.Optional(Url),
     work_branch: Type.Optional(Branch),
     base_branch: Type.Optional(Branch),
-    trust_tier: Type.Optional(StringEnum(TRUST_TIERS, { default: 'certified' })),
+    trust_tier: Type.Optional(
+      StringEnum(TRUST_TIERS, {
+        description:
+          'default `certified` for owners and admins, `reviewed` for members (a member may not choose `certified`: 403)',
+      }),
+    ),
     allowed_paths: Type.Optional(Globs),
     forbidden_paths: Type.Optional(Globs),
     required_checks: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 50 })),
@@ -148,6 +153,12 @@ export const WorkOrder = Type.Object(
     rollback_point: NullableStr,
     rollback: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
     failure_reason: NullableStr,
+    server_verified: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
+      description: 'what the server recomputed from the base and work bundles (changed_paths, diff)',
+    }),
+    node_claim: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
+      description: 'what the node reported and signed, taken as its claim (checks, its own changed paths)',
+    }),
     evidence_path: Str,
     created_at: Str,
     updated_at: Str,

@@ -1,5 +1,5 @@
 import type { Queryable } from '../../platform/db/index.js';
-import type { Decision, PolicyPreset, TrustTier } from './policy.js';
+import type { CheckCommand, Decision, PolicyPreset, TrustTier } from './policy.js';
 import type { WorkOrderStatus } from './states.js';
 
 /** SQL for `work_repositories` and `work_orders`; this module is their only writer. */
@@ -92,6 +92,10 @@ export interface OrderSpec {
   timeout_seconds: number;
   /** Blob key of the base bundle the node cloned (kept for the push and the rollback). */
   base_bundle_key: string;
+  /** The commands the required checks stand for, derived from the base commit's tooling (absent before 2026-12). */
+  check_commands?: CheckCommand[];
+  /** The base's tooling files, where those commands are defined. */
+  check_files?: string[];
 }
 
 export interface Approval {
@@ -102,12 +106,18 @@ export interface Approval {
   at: string;
 }
 
-/** What the node reported, less the bundle (kept as a blob). */
+/**
+ * The result as certified, less the bundle (kept as a blob): `changed_paths` and `diff` recomputed
+ * by the server from the bundles; `checks`, `capsule` and `reported_*` as the node signed them.
+ */
 export interface StoredResult {
   changed_paths: string[];
   diff: string;
   diff_truncated: boolean;
   diff_sha256: string;
+  /** The node's own list and diff hash (absent on results stored before the server recomputed them). */
+  reported_changed_paths?: string[];
+  reported_diff_sha256?: string;
   checks: {
     command: string;
     argv: string[];
