@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createOpenAIUpstreamEngine } from '../src/engines/openai-upstream.js';
 import type { Engine } from '../src/engines/interface.js';
@@ -190,6 +191,28 @@ describe('openai-upstream transcription', () => {
       });
       expect(mp3.duration).toBe(0);
       expect(textOnly.requests.at(-1)?.form?.files[0]?.type).toBe('audio/mpeg');
+    } finally {
+      await plain.close();
+      await textOnly.close();
+    }
+  });
+
+  it('measures every accepted format itself when the upstream answers with text only (what the server checks the receipt against)', async () => {
+    const textOnly = await startOpenAITestServer({ transcriptionFormat: 'text-only' });
+    const plain = createOpenAIUpstreamEngine({ baseUrl: textOnly.url, models: MODELS });
+    const samples = new URL('../../server/test/audio/', import.meta.url);
+    try {
+      for (const [file, seconds] of [
+        ['tone-3.2s.mp3', 3.2],
+        ['tone-4.1s.flac', 4.1],
+        ['tone-5.3s.ogg', 5.3],
+        ['tone-6.4s.m4a', 6.4],
+        ['tone-7.6s.webm', 7.6],
+      ] as const) {
+        const audio = await readFile(new URL(file, samples));
+        const result = await plain.transcribe({ model: 'whisper-base', audio, filename: file });
+        expect(Math.abs(result.duration - seconds), file).toBeLessThan(0.1);
+      }
     } finally {
       await plain.close();
       await textOnly.close();

@@ -16,7 +16,7 @@ import {
 import { readSse } from './sse.js';
 import { estimateChatPromptTokens, estimateInputTokens, estimateTokens } from './token-estimate.js';
 import { createUpstreamHttp, readJson, type UpstreamStream } from './upstream-http.js';
-import { wavDurationSeconds } from './wav.js';
+import { audioDurationSeconds } from './audio-duration.js';
 
 export interface OpenAIUpstreamOptions {
   /** The upstream's OpenAI base URL, `/v1` included: `http://127.0.0.1:11434/v1`. */
@@ -291,7 +291,7 @@ export function createOpenAIUpstreamEngine(options: OpenAIUpstreamOptions): Engi
       const duration =
         typeof json.duration === 'number' && json.duration >= 0
           ? json.duration
-          : (wavDurationSeconds(request.audio) ?? 0);
+          : ((await audioDurationSeconds(request.audio)) ?? 0);
       const segments = Array.isArray(json.segments)
         ? json.segments
             .map(asObject)
