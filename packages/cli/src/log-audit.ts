@@ -87,10 +87,20 @@ async function readLeaves(
   return { leaves, lastTile };
 }
 
+/** An even number strictly between `a` and `b`, near the middle, if there is one. */
+function evenBetween(a: number, b: number): number | undefined {
+  let m = Math.floor((a + b) / 2);
+  if (m % 2 === 1) m = m + 1 < b ? m + 1 : m - 1;
+  return m > a && m < b ? m : undefined;
+}
+
 /**
- * The first leaf whose hash, as the tiles serve it, the signed tree does not hold: binary search
- * on "the tiles' leaves before j, on the kept edge, give a tree that the server proves is a prefix
- * of the signed one". Leaves before the answer are proven; undefined when no proof can be read.
+ * The first leaf whose hash, as the tiles serve it, the signed tree does not hold. `proven(j)`:
+ * the tiles' leaves before j, on the kept edge, give a tree the server proves is a prefix of the
+ * signed one (then every leaf before j is right). It is searched at even j only: a proof from an
+ * odd j holds the stored hash of leaf j itself, which a rewritten leaf row would make fail too.
+ * That leaves a pair at the end; `pair` when the server's own proof cannot tell which of the two
+ * it is (its proof holds the same rewritten hash). Undefined when no proof can be read.
  */
 async function firstBadLeaf(
   source: AuditSource,
@@ -98,22 +108,23 @@ async function firstBadLeaf(
   leaves: readonly Buffer[],
   size: number,
   rootB64: string,
-): Promise<number | undefined> {
+): Promise<{ index: number; pair: boolean } | undefined> {
+  const proven = async (j: number) => {
+    const prefixRoot = edgeRoot(appendToEdge(kept.edge, kept.size, leaves.slice(0, j - kept.size)));
+    return checkConsistency(await source.consistency(j, size), size, rootB64, j, prefixRoot.toString('base64'));
+  };
   let good = kept.size;
   let bad = size;
-  while (bad - good > 1) {
-    const mid = Math.floor((good + bad) / 2);
-    const prefixRoot = edgeRoot(appendToEdge(kept.edge, kept.size, leaves.slice(0, mid - kept.size)));
-    let proof: string[];
-    try {
-      proof = await source.consistency(mid, size);
-    } catch {
-      return undefined;
+  try {
+    for (let mid = evenBetween(good, bad); mid !== undefined; mid = evenBetween(good, bad)) {
+      if (await proven(mid)) good = mid;
+      else bad = mid;
     }
-    if (await checkConsistency(proof, size, rootB64, mid, prefixRoot.toString('base64'))) good = mid;
-    else bad = mid;
+    if (bad - good === 1) return { index: good, pair: false };
+    return (await proven(good + 1)) ? { index: good + 1, pair: false } : { index: good, pair: true };
+  } catch {
+    return undefined;
   }
-  return good;
 }
 
 /**
@@ -139,15 +150,19 @@ export async function auditLeaves(
     const tail = size === kept.size ? kept.tail : read.lastTile.slice(0, tailLength);
     return { ok: true, tree: { size, edge, tail: tailLength === 0 ? [] : tail } };
   }
-  const index = await firstBadLeaf(source, kept, read.leaves, size, rootB64);
-  if (index === undefined)
+  const found = await firstBadLeaf(source, kept, read.leaves, size, rootB64);
+  if (!found)
     return {
       ok: false,
       problem: `the leaves ${kept.size}..${size - 1} served as tiles do not hash to the signed root (no consistency proof to name the leaf)`,
     };
+  const { index, pair } = found;
+  const before = index > kept.size ? ` (leaves ${kept.size}..${index - 1} check out)` : '';
   return {
     ok: false,
-    problem: `leaf ${index}: its hash in the tiles is not the one the signed checkpoint of ${size} records holds${index > kept.size ? ` (leaves ${kept.size}..${index - 1} check out)` : ''}`,
+    problem: pair
+      ? `leaf ${index} or ${index + 1}: their hashes in the tiles are not the ones the signed checkpoint of ${size} records holds, and the server's proofs hold the same hashes${before}`
+      : `leaf ${index}: its hash in the tiles is not the one the signed checkpoint of ${size} records holds${before}`,
     leaf_index: index,
   };
 }

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateEd25519, publicKeyHex } from '@svc/protocol';
+import { bundleHash, generateEd25519, publicKeyHex } from '@svc/protocol';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { createTestStore, type TestStore } from '@svc/server/testing';
 import { main } from '../src/main.js';
@@ -178,6 +178,12 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
       expect(text.out).toMatch(/^PASS {2}bundle_hash {2}[0-9a-f]{64}$/m);
       expect(text.out).toMatch(/^PASS {2}certificate_signature /m);
       expect(text.out).toMatch(/^PASS {2}receipt_signature\[rcpt_/m);
+      // The run's entry in the transparency log, its checkpoint signed by a pinned key.
+      expect(text.out).toMatch(/^PASS {2}log_leaf {2}run run_\S+, \d+ events, root [0-9a-f]{64}$/m);
+      expect(text.out).toMatch(
+        /^PASS {2}log_checkpoint_signature {2}tree of \d+ signed by \S+\+[0-9a-f]{8}, among the pinned keys$/m,
+      );
+      expect(text.out).toMatch(/^PASS {2}log_inclusion {2}record \d+ of \d+$/m);
       expect(text.out).toMatch(/verified: all \d+ checks passed/);
       expect(text.code).toBe(0);
     }
@@ -215,6 +221,8 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
       'certificate_signature',
     ],
     ['the bundle hash', ['bundle_hash'], '0'.repeat(64), 'bundle_hash'],
+    ["the log leaf's root hash", ['verifier', 'log', 'leaf', 'root_hash'], 'f'.repeat(64), 'log_leaf'],
+    ['the log leaf index', ['verifier', 'log', 'leaf_index'], 1e6, 'log_inclusion'],
   ])(
     'altering %s fails verification and names the check',
     async (_, path, value, check) => {
@@ -252,6 +260,19 @@ describe('svc verify and svc keys rotate, with real processes and the server sto
     expect((await svcVerifyHere([jobBundle, '--public-key', 'XYZ'])).code).toBe(2);
     expect((await svcVerifyHere([jobBundle, '--public-key', 'ab'.repeat(32)])).code).toBe(2);
     expect((await svcVerifyHere([join(dir, 'missing.json')])).code).toBe(2);
+
+    // A bundle made before the log (no verifier.log): reported absent, failed only when required.
+    const old = JSON.parse(text) as { verifier: Json; bundle_hash?: string };
+    delete old.verifier.log;
+    delete old.bundle_hash;
+    const absent = join(dir, 'before-the-log.json');
+    writeFileSync(absent, JSON.stringify({ ...old, bundle_hash: bundleHash(old) }));
+    const lenient = await svcVerifyHere([absent, '--trust-file', trustFile]);
+    expect(lenient.code).toBe(0);
+    expect(lenient.out).toMatch(/^ABSENT {2}log {2}the bundle has no verifier\.log/m);
+    const strict = await svcVerifyHere([absent, '--trust-file', trustFile, '--require-log']);
+    expect(strict.code).toBe(1);
+    expect(strict.out).toMatch(/required \(--require-log\)$/m);
   }, 60_000);
 
   it('svc keys rotate: new runs are signed by the new key, old bundles still verify against the published keys', async () => {

@@ -284,6 +284,13 @@ describe.skipIf(!HAVE_CHROMIUM)(
         ]),
       );
       expect(checks.some(([name]) => String(name).startsWith('receipt_signature['))).toBe(true);
+      // The run's entry in the transparency log, checked here as svc verify checks it.
+      expect(checks.filter(([name]) => String(name).startsWith('log'))).toEqual([
+        ['log_leaf', 'true'],
+        ['log_leaf_hash', 'true'],
+        ['log_checkpoint_signature', 'true'],
+        ['log_inclusion', 'true'],
+      ]);
       expect(checks.every(([, ok]) => ok === 'true')).toBe(true);
       expect(await page.getByTestId('verdict').textContent()).toMatch(
         /^Verified in this browser: all \d+ checks passed/,

@@ -7,15 +7,20 @@ import { short, when } from '../format';
 import { useAction, useAsync } from '../hooks';
 import type { EvidenceGraph, PlatformKey } from '../types';
 
-/** The platform's published signing keys, pinned for the certificate check. */
-async function platformKeys(): Promise<TrustedKey[]> {
-  const body = await api<{ keys: PlatformKey[] }>('/api/v1/keys/platform', { anonymous: true });
-  return body.keys.map((k) => ({
-    public_key_hex: k.public_key_hex,
-    key_id: k.key_id,
-    valid_from: k.valid_from,
-    valid_until: k.valid_until,
-  }));
+/** The platform's published signing keys, pinned for the certificate check, and its log's note keys. */
+async function platformKeys(): Promise<{ keys: TrustedKey[]; logKeys: string[] }> {
+  const body = await api<{ keys: PlatformKey[]; log?: { verifier_keys?: string[] } }>('/api/v1/keys/platform', {
+    anonymous: true,
+  });
+  return {
+    keys: body.keys.map((k) => ({
+      public_key_hex: k.public_key_hex,
+      key_id: k.key_id,
+      valid_from: k.valid_from,
+      valid_until: k.valid_until,
+    })),
+    logKeys: body.log?.verifier_keys ?? [],
+  };
 }
 
 /** Runs the shared verifier (`@svc/protocol/verify`, WebCrypto) here, in the browser. */
@@ -25,11 +30,14 @@ async function verifyHere(text: string): Promise<BundleVerification> {
       'This browser offers no WebCrypto here: in-browser verification needs a secure context (https, or localhost). Download the bundle and run svc verify instead.',
     );
   }
-  return verifyBundle(text, { trustedKeys: await platformKeys() });
+  const { keys, logKeys } = await platformKeys();
+  return verifyBundle(text, { trustedKeys: keys, trustedLogKeys: logKeys });
 }
 
 function Checks(props: { result: BundleVerification; source: string }) {
   const failed = props.result.checks.filter((c) => !c.ok).length;
+  // A log entry that is absent (a bundle from before the log) or pending is neither a pass nor a failure.
+  const unchecked = props.result.checks.find((c) => c.status !== undefined && c.ok);
   return (
     <div
       class={`verification ${props.result.ok ? 'good' : 'bad'}`}
@@ -38,14 +46,18 @@ function Checks(props: { result: BundleVerification; source: string }) {
     >
       <p role="status" class="verdict" data-testid="verdict">
         {props.result.ok
-          ? `Verified in this browser: all ${props.result.checks.length} checks passed (${props.source}).`
+          ? unchecked
+            ? `Verified in this browser: ${props.result.checks.length - 1} checks passed; the log entry is ${String(unchecked.status)} (${props.source}).`
+            : `Verified in this browser: all ${props.result.checks.length} checks passed (${props.source}).`
           : `Verification failed: ${failed} of ${props.result.checks.length} checks failed (${props.source}).`}
       </p>
       <ul class="checks">
         {props.result.checks.map((c, i) => (
-          <li key={`${c.name}-${i}`} data-check={c.name} data-ok={String(c.ok)}>
-            <span class={`badge ${c.ok ? 'good' : 'bad'}`}>{c.ok ? 'pass' : 'fail'}</span> <code>{c.name}</code>{' '}
-            <span class="small wrap">{c.reason}</span>
+          <li key={`${c.name}-${i}`} data-check={c.name} data-ok={String(c.ok)} data-status={c.status}>
+            <span class={`badge ${c.status ? 'warn' : c.ok ? 'good' : 'bad'}`}>
+              {c.status ?? (c.ok ? 'pass' : 'fail')}
+            </span>{' '}
+            <code>{c.name}</code> <span class="small wrap">{c.reason}</span>
           </li>
         ))}
       </ul>
@@ -132,8 +144,9 @@ export function EvidenceSection(props: {
       </div>
       <p class="muted small">
         Verification recomputes the bundle hash, every event hash and the Merkle root, checks the platform's certificate
-        against its published keys and each node's SVC1 receipt signature, and that every receipt is bound to the graph.
-        Offline: <code>svc verify BUNDLE.json</code>.
+        against its published keys and each node's SVC1 receipt signature, that every receipt is bound to the graph, and
+        the run's entry in the transparency log (its leaf, and its inclusion under a checkpoint signed by a published
+        key). Offline: <code>svc verify BUNDLE.json</code>.
       </p>
       <ErrorNotice error={download.error ?? verify.error ?? verifyFile.error} />
       {result && <Checks result={result.verification} source={result.source} />}
