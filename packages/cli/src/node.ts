@@ -34,6 +34,8 @@ export interface NodeConfig {
   upstream?: { baseUrl: string; apiKey?: string; models: Map<string, string> };
   gguf: Map<string, string>;
   tee?: { vcekFile?: string; tdxCollateralDir?: string };
+  /** The longest wait between two tries of an upload or a poll (`SVC_NODE_RETRY_CAP_MS`; default 30 s). */
+  retryCapMs?: number;
   /** OCI archives loaded into podman for the `oci` runner (`--image FILE`), and its ceilings. */
   images: string[];
   maxMemoryMb: number;
@@ -117,6 +119,25 @@ function catalogueId(flag: string, id: string): string {
   if (findModel(id) === undefined)
     throw new UsageError(`--${flag}: '${id}' is not a catalogue model (one of: ${MODELS.map((m) => m.id).join(', ')})`);
   return id;
+}
+
+/** Upload and poll retries capped at `capMs` (the first waits at most half a second, or `capMs` if less). */
+function retryTiming(capMs: number) {
+  return {
+    uploadBackoff: { baseMs: Math.min(500, capMs), capMs },
+    pollBackoff: { baseMs: Math.min(1_000, capMs), capMs },
+  };
+}
+
+/** `SVC_NODE_RETRY_CAP_MS`: a whole number of milliseconds from 100 to 300,000, or undefined when unset. */
+function retryCap(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const ms = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isInteger(ms) || ms < 100 || ms > 300_000)
+    throw new UsageError(
+      `SVC_NODE_RETRY_CAP_MS must be a whole number of milliseconds from 100 to 300000, got '${raw}'`,
+    );
+  return ms;
 }
 
 /**
@@ -223,10 +244,12 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
       'nothing to serve: give --upstream with --model, --gguf, --image, --allow-process-runner, --capsule or --runner',
     );
   }
+  const retryCapMs = retryCap(env.SVC_NODE_RETRY_CAP_MS);
   return {
     server,
     apiKey,
     dataDir: resolve(flag('data-dir') ?? './.svc-node'),
+    ...(retryCapMs === undefined ? {} : { retryCapMs }),
     ...(country === undefined ? {} : { country }),
     ...(region === undefined ? {} : { region }),
     ...(name === undefined ? {} : { name }),
@@ -330,6 +353,7 @@ export async function node(argv: string[]): Promise<number> {
     ...(config.region === undefined ? {} : { region: config.region }),
     ...(config.name === undefined ? {} : { name: config.name }),
     ...(config.tee === undefined ? {} : { tee: config.tee }),
+    ...(config.retryCapMs === undefined ? {} : { timing: retryTiming(config.retryCapMs) }),
     onEvent: logEvent,
   });
   let stopRequested = false;

@@ -35,17 +35,43 @@ export type RetryResult<T> =
  */
 export async function withRetries<T>(fn: () => Promise<T>, options: RetryOptions): Promise<RetryResult<T>> {
   const deadline = Date.now() + (options.deadlineMs ?? 120_000);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return { ok: true, value: await fn() };
-    } catch (err) {
-      if (options.signal?.aborted || !(err instanceof ControlPlaneError)) throw err;
-      if (!err.retryable) return { ok: false, error: err, final: 'refused' };
-      const delay = Math.max(backoffDelay(attempt, options.backoff), err.retryAfterMs ?? 0);
-      if (Date.now() + delay > deadline) return { ok: false, error: err, final: 'deadline' };
-      options.onRetry?.(err, delay);
-      await sleep(delay, options.signal, options.sooner);
+  // Woken (the channel reopened: the server is back) during a try or a wait: the backoff starts
+  // over, so a try that fails once more right after the reconnect (the server still starting) is
+  // retried within `baseMs`, not after a wait grown while the server was away.
+  let woken = false;
+  let wakeSleep: (() => void) | undefined;
+  const stopListening = options.sooner?.(() => {
+    woken = true;
+    wakeSleep?.();
+  });
+  const local: Sooner | undefined = options.sooner
+    ? (wake) => {
+        wakeSleep = wake;
+        return () => (wakeSleep = undefined);
+      }
+    : undefined;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return { ok: true, value: await fn() };
+      } catch (err) {
+        if (options.signal?.aborted || !(err instanceof ControlPlaneError)) throw err;
+        if (!err.retryable) return { ok: false, error: err, final: 'refused' };
+        // Woken while this try was on its way: the next goes at once.
+        const wokeDuring = woken;
+        woken = false;
+        if (wokeDuring) attempt = 0;
+        const backoff = wokeDuring ? 0 : backoffDelay(attempt, options.backoff);
+        const delay = Math.max(backoff, err.retryAfterMs ?? 0);
+        if (Date.now() + delay > deadline) return { ok: false, error: err, final: 'deadline' };
+        options.onRetry?.(err, delay);
+        await sleep(delay, options.signal, local);
+        if (woken) attempt = -1;
+        woken = false;
+      }
     }
+  } finally {
+    stopListening?.();
   }
 }
 

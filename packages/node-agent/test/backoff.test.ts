@@ -85,4 +85,37 @@ describe('backoff and retries', () => {
     await expect(sleep(10_000, controller.signal, sooner)).rejects.toThrow('stop');
     expect(listening.size).toBe(0);
   });
+
+  it('after a wake-up the backoff starts over: a try that fails again right after a reconnect is retried within baseMs', async () => {
+    const listening = new Set<() => void>();
+    const sooner = (wake: () => void) => {
+      listening.add(wake);
+      return () => listening.delete(wake);
+    };
+    const delays: number[] = [];
+    let calls = 0;
+    const started = Date.now();
+    const retried = withRetries(
+      async () => {
+        calls++;
+        // Away for four tries (the backoff grows to its cap), back but still starting for one.
+        if (calls <= 5) throw new ControlPlaneError(0, 'network_error', 'the server is away');
+        return 'delivered';
+      },
+      {
+        backoff: { baseMs: 100, capMs: 60_000, random: () => 0.99 },
+        sooner,
+        onRetry: (_e, delay) => {
+          delays.push(delay);
+          // The channel reopens while the fourth retry waits out its backoff.
+          if (delays.length === 4) setTimeout(() => [...listening].forEach((wake) => wake()), 20);
+        },
+      },
+    );
+    expect(await retried).toEqual({ ok: true, value: 'delivered' });
+    // 99, 198, 396, 792 ms (woken early), then the first delay again: not 1,584 ms.
+    expect(delays).toEqual([99, 198, 396, 792, 99]);
+    expect(Date.now() - started).toBeLessThan(99 + 198 + 396 + 20 + 99 + 500);
+    expect(listening.size).toBe(0);
+  });
 });
