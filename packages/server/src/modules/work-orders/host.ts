@@ -1,13 +1,18 @@
 import { Octokit } from '@octokit/rest';
 import type { Config } from '../../platform/config.js';
-import { checkOutboundUrl } from '../../platform/egress.js';
+import type { Egress } from '../../platform/egress.js';
 
 /**
  * The repository host's side of a change request: a GitHub pull request through its REST API
  * (`@octokit/rest`) for hosts listed in `SVC_GITHUB_HOSTS` (default github.com; the API at
  * `SVC_GITHUB_API_URL`), or for any other host a compare URL for the pushed branch. Every API
- * request passes the egress guard first.
+ * request goes through the platform's egress guard (`ctx.egress.fetch`), whose dispatcher checks
+ * the address it actually connects to: a name that resolves to a public address at a URL check
+ * and to a private one a moment later (DNS rebinding) is refused at the connection.
  */
+
+/** The part of the egress guard the host calls. */
+export type HostEgress = Pick<Egress, 'fetch'>;
 
 export interface HostRepo {
   kind: 'github' | 'other';
@@ -38,12 +43,19 @@ export interface ChangeRequest {
   base: string;
 }
 
-function octokit(config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>, token: string | null): Octokit {
-  const guarded: typeof fetch = async (input, init) => {
+function octokit(config: Pick<Config, 'workOrders'>, egress: HostEgress, token: string | null): Octokit {
+  const guarded = (async (input: string | URL | Request, init?: RequestInit) => {
     const target = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-    await checkOutboundUrl(target, { allowPrivate: config.allowPrivateEgress, path: '/repository_url' });
-    return fetch(input, { ...init, redirect: 'error' });
-  };
+    const { body, headers, method, signal } = init ?? {};
+    // undici's fetch under the guarded dispatcher: the same WHATWG shapes as the global one.
+    return egress.fetch(target, {
+      method,
+      headers: headers as Record<string, string>,
+      body: body as string | undefined,
+      signal: signal ?? null,
+      redirect: 'error',
+    });
+  }) as unknown as typeof fetch;
   return new Octokit({
     ...(token ? { auth: token } : {}),
     baseUrl: config.workOrders.githubApiUrl,
@@ -57,10 +69,11 @@ function octokit(config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>, toke
  * compare URL.
  *
  * @example
- * await openChangeRequest(config, repo, token, { branch: 'svc/wo-1', base: 'main', title: 'Add x', body: '...' });
+ * await openChangeRequest(config, ctx.egress, repo, token, { branch: 'svc/wo-1', base: 'main', title: 'Add x', body: '...' });
  */
 export async function openChangeRequest(
-  config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>,
+  config: Pick<Config, 'workOrders'>,
+  egress: HostEgress,
   repo: HostRepo,
   token: string | null,
   pr: { branch: string; base: string; title: string; body: string },
@@ -74,7 +87,7 @@ export async function openChangeRequest(
       branch: pr.branch,
       base: pr.base,
     };
-  const { data } = await octokit(config, token).rest.pulls.create({
+  const { data } = await octokit(config, egress, token).rest.pulls.create({
     owner: repo.owner,
     repo: repo.name,
     title: pr.title,
@@ -87,13 +100,14 @@ export async function openChangeRequest(
 
 /** Closes a pull request that will not be merged (a rollback before the merge). */
 export async function closePullRequest(
-  config: Pick<Config, 'workOrders' | 'allowPrivateEgress'>,
+  config: Pick<Config, 'workOrders'>,
+  egress: HostEgress,
   repo: HostRepo,
   token: string | null,
   number: number,
 ): Promise<void> {
   if (repo.kind !== 'github') return;
-  await octokit(config, token).rest.pulls.update({
+  await octokit(config, egress, token).rest.pulls.update({
     owner: repo.owner,
     repo: repo.name,
     pull_number: number,

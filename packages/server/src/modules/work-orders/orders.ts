@@ -550,7 +550,7 @@ async function pushAndOpen(ctx: ServiceContext, order: store.OrderRow): Promise<
       commit: order.commit_sha,
     });
     const body = `${spec.goal}\n\n---\nSVC work order ${order.id}: ${order.decision?.certification ?? 'approved'}; rollback point ${order.base_commit ?? ''}.\nEvidence: ${ctx.config.publicUrl}/api/v1/work/orders/${order.id}/evidence/bundle`;
-    const pr = await openChangeRequest(ctx.config, hostRepoOf(ctx.config, spec.repository_url), remote.token, {
+    const pr = await openChangeRequest(ctx.config, ctx.egress, hostRepoOf(ctx.config, spec.repository_url), remote.token, {
       branch: spec.work_branch,
       base: spec.base_branch,
       title: spec.title ?? spec.goal.slice(0, 100),
@@ -673,14 +673,14 @@ export async function rollbackOrder(ctx: ServiceContext, principal: Principal, i
       rollbackBranch,
     });
     if (outcome.outcome === 'reverted') {
-      pr = await openChangeRequest(ctx.config, host, remote.token, {
+      pr = await openChangeRequest(ctx.config, ctx.egress, host, remote.token, {
         branch: rollbackBranch,
         base: spec.base_branch,
         title: `Revert: ${spec.title ?? spec.goal.slice(0, 90)}`,
         body: `Rolls SVC work order ${id} back to ${order.base_commit}.${reason ? `\n\n${reason}` : ''}`,
       });
     } else if (typeof order.pr?.number === 'number') {
-      await closePullRequest(ctx.config, host, remote.token, order.pr.number);
+      await closePullRequest(ctx.config, ctx.egress, host, remote.token, order.pr.number);
     }
   } catch (err) {
     throw new ApiError(
