@@ -1,26 +1,15 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { outboxWorkIds } from '@svc/node-agent';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
-import { openDb, type Db } from '@svc/server';
 import { createTestStore, TEST_STORE_KIND, type TestStore } from '@svc/server/testing';
 import { main } from '../src/main.js';
-import { spawnNode, spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
+import { buyerWithOperatorKey, expectChargedOnce, freePort, serveOn, withStore } from './crash.js';
+import { spawnNode, until, type SpawnedSvc } from './spawn.js';
 
 const LOOPS = 16;
-
-/** A loopback port free right now, so that the restarted server listens where the node connects. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (typeof address !== 'object' || !address) throw new Error('no port');
-  return address.port;
-}
 
 /** `svc verify` in this process (a process start per bundle would dominate the test). */
 async function verifies(bundle: string, trust: string): Promise<{ code: number; out: string }> {
@@ -49,47 +38,13 @@ async function verifies(bundle: string, trust: string): Promise<{ code: number; 
  * returns with its re-sent receipt rebuilds those openings.
  */
 
-/** A JSON POST to `base`, a signed-up buyer's API key and an operator key of the same organization. */
-async function buyerWithOperatorKey(base: string, email: string, password: string) {
-  const post = async (path: string, body: unknown, credential?: string) =>
-    fetch(`${base}${path}`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        ...(credential ? { authorization: `Bearer ${credential}` } : {}),
-      },
-      body: JSON.stringify(body),
-    });
-  const { api_key: apiKey, token } = (await (await post('/api/v1/auth/signup', { email, password })).json()) as {
-    api_key: string;
-    token: string;
-  };
-  const { api_key: nodeKey } = (await (
-    await post('/api/v1/auth/api-keys', { label: 'node', scopes: ['operator'] }, token)
-  ).json()) as { api_key: string };
-  return { post, apiKey, nodeKey };
-}
-
 describe('kill -9 of svc serve under 16 concurrent chat loops, restart on the same store', () => {
   let store: TestStore;
   let upstream: OpenAITestServer;
   let dir: string;
   let port: number;
   const procs: SpawnedSvc[] = [];
-  const serve = async (env: Record<string, string> = {}) => {
-    const p = spawnSvc(['serve'], {
-      ...env,
-      SVC_DATA_DIR: store.dataDir,
-      SVC_PORT: String(port),
-      SVC_LOG_LEVEL: 'warn',
-      SVC_FREE_TIER_CENTS: '100000',
-      SVC_RATE_LIMIT_RPS: '10000',
-      SVC_RATE_LIMIT_BURST: '10000',
-      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
-    });
-    procs.push(p);
-    return { proc: p, url: await waitForUrl(p, 90_000) };
-  };
+  const serve = (env: Record<string, string> = {}) => serveOn(store, port, procs, env);
 
   beforeAll(async () => {
     store = await createTestStore();
@@ -275,21 +230,8 @@ describeOnPglite('kill -9 of svc node holding unacknowledged receipts under 16 c
       store = await createTestStore();
       dir = mkdtempSync(join(tmpdir(), 'svc-node-kill-'));
       const port = await freePort();
-      const startServer = async (env: Record<string, string>) => {
-        const p = spawnSvc(['serve'], {
-          ...env,
-          SVC_DATA_DIR: store.dataDir,
-          SVC_PORT: String(port),
-          SVC_LOG_LEVEL: 'warn',
-          SVC_FREE_TIER_CENTS: '100000',
-          SVC_RATE_LIMIT_RPS: '10000',
-          SVC_RATE_LIMIT_BURST: '10000',
-          SVC_GATEWAY_TIMEOUT_MS: '30000',
-          ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
-        });
-        procs.push(p);
-        return { proc: p, url: await waitForUrl(p, 90_000) };
-      };
+      const startServer = (env: Record<string, string>) =>
+        serveOn(store, port, procs, { ...env, SVC_GATEWAY_TIMEOUT_MS: '30000' });
       let server = await startServer({ SVC_WRITER_FLUSH_MS: String(SLOW_FLUSH_MS) });
       const base = server.url;
       const { post, apiKey, nodeKey } = await buyerWithOperatorKey(
@@ -377,29 +319,3 @@ describeOnPglite('kill -9 of svc node holding unacknowledged receipts under 16 c
 });
 
 const SLOW_FLUSH_MS = 1_500;
-
-/** Opens the store once no process holds it (PGlite is one process's), runs `fn`, closes it. */
-async function withStore<T>(store: TestStore, fn: (db: Db) => Promise<T>): Promise<T> {
-  const db: Db = await openDb(store);
-  try {
-    return await fn(db);
-  } finally {
-    await db.close();
-  }
-}
-
-/** One receipt per job id, one charge per answered request, and every balance the sum of its ledger. */
-async function expectChargedOnce(db: Db, answered: string[]): Promise<void> {
-  const dupReceipts = await db.query('SELECT job_id FROM receipts GROUP BY job_id HAVING count(*) > 1');
-  expect(dupReceipts.rows).toEqual([]);
-  const charges = await db.query<{ ref: string; n: number }>(
-    "SELECT ref, count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge' AND ref = ANY($1::text[]) GROUP BY ref",
-    [answered],
-  );
-  expect(charges.rows.map((r) => r.n)).toEqual(answered.map(() => 1));
-  const unbalanced = await db.query(
-    `SELECT a.org_id FROM credit_accounts a
-      WHERE a.balance_cents <> (SELECT COALESCE(sum(t.amount_cents), 0) FROM credit_transactions t WHERE t.org_id = a.org_id)`,
-  );
-  expect(unbalanced.rows).toEqual([]);
-}

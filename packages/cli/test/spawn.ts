@@ -66,8 +66,14 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined>
   }
 }
 
-/** `svc node` in Canada with 16 slots, serving tinyllama from `upstreamUrl`, on `dataDir`. */
-export function spawnNode(base: string, dataDir: string, upstreamUrl: string, nodeKey: string): SpawnedSvc {
+/** `svc node` in Canada with 16 slots, serving tinyllama from `upstreamUrl`, on `dataDir` (`env` added to its environment). */
+export function spawnNode(
+  base: string,
+  dataDir: string,
+  upstreamUrl: string,
+  nodeKey: string,
+  env: Record<string, string> = {},
+): SpawnedSvc {
   return spawnSvc(
     [
       'node',
@@ -84,6 +90,6 @@ export function spawnNode(base: string, dataDir: string, upstreamUrl: string, no
       '--concurrency',
       '16',
     ],
-    { SVC_NODE_API_KEY: nodeKey },
+    { SVC_NODE_API_KEY: nodeKey, ...env },
   );
 }

@@ -8,7 +8,7 @@ import { requestUsage, unitsFitAudio } from './measured-audio.js';
 import { rebuildOpening } from './rebuild.js';
 import { boundOfRequest } from './metering.js';
 import { completeFromReceipt, completeManyFromReceipts, gatewayReceiptMetadata, lockRequestOfWork } from './settle.js';
-import { lockGatewayRequests, type GatewayRequestRow } from './store.js';
+import { lockGatewayRequests, requestsStillOn, type GatewayRequestRow } from './store.js';
 import { checkTicket } from './ticket.js';
 import { expectReceipts, stagedLeft, takeOpening, type StagedOpening } from './fresh.js';
 import type { RunHead } from '../evidence/recorder.js';
@@ -96,6 +96,8 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
   lost: async () => false,
 
   settled: (ctx, workIds) => openingsSettled(ctx.hub.attempts, workIds),
+
+  lapsedStillOpen: (ctx, works) => requestsStillOn(ctx.db, works),
 
   async receiptWritten(ctx, workId) {
     await ctx.hub.attempts.pendingWrite(workId)?.catch(() => undefined);

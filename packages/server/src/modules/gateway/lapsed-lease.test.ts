@@ -16,6 +16,7 @@ import {
 import type { App } from '../../app.js';
 import { reconcileAccount } from '../billing/service.js';
 import { sweepExpiredLeases } from '../work/leases.js';
+import { sweepAbandonedRequests } from './orphans.js';
 
 const OUTPUT = JSON.stringify({
   content: 'hi',
@@ -45,8 +46,12 @@ function resend(app: App, node: TestNode, work: WorkItem, jobId = work.job_id) {
       usage: { prompt_tokens: 3, completion_tokens: 1 },
     },
   });
+  return signedPost(app, node, '/api/v1/node/receipt', body);
+}
+
+/** A signed node call to `app` (the node registered on another instance of the same store). */
+function signedPost(app: App, node: TestNode, url: string, body: string) {
   const timestamp = Date.now();
-  const url = '/api/v1/node/receipt';
   return app.inject({
     method: 'POST',
     url,
@@ -63,6 +68,13 @@ function resend(app: App, node: TestNode, work: WorkItem, jobId = work.job_id) {
   });
 }
 
+/** The node's heartbeat to `app`, listing `active` (what it runs, or holds an unacknowledged receipt of). */
+async function heartbeat(app: App, node: TestNode, active: string[]): Promise<{ cancel: string[] }> {
+  const res = await signedPost(app, node, '/api/v1/node/heartbeat', JSON.stringify({ load: 0, active_work: active }));
+  expect(res.statusCode).toBe(200);
+  return res.json();
+}
+
 /**
  * The instance serving a request stops (crash, kill -9, a restart slower than the lease) after the
  * node finished: the node keeps its signed receipt, but the work's lease lapses before any
@@ -77,7 +89,12 @@ describe('a gateway receipt after its lease lapsed', () => {
     await store.drop();
   });
 
-  it('is applied while the request still runs on that attempt (one receipt, one charge, its run signed)', async () => {
+  /**
+   * A chat request whose instance went away while it ran; its attempt's lease then lapsed and
+   * another instance's sweep marked it lost. Returns that instance, the buyer, the node, its work
+   * and probes of the request's state and the buyer's held cents.
+   */
+  async function lapsedRequest() {
     store = await createTestStore();
     const first = await createTestApp({ store });
     apps.push(first);
@@ -98,8 +115,6 @@ describe('a gateway receipt after its lease lapsed', () => {
     const [work] = await polled;
     if (!work) throw new Error('no work reached the node');
     await first.ctx.writer.settled();
-    // The instance goes away with the request running; its lease then lapses and another
-    // instance's sweep marks the attempt lost.
     await first.close();
     apps.splice(0);
     const second = await createTestApp({ store, periodicTasks: false });
@@ -108,6 +123,15 @@ describe('a gateway receipt after its lease lapsed', () => {
       work.work_id,
     ]);
     await sweepExpiredLeases(second.ctx);
+    // As if opened, and its attempt ended, a minute ago (the sweep gives a live follow loop 3 s).
+    const age = async () => {
+      await second.ctx.db.query("UPDATE gateway_requests SET created_at = now() - interval '1 minute' WHERE id = $1", [
+        work.job_id,
+      ]);
+      await second.ctx.db.query("UPDATE work_items SET updated_at = now() - interval '1 minute' WHERE id = $1", [
+        work.work_id,
+      ]);
+    };
     const state = async () =>
       (
         await second.ctx.db.query<{ work: string; request: string; receipts: number; charges: number }>(
@@ -118,6 +142,12 @@ describe('a gateway receipt after its lease lapsed', () => {
           [work.work_id, work.job_id],
         )
       ).rows[0];
+    const held = async () => (await reconcileAccount(second.ctx.db, buyer.orgId)).held_cents;
+    return { second, buyer, node, work, age, state, held };
+  }
+
+  it('is applied while the request still runs on that attempt (one receipt, one charge, its run signed)', async () => {
+    const { second, buyer, node, work, state } = await lapsedRequest();
     expect(await state()).toEqual({ work: 'lost', request: 'running', receipts: 0, charges: 0 });
 
     const applied = await resend(second.app, node, work);
@@ -136,5 +166,40 @@ describe('a gateway receipt after its lease lapsed', () => {
     });
     const audit = await reconcileAccount(second.ctx.db, buyer.orgId);
     expect([audit.held_cents, audit.consistent]).toEqual([0, true]);
+  });
+
+  it('is not cancelled by a heartbeat that lists it: the node keeps its receipt, which is then applied', async () => {
+    const { second, node, work, age, state, held } = await lapsedRequest();
+    // The node still holds the signed receipt (its outbox), so its heartbeat lists the work.
+    expect(await heartbeat(second.app, node, [work.work_id])).toMatchObject({ cancel: [] });
+    await age();
+    expect(await sweepAbandonedRequests(second.ctx)).toBe(0);
+    expect(await state()).toEqual({ work: 'lost', request: 'running', receipts: 0, charges: 0 });
+    expect((await resend(second.app, node, work)).statusCode).toBe(200);
+    expect(await state()).toEqual({ work: 'completed', request: 'completed', receipts: 1, charges: 1 });
+    expect(await held()).toBe(0);
+  });
+
+  it('is cancelled once its request no longer runs on it', async () => {
+    const { second, node, work } = await lapsedRequest();
+    await second.ctx.db.query("UPDATE gateway_requests SET status = 'timeout' WHERE id = $1", [work.job_id]);
+    expect(await heartbeat(second.app, node, [work.work_id])).toMatchObject({ cancel: [work.work_id] });
+  });
+
+  it('fails once a heartbeat no longer lists it, and its request, followed by no instance, ends with its hold released', async () => {
+    const { second, node, work, age, state, held } = await lapsedRequest();
+    expect(await held()).toBeGreaterThan(0);
+    // The node never had it, or let it go: its heartbeat does not list it.
+    expect(await heartbeat(second.app, node, [])).toMatchObject({ cancel: [] });
+    expect(await state()).toEqual({ work: 'failed', request: 'running', receipts: 0, charges: 0 });
+    // A live follow loop would have ended it at once; seconds later the request has none.
+    expect(await sweepAbandonedRequests(second.ctx)).toBe(0);
+    await age();
+    expect(await sweepAbandonedRequests(second.ctx)).toBe(1);
+    expect(await state()).toEqual({ work: 'failed', request: 'failed', receipts: 0, charges: 0 });
+    expect(await held()).toBe(0);
+    // The receipt the node does not hold cannot come; one that did would find the request ended.
+    expect((await resend(second.app, node, work)).statusCode).toBe(409);
+    expect(await sweepAbandonedRequests(second.ctx)).toBe(0);
   });
 });

@@ -35,6 +35,7 @@ import {
   TranscriptionForm,
   TranscriptionResponse,
 } from './schemas.js';
+import { sweepAbandonedRequests } from './orphans.js';
 import { runRequest, sweepStaleRequests, type Finished } from './service.js';
 import { streamChat } from './stream.js';
 
@@ -101,8 +102,19 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     60_000,
   );
   sweeper.unref();
+  // Requests whose follow loop died with its instance, once their attempt failed (orphans.ts).
+  let sweeping = false;
+  const abandoned = setInterval(() => {
+    if (sweeping) return;
+    sweeping = true;
+    void sweepAbandonedRequests(ctx)
+      .catch((err: unknown) => ctx.log.warn({ err }, 'gateway: abandoned request sweep failed'))
+      .finally(() => (sweeping = false));
+  }, 1_000);
+  abandoned.unref();
   app.addHook('onClose', async () => {
     clearInterval(sweeper);
+    clearInterval(abandoned);
   });
   await app.register(multipart, {
     limits: { fileSize: MAX_AUDIO_BYTES, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 },

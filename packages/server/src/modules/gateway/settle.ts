@@ -316,6 +316,8 @@ export async function endRequest(
     error: string;
     earnTo?: Pick<NodeRow, 'id' | 'org_id'>;
     cancelWork?: boolean;
+    /** Only while the request is still on this attempt (a sweep's decision, taken before the lock). */
+    onWork?: string;
   },
 ): Promise<number | undefined> {
   // A receipt checked in memory already answered it and completes it behind the answer: the
@@ -329,6 +331,7 @@ export async function endRequest(
     if (seen.work_id) await workState(tx, seen.work_id, true);
     const request = await findGatewayRequest(tx, requestId, true);
     if (!request || request.status !== 'running') return undefined;
+    if (end.onWork !== undefined && request.work_id !== end.onWork) return undefined;
     if (end.cancelWork && request.work_id) await cancelOpenWork(tx, request.work_id, end.error);
     const usage = end.usage ?? {};
     const ended = `request.${end.status}`;

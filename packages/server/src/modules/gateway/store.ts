@@ -222,6 +222,32 @@ export async function staleRequests(db: Queryable, olderThanSeconds: number, lim
   return rows.map((r) => r.id);
 }
 
+/** Of `works` (attempts, with their request as `job_id`), those whose request still runs on them. */
+export async function requestsStillOn(
+  db: Queryable,
+  works: readonly { id: string; job_id: string }[],
+): Promise<string[]> {
+  if (works.length === 0) return [];
+  const { rows } = await db.query<{ work_id: string }>(
+    "SELECT work_id FROM gateway_requests WHERE id = ANY($1::text[]) AND work_id = ANY($2::text[]) AND status = 'running'",
+    [works.map((w) => w.job_id), works.map((w) => w.id)],
+  );
+  return rows.map((r) => r.work_id);
+}
+
+/** Requests running for more than `olderThanSeconds`, oldest first, with their current attempt's work. */
+export async function runningRequests(
+  db: Queryable,
+  olderThanSeconds: number,
+  limit: number,
+): Promise<{ id: string; work_id: string | null }[]> {
+  const { rows } = await db.query<{ id: string; work_id: string | null }>(
+    "SELECT id, work_id FROM gateway_requests WHERE status = 'running' AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $2",
+    [olderThanSeconds, limit],
+  );
+  return rows;
+}
+
 /** One page of an organization's gateway requests, newest first, with the serving node's country. */
 export async function listGatewayRequests(
   db: Queryable,

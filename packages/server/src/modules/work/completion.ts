@@ -128,6 +128,12 @@ export interface RequestCompletion<Owner = unknown, Done = unknown> extends Work
   /** Waits for the writes in flight in this process that store these work items (openings). */
   settled(ctx: ServiceContext, workIds: readonly string[]): Promise<void>;
   /**
+   * Of lapsed attempts (`lost`, no receipt yet) that their node still lists, those whose request
+   * still runs on them: the node is not told to stop them and re-sends their receipts, which the
+   * intake still takes (a signed receipt is never thrown away for money reasons).
+   */
+  lapsedStillOpen(ctx: ServiceContext, works: readonly { id: string; job_id: string }[]): Promise<string[]>;
+  /**
    * The one receipt of a flush whose opening waited for it in the writer (one request at a time):
    * the request's work and row as `tx` inserted them (they cannot have changed since), taken once,
    * so the intake neither locks nor reads them again. Undefined: the intake locks and reads them.

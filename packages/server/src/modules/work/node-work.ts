@@ -1,7 +1,14 @@
 import type { ServiceContext } from '../../context.js';
 import { touchNode, type NodeRow } from '../nodes/store.js';
 import { workItemView } from './view.js';
-import { jobWorkAmong, renewLeases, takeLeasedWork, type WorkRow } from './store.js';
+import {
+  failUnlistedLapsed,
+  jobWorkAmong,
+  lapsedAttempts,
+  renewLeases,
+  takeLeasedWork,
+  type WorkRow,
+} from './store.js';
 
 /**
  * The node's long-poll: first hands out work already leased to this node (gateway requests
@@ -68,7 +75,9 @@ export async function takeWork(
 
 /**
  * Renews the leases of the work the node says it runs and tells it what to stop: work it no
- * longer holds (cancelled by the buyer, or the lease was lost and the job went elsewhere).
+ * longer holds (cancelled by the buyer, or the lease was lost and the job went elsewhere), but
+ * never a lapsed gateway attempt whose request still takes its receipt. A lapsed gateway attempt
+ * it does not list becomes `failed` (it holds no receipt for it).
  * A job's first heartbeat moves it from `assigned` to `running`.
  */
 export async function heartbeat(
@@ -79,7 +88,16 @@ export async function heartbeat(
   const active = body.active_work ?? [];
   // Gateway work handed over before its opening committed is not gone: its row is being written.
   await Promise.all(active.map((id) => ctx.hub.attempts.opening(id)?.catch(() => undefined)));
-  const { renewed, gone } = await renewLeases(ctx.db, node.id, active, ctx.config.leaseSeconds);
+  const renewal = await renewLeases(ctx.db, node.id, active, ctx.config.leaseSeconds);
+  const { renewed } = renewal;
+  // A lapsed gateway attempt the node still lists may hold its signed receipt, and the request
+  // still takes it while it runs on that attempt: told to stop, the node would drop the receipt
+  // (an answered request never charged). It keeps it; the others are gone.
+  const lapsed = await lapsedAttempts(ctx.db, node.id, renewal.gone);
+  const kept = new Set(lapsed.length > 0 ? await ctx.completions.request.lapsedStillOpen(ctx, lapsed) : []);
+  const gone = renewal.gone.filter((id) => !kept.has(id));
+  // The lapsed ones it no longer lists: it holds no receipt for them; their requests may end.
+  for (const workId of await failUnlistedLapsed(ctx.db, node.id, active)) await ctx.bus.publish('work', workId);
   await touchNode(ctx.db, node.id, {
     load: body.load,
     models: body.models,

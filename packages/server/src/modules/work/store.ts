@@ -282,6 +282,57 @@ export async function renewLeases(
   return { renewed, gone: rest.filter((id) => gone.includes(id)) };
 }
 
+/**
+ * Of `workIds`, this node's gateway attempts whose lease lapsed (`lost`) before any receipt: a
+ * receipt for one is still taken while its request runs on it (intake.ts), so the node must not
+ * be told to drop it (`RequestCompletion.lapsedStillOpen` decides which).
+ */
+export async function lapsedAttempts(
+  db: Queryable,
+  nodeId: string,
+  workIds: string[],
+): Promise<{ id: string; job_id: string }[]> {
+  if (workIds.length === 0) return [];
+  const { rows } = await db.query<{ id: string; job_id: string }>(
+    `SELECT w.id, w.job_id FROM work_items w
+      WHERE w.id = ANY($1) AND w.node_id = $2 AND w.status = 'lost' AND w.type <> 'job'
+        AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.work_id = w.id)`,
+    [workIds, nodeId],
+  );
+  return rows;
+}
+
+/**
+ * This node's gateway attempts whose lease lapsed (`lost`) and that its heartbeat does not list
+ * (`listed`: what it runs, has queued, or holds an unacknowledged receipt of): the node holds no
+ * receipt for them, so none will come. They become `failed` (not retryable), so that a request
+ * no live instance follows ends (gateway/orphans.ts). Returns their ids.
+ */
+export async function failUnlistedLapsed(db: Queryable, nodeId: string, listed: string[]): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE work_items SET status = 'failed', error = $3, error_retryable = false, updated_at = now()
+      WHERE node_id = $1 AND status = 'lost' AND type <> 'job' AND NOT (id = ANY($2)) RETURNING id`,
+    [nodeId, listed, UNLISTED_LAPSED],
+  );
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Of the listed work, the items that failed more than `olderThanSeconds` ago (the node reported
+ * the failure, or its lease lapsed and its node no longer held it: {@link failUnlistedLapsed}).
+ */
+export async function failedWorkAmong(db: Queryable, workIds: string[], olderThanSeconds: number): Promise<string[]> {
+  if (workIds.length === 0) return [];
+  const { rows } = await db.query<{ id: string }>(
+    "SELECT id FROM work_items WHERE id = ANY($1) AND status = 'failed' AND updated_at < now() - make_interval(secs => $2)",
+    [workIds, olderThanSeconds],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** The error of a lapsed gateway attempt its node's heartbeat no longer listed. */
+export const UNLISTED_LAPSED = 'its lease lapsed and its node holds no result for it';
+
 /** Of the listed work, the items that run a job (not a gateway request), with their job. */
 export async function jobWorkAmong(db: Queryable, workIds: string[]): Promise<{ job_id: string; id: string }[]> {
   const { rows } = await db.query<{ job_id: string; id: string }>(
