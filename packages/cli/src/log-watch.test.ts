@@ -12,6 +12,7 @@ import {
   parseLogTilePath,
   publicKeyHex,
   signNote,
+  storedHashIndex,
   type MemoryLog,
 } from '@svc/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -177,6 +178,19 @@ describe('svc log watch against a log server built from protocol', () => {
     const before = await watch(s.base, dir);
     expect(before.code).toBe(1);
     expect(before.out).toContain('FAIL  leaf 290: its hash in tile tile/8/0/001 is not the one audited before');
+
+    // The row itself rewritten (as in the store): the server's proofs hold the rewritten hash too,
+    // so which of the pair 516/517 it is cannot be told from what the server serves.
+    const at = storedHashIndex(0, 517);
+    const original = s.log.stored[at] ?? Buffer.alloc(32);
+    s.doctor = undefined;
+    s.log.stored[at] = Buffer.alloc(32, 5);
+    const rewritten = await watch(s.base, dir);
+    s.log.stored[at] = original;
+    expect(rewritten.code).toBe(1);
+    expect(rewritten.out).toContain(
+      "FAIL  leaf 516 or 517: their hashes in the tiles are not the ones the signed checkpoint of 600 records holds, and the server's proofs hold the same hashes (leaves 300..515 check out)",
+    );
 
     s.doctor = alterLeaf(7);
     const full = await watch(s.base, freshDir());
