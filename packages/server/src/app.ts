@@ -14,7 +14,7 @@ import { dashboardPageFallback } from './modules/dashboard/routes.js';
 import { installErrorHandling, toApiError } from './platform/http-errors.js';
 import { installMetrics } from './platform/http-metrics.js';
 import { assertSafeJson, installInputGuard } from './platform/input-guard.js';
-import { installOpenApi } from './platform/openapi.js';
+import { installOpenApi, registerNamedRouteSchemas } from './platform/openapi.js';
 import { requestIdFor } from './platform/request-id.js';
 import { installRouteTable } from './platform/route-auth.js';
 import { cachedSerializerFactory, cachedValidatorCompiler } from './platform/schema-cache.js';
@@ -93,6 +93,7 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
   installMetrics(app, ctx);
   await registerRoutes(app, ctx);
   options.extraRoutes?.(app);
+  registerNamedRouteSchemas(app);
   await app.ready();
   return app;
 }

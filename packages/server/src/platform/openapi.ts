@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { ServiceContext } from '../context.js';
 import { ERROR_CODES } from './errors.js';
 import { isOpenAiRoute } from './http-errors.js';
@@ -45,11 +45,63 @@ export const OpenAIErrorResponse = Type.Object(
   { $id: 'OpenAIErrorResponse', description: "Every 4xx/5xx response under /v1/ has this shape (OpenAI's envelope)." },
 );
 
+type Named = Record<string, unknown> & { $id: string };
+
+function isNamed(schema: unknown): schema is Named {
+  return typeof schema === 'object' && schema !== null && typeof (schema as { $id?: unknown }).$id === 'string';
+}
+
+/** A route's body and response schemas that carry an `$id` (the name a generated client gives the type). */
+function namedSchemas(schema: FastifySchema | undefined): Named[] {
+  const parts = [schema?.body, ...Object.values((schema?.response ?? {}) as Record<string, unknown>)];
+  return parts.filter(isNamed);
+}
+
+/**
+ * The route schema as the document shows it: a body or response that is a registered shared
+ * schema becomes a `$ref` to its component, so that a client generator names the type after the
+ * `$id` (AuthRequest, EstimateResponse) instead of inlining an anonymous object per operation.
+ * Only the document changes: the route keeps its own schema for validation and serialization,
+ * so a `$ref` is never handed to the validator compiler (which sees no shared schemas).
+ */
+function referenceNamedSchemas(app: FastifyInstance, schema: FastifySchema): FastifySchema {
+  const asRef = (part: unknown): unknown =>
+    isNamed(part) && JSON.stringify(app.getSchema(part.$id)) === JSON.stringify(part) ? { $ref: `${part.$id}#` } : part;
+  const response = schema.response as Record<string, unknown> | undefined;
+  return {
+    ...schema,
+    ...(schema.body === undefined ? {} : { body: asRef(schema.body) }),
+    ...(response === undefined
+      ? {}
+      : { response: Object.fromEntries(Object.entries(response).map(([status, part]) => [status, asRef(part)])) }),
+  };
+}
+
+/** The named body and response schemas of the routes registered so far, per app (a deliberate cache). */
+const namedRouteSchemas = new WeakMap<FastifyInstance, Named[]>();
+
+/**
+ * Registers each named body and response schema of the routes as a shared schema (once per
+ * `$id`), so that the document lists it as a component and its operations refer to it. Called
+ * once every route is registered: a module registers its own shared schemas (`app.addSchema`)
+ * after routes of other modules may already use them, and a second `addSchema` of an `$id` throws.
+ *
+ * @example
+ * await registerRoutes(app, ctx);
+ * registerNamedRouteSchemas(app);
+ * await app.ready();
+ */
+export function registerNamedRouteSchemas(app: FastifyInstance): void {
+  for (const schema of namedRouteSchemas.get(app) ?? []) if (!app.getSchema(schema.$id)) app.addSchema(schema);
+}
+
 /**
  * Generates the OpenAPI 3.0.3 document from the route schemas that validate requests, serves it
  * at `GET /openapi.json` and renders it at `/docs`. Must be installed before any route.
  */
 export async function installOpenApi(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  const named = namedRouteSchemas.get(app) ?? [];
+  namedRouteSchemas.set(app, named);
   app.addSchema(ErrorResponse);
   app.addSchema(OpenAIErrorResponse);
   app.addHook('onRoute', (route) => {
@@ -63,6 +115,7 @@ export async function installOpenApi(app: FastifyInstance, ctx: ServiceContext):
     const error = isOpenAiRoute(route.url) ? 'OpenAIErrorResponse#' : 'ErrorResponse#';
     schema.response = { '4xx': { $ref: error }, '5xx': { $ref: error }, ...schema.response };
     if (isPublicRoute(route.config)) schema.security = [];
+    named.push(...namedSchemas(route.schema));
   });
   await app.register(swagger, {
     openapi: {
@@ -82,6 +135,7 @@ export async function installOpenApi(app: FastifyInstance, ctx: ServiceContext):
       },
       security: [{ bearer: [] }, { apiKey: [] }],
     },
+    transform: ({ schema, url }) => ({ schema: referenceNamedSchemas(app, schema), url }),
     refResolver: {
       buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },

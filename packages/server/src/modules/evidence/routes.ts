@@ -5,6 +5,9 @@ import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
 import {
   EvidenceBundleResponse,
+  EvidenceCertificate,
+  EvidenceEdge,
+  EvidenceEvent,
   EvidenceGraphResponse,
   EvidenceRun,
   EvidenceRunsQuery,
@@ -18,7 +21,7 @@ const read = { auth: { permission: 'evidence:read' as const } };
 const SubjectParam = Type.Object({ job: Type.String({ pattern: '^[A-Za-z0-9._:-]{1,256}$' }) });
 
 export async function evidenceRoutes(app: App, ctx: ServiceContext): Promise<void> {
-  app.addSchema(EvidenceRun);
+  for (const schema of [EvidenceRun, EvidenceEvent, EvidenceEdge, EvidenceCertificate]) app.addSchema(schema);
   app.addSchema(EvidenceGraphResponse);
   app.addSchema(EvidenceRunsResponse);
   app.get(

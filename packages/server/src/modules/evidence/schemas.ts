@@ -31,46 +31,55 @@ export const EvidenceRun = Type.Object(
   { $id: 'EvidenceRun' },
 );
 
-const EvidenceEvent = Type.Object({
-  id: Str,
-  run_id: Str,
-  subject_id: Str,
-  event_type: Str,
-  event_hash: Str,
-  summary: Str,
-  sequence: Type.Integer(),
-  metadata: Type.Record(Type.String(), Type.Unknown()),
-  created_at: Time,
-});
+export const EvidenceEvent = Type.Object(
+  {
+    id: Str,
+    run_id: Str,
+    subject_id: Str,
+    event_type: Str,
+    event_hash: Str,
+    summary: Str,
+    sequence: Type.Integer(),
+    metadata: Type.Record(Type.String(), Type.Unknown()),
+    created_at: Time,
+  },
+  { $id: 'EvidenceEvent' },
+);
 
-const EvidenceEdge = Type.Object({
-  run_id: Str,
-  from_event_id: Str,
-  to_event_id: Str,
-  edge_type: StringEnum(['then', 'caused_by']),
-});
+export const EvidenceEdge = Type.Object(
+  {
+    run_id: Str,
+    from_event_id: Str,
+    to_event_id: Str,
+    edge_type: StringEnum(['then', 'caused_by']),
+  },
+  { $id: 'EvidenceEdge' },
+);
 
-const EvidenceCertificate = Type.Object({
-  algorithm: Str,
-  version: Str,
-  root_hash: NullableStr,
-  signature_hex: NullableStr,
-  signer_public_key_hex: NullableStr,
-  key_id: NullableStr,
-  signed: Type.Boolean(),
-  verified: Type.Boolean({
-    description: 'true when the graph-root signature verifies, checked when this response was made',
-  }),
-  signed_at: Type.Union([Time, Type.Null()]),
-  note: Str,
-});
+export const EvidenceCertificate = Type.Object(
+  {
+    algorithm: Str,
+    version: Str,
+    root_hash: NullableStr,
+    signature_hex: NullableStr,
+    signer_public_key_hex: NullableStr,
+    key_id: NullableStr,
+    signed: Type.Boolean(),
+    verified: Type.Boolean({
+      description: 'true when the graph-root signature verifies, checked when this response was made',
+    }),
+    signed_at: Type.Union([Time, Type.Null()]),
+    note: Str,
+  },
+  { $id: 'EvidenceCertificate' },
+);
 
 export const EvidenceGraphResponse = Type.Object(
   {
     run: Type.Ref(EvidenceRun),
-    events: Type.Array(EvidenceEvent),
-    edges: Type.Array(EvidenceEdge),
-    certificate: EvidenceCertificate,
+    events: Type.Array(Type.Ref(EvidenceEvent)),
+    edges: Type.Array(Type.Ref(EvidenceEdge)),
+    certificate: Type.Ref(EvidenceCertificate),
   },
   { $id: 'EvidenceGraphResponse' },
 );

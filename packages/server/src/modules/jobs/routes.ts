@@ -12,6 +12,7 @@ import {
   JobListQuery,
   JobListResponse,
   MarketplaceJob,
+  MarketplaceSLAResponse,
 } from './schemas.js';
 import { cancelJob, createJob, estimate, getJob, jobAudit, jobResult, listJobs, pricing } from './service.js';
 import { sla } from './sla.js';
@@ -139,7 +140,7 @@ export async function jobRoutes(app: App, ctx: ServiceContext): Promise<void> {
         querystring: Type.Object({
           window_hours: Type.Optional(Type.Integer({ minimum: 1, maximum: 720, default: 24 })),
         }),
-        response: { 200: Type.Object({}, { additionalProperties: true }) },
+        response: { 200: MarketplaceSLAResponse },
       },
     },
     async (request) => sla(ctx, principalOf(request), request.query.window_hours ?? 24),

@@ -12,6 +12,7 @@ import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';
 import { ATTESTATION_METHODS } from '../../platform/attestation.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
+import { countryFromSensors } from './sensors.js';
 import { earningsByNode, isAttested, listNodes, upsertNode, type NodeRow } from './store.js';
 import { payableEarnings } from '../billing/service.js';
 
@@ -85,6 +86,8 @@ export async function registerNode(
     throw new ApiError('invalid_request', `attestation_method ${attestationMethod} is not one of 0-3`, [
       { path: '/attestation_method', message: 'must be 0, 1, 2 or 3' },
     ]);
+  // Parsed whether or not `country` is sent: `sensors` is declared JSON, and malformed JSON is a 400.
+  const sensorsCountry = countryFromSensors(body.sensors as string | undefined);
   const nodeId = newId('node');
   const verified =
     attestationMethod !== 0 &&
@@ -106,7 +109,7 @@ export async function registerNode(
       cpu_cores: (body.cpu_cores as number | undefined) ?? 0,
       ram_bytes: (body.ram_bytes as number | undefined) ?? 0,
       vram_bytes: (body.vram_bytes as number | undefined) ?? 0,
-      country: (body.country as string | undefined) ?? null,
+      country: (body.country as string | undefined) ?? sensorsCountry ?? null,
       region: (body.region as string | undefined) ?? null,
       models,
       chat_fields: (body.chat_fields as Record<string, string[]> | undefined) ?? null,

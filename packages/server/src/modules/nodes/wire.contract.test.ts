@@ -32,7 +32,10 @@ same<Equal<RegisterInfo, Omit<Static<typeof NodeRegisterRequest>, 'pubkey' | 'si
 same<Equal<RegisterResponse, Static<typeof NodeRegisterResponse>>>();
 same<Equal<AgentHeartbeat, Static<typeof HeartbeatRequest>>>();
 same<Equal<ResultUpload, Static<typeof ResultRequest>>>();
-same<Equal<ReceiptUpload, Static<typeof NodeReceiptRequest>>>();
+// The HTTP body also takes the hash as result_hash_hex alone (the spec's NodeReceiptRequest): what
+// the agent sends is accepted, and the two differ only in result_hash being optional.
+same<ReceiptUpload extends Static<typeof NodeReceiptRequest> ? true : false>();
+same<Equal<Omit<ReceiptUpload, 'result_hash'>, Omit<Static<typeof NodeReceiptRequest>, 'result_hash'>>>();
 same<Equal<FailUpload, Static<typeof WorkFailRequestSchema>>>();
 same<Equal<StreamEventLine, StreamEventWire>>();
 same<Equal<StreamEvent, StreamEventWire>>();

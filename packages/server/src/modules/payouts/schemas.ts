@@ -9,16 +9,20 @@ const AccountId = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z
 
 export const NodeConnectCreateRequest = Type.Object(
   { email: Email, country: Country },
-  { additionalProperties: false },
+  { $id: 'NodeConnectCreateRequest', additionalProperties: false },
 );
 export const NodeConnectCreateResponse = Type.Object(
   { account_id: Type.String(), provider: Type.String(), onboarded: Type.Boolean() },
   { $id: 'NodeConnectCreateResponse' },
 );
-export const NodeConnectOnboardingRequest = Type.Object({ account_id: AccountId }, { additionalProperties: false });
-export const NodeConnectOnboardingResponse = Type.Object({
-  url: Type.String({ description: "the provider's onboarding page (single use; ask again for a fresh one)" }),
-});
+export const NodeConnectOnboardingRequest = Type.Object(
+  { account_id: AccountId },
+  { $id: 'NodeConnectOnboardingRequest', additionalProperties: false },
+);
+export const NodeConnectOnboardingResponse = Type.Object(
+  { url: Type.String({ description: "the provider's onboarding page (single use; ask again for a fresh one)" }) },
+  { $id: 'NodeConnectOnboardingResponse' },
+);
 export const NodeConnectStatusResponse = Type.Object(
   {
     account_id: Nullable(Type.String({ description: 'null until POST /api/v1/node/connect' })),

@@ -88,6 +88,35 @@ export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: 
 }
 
 /**
+ * The receipt with its result hash under `result_hash`, from either of the two names the spec
+ * gives it (`result_hash`, `result_hash_hex`): the SVC1 signature covers the hash, so one of them
+ * is required (400 naming `/result_hash`), and two that differ are refused (400 naming
+ * `/result_hash_hex`).
+ *
+ * @example
+ * receiptWithResultHash({ ...fields, result_hash_hex: hash }).result_hash // hash
+ */
+export function receiptWithResultHash(
+  body: Omit<ReceiptBody, 'result_hash'> & { result_hash?: string | undefined },
+): ReceiptBody {
+  const { result_hash, result_hash_hex } = body;
+  if (result_hash !== undefined && result_hash_hex !== undefined && result_hash !== result_hash_hex)
+    throw new ApiError(
+      'invalid_request',
+      'result_hash_hex differs from result_hash; send one hash, or the same twice',
+      [{ path: '/result_hash_hex', message: 'differs from /result_hash' }],
+    );
+  const hash = result_hash ?? result_hash_hex;
+  if (hash === undefined)
+    throw new ApiError(
+      'invalid_request',
+      'result_hash (or its alias result_hash_hex) is required: the SVC1 signature covers the result hash',
+      [{ path: '/result_hash', message: "must have required property 'result_hash'" }],
+    );
+  return { ...body, result_hash: hash };
+}
+
+/**
  * Accepts a node's SVC1 receipt for delivered work and completes the job in one transaction:
  * receipt stored, job completed, buyer charged min(units x price, budget), rest of the hold
  * released, operator credited its earning. Strict: forged, mismatched, unleased or second

@@ -12,7 +12,7 @@ import { MessageResponse } from '../../platform/schemas.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { HeartbeatRequest, HeartbeatResponse, WorkItem, WorkList } from '../nodes/schemas.js';
 import { NodeReceiptRequest, Receipt, ResultRequest } from '../receipts/schemas.js';
-import { deliverResult, failWork, outputUploadUrls, submitReceipt } from './intake.js';
+import { deliverResult, failWork, outputUploadUrls, receiptWithResultHash, submitReceipt } from './intake.js';
 import { acceptEvents } from './node-events.js';
 import { heartbeat, pollWork } from './node-work.js';
 import { watchPollHangUps } from './node-loss.js';
@@ -133,7 +133,7 @@ export async function workRoutes(app: App, ctx: ServiceContext): Promise<void> {
         response: { 200: Receipt },
       },
     },
-    async (request) => submitReceipt(ctx, nodeOf(request), request.body),
+    async (request) => submitReceipt(ctx, nodeOf(request), receiptWithResultHash(request.body)),
   );
 
   // Node stream events are NDJSON, signed over their exact bytes like every node call.
