@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, startServer } from '@svc/server';
+import { buildAgentDownload, ConfigError, loadConfig, startServer } from '@svc/server';
 import { parseArgs } from './args.js';
 import { logFormat, logStream, startupLines } from './serve-output.js';
 
@@ -22,6 +22,8 @@ export async function serve(argv: string[]): Promise<number> {
   // The public URL only when one was given: the default is derived from the bind address.
   const publicUrl = args.flags['public-url'] || process.env.SVC_PUBLIC_URL ? config.publicUrl : undefined;
   process.stdout.write(`${startupLines({ url: server.url, publicUrl, store: server.ctx.db.kind }).join('\n')}\n`);
+  // The node agent's tarball (GET /api/v1/downloads), built when missing or stale; the server does not wait for it.
+  void buildAgentDownload(server.ctx);
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       server.ctx.log.info({ signal }, 'shutting down: draining in-flight requests');

@@ -58,7 +58,23 @@ orders (kind 9) with PROGRAM; variables named SVC_CAPSULE_<NAME> reach it as <NA
 reference capsule: SVC_CAPSULE_OPENAI_BASE_URL, SVC_CAPSULE_OPENAI_API_KEY). See
 docs/node-operator.md and docs/work-orders.md. --runner 8=CMD and --runner 10=CMD process
 capture sets (kind 8 scene_reconstruction, kind 10 data_processing): CMD is a program and its
-arguments split on spaces (no shell), run as CMD INPUT_DIR OUTPUT_DIR (docs/capture-sets.md).`;
+arguments split on spaces (no shell), run as CMD INPUT_DIR OUTPUT_DIR (docs/capture-sets.md).
+svc node --version prints the agent's version; it warns once when the server runs a newer one.
+
+svc node doctor --server URL [--upstream BASE_URL] [--gguf CATALOG_ID=PATH]... [--api-key KEY] [--data-dir DIR]
+
+Checks this machine as a node needs it, one line per check with the fix when one fails: Node.js
+version, the server reachable and its version, clock skew against the server (signed calls are
+refused past 60 s), podman rootless, container images, GPUs and CDI, the engine (--upstream
+answers /models, --gguf: node-llama-cpp loads). Exit 0 when every required check passes, 1 when
+one fails, 2 on bad usage.`;
+
+export const VERIFY_DOWNLOAD_USAGE = `svc verify-download FILE.tgz (--server URL | --sha256 HEX --signature HEX --public-key HEX)
+
+Checks a downloaded svc tarball before you install it: its SHA-256 and the Ed25519 signature
+the platform key made over its exact bytes. --server reads both, and the platform's public keys,
+from URL (GET /api/v1/downloads and /api/v1/keys/platform); or give the three values yourself.
+Exit 0 when both match, 1 when one does not, 2 on bad usage or an unreadable file.`;
 
 export const VERIFY_USAGE = `svc verify BUNDLE.json [--public-key HEX ...] [--trust-file KEYS.json] [--log-key VKEY ...]
            [--require-log] [--json] [--max-bytes N]

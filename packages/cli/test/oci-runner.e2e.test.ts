@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectOciRunner } from '@svc/node-agent';
 import { createTestStore, type TestStore } from '@svc/server/testing';
+import { buildBusyboxArchive, podman, safe } from './busybox-image.js';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 interface JobBody {
@@ -29,34 +30,6 @@ interface ContainerOutput {
 const probe = await detectOciRunner();
 const skip = !probe.available || !/busybox/.test(safe(() => execFileSync('/bin/busybox', ['--help']).toString()));
 if (skip) console.log(`oci-runner.e2e: skipped: podman cannot run containers here (${probe.reasons.join('; ')})`);
-
-function safe(f: () => string): string {
-  try {
-    return f();
-  } catch {
-    return '';
-  }
-}
-
-const podman = (...args: string[]) => execFileSync('podman', args, { encoding: 'utf8' }).trim();
-
-/** An OCI archive of a busybox rootfs built from Debian's busybox-static: no registry involved. */
-function buildBusyboxArchive(dir: string, tag: string): string {
-  const rootfs = join(dir, 'rootfs');
-  mkdirSync(join(rootfs, 'bin'), { recursive: true });
-  for (const d of ['tmp', 'output', 'etc', 'proc', 'sys', 'dev']) mkdirSync(join(rootfs, d), { recursive: true });
-  copyFileSync('/bin/busybox', join(rootfs, 'bin', 'busybox'));
-  chmodSync(join(rootfs, 'bin', 'busybox'), 0o755);
-  const applets = ['sh', 'cat', 'echo', 'ls', 'nc', 'dd', 'sleep', 'seq', 'id', 'wget', 'head', 'grep', 'wc'];
-  for (const a of applets) symlinkSync('busybox', join(rootfs, 'bin', a));
-  const tar = join(dir, 'rootfs.tar');
-  execFileSync('tar', ['-C', rootfs, '-cf', tar, '.']);
-  podman('import', '--change', 'ENV=PATH=/bin', tar, tag);
-  const archive = join(dir, 'busybox.oci.tar');
-  podman('save', '--format', 'oci-archive', '-o', archive, tag);
-  podman('rmi', '-f', tag);
-  return archive;
-}
 
 describe.skipIf(skip)('the oci runner with real podman: svc serve, svc node --image, kind 5 escape attempts', () => {
   let store: TestStore;

@@ -169,6 +169,12 @@ export interface ServiceConfig {
   public_url: string;
 }
 
+/** `GET /api/v1/downloads`, the part the Nodes page shows (server: modules/system/download-schemas.ts). */
+export interface DownloadsInfo {
+  version: string;
+  agent: { status: 'ready' | 'building' | 'unavailable'; url: string; sha256?: string; reason?: string };
+}
+
 export interface EvidenceEvent {
   id: string;
   run_id: string;

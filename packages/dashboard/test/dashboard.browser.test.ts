@@ -156,7 +156,12 @@ describe.skipIf(!HAVE_CHROMIUM)(
       expect(await row.textContent()).toContain('CA');
       await row.getByText('online').first().waitFor();
       expect(await row.textContent()).toContain('tinyllama');
-      expect(await page.getByTestId('start-command').textContent()).toContain(`npx svc node --server ${stack.base} `);
+      // The install commands GET /api/v1/downloads lists: the signed tarball this server serves, then svc node.
+      const command = (await page.getByTestId('start-command').textContent()) ?? '';
+      const { version } = (await (await fetch(`${stack.base}/api/v1/downloads`)).json()) as { version: string };
+      expect(command).toContain(`npm install -g ${stack.base}/api/v1/downloads/svc-${version}.tgz `);
+      expect(command).toContain(`\nsvc node --server ${stack.base} `);
+      expect(await page.textContent('body')).not.toContain('checkout of SVC');
       await screenshot(page, '07-nodes');
     });
 

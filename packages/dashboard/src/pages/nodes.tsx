@@ -3,16 +3,19 @@ import { CopyButton, DataTable, Empty, ErrorNotice, Loading, Page, Section, Stat
 import { money, percent, short } from '../format';
 import { useAsync } from '../hooks';
 import { Link } from '../router';
-import type { NodeEarnings, NodeSummary, ServiceConfig } from '../types';
+import type { DownloadsInfo, NodeEarnings, NodeSummary, ServiceConfig } from '../types';
 
 /**
- * The command that starts a node against this server (docs/node-operator.md). The key is read
- * from the environment so that it stays out of the process list and the shell history.
+ * The commands that install the node agent from this server's signed tarball and start a node
+ * against it (docs/node-operator.md), as `GET /api/v1/downloads` lists them. The key is read from
+ * the environment so that it stays out of the process list and the shell history.
  */
-export function startCommand(serverUrl: string): string {
+export function startCommand(serverUrl: string, tarballUrl: string): string {
   return [
+    `npm install -g ${tarballUrl}   # svc, the node agent (needs Node.js 20 and npm)`,
     'export SVC_NODE_API_KEY=svc_live_...   # an operator key from API keys',
-    `npx svc node --server ${serverUrl} --country CA --region ca-central \\`,
+    `svc node doctor --server ${serverUrl}   # checks this machine, one line per check`,
+    `svc node --server ${serverUrl} --country CA --region ca-central \\`,
     '  --upstream http://127.0.0.1:11434/v1 --model tinyllama',
   ].join('\n');
 }
@@ -35,7 +38,10 @@ export function NodesPage() {
   const earned = new Map((earnings.data?.nodes ?? []).map((n) => [n.node_id, n]));
   const list = nodes.data?.nodes ?? [];
   const online = list.filter((n) => n.status === 'online').length;
+  const downloads = useAsync((signal) => api<DownloadsInfo>('/api/v1/downloads', { signal }), []);
   const serverUrl = config.data?.public_url ?? window.location.origin;
+  const agent = downloads.data?.agent;
+  const command = agent ? startCommand(serverUrl, agent.url) : undefined;
   return (
     <Page
       title="Nodes"
@@ -104,14 +110,27 @@ export function NodesPage() {
           <li>
             Create a key with the <code>operator</code> scope under <Link href="/keys">API keys</Link>.
           </li>
-          <li>
-            On the machine, in a checkout of SVC after <code>npm install</code>, run:
-          </li>
+          <li>On the machine, with Node.js 20 or later and npm, run:</li>
         </ol>
-        <pre class="command" data-testid="start-command">
-          <code>{startCommand(serverUrl)}</code>
-        </pre>
-        <CopyButton text={startCommand(serverUrl)} label="Copy the command that starts a node" />
+        <ErrorNotice error={downloads.error} />
+        {command && (
+          <>
+            <pre class="command" data-testid="start-command">
+              <code>{command}</code>
+            </pre>
+            <CopyButton text={command} label="Copy the commands that install and start a node" />
+            <p class="muted small" data-testid="agent-download">
+              {agent?.sha256 ? (
+                <>
+                  svc {downloads.data?.version}: SHA-256 <code>{agent.sha256}</code>, signed by the platform key; check
+                  a download with <code>svc verify-download FILE --server {serverUrl}</code>.
+                </>
+              ) : (
+                <>The tarball is not ready yet: {agent?.reason}</>
+              )}
+            </p>
+          </>
+        )}
         <p class="muted small">
           Point <code>--upstream</code> at any OpenAI-compatible server (Ollama, vLLM, llama.cpp) and name each
           catalogue model it serves with <code>--model</code>; add <code>--allow-process-runner</code> to take CPU and

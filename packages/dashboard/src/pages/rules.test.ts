@@ -36,9 +36,13 @@ describe('what the pages decide', () => {
     expect(eventLabel('webhook.delivered')).toBe('Webhook delivered');
   });
 
-  it('gives the node command for this server, with the key kept out of the command line', () => {
-    const command = startCommand('https://svc.example');
-    expect(command).toContain('npx svc node --server https://svc.example ');
+  it('gives the commands that install the agent from this server and start a node, with the key kept out of the command line', () => {
+    const command = startCommand('https://svc.example', 'https://svc.example/api/v1/downloads/svc-0.1.0.tgz');
+    const lines = command.split('\n');
+    expect(lines[0]).toMatch(/^npm install -g https:\/\/svc\.example\/api\/v1\/downloads\/svc-0\.1\.0\.tgz /);
+    expect(command).toContain('\nsvc node --server https://svc.example ');
+    expect(command).toContain('\nsvc node doctor --server https://svc.example ');
+    expect(command).not.toContain('npx');
     expect(command).toContain('export SVC_NODE_API_KEY=');
     expect(command).not.toContain('--api-key');
   });

@@ -1,13 +1,10 @@
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../context.js';
-import {
-  ConfigResponse,
-  DownloadsInfoResponse,
-  HealthResponse,
-  InferenceHealthResponse,
-  PlatformKeysResponse,
-} from './schemas.js';
-import { downloads, health, inferenceHealth, platformKeys, publicConfig } from './service.js';
+import { ApiError } from '../../platform/errors.js';
+import { agentTarball, agentUnavailableReason, AGENT_FILE, downloadsInfo } from './agent-download.js';
+import { DownloadParams, DownloadsInfoResponse } from './download-schemas.js';
+import { ConfigResponse, HealthResponse, InferenceHealthResponse, PlatformKeysResponse } from './schemas.js';
+import { health, inferenceHealth, platformKeys, publicConfig } from './service.js';
 
 const tags = ['service'];
 
@@ -43,9 +40,30 @@ export async function systemRoutes(app: App, ctx: ServiceContext): Promise<void>
     '/api/v1/downloads',
     {
       config: { auth: { public: true } },
-      schema: { summary: 'Node agent version and install commands', tags, response: { 200: DownloadsInfoResponse } },
+      schema: {
+        summary: 'Node agent version, install commands, and its signed tarball',
+        tags,
+        response: { 200: DownloadsInfoResponse },
+      },
     },
-    async () => downloads(ctx),
+    async () => downloadsInfo(ctx),
+  );
+  app.get(
+    '/api/v1/downloads/:file',
+    {
+      config: { auth: { public: true } },
+      schema: { summary: 'The node agent tarball (npm install -g <url>)', tags, params: DownloadParams },
+    },
+    async (request, reply) => {
+      const bytes = await agentTarball(ctx, request.params.file);
+      if (!bytes)
+        throw new ApiError(
+          'not_found',
+          request.params.file === AGENT_FILE ? agentUnavailableReason(ctx) : `no download named ${request.params.file}`,
+        );
+      // A rebuild of the same version replaces the bytes: caches ask again.
+      return reply.type('application/gzip').header('cache-control', 'no-cache').send(bytes);
+    },
   );
   app.get(
     '/api/v1/keys/platform',
