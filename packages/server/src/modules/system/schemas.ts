@@ -14,7 +14,10 @@ export const HealthResponse = Type.Object(
 
 export const ConfigResponse = Type.Object(
   {
-    default_runner_image: Type.String({ description: 'runner used for cpu/gpu compute jobs when none is named' }),
+    default_runner_image: Type.String({
+      description:
+        "the oci runner's image for buyer code naming none, on a node that loaded no image of its own but holds this one (SVC_DEFAULT_RUNNER_IMAGE); 'process' when the platform names none",
+    }),
     dev_mode: Type.Boolean(),
     job_spec_version: Type.String(),
     currency: Type.Literal('CAD'),
@@ -35,15 +38,6 @@ export const InferenceHealthResponse = Type.Object(
     registered_nodes: Type.Integer(),
   },
   { $id: 'InferenceHealthResponse' },
-);
-
-export const DownloadsInfoResponse = Type.Object(
-  {
-    version: Type.String({ description: 'node agent (svc CLI) version' }),
-    platforms: Type.Record(Type.String(), Type.Object({ runtime: Type.String(), engines: Type.Array(Type.String()) })),
-    install_commands: Type.Record(Type.String(), Type.String()),
-  },
-  { $id: 'DownloadsInfoResponse' },
 );
 
 export const PlatformKeysResponse = Type.Object(

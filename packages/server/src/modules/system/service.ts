@@ -48,7 +48,7 @@ export async function health(ctx: ServiceContext) {
 
 export function publicConfig(ctx: ServiceContext) {
   return {
-    default_runner_image: 'process',
+    default_runner_image: ctx.config.defaultRunnerImage,
     dev_mode: ctx.config.devMode,
     job_spec_version: JOB_SPEC_VERSION,
     currency: 'CAD' as const,
@@ -67,20 +67,6 @@ export async function inferenceHealth(ctx: ServiceContext) {
     chat_models_with_capacity: chatModels.filter((id) => live.has(id)).length,
     online_nodes_heartbeat_5m: counts.online5m,
     registered_nodes: counts.registered,
-  };
-}
-
-export function downloads(ctx: ServiceContext) {
-  const engines = ['openai-upstream', 'llama-cpp', 'process'];
-  const start = `npx svc node --server ${ctx.config.publicUrl} --api-key <OPERATOR_API_KEY>`;
-  return {
-    version: SERVICE_VERSION,
-    platforms: {
-      'linux-x64': { runtime: 'node>=20', engines },
-      'linux-arm64': { runtime: 'node>=20', engines },
-      'darwin-arm64': { runtime: 'node>=20', engines },
-    },
-    install_commands: { 'linux-x64': start, 'linux-arm64': start, 'darwin-arm64': start },
   };
 }
 
