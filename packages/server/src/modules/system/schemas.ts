@@ -14,10 +14,7 @@ export const HealthResponse = Type.Object(
 
 export const ConfigResponse = Type.Object(
   {
-    default_runner_image: Type.String({
-      description:
-        "the oci runner's image for buyer code naming none, on a node that loaded no image of its own but holds this one (SVC_DEFAULT_RUNNER_IMAGE); 'process' when the platform names none",
-    }),
+    default_runner_image: Type.String({ description: 'runner used for cpu/gpu compute jobs when none is named' }),
     dev_mode: Type.Boolean(),
     job_spec_version: Type.String(),
     currency: Type.Literal('CAD'),
