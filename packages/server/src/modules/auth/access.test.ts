@@ -20,7 +20,14 @@ const EXPECTED: Record<string, Permission | 'public' | 'node' | 'authenticated'>
   'GET /api/v1/config': 'config:read',
   'GET /api/v1/inference/health': 'models:read',
   'GET /api/v1/downloads': 'public',
+  'GET /api/v1/downloads/:file': 'public',
   'GET /api/v1/keys/platform': 'public',
+  // The transparency log's hashes are public (DESIGN.md section 17); an inclusion proof names a
+  // run, so it answers the run's own tenant.
+  'GET /api/v1/log/checkpoint': 'public',
+  'GET /api/v1/log/tile/*': 'public',
+  'GET /api/v1/log/proof/consistency': 'public',
+  'GET /api/v1/log/proof/inclusion': 'evidence:read',
   'POST /api/v1/auth/signup': 'public',
   'POST /api/v1/auth/login': 'public',
   'POST /api/v1/auth/logout': 'account:read',
