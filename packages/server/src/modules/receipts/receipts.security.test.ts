@@ -20,8 +20,11 @@ describe('receipts and node requests are verified strictly; refused ones charge 
   let other: TestNode;
   let work: WorkItem;
   const output = '{"answer":42}';
-  /** 2,000,000 tokens at the 0.05 micro-CAD floor: 10 cents. */
-  const UNITS = 2_000_000;
+  /**
+   * 2,000 tokens at the 0.05 micro-CAD floor: 100 micro-CAD, under the job's metering bound (one
+   * input: its tokens, the default model's 2,048-token completion and the margin, 2,322).
+   */
+  const UNITS = 2_000;
   const balance = async () =>
     (await t.app.inject({ method: 'GET', url: '/api/v1/billing/balance', headers: bearer(buyer.apiKey) })).json();
 
@@ -174,11 +177,12 @@ describe('receipts and node requests are verified strictly; refused ones charge 
     const dup = await node.receipt(work, { result_hash: sha256Hex(output), metering_units: UNITS });
     expect(dup.statusCode).toBe(409);
     expect(await balance()).toEqual(after);
-    const rows = await t.ctx.db.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM credit_transactions WHERE tx_type = 'charge'",
+    const rows = await t.ctx.db.query<{ n: number; micro: string }>(
+      "SELECT count(*)::int AS n, sum(amount_micro)::text AS micro FROM credit_transactions WHERE tx_type = 'charge'",
     );
-    expect(rows.rows[0]?.n).toBe(1);
-    expect(after).toMatchObject({ balance_cents: 490, held_cents: 0 });
+    expect(rows.rows[0]).toEqual({ n: 1, micro: '-100' });
+    // Less than a cent: nothing leaves the balance yet, the remainder is carried (DESIGN.md section 7).
+    expect(after).toMatchObject({ balance_cents: 500, held_cents: 0 });
   });
 });
 
