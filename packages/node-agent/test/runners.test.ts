@@ -193,7 +193,7 @@ describe('engine job runners', () => {
       retryable: false,
     });
     await expect(
-      runJob(work({ type: 'chat', model: 'tinyllama', payload: { messages: [{ role: 'tool', content: 'x' }] } }), ctx),
+      runJob(work({ type: 'chat', model: 'tinyllama', payload: { messages: [{ role: 'wizard', content: 'x' }] } }), ctx),
     ).rejects.toMatchObject({ retryable: false });
   });
 });
