@@ -118,6 +118,13 @@ export const CreateJobRequest = Type.Object(
     pids: Type.Optional(
       Type.Integer({ minimum: 8, maximum: 4096, description: "kinds 5-7: the container's process limit" }),
     ),
+    network: Type.Optional(
+      StringEnum(['none', 'egress'] as const, {
+        default: 'none',
+        description:
+          "kinds 5-8 and 10: 'egress' gives the container a network (user-mode NAT, not the node's loopback); only a node whose operator allows it (--allow-job-network) takes the job",
+      }),
+    ),
     capture_set_id: Type.Optional(
       Type.String({
         pattern: '^cs_[a-z0-9]{26}$',
