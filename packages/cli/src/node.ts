@@ -8,6 +8,7 @@ import {
   createOpenAIUpstreamEngine,
   detectOciRunner,
   IdentityError,
+  imageExists,
   loadImageArchive,
   type AgentEvent,
   type Engine,
@@ -40,6 +41,8 @@ export interface NodeConfig {
   images: string[];
   maxMemoryMb: number;
   maxCpus: number;
+  /** Jobs asking for `network: "egress"` get a network in their container (`--allow-job-network`). */
+  allowJobNetwork: boolean;
 }
 
 const VALUES = [
@@ -269,6 +272,7 @@ export function parseNodeFlags(args: ParsedArgs, env: NodeJS.ProcessEnv): NodeCo
         }),
     gguf,
     images,
+    allowJobNetwork: args.flags['allow-job-network'] === true,
     maxMemoryMb: memoryMb(flag('max-memory')),
     maxCpus: maxCpus(flag('max-cpus')),
     ...(flag('tee-vcek') === undefined && flag('tee-collateral') === undefined
@@ -297,6 +301,20 @@ async function buildEngines(config: NodeConfig): Promise<EngineSet> {
   return engines;
 }
 
+/**
+ * `ConfigResponse.default_runner_image` of the server, unless it names none (`process`) or the
+ * server does not answer now (the node then runs without it: registration retries on its own).
+ */
+async function platformDefaultImage(server: string): Promise<string | undefined> {
+  try {
+    const res = await fetch(`${server.replace(/\/+$/, '')}/api/v1/config`, { signal: AbortSignal.timeout(10_000) });
+    const ref = res.ok ? ((await res.json()) as { default_runner_image?: unknown }).default_runner_image : undefined;
+    return typeof ref === 'string' && ref !== '' && ref !== 'process' ? ref : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function logEvent(event: AgentEvent): void {
   if (event.event === 'work' || event.event === 'attested')
     process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
@@ -312,7 +330,7 @@ function logEvent(event: AgentEvent): void {
  */
 export async function node(argv: string[]): Promise<number> {
   const config = parseNodeFlags(
-    parseArgs(argv, { values: VALUES, booleans: ['allow-process-runner', 'no-channel'] }),
+    parseArgs(argv, { values: VALUES, booleans: ['allow-process-runner', 'allow-job-network', 'no-channel'] }),
     process.env,
   );
   let engines: EngineSet;
@@ -323,12 +341,13 @@ export async function node(argv: string[]): Promise<number> {
     return 1;
   }
   let oci: Parameters<typeof createNodeAgent>[0]['oci'];
-  if (config.images.length > 0) {
-    const probe = await detectOciRunner();
-    if (!probe.available) {
-      process.stderr.write(`svc node: the oci runner cannot run here: ${probe.reasons.join('; ')}\n`);
-      return 1;
-    }
+  const platformImage = await platformDefaultImage(config.server);
+  const probe = config.images.length > 0 || platformImage !== undefined ? await detectOciRunner() : undefined;
+  if (config.images.length > 0 && probe && !probe.available) {
+    process.stderr.write(`svc node: the oci runner cannot run here: ${probe.reasons.join('; ')}\n`);
+    return 1;
+  }
+  if (probe?.available) {
     const images: string[] = [];
     try {
       for (const file of config.images) images.push(...(await loadImageArchive(probe.podman, file)));
@@ -336,7 +355,25 @@ export async function node(argv: string[]): Promise<number> {
       process.stderr.write(`svc node: ${err instanceof Error ? err.message : String(err)}\n`);
       return 1;
     }
-    oci = { probe, images: [...new Set(images)], maxMemoryMb: config.maxMemoryMb, maxCpus: config.maxCpus };
+    // DESIGN.md section 8: the first image loaded is the node's default; the platform's only when
+    // podman holds it (pulled or loaded before), declared too so jobs naming it can come here.
+    const held = platformImage !== undefined && (await imageExists(probe.podman, platformImage));
+    if (held && platformImage !== undefined && !images.includes(platformImage)) images.push(platformImage);
+    if (images.length > 0)
+      oci = {
+        probe,
+        images: [...new Set(images)],
+        ...(held ? { defaultImage: platformImage } : {}),
+        maxMemoryMb: config.maxMemoryMb,
+        maxCpus: config.maxCpus,
+        allowNetwork: config.allowJobNetwork,
+      };
+  }
+  if (!oci && !config.allowProcessRunner && (config.capsule || config.captureRunners)) {
+    process.stderr.write(
+      "svc node: --capsule and --runner run in the oci runner (--image FILE, or the platform's default_runner_image held by podman) or on the host with --allow-process-runner: give one\n",
+    );
+    return 2;
   }
   const agent = createNodeAgent({
     server: config.server,

@@ -44,7 +44,7 @@ export const NODE_USAGE = `svc node --server URL --api-key KEY [--data-dir DIR] 
          [--upstream BASE_URL [--upstream-key KEY] --model CATALOG_ID[=ENGINE_MODEL]...]
          [--gguf CATALOG_ID=PATH]... [--concurrency N] [--allow-process-runner] [--no-channel] [--name NAME]
          [--tee-vcek FILE] [--tee-collateral DIR] [--capsule PROGRAM [--capsule-arg ARG]...]
-         [--runner 8=CMD] [--runner 10=CMD]
+         [--runner 8=CMD] [--runner 10=CMD] [--image FILE]... [--allow-job-network]
 
 Runs a provider node: registers with the control plane, polls for work, runs it on the given
 engines and uploads each result with its signed receipt. The node key and outbox live in

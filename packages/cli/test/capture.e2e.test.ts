@@ -136,7 +136,18 @@ describe.each(COMBINATIONS)('a capture set from create to verified on $name', ({
     writeFileSync(join(dir, 'process.cjs'), PROGRAM);
     const cmd = `${process.execPath} ${join(dir, 'process.cjs')}`;
     node = spawnSvc(
-      ['node', '--server', base, '--data-dir', join(dir, 'node'), '--runner', `8=${cmd}`, '--runner', `10=${cmd}`],
+      [
+        'node',
+        '--server',
+        base,
+        '--data-dir',
+        join(dir, 'node'),
+        '--allow-process-runner',
+        '--runner',
+        `8=${cmd}`,
+        '--runner',
+        `10=${cmd}`,
+      ],
       { SVC_NODE_API_KEY: operatorKey },
     );
     await until('node registration', async () => /registered node_/.exec(node.stdout())?.[0]);

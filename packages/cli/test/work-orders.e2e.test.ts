@@ -111,6 +111,8 @@ describe('work orders end to end: svc serve, svc node --capsule, a token-protect
         nodeDir,
         '--country',
         'CA',
+        // The process-runner variant; runner-images.e2e.test.ts runs the capsule in the oci runner.
+        '--allow-process-runner',
         '--capsule',
         process.execPath,
         '--capsule-arg',

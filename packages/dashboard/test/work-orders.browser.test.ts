@@ -81,7 +81,18 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
     key = signup.api_key;
     nodeDir = mkdtempSync(join(tmpdir(), 'svc-dash-wo-node-'));
     node = spawnSvc(
-      ['node', '--server', base, '--data-dir', nodeDir, '--capsule', process.execPath, '--capsule-arg', CAPSULE],
+      [
+        'node',
+        '--server',
+        base,
+        '--data-dir',
+        nodeDir,
+        '--allow-process-runner',
+        '--capsule',
+        process.execPath,
+        '--capsule-arg',
+        CAPSULE,
+      ],
       { SVC_NODE_API_KEY: operator },
     );
     await until('node registration', async () => /registered (node_[a-z0-9]+)/.exec(node.stdout())?.[1]);

@@ -116,16 +116,22 @@ export function declaredChatFields(engines: EngineSet): ChatFieldsWire | undefin
 /**
  * What a node with the `oci` runner declares: `runner:oci`, `image:<ref>` for each image it holds
  * (matching sends a job naming an image only to a node holding it) and `oci-gpu` when podman has a
- * CDI spec for NVIDIA GPUs (NodeSummary `managed_oci_gpu_ready`).
+ * CDI spec for NVIDIA GPUs (NodeSummary `managed_oci_gpu_ready`), and `network:egress` when the
+ * operator grants jobs a network (`--allow-job-network`: only jobs asking `network: "egress"` get one).
  *
  * @example
  * ociCapabilities({ images: ['localhost/busybox:1'], probe: { gpu: false } }); // ['runner:oci', 'image:localhost/busybox:1']
  */
-export function ociCapabilities(oci: { images: readonly string[]; probe: { gpu: boolean } }): string[] {
+export function ociCapabilities(oci: {
+  images: readonly string[];
+  probe: { gpu: boolean };
+  allowNetwork?: boolean;
+}): string[] {
   return [
     'runner:oci',
     ...oci.images.slice(0, 32).map((ref) => `image:${ref.toLowerCase()}`),
     ...(oci.probe.gpu ? ['oci-gpu'] : []),
+    ...(oci.allowNetwork === true ? ['network:egress'] : []),
   ];
 }
 

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runJob, type RunContext, type WorkItem } from '../src/index.js';
+import { NO_RUNNER, runJob, type RunContext, type WorkItem } from '../src/index.js';
 
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
@@ -65,7 +65,7 @@ describe('the kind 8 and 10 runner', () => {
   const ctx = (args: string[] = []): RunContext => ({
     engines: new Map(),
     dataDir: dir,
-    allowProcessRunner: false,
+    allowProcessRunner: true,
     signal: new AbortController().signal,
     captureRunners: new Map([
       [8, { program: process.execPath, args: [join(dir, 'program.cjs'), ...args] }],
@@ -108,7 +108,12 @@ describe('the kind 8 and 10 runner', () => {
     expect(JSON.parse(out.bytes.toString('utf8'))).toEqual(manifest);
     expect(out.bytes.toString('utf8')).toBe(JSON.stringify(manifest));
     // Kind 10: started gigabytes actually read (70,004 bytes is one).
-    expect(out).toMatchObject({ metering_units: 1, engine: 'runner:10', usage: { bytes_read: 70_004, outputs: 2 } });
+    expect(out).toMatchObject({
+      metering_units: 1,
+      engine: 'runner:10',
+      runner: 'process',
+      usage: { bytes_read: 70_004, outputs: 2 },
+    });
     expect(declared.at(-1)).toEqual({ method: 'POST', path: '/api/v1/node/work/wrk_cap10/outputs', body: manifest });
     expect(puts.get('copy/a/one.bin')?.equals(files['a/one.bin'] ?? Buffer.alloc(0))).toBe(true);
     expect(puts.get('copy/two.txt')?.toString()).toBe('two\n');
@@ -140,6 +145,16 @@ describe('the kind 8 and 10 runner', () => {
       message: 'the kind 10 program exited with 4: no points found',
       retryable: false,
     });
+    expect(existsSync(join(dir, 'scratch', 'wrk_cap10'))).toBe(false);
+  });
+
+  it('runs on the host only with --allow-process-runner: without it and without the oci runner, nothing runs', async () => {
+    const before = declared.length;
+    await expect(runJob(item(10), { ...ctx(), allowProcessRunner: false })).rejects.toMatchObject({
+      message: NO_RUNNER,
+      retryable: false,
+    });
+    expect(declared.length).toBe(before);
     expect(existsSync(join(dir, 'scratch', 'wrk_cap10'))).toBe(false);
   });
 });

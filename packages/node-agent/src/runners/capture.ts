@@ -17,7 +17,9 @@ import {
   type OutputFile,
 } from '@svc/protocol';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { PROCESS_DEFAULT_TIMEOUT_S, PROCESS_MAX_TIMEOUT_S, runProcess } from './process-runner.js';
+import { buyerRunner, refuseOomKilled, type BuyerRunner } from './compute-job.js';
+import { runContainer, shareTree, writableDir } from './oci-runner.js';
+import { PROCESS_DEFAULT_TIMEOUT_S, PROCESS_MAX_TIMEOUT_S, runProcess, type ProcessResult } from './process-runner.js';
 import { WorkError, type RunContext, type RunOutput } from './types.js';
 import type { WorkItem } from '../wire.js';
 
@@ -137,12 +139,86 @@ async function scenesOf(outputDir: string, outputs: readonly OutputFile[]): Prom
   return scenes;
 }
 
+/** One run of the operator's program on the downloaded inputs. */
+interface CaptureProgram {
+  kind: number;
+  runner: CaptureRunner;
+  captureSetId: string;
+  inputDir: string;
+  outputDir: string;
+  scratch: string;
+  limit: number;
+}
+
+/** The host process runner (`--allow-process-runner`): the program sees the host's paths. */
+function onHost(ctx: RunContext, p: CaptureProgram): Promise<ProcessResult> {
+  return runProcess({
+    program: p.runner.program,
+    args: [...p.runner.args, p.inputDir, p.outputDir],
+    cwd: p.scratch,
+    env: {
+      PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+      HOME: p.scratch,
+      TMPDIR: p.scratch,
+      LANG: process.env.LANG ?? 'C.UTF-8',
+      SVC_JOB_KIND: String(p.kind),
+      SVC_CAPTURE_SET_ID: p.captureSetId,
+      SVC_INPUT_DIR: p.inputDir,
+      SVC_OUTPUT_DIR: p.outputDir,
+    },
+    timeoutMs: Math.min(Math.max(p.limit, 1), PROCESS_MAX_TIMEOUT_S) * 1000,
+    signal: ctx.signal,
+  });
+}
+
+/**
+ * The oci runner: the program (a path in the image) runs as `PROGRAM ARGS... /input /output`, the
+ * inputs mounted read-only at `/input`, `/output` the one writable directory, the job's limits.
+ */
+async function inContainer(
+  item: WorkItem,
+  ctx: RunContext,
+  chosen: Extract<BuyerRunner, { runner: 'oci' }>,
+  p: CaptureProgram,
+): Promise<ProcessResult> {
+  await shareTree(p.inputDir, chosen.oci);
+  await writableDir(p.outputDir, chosen.oci);
+  const result = await runContainer({
+    oci: chosen.oci,
+    workId: item.work_id,
+    image: chosen.image,
+    argv: [p.runner.program, ...p.runner.args, '/input', '/output'],
+    mounts: [
+      { host: p.inputDir, container: '/input', readOnly: true },
+      { host: p.outputDir, container: '/output', readOnly: false },
+    ],
+    env: {
+      HOME: '/tmp',
+      TMPDIR: '/tmp',
+      LANG: 'C.UTF-8',
+      SVC_JOB_KIND: String(p.kind),
+      SVC_CAPTURE_SET_ID: p.captureSetId,
+      SVC_INPUT_DIR: '/input',
+      SVC_OUTPUT_DIR: '/output',
+    },
+    workdir: '/tmp',
+    limits: chosen.limits,
+    gpu: false,
+    network: chosen.network,
+    signal: ctx.signal,
+  });
+  refuseOomKilled(result, chosen.limits);
+  return result;
+}
+
 /**
  * Kinds 8 `scene_reconstruction` and 10 `data_processing` on a capture set: downloads every file
  * of `payload.files` into `<dataDir>/scratch/<work_id>/input/<path>`, checking each SHA-256 (a
  * mismatch fails the work naming the file), runs the operator's program for the kind as
  * `PROGRAM ARGS... INPUT_DIR OUTPUT_DIR` (no shell, only PATH, HOME, TMPDIR, LANG and SVC_*
- * variables, the job's time limit), then declares the files it left in the output directory
+ * variables, the job's time limit): in the `oci` runner when the node has it (the program is a
+ * path in the image; inputs read-only at `/input`, `/output` writable, the job's `memory_mb`,
+ * `cpus`, `pids` and `network`), else on the host only with `--allow-process-runner`. Then declares the files it left in the output directory
  * (`POST .../outputs`) and PUTs each to its presigned URL. The result is the output manifest
  * (its SHA-256 is the receipt's result hash). Metering: kind 10 the started gigabytes read
  * (bytes counted here), kind 8 the scenes of `scenes.json` (1 without one). The scratch
@@ -160,6 +236,7 @@ export async function runCaptureJob(item: WorkItem, ctx: RunContext): Promise<Ru
       false,
     );
   if (!ctx.signedRequest) throw new WorkError('this agent cannot declare outputs (no control-plane client)', false);
+  const chosen = buyerRunner(item.payload, ctx);
   const { files, captureSetId } = inputsOf(item.payload);
   const limit =
     typeof item.payload.timeout_seconds === 'number' ? item.payload.timeout_seconds : PROCESS_DEFAULT_TIMEOUT_S;
@@ -172,23 +249,8 @@ export async function runCaptureJob(item: WorkItem, ctx: RunContext): Promise<Ru
   try {
     let bytesRead = 0;
     for (const f of files) bytesRead += await download(f, join(inputDir, ...f.path.split('/')), ctx);
-    const result = await runProcess({
-      program: runner.program,
-      args: [...runner.args, inputDir, outputDir],
-      cwd: scratch,
-      env: {
-        PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-        HOME: scratch,
-        TMPDIR: scratch,
-        LANG: process.env.LANG ?? 'C.UTF-8',
-        SVC_JOB_KIND: String(kind),
-        SVC_CAPTURE_SET_ID: captureSetId,
-        SVC_INPUT_DIR: inputDir,
-        SVC_OUTPUT_DIR: outputDir,
-      },
-      timeoutMs: Math.min(Math.max(limit, 1), PROCESS_MAX_TIMEOUT_S) * 1000,
-      signal: ctx.signal,
-    });
+    const program = { kind, runner, captureSetId, inputDir, outputDir, scratch, limit };
+    const result = chosen.runner === 'oci' ? await inContainer(item, ctx, chosen, program) : await onHost(ctx, program);
     if (result.timed_out) throw new WorkError(`the kind ${kind} program passed its time limit of ${limit} s`, false);
     if (result.exit_code !== 0)
       throw new WorkError(
@@ -214,6 +276,8 @@ export async function runCaptureJob(item: WorkItem, ctx: RunContext): Promise<Ru
       usage: { bytes_read: bytesRead, outputs: outputs.length, wall_ms: result.duration_ms },
       engine: `runner:${kind}`,
       exit_code: 0,
+      runner: chosen.runner,
+      ...(chosen.runner === 'oci' ? { image: chosen.image } : {}),
     };
   } finally {
     await rm(scratch, { recursive: true, force: true });

@@ -1,12 +1,21 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { WorkItem } from '../wire.js';
-import { listOutputFiles, runContainer, writableDir, type ContainerLimits, type OciConfig } from './oci-runner.js';
+import {
+  listOutputFiles,
+  runContainer,
+  writableDir,
+  type ContainerLimits,
+  type ContainerResult,
+  type OciConfig,
+} from './oci-runner.js';
 import { PROCESS_DEFAULT_TIMEOUT_S, PROCESS_MAX_TIMEOUT_S, runProcessJob } from './process-runner.js';
 import { jsonOutput, stringList, WorkError, type RunContext, type RunOutput } from './types.js';
 
 export const NO_RUNNER =
-  'this node runs no buyer code (kinds 5 and 6): its operator loaded no image for the oci runner (--image) and did not start it with --allow-process-runner';
+  'this node runs no buyer code (kinds 5, 6, 8 and 10, the kind 9 capsule): its operator loaded no image for the oci runner (--image) and did not start it with --allow-process-runner';
+export const NO_NETWORK =
+  'the job asks for network egress and this node grants none (its operator did not start it with --allow-job-network)';
 /** The most processes a container may hold; a job's `pids` is capped here. */
 export const CONTAINER_MAX_PIDS = 4096;
 const DEFAULT_MEMORY_MB = 512;
@@ -65,6 +74,63 @@ export function chooseImage(payload: Record<string, unknown>, oci: OciConfig): s
 }
 
 /**
+ * Fails the work when the kernel OOM-killed the container, naming the limit it passed.
+ *
+ * @example
+ * refuseOomKilled(result, limits); // throws WorkError('the container was killed by the OOM killer ...')
+ */
+export function refuseOomKilled(result: ContainerResult, limits: ContainerLimits): void {
+  if (result.oom_killed)
+    throw new WorkError(
+      `the container was killed by the OOM killer (SIGKILL, exit 137): it passed its memory limit of ${limits.memory_mb} MB (stderr: ${result.stderr.trim().slice(-300)})`,
+      false,
+    );
+}
+
+/**
+ * Whether the job's container gets a network: `payload.network` is `"none"` (the default) or
+ * `"egress"`, which only a node whose operator allows it grants (else the job fails saying so;
+ * matching sends such jobs only to nodes declaring `network:egress`).
+ *
+ * @example
+ * networkGranted({ network: 'egress' }, { ...oci, allowNetwork: true }); // true
+ */
+export function networkGranted(payload: Record<string, unknown>, oci: OciConfig): boolean {
+  const asked = payload.network;
+  if (asked === undefined || asked === null || asked === 'none') return false;
+  if (asked !== 'egress') throw new WorkError("payload.network must be 'none' or 'egress'", false);
+  if (oci.allowNetwork !== true) throw new WorkError(NO_NETWORK, false);
+  return true;
+}
+
+/** Where buyer code runs: a container (image, limits, network decided) or the host process runner. */
+export type BuyerRunner =
+  { runner: 'oci'; oci: OciConfig; image: string; limits: ContainerLimits; network: boolean } | { runner: 'process' };
+
+/**
+ * The runner for a job's buyer code (DESIGN.md section 8): the `oci` runner when the node has it
+ * (unless the job asks for `runner: "process"` on a node allowing it), else the host `process`
+ * runner only when the operator allowed it (`--allow-process-runner`), else {@link NO_RUNNER}.
+ *
+ * @example
+ * const r = buyerRunner(item.payload, ctx); // { runner: 'oci', image: 'localhost/busybox:1', ... }
+ */
+export function buyerRunner(payload: Record<string, unknown>, ctx: RunContext): BuyerRunner {
+  const oci = ctx.oci;
+  if (oci === undefined || (payload.runner === 'process' && ctx.allowProcessRunner)) {
+    if (!ctx.allowProcessRunner) throw new WorkError(NO_RUNNER, false);
+    return { runner: 'process' };
+  }
+  return {
+    runner: 'oci',
+    oci,
+    image: chooseImage(payload, oci),
+    limits: containerLimits(payload, oci),
+    network: networkGranted(payload, oci),
+  };
+}
+
+/**
  * Kinds 5 `cpu_compute`, 6 `gpu_compute` and 7: buyer code. With images loaded (`svc node
  * --image`), `payload.runner_args` runs as the container's command (argv, no shell unless the
  * job names one: `["sh", "-c", "..."]` in a busybox image) in the `oci` runner: no network,
@@ -78,17 +144,12 @@ export function chooseImage(payload: Record<string, unknown>, oci: OciConfig): s
  * const out = await runComputeJob(item, { ...ctx, oci });
  */
 export async function runComputeJob(item: WorkItem, ctx: RunContext): Promise<RunOutput> {
-  const oci = ctx.oci;
-  const wantsProcess = item.payload.runner === 'process';
-  if (oci === undefined || (wantsProcess && ctx.allowProcessRunner)) {
-    if (!ctx.allowProcessRunner) throw new WorkError(NO_RUNNER, false);
-    return runProcessJob(item, ctx);
-  }
+  const chosen = buyerRunner(item.payload, ctx);
+  if (chosen.runner === 'process') return runProcessJob(item, ctx);
+  const { oci, image, limits } = chosen;
   const argv = stringList(item.payload.runner_args, 'runner_args');
   if (argv.some((arg) => arg.includes('\0')))
     throw new WorkError('payload.runner_args must hold no NUL characters', false);
-  const image = chooseImage(item.payload, oci);
-  const limits = containerLimits(item.payload, oci);
   const scratch = join(ctx.dataDir, 'scratch', item.work_id);
   const output = join(scratch, 'output');
   await rm(scratch, { recursive: true, force: true });
@@ -105,13 +166,10 @@ export async function runComputeJob(item: WorkItem, ctx: RunContext): Promise<Ru
       workdir: '/tmp',
       limits,
       gpu: (item.kind === 6 || item.kind === 7) && oci.probe.gpu,
+      network: chosen.network,
       signal: ctx.signal,
     });
-    if (result.oom_killed)
-      throw new WorkError(
-        `the container was killed by the OOM killer (SIGKILL, exit 137): it passed its memory limit of ${limits.memory_mb} MB (stderr: ${result.stderr.trim().slice(-300)})`,
-        false,
-      );
+    refuseOomKilled(result, limits);
     const outputs = await listOutputFiles(output);
     const seconds = Math.ceil(result.duration_ms / 1000);
     const { oom_killed: _oom, ...rest } = result;

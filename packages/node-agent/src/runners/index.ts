@@ -33,12 +33,24 @@ export {
 export { runCaptureJob, type CaptureRunner } from './capture.js';
 export { CAPSULE_DISABLED, runRepositoryWork, type CapsuleConfig } from './repository-work.js';
 export { detectTooling, missingTooling } from './tooling.js';
-export { chooseImage, containerLimits, CONTAINER_MAX_PIDS, NO_RUNNER, runComputeJob } from './compute-job.js';
 export {
+  buyerRunner,
+  chooseImage,
+  containerLimits,
+  CONTAINER_MAX_PIDS,
+  networkGranted,
+  NO_NETWORK,
+  NO_RUNNER,
+  runComputeJob,
+  type BuyerRunner,
+} from './compute-job.js';
+export {
+  imageExists,
   listOutputFiles,
   loadImageArchive,
   removeLeftoverContainers,
   runContainer,
+  shareTree,
   type ContainerLimits,
   type ContainerResult,
   type OciConfig,
@@ -87,8 +99,8 @@ const GATEWAY_RUNNERS = new Map<string, Runner>([
 ]);
 
 /**
- * Runs one work item: marketplace jobs by `kind` (1-4 on the engines, 5-7 buyer code in the
- * `oci` runner, or the process runner when allowed), gateway requests by `type` (`chat`, streamed when `ctx.events` is given,
+ * Runs one work item: marketplace jobs by `kind` (1-4 on the engines, buyer code of 5-8, 10 and
+ * kind 9's capsule in the `oci` runner, or the process runner when allowed), gateway requests by `type` (`chat`, streamed when `ctx.events` is given,
  * `embeddings`, `transcription`, `image`). Anything this agent cannot do is a non-retryable
  * {@link WorkError}.
  *

@@ -12,4 +12,9 @@ export interface OciConfig {
   /** The operator's ceilings (`svc node --max-memory`, `--max-cpus`): a job asks within them. */
   maxMemoryMb: number;
   maxCpus: number;
+  /**
+   * The operator grants network egress to jobs asking for it (`svc node --allow-job-network`,
+   * capability `network:egress`); without it every container has no network.
+   */
+  allowNetwork?: boolean;
 }

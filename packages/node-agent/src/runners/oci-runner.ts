@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { chown, lstat, mkdir, readdir } from 'node:fs/promises';
+import { chown, lchown, lstat, mkdir, readdir } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { abortReason } from '../backoff.js';
 import type { OciConfig } from './oci-config.js';
@@ -34,6 +34,11 @@ export interface RunContainerOptions {
   limits: ContainerLimits;
   /** Give the container every NVIDIA GPU through CDI (kind 6 on a node whose podman has the spec). */
   gpu: boolean;
+  /**
+   * A job granted egress (`network: "egress"` on a node started with --allow-job-network) gets
+   * slirp4netns: user-mode NAT out, the host's loopback not reachable. Otherwise no network.
+   */
+  network?: boolean;
   signal: AbortSignal;
 }
 
@@ -78,6 +83,16 @@ export async function loadImageArchive(podman: string, file: string): Promise<st
   );
   if (refs.length === 0) throw new Error(`podman load -i ${file} named no image: ${r.out.slice(0, 200)}`);
   return refs;
+}
+
+/**
+ * Whether podman's store holds the image `ref` (`podman image exists`: no registry asked).
+ *
+ * @example
+ * await imageExists('podman', 'localhost/svc-runner:1'); // true
+ */
+export async function imageExists(podman: string, ref: string): Promise<boolean> {
+  return (await podmanRun(podman, ['image', 'exists', ref])).ok;
 }
 
 /** A container name from a work id: podman's names are `[a-zA-Z0-9][a-zA-Z0-9_.-]*`. */
@@ -131,7 +146,9 @@ export async function runContainer(options: RunContainerOptions): Promise<Contai
     `svc.work=${options.workId}`,
     ...(oci.probe.runtime ? ['--runtime', oci.probe.runtime] : []),
     ...oci.probe.userns,
-    '--network=none',
+    // slirp4netns leaves allow_host_loopback off: a granted job reaches the outside, not the
+    // node's own loopback services (the agent, an engine, the operator's databases).
+    options.network === true ? '--network=slirp4netns' : '--network=none',
     '--read-only',
     '--tmpfs',
     '/tmp:rw,size=64m,mode=1777',
@@ -200,6 +217,28 @@ export async function runContainer(options: RunContainerOptions): Promise<Contai
 export async function writableDir(dir: string, oci: OciConfig): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   if (!oci.probe.rootless) await chown(dir, ROOT_USERNS_BASE, ROOT_USERNS_BASE);
+}
+
+/**
+ * Hands a tree to the container's root (recursively, links themselves not followed), except the
+ * paths in `skip`: with a mapped range (podman as root) files the agent made are not the
+ * container's, so a read-only input could not be read and a working copy not edited. Rootless
+ * podman maps the agent's own user to the container's root: nothing to do.
+ *
+ * @example
+ * await shareTree(join(scratch, 'repo'), oci, new Set([join(scratch, 'repo', '.git')]));
+ */
+export async function shareTree(root: string, oci: OciConfig, skip: ReadonlySet<string> = new Set()): Promise<void> {
+  if (oci.probe.rootless) return;
+  const walk = async (path: string): Promise<void> => {
+    await lchown(path, ROOT_USERNS_BASE, ROOT_USERNS_BASE);
+    if (!(await lstat(path)).isDirectory()) return;
+    for (const name of await readdir(path)) {
+      const full = join(path, name);
+      if (!skip.has(full)) await walk(full);
+    }
+  };
+  await walk(root);
 }
 
 /**

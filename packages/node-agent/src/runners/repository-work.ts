@@ -1,10 +1,13 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { constants } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { CapsuleOrder, CheckRun, ExecuteResult, PreflightResult, RepositoryWorkPayload } from '@svc/protocol';
+import { buyerRunner, type BuyerRunner } from './compute-job.js';
 import { fetchPayload } from './fetch-payload.js';
+import { runContainer, shareTree, writableDir } from './oci-runner.js';
 import { runProcess, type ProcessResult } from './process-runner.js';
 import { detectTooling, missingTooling } from './tooling.js';
 import { jsonOutput, WorkError, type RunContext, type RunOutput } from './types.js';
@@ -41,7 +44,14 @@ function gitEnv(home: string): Record<string, string> {
 
 async function git(cwd: string, home: string, args: string[], maxBuffer = 64 * 1024 * 1024): Promise<string> {
   try {
-    const { stdout } = await run('git', args, { cwd, env: gitEnv(home), maxBuffer, encoding: 'utf8' });
+    // The oci runner hands the working copy to the container's user (shareTree): this git, the
+    // agent's, still trusts it. Its .git was read-only in the container, so nothing there is the capsule's.
+    const { stdout } = await run('git', ['-c', `safe.directory=${cwd}`, ...args], {
+      cwd,
+      env: gitEnv(home),
+      maxBuffer,
+      encoding: 'utf8',
+    });
     return stdout;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
@@ -107,7 +117,8 @@ function argvList(value: unknown): string[][] {
 async function capsuleAnswer(path: string): Promise<{ summary: string | null; checks: string[][] }> {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(await readFile(path, 'utf8'));
+    // Not through a link: in a container the capsule made this file, and a link would name the host's files.
+    parsed = JSON.parse(await readFile(path, { encoding: 'utf8', flag: constants.O_RDONLY | constants.O_NOFOLLOW }));
   } catch {
     return { summary: null, checks: [] };
   }
@@ -131,13 +142,73 @@ function checkCommands(capsule: string[][], server: unknown): string[][] {
   return [...fromServer, ...capsule.filter((argv) => !first.has(key(argv)))];
 }
 
-function processEnv(scratch: string, extra: Record<string, string> = {}): Record<string, string> {
+/**
+ * Where the capsule and the checks run: on the host (the process runner) or each in a fresh
+ * container of the oci runner. `orderPath` and `answerPath` are the files as the capsule sees them.
+ */
+interface Sandbox {
+  orderPath: string;
+  answerPath: string;
+  run(step: string, argv: string[], env: Record<string, string>, timeoutMs: number): Promise<ProcessResult>;
+}
+
+function hostSandbox(ctx: RunContext, scratch: string, repo: string, io: string): Sandbox {
   return {
-    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-    HOME: scratch,
-    TMPDIR: scratch,
-    LANG: process.env.LANG ?? 'C.UTF-8',
-    ...extra,
+    orderPath: join(io, 'order.json'),
+    answerPath: join(io, 'capsule-result.json'),
+    run: (_step, [program = '', ...args], env, timeoutMs) =>
+      runProcess({
+        program,
+        args,
+        cwd: repo,
+        timeoutMs,
+        signal: ctx.signal,
+        env: {
+          PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+          HOME: scratch,
+          TMPDIR: scratch,
+          LANG: process.env.LANG ?? 'C.UTF-8',
+          ...env,
+        },
+      }),
+  };
+}
+
+/**
+ * The oci runner: the clone's working tree at `/work/repo` (the capsule's to edit), its `.git`
+ * mounted read-only over it (history to read; the hooks and config the agent's git runs with stay
+ * the agent's), the order and answer in `/svc`, no network, the job's limits.
+ */
+async function containerSandbox(
+  workId: string,
+  ctx: RunContext,
+  chosen: Extract<BuyerRunner, { runner: 'oci' }>,
+  repo: string,
+  io: string,
+): Promise<Sandbox> {
+  await shareTree(repo, chosen.oci, new Set([join(repo, '.git')]));
+  await writableDir(io, chosen.oci);
+  return {
+    orderPath: '/svc/order.json',
+    answerPath: '/svc/capsule-result.json',
+    run: (step, argv, env, timeoutMs) =>
+      runContainer({
+        oci: chosen.oci,
+        workId: `${workId}-${step}`,
+        image: chosen.image,
+        argv,
+        mounts: [
+          { host: repo, container: '/work/repo', readOnly: false },
+          { host: join(repo, '.git'), container: '/work/repo/.git', readOnly: true },
+          { host: io, container: '/svc', readOnly: false },
+        ],
+        env: { HOME: '/tmp', TMPDIR: '/tmp', LANG: 'C.UTF-8', ...env },
+        workdir: '/work/repo',
+        limits: { ...chosen.limits, timeout_s: timeoutMs / 1000 },
+        gpu: false,
+        network: false,
+        signal: ctx.signal,
+      }),
   };
 }
 
@@ -160,23 +231,28 @@ async function execute(
   capsule: CapsuleConfig,
   scratch: string,
   repo: string,
-): Promise<ExecuteResult> {
+  item: { work_id: string; payload: Record<string, unknown> },
+): Promise<ExecuteResult & { runner: string; image?: string }> {
   const order = p.order as CapsuleOrder;
   const deadline = Date.now() + p.timeout_seconds * 1000;
   const left = () => Math.max(1000, deadline - Date.now());
   await git(repo, scratch, ['checkout', '--quiet', '-b', order.work_branch]);
-  const orderPath = join(scratch, 'order.json');
-  const answerPath = join(scratch, 'capsule-result.json');
-  await writeFile(orderPath, JSON.stringify({ ...order, tooling: await detectTooling(repo) }, null, 2));
-  const cap = await runProcess({
-    program: capsule.program,
-    args: capsule.args,
-    cwd: repo,
-    timeoutMs: left(),
-    signal: ctx.signal,
-    env: processEnv(scratch, { ...capsule.env, SVC_WORK_ORDER: orderPath, SVC_CAPSULE_RESULT: answerPath }),
-  });
-  const answer = await capsuleAnswer(answerPath);
+  const io = join(scratch, 'io');
+  await mkdir(io, { recursive: true, mode: 0o700 });
+  await writeFile(join(io, 'order.json'), JSON.stringify({ ...order, tooling: await detectTooling(repo) }, null, 2));
+  // Kind 9's capsule reaches nothing: the agent fetched the repository, and hands back the result.
+  const chosen = buyerRunner({ ...item.payload, network: 'none' }, ctx);
+  const sandbox =
+    chosen.runner === 'oci'
+      ? await containerSandbox(item.work_id, ctx, chosen, repo, io)
+      : hostSandbox(ctx, scratch, repo, io);
+  const cap = await sandbox.run(
+    'capsule',
+    [capsule.program, ...capsule.args],
+    { ...capsule.env, SVC_WORK_ORDER: sandbox.orderPath, SVC_CAPSULE_RESULT: sandbox.answerPath },
+    left(),
+  );
+  const answer = await capsuleAnswer(join(io, 'capsule-result.json'));
   // The capsule's edits become one commit first, so nothing the checks write gets into it.
   await git(repo, scratch, ['add', '--all']);
   const staged = (await git(repo, scratch, ['diff', '--cached', '--name-only'])).trim();
@@ -198,16 +274,8 @@ async function execute(
   }
   const checks: CheckRun[] = [];
   if (cap.exit_code === 0 && !cap.timed_out) {
-    for (const argv of checkCommands(answer.checks, order.check_commands)) {
-      const [program = '', ...args] = argv;
-      const r = await runProcess({
-        program,
-        args,
-        cwd: repo,
-        env: processEnv(scratch),
-        timeoutMs: left(),
-        signal: ctx.signal,
-      }).catch((err: unknown): ProcessResult => ({
+    for (const [i, argv] of checkCommands(answer.checks, order.check_commands).entries()) {
+      const r = await sandbox.run(`check-${i + 1}`, argv, {}, left()).catch((err: unknown): ProcessResult => ({
         exit_code: null,
         signal: null,
         stdout: '',
@@ -253,6 +321,8 @@ async function execute(
     },
     checks,
     bundle_base64: bundle,
+    runner: chosen.runner,
+    ...(chosen.runner === 'oci' ? { image: chosen.image } : {}),
   };
 }
 
@@ -260,7 +330,9 @@ async function execute(
  * Kind 9 `repository_work`: clones the base branch from the control plane's bundle into a fresh
  * `<dataDir>/scratch/<work_id>` (removed afterwards). `preflight` detects the tooling and checks
  * the requested tools; `execute` creates `work_branch`, runs the operator's capsule (no shell, a
- * time limit, cwd the clone, HOME and TMPDIR the scratch dir, the order in `$SVC_WORK_ORDER`),
+ * time limit, cwd the clone, the order in `$SVC_WORK_ORDER`) and the checks, each in a container
+ * of the oci runner when the node has it (no network; the working copy writable, its .git
+ * read-only), else on the host only with `--allow-process-runner` (HOME and TMPDIR the scratch dir),
  * commits what it changed, runs the order's `check_commands` (the server's, derived from the
  * base's tooling) and then the check commands the capsule named in `$SVC_CAPSULE_RESULT`, and
  * reports the diff, changed paths, every check with its exit code and output hash, the
@@ -296,13 +368,17 @@ export async function runRepositoryWork(
       };
       return jsonOutput(result, { metering_units: 1, usage: { runs: 1 }, engine: 'repository' });
     }
-    const result = await execute(p, ctx, capsule, scratch, repo);
-    return jsonOutput(result, {
-      metering_units: 1,
-      usage: { runs: 1, checks: result.checks.length },
-      engine: 'capsule',
-      ...(result.capsule.exit_code === null ? {} : { exit_code: result.capsule.exit_code }),
-    });
+    const { runner, image, ...result } = await execute(p, ctx, capsule, scratch, repo, item);
+    return {
+      ...jsonOutput(result, {
+        metering_units: 1,
+        usage: { runs: 1, checks: result.checks.length },
+        engine: 'capsule',
+        ...(result.capsule.exit_code === null ? {} : { exit_code: result.capsule.exit_code }),
+      }),
+      runner,
+      ...(image === undefined ? {} : { image }),
+    };
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }

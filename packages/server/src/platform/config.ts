@@ -63,6 +63,12 @@ export interface Config {
   writer: { flushMs: number; openingWaitMs: number };
   /** Lifetime of presigned file URLs (generated images), in seconds (SVC_FILE_URL_TTL_SECONDS). */
   fileUrlTtlSeconds: number;
+  /**
+   * The platform's default image for the oci runner, `ConfigResponse.default_runner_image`
+   * (SVC_DEFAULT_RUNNER_IMAGE): a node holding it runs jobs naming no image in it when it loaded
+   * none of its own. Unset: `process`, no platform image.
+   */
+  defaultRunnerImage: string;
   /** The dashboard's built static files, served at `/` (SVC_DASHBOARD_DIR; default packages/dashboard/dist). */
   dashboardDir: string;
   /** Browser origins allowed to call /mcp besides the server's own (SVC_MCP_ALLOWED_ORIGINS). */
@@ -85,6 +91,11 @@ export interface LogConfig {
   derivedOrigin: string;
   /** SVC_LOG_CHECKPOINT_MS (default 1000): the least time between two signed checkpoints. */
   checkpointMs: number;
+  /**
+   * SVC_EVIDENCE_GATEWAY_ROWS=1: gateway requests' evidence events stored as rows and signed as
+   * they close, as before 2026-11-27 (to compare; by default they are derived when read).
+   */
+  gatewayEventRows: boolean;
 }
 
 /** Payouts and top-ups (docs/payouts.md). */
@@ -395,7 +406,14 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     );
   const publicParts = new URL(publicUrl);
   const derivedOrigin = `${publicParts.host}${publicParts.pathname.replace(/\/+$/, '')}/log`.replace(/[\s+]/gu, '-');
+  const defaultRunnerImage = env.SVC_DEFAULT_RUNNER_IMAGE || 'process';
+  // The pattern of a job's `image` (CreateJobRequest): what matching compares with a node's `image:<ref>`.
+  if (!/^[a-z0-9][a-z0-9._/:@-]{0,159}$/.test(defaultRunnerImage))
+    throw new ConfigError(
+      `SVC_DEFAULT_RUNNER_IMAGE must be an image reference (lowercase, e.g. localhost/svc-runner:1), got '${defaultRunnerImage}'`,
+    );
   return {
+    defaultRunnerImage,
     s3,
     log: {
       origin: logOrigin,
@@ -403,6 +421,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
       checkpointMs: env.SVC_LOG_CHECKPOINT_MS
         ? parseIntIn('SVC_LOG_CHECKPOINT_MS', env.SVC_LOG_CHECKPOINT_MS, 10, 3_600_000)
         : 1000,
+      gatewayEventRows: env.SVC_EVIDENCE_GATEWAY_ROWS === '1',
     },
     mcpAllowedOrigins,
     port,

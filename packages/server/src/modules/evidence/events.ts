@@ -86,6 +86,23 @@ export function routed(
   ];
 }
 
+/**
+ * The runner and image a receipt's metadata names (issue 42: provenance): what the node says it
+ * ran buyer code in. The server cannot recompute it, so it is labelled the node's claim.
+ */
+function executionClaim(
+  metadata: Record<string, unknown> | undefined,
+): { runner: string; image: string | null; source: 'node_claim' } | undefined {
+  const runner = metadata?.runner;
+  if (typeof runner !== 'string') return undefined;
+  const image = metadata?.image;
+  return {
+    runner: runner.slice(0, 40),
+    image: typeof image === 'string' ? image.slice(0, 200) : null,
+    source: 'node_claim',
+  };
+}
+
 /** What a receipt says, and that its SVC1 signature verified against the node's registered key. */
 export function receiptEvents(
   receipt: {
@@ -96,10 +113,12 @@ export function receiptEvents(
     metering_units: number;
     signature: string;
     signature_version: string;
+    metadata?: Record<string, unknown>;
   },
   node: EvidenceNode,
   workId: string,
 ): EvidenceEvent[] {
+  const ran = executionClaim(receipt.metadata);
   const signed = {
     job_id: receipt.job_id,
     node_public_key: receipt.node_public_key,
@@ -110,8 +129,8 @@ export function receiptEvents(
   return [
     {
       type: 'receipt.submitted',
-      summary: `node ${node.id} submitted receipt ${receipt.id} for ${receipt.metering_units} units`,
-      metadata: { receipt_id: receipt.id, work_id: workId, ...nodeFields(node) },
+      summary: `node ${node.id} submitted receipt ${receipt.id} for ${receipt.metering_units} units${ran ? ` (ran in the ${ran.runner} runner${ran.image ? `, image ${ran.image}` : ''}: the node's claim)` : ''}`,
+      metadata: { receipt_id: receipt.id, work_id: workId, ...nodeFields(node), ...(ran ? { execution: ran } : {}) },
       causedBy: [],
     },
     {

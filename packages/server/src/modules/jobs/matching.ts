@@ -16,6 +16,8 @@ export interface MatchJob {
   required_capabilities: string[];
   /** Kinds 5-7: the container image the job names (only a node holding it, `image:<ref>`, takes it). */
   image?: string | null;
+  /** Kinds 5-8 and 10: `egress` goes only to a node granting jobs a network (`network:egress`). */
+  network?: 'egress' | null;
   max_price_micro_per_unit: number;
 }
 
@@ -92,6 +94,7 @@ export function unmetConstraint(job: MatchJob, node: MatchNode): string | undefi
     const why = runnerUnmet(job.image ?? null, node.capabilities);
     if (why) return why;
   }
+  if (job.network === 'egress' && !node.capabilities.includes('network:egress')) return 'network egress';
   if ((job.kind === 6 || job.kind === 7) && node.gpu_model === null) return 'gpu';
   if (job.kind === 9 && !node.capabilities.includes('capsule')) return 'repository capsule';
   // Kinds 8 and 10 run the program the operator set for the kind (`svc node --runner 8=CMD`).

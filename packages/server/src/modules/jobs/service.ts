@@ -37,6 +37,8 @@ const DEFAULT_MODEL: Record<number, string> = {
   3: 'whisper-base',
   4: 'sdxl-turbo',
 };
+/** Kinds whose program is the buyer's or runs on the buyer's data in the oci runner's containers. */
+const BUYER_CODE_KINDS = new Set([5, 6, 7, 8, 10]);
 const MODEL_TYPE: Record<number, string> = { 1: 'chat', 2: 'embeddings', 3: 'transcription', 4: 'image' };
 
 const bad = (path: string, message: string) =>
@@ -140,6 +142,11 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   }
   if (body.capture_set_id !== undefined && !isCaptureKind(body.kind))
     throw bad('/capture_set_id', `is used by scene_reconstruction (8) and data_processing (10) jobs only`);
+  if (body.network !== undefined && !BUYER_CODE_KINDS.has(body.kind))
+    throw bad(
+      '/network',
+      `is used by jobs running buyer code (kinds 5, 6, 7, 8 and 10), not ${kind.name}${body.kind === 9 ? ': the capsule reaches nothing, the node fetches the repository itself' : ''}`,
+    );
   const cost = jobEstimate(body.kind, body, counted);
   refuseBudgetBelow(cost, budgetCents, maxPriceMicro);
   const spec: store.JobSpec = {
@@ -163,6 +170,7 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
     ...(body.memory_mb === undefined ? {} : { memory_mb: body.memory_mb }),
     ...(body.cpus === undefined ? {} : { cpus: body.cpus }),
     ...(body.pids === undefined ? {} : { pids: body.pids }),
+    ...(body.network === 'egress' ? { network: 'egress' as const } : {}),
     estimates: Object.fromEntries(
       Object.entries(body).filter(([k, v]) => k.startsWith('estimated_') && typeof v === 'number'),
     ) as Record<string, number>,

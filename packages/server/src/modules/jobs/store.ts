@@ -24,6 +24,8 @@ export interface JobSpec {
   memory_mb?: number;
   cpus?: number;
   pids?: number;
+  /** Kinds 5-8 and 10: the buyer asked for network egress (absent: none). */
+  network?: 'egress';
   estimates: Record<string, number>;
   estimated_units: number;
   /** Inputs prepared for the node (lines of inline_text or of the payload document). */

@@ -26,13 +26,26 @@ export function matchJob(job: Pick<JobRow, 'kind' | 'execution_pool' | 'spec' | 
     min_reputation: job.spec.min_reputation,
     required_capabilities: job.spec.required_capabilities,
     image: job.spec.image ?? null,
+    network: job.spec.network ?? null,
     max_price_micro_per_unit: job.max_price_micro_per_unit,
+  };
+}
+
+/** What the oci runner needs of a buyer-code job: its image, limits and network grant, when asked. */
+function containerFields(s: JobRow['spec']): Record<string, unknown> {
+  return {
+    ...(s.image === undefined ? {} : { image: s.image }),
+    ...(s.memory_mb === undefined ? {} : { memory_mb: s.memory_mb }),
+    ...(s.cpus === undefined ? {} : { cpus: s.cpus }),
+    ...(s.pids === undefined ? {} : { pids: s.pids }),
+    ...(s.network === undefined ? {} : { network: s.network }),
   };
 }
 
 async function payloadOf(ctx: ServiceContext, db: Queryable, job: JobRow): Promise<Record<string, unknown>> {
   const s = job.spec;
-  if (s.capture_set_id) return { ...(await captureWorkPayload(ctx, db, s.capture_set_id, s.timeout_seconds)) };
+  if (s.capture_set_id)
+    return { ...(await captureWorkPayload(ctx, db, s.capture_set_id, s.timeout_seconds)), ...containerFields(s) };
   if (job.kind === 1) return { model: s.model, inputs: s.inputs ?? [] };
   if (job.kind === 2) return { model: s.model, inputs: s.inputs ?? [] };
   if (job.kind === 3) return { model: s.model, payload_url: s.payload_url };
@@ -41,10 +54,7 @@ async function payloadOf(ctx: ServiceContext, db: Queryable, job: JobRow): Promi
   return {
     runner_args: s.runner_args,
     timeout_seconds: s.timeout_seconds,
-    ...(s.image === undefined ? {} : { image: s.image }),
-    ...(s.memory_mb === undefined ? {} : { memory_mb: s.memory_mb }),
-    ...(s.cpus === undefined ? {} : { cpus: s.cpus }),
-    ...(s.pids === undefined ? {} : { pids: s.pids }),
+    ...containerFields(s),
     inputs: s.inputs,
     payload_url: s.payload_url,
   };

@@ -48,7 +48,7 @@ export async function health(ctx: ServiceContext) {
 
 export function publicConfig(ctx: ServiceContext) {
   return {
-    default_runner_image: 'process',
+    default_runner_image: ctx.config.defaultRunnerImage,
     dev_mode: ctx.config.devMode,
     job_spec_version: JOB_SPEC_VERSION,
     currency: 'CAD' as const,
