@@ -33,6 +33,7 @@ import type { SubmitAssignment } from './modules/jobs/assignment.js';
 import type { EvidenceSubjects } from './modules/evidence/subjects.js';
 import { jobEvidenceSubject } from './modules/jobs/evidence.js';
 import { requestEvidenceSubject } from './modules/gateway/evidence-subject.js';
+import { requestEvidenceEvents } from './modules/gateway/evidence-derived.js';
 import type { ChatGrounding } from './modules/gateway/grounding.js';
 import { groundChat } from './modules/knowledge/retrieval.js';
 import { resolveLogOrigin, type TransparencyLog } from './modules/log/service.js';
@@ -212,7 +213,11 @@ export async function createContext(
       egress,
       completions: { job: jobCompletion, request: requestCompletion, claimJobs },
       submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },
-      evidenceSubjects: { job: jobEvidenceSubject, request: requestEvidenceSubject },
+      evidenceSubjects: {
+        job: jobEvidenceSubject,
+        request: requestEvidenceSubject,
+        requestEvents: requestEvidenceEvents,
+      },
       grounding: { groundChat },
       transparencyLog,
       stopBackground: async () => undefined,

@@ -6,6 +6,10 @@ import {
   appendAndSign,
   appendAndSignMany,
   appendEvents,
+  closeRunRows,
+  findRunById,
+  insertClosedRuns,
+  insertDerivedRuns,
   insertRunWithEvents,
   insertRunsWithEvents,
   insertSignedRunsWithEvents,
@@ -15,9 +19,11 @@ import {
   lockOpenRunWithHashes,
   lockOpenRunsWithHashes,
   markSigned,
+  storeCertificate,
   type EdgeType,
   type EventRow,
   type NewRun,
+  type RunRow,
 } from './store.js';
 
 /**
@@ -36,6 +42,12 @@ export interface EvidenceEvent {
   causedBy?: readonly string[];
 }
 
+/** Events committed together, all stamped `at` (ISO 8601 with milliseconds): a derived run is a list of these. */
+export interface DerivedBatch {
+  at: string;
+  events: readonly EvidenceEvent[];
+}
+
 /** `created_at` exactly as hashed and returned: ISO 8601 UTC with milliseconds. */
 function timestamp(): string {
   return new Date().toISOString();
@@ -51,6 +63,12 @@ function wantedCauses(events: readonly EvidenceEvent[]): Set<string> {
 }
 
 type Latest = Map<string, { id: string; sequence: number }>;
+
+/** An event's id and `created_at`, by its sequence. */
+export type Stamp = (sequence: number) => { id: string; created_at: string };
+
+/** A recorded event's stamp: a new id, and now. */
+const freshStamp: Stamp = () => ({ id: newId('evt'), created_at: timestamp() });
 
 /** The rows for `events` appended to `run`: hashed, with their `then` and `caused_by` edges as `parents`. */
 async function buildEvents(
@@ -71,12 +89,15 @@ function eventRows(
   subjectId: string,
   events: readonly EvidenceEvent[],
   latest: Latest,
+  stamp: Stamp = freshStamp,
 ): EventRow[] {
   const rows: EventRow[] = [];
   let previous = run.last_event_id ? { id: run.last_event_id, sequence: run.event_count } : undefined;
   for (let i = 0; i < events.length; i++) {
     const e = events[i] as EvidenceEvent;
-    const self = { id: newId('evt'), sequence: run.event_count + i + 1 };
+    const sequence = run.event_count + i + 1;
+    const { id, created_at } = stamp(sequence);
+    const self = { id, sequence };
     const parents: { event_id: string; edge_type: EdgeType; sequence: number }[] = [];
     if (previous) parents.push({ event_id: previous.id, edge_type: 'then', sequence: previous.sequence });
     for (const type of e.causedBy ?? []) {
@@ -91,7 +112,6 @@ function eventRows(
       );
     const metadata = e.metadata ?? {};
     const metadataText = JSON.stringify(metadata);
-    const created_at = timestamp();
     // eventHash takes only event_id and edge_type of each parent (eventHashInput copies them), as
     // the row keeps them.
     const event_hash = eventHash({
@@ -396,4 +416,134 @@ export async function closeRuns(
     for (const s of unsigned) await markSigned(tx, s.runId, s.closing.sign(secrets), s.closing.count, s.closing.lastId);
   }
   return closed;
+}
+
+/**
+ * The rows of a run whose events are derived, not stored (a gateway request: DESIGN.md section
+ * 11, revised 2026-11-27): each batch's events stamped with its `at`, their ids fixed by the run
+ * and the sequence (`stamp` replaces both, to compare with a run recorded otherwise). The same
+ * sequences, edges and hashes as the batches appended one after another by `openRun` and
+ * `closeRun`.
+ *
+ * @example
+ * const rows = derivedEventRows('run_chatcmpl-01...', 'chatcmpl-01...', [{ at, events }]);
+ */
+export function derivedEventRows(
+  runId: string,
+  subjectId: string,
+  batches: readonly DerivedBatch[],
+  stamp?: Stamp,
+): EventRow[] {
+  const latest: Latest = new Map();
+  const rows: EventRow[] = [];
+  for (const batch of batches) {
+    const last = rows[rows.length - 1];
+    const head = { id: runId, event_count: last?.sequence ?? 0, last_event_id: last?.id ?? null };
+    const at = (sequence: number) => ({
+      id: `evt_${runId.slice(runId.indexOf('_') + 1)}_${sequence}`,
+      created_at: batch.at,
+    });
+    rows.push(...eventRows(head, subjectId, batch.events, latest, stamp ?? at));
+  }
+  return rows;
+}
+
+/** A derived run's counters and root: what its run row keeps, and the log's leaf. */
+export function derivedHead(rows: readonly EventRow[]): {
+  event_count: number;
+  last_event_id: string | null;
+  root_hash: string;
+} {
+  const last = rows[rows.length - 1];
+  return {
+    event_count: last?.sequence ?? 0,
+    last_event_id: last?.id ?? null,
+    root_hash: merkleRoot(rows.map((r) => r.event_hash)),
+  };
+}
+
+/**
+ * Opens runs whose events are derived: the run rows only, with the opening's counters (one
+ * statement for all).
+ */
+export async function openDerivedRuns(
+  tx: Queryable,
+  runs: readonly { run: NewRun; subjectId: string; batches: readonly DerivedBatch[] }[],
+): Promise<void> {
+  if (runs.length === 0) return;
+  await insertDerivedRuns(
+    tx,
+    runs.map(({ run, subjectId, batches }) => ({
+      ...run,
+      ...derivedHead(derivedEventRows(run.id, subjectId, batches)),
+    })),
+  );
+}
+
+/**
+ * Closes runs whose events are derived: each run row gets its root, event count and closing time
+ * and enters the transparency log as a pending leaf, in one statement with no event row and no
+ * signature (its certificate is signed when first read: {@link certifyRuns}). `insert`: the runs
+ * were not opened (their opening and closing share a flush), so they are inserted closed.
+ */
+export async function closeDerivedRuns(
+  tx: Queryable,
+  runs: readonly { run: NewRun; batches: readonly DerivedBatch[]; summary: string }[],
+  insert: boolean,
+): Promise<void> {
+  if (runs.length === 0) return;
+  const closed = runs.map(({ run, batches, summary }) => ({
+    ...run,
+    summary,
+    ...derivedHead(derivedEventRows(run.id, run.job_id, batches)),
+  }));
+  const done = insert ? await insertClosedRuns(tx, closed) : await closeRunRows(tx, closed);
+  if (done !== runs.length) throw new Error(`${runs.length - done} derived evidence runs were not open`);
+}
+
+/**
+ * Signs the certificate of each closed run that has none yet (a derived run's, on its first
+ * read), with the active platform key, and returns the runs as they now stand: a run another
+ * reader certified meanwhile is read back, so every read shows the same bytes.
+ */
+export async function certifyRuns(db: Queryable, secrets: PlatformSecrets, runs: readonly RunRow[]): Promise<RunRow[]> {
+  const out: RunRow[] = [];
+  for (const run of runs) {
+    if (run.status !== 'signed' || run.root_signature_hex !== null || run.root_hash === null) {
+      out.push(run);
+      continue;
+    }
+    const sign = () => {
+      const key = secrets.active;
+      return {
+        root_signature_hex: signCertificate(
+          { run_id: run.id, event_count: run.event_count, root_hash_hex: run.root_hash ?? '' },
+          key.privateKey,
+        ),
+        signer_public_key_hex: key.public_key_hex,
+        signer_key_id: key.key_id,
+      };
+    };
+    let stored = await storeCertificate(db, run.id, sign());
+    if (!stored) {
+      // Another process may have rotated the key, or certified the run first.
+      await secrets.reload(db);
+      stored = (await storeCertificate(db, run.id, sign())) ?? (await findRunById(db, run.id));
+    }
+    out.push(stored ?? run);
+  }
+  return out;
+}
+
+/**
+ * Stores a derived run's events as rows (before events are appended to it the usual way: a
+ * gateway request's failover or its end without a receipt), moving its counters.
+ */
+export async function storeDerivedRun(
+  tx: Queryable,
+  runId: string,
+  subjectId: string,
+  batches: readonly DerivedBatch[],
+): Promise<void> {
+  await appendEvents(tx, runId, derivedEventRows(runId, subjectId, batches));
 }

@@ -14,9 +14,11 @@ import type { Principal } from '../../platform/principal.js';
 import { receiptsOfJob, receiptView } from '../receipts/store.js';
 import { bundleLogSection } from '../log/service.js';
 import { platformKeys } from '../system/service.js';
+import { certifyRuns, derivedEventRows } from './recorder.js';
 import {
   findRun,
   graphOf,
+  graphOfRows,
   listRuns,
   type EdgeRow,
   type EventRow,
@@ -124,14 +126,27 @@ function certificateOf(run: RunRow, events: ReturnType<typeof eventView>[], edge
   };
 }
 
+/** The tenant's run of a subject, its certificate signed now when it has none yet (a derived run's first read). */
 async function runOf(ctx: ServiceContext, principal: Principal, subjectId: string): Promise<RunRow> {
   const run = await findRun(ctx.db, principal.orgId, subjectId);
   if (!run) throw new ApiError('not_found', `no evidence for ${subjectId}`);
-  return run;
+  const [certified] = await certifyRuns(ctx.db, ctx.secrets, [run]);
+  return certified ?? run;
+}
+
+/**
+ * A run's events and edges: read from its rows, or, for a gateway request whose events are not
+ * stored, derived from the request's records exactly as they were hashed when it closed.
+ */
+async function eventsOf(ctx: ServiceContext, run: RunRow): Promise<{ events: EventRow[]; edges: EdgeRow[] }> {
+  const batches =
+    run.subject_type === 'request' ? await ctx.evidenceSubjects.requestEvents(ctx.db, run.job_id) : undefined;
+  if (!batches) return graphOf(ctx.db, run.id);
+  return graphOfRows(derivedEventRows(run.id, run.job_id, batches));
 }
 
 async function graphOfRun(ctx: ServiceContext, run: RunRow) {
-  const graph = await graphOf(ctx.db, run.id);
+  const graph = await eventsOf(ctx, run);
   const events = graph.events.map(eventView);
   return { run: runView(run), events, edges: graph.edges, certificate: certificateOf(run, events, graph.edges) };
 }
@@ -143,7 +158,8 @@ export async function evidenceGraph(ctx: ServiceContext, principal: Principal, s
 
 export async function evidenceRuns(ctx: ServiceContext, principal: Principal, filter: RunFilter) {
   const { rows, total } = await listRuns(ctx.db, principal.orgId, filter);
-  return { runs: rows.map(runView), total, limit: filter.limit, offset: filter.offset };
+  const certified = await certifyRuns(ctx.db, ctx.secrets, rows);
+  return { runs: certified.map(runView), total, limit: filter.limit, offset: filter.offset };
 }
 
 async function subjectView(ctx: ServiceContext, principal: Principal, run: RunRow): Promise<Record<string, unknown>> {

@@ -164,18 +164,14 @@ export async function insertRunsWithEvents(
      INSERT INTO evidence_events (id, run_id, sequence, event_type, subject_id, summary, metadata, created_at, event_hash, parents)
      SELECT * FROM unnest($13::text[], $14::text[], $15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::text[])`,
     [
-      runs.map((r) => r.id),
-      runs.map((r) => r.org_id),
-      runs.map((r) => r.buyer_id),
-      runs.map((r) => r.subject_type),
-      runs.map((r) => r.job_id),
-      runs.map((r) => r.summary),
-      runs.map((r) => r.jurisdiction),
-      runs.map((r) => r.policy_id),
-      runs.map((r) => r.trust_tier),
-      runs.map((r) => r.work_type),
-      runs.map((r) => last.get(r.id)?.sequence ?? 0),
-      runs.map((r) => last.get(r.id)?.id ?? null),
+      ...derivedRunColumns(
+        runs.map((r) => ({
+          ...r,
+          event_count: last.get(r.id)?.sequence ?? 0,
+          last_event_id: last.get(r.id)?.id ?? null,
+          root_hash: '',
+        })),
+      ),
       ...eventColumns(events),
     ],
   );
@@ -459,6 +455,11 @@ export async function graphOf(db: Queryable, runId: string): Promise<{ events: E
     'SELECT * FROM evidence_events WHERE run_id = $1 ORDER BY sequence',
     [runId],
   );
+  return graphOfRows(events);
+}
+
+/** {@link graphOf} of events already at hand (a derived run's), in sequence order. */
+export function graphOfRows(events: EventRow[]): { events: EventRow[]; edges: EdgeRow[] } {
   const edges = events.flatMap((e) =>
     (JSON.parse(e.parents) as { event_id: string; edge_type: EdgeType }[]).map((p): EdgeRow => ({
       run_id: e.run_id,
@@ -499,4 +500,96 @@ export async function listRuns(db: Queryable, orgId: string, f: RunFilter): Prom
     db.query<{ n: number }>(`SELECT count(*)::int AS n FROM evidence_runs WHERE ${clause}`, params),
   ]);
   return { rows: rows.rows, total: count.rows[0]?.n ?? 0 };
+}
+
+/** A run whose events are derived, with its counters (and, once closed, its root). */
+export type DerivedRun = NewRun & { event_count: number; last_event_id: string | null; root_hash: string };
+
+/** The 12 array parameters of runs: their first 10 columns as `evidence_runs` takes them, then `event_count` and `last_event_id`. */
+function derivedRunColumns(runs: readonly DerivedRun[]): unknown[][] {
+  return [
+    runs.map((r) => r.id),
+    runs.map((r) => r.org_id),
+    runs.map((r) => r.buyer_id),
+    runs.map((r) => r.subject_type),
+    runs.map((r) => r.job_id),
+    runs.map((r) => r.summary),
+    runs.map((r) => r.jurisdiction),
+    runs.map((r) => r.policy_id),
+    runs.map((r) => r.trust_tier),
+    runs.map((r) => r.work_type),
+    runs.map((r) => r.event_count),
+    runs.map((r) => r.last_event_id),
+  ];
+}
+
+const DERIVED_VALUES = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::text[], $13::text[])
+  AS v(id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id, root_hash)`;
+
+/** Inserts open runs whose events are derived (no event rows), in one statement. */
+export async function insertDerivedRuns(db: Queryable, runs: readonly DerivedRun[]): Promise<void> {
+  await db.query(
+    `INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id)
+     SELECT id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id FROM ${DERIVED_VALUES}`,
+    [...derivedRunColumns(runs), runs.map(() => null)],
+  );
+}
+
+/**
+ * Closes open runs whose events are derived: root, counters and closing time, and their pending
+ * log leaves, in one statement; no certificate (signed when first read). How many it closed.
+ */
+export async function closeRunRows(db: Queryable, runs: readonly DerivedRun[]): Promise<number> {
+  const { rows } = await db.query<{ id: string }>(
+    `WITH up AS (UPDATE evidence_runs SET status = 'signed', root_hash = v.root_hash, summary = v.summary, event_count = v.event_count,
+            last_event_id = v.last_event_id, signed_at = now(), updated_at = now()
+       FROM ${DERIVED_VALUES}
+      WHERE evidence_runs.id = v.id AND evidence_runs.id = ANY($1::text[]) AND evidence_runs.status = 'open'
+     RETURNING evidence_runs.id, evidence_runs.org_id, evidence_runs.subject_type, evidence_runs.job_id, evidence_runs.root_hash,
+               evidence_runs.event_count, evidence_runs.signed_at),
+     lg AS (${pendingLeavesFrom('up')})
+     SELECT id FROM up`,
+    [...derivedRunColumns(runs), runs.map((r) => r.root_hash)],
+  );
+  return rows.length;
+}
+
+/** {@link closeRunRows} for runs not inserted yet: inserted closed, with their pending leaves. How many it inserted. */
+export async function insertClosedRuns(db: Queryable, runs: readonly DerivedRun[]): Promise<number> {
+  const { rows } = await db.query<{ id: string }>(
+    `WITH run AS (INSERT INTO evidence_runs (id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id,
+                                             status, root_hash, signed_at)
+                  SELECT id, org_id, buyer_id, subject_type, job_id, summary, jurisdiction, policy_id, trust_tier, work_type, event_count, last_event_id,
+                         'signed', root_hash, now() FROM ${DERIVED_VALUES}
+                  ${SIGNED_RETURNING}),
+          lg AS (${pendingLeavesFrom('run')})
+     SELECT id FROM run`,
+    [...derivedRunColumns(runs), runs.map((r) => r.root_hash)],
+  );
+  return rows.length;
+}
+
+/**
+ * Stores a closed run's certificate once, signed now by a key still active: the run as it now
+ * stands, or undefined when the run was certified meanwhile or the key is no longer the active one.
+ */
+export async function storeCertificate(
+  db: Queryable,
+  runId: string,
+  cert: { root_signature_hex: string; signer_public_key_hex: string; signer_key_id: string },
+): Promise<RunRow | undefined> {
+  const { rows } = await db.query<RunRow>(
+    `UPDATE evidence_runs SET root_signature_hex = $2, signer_public_key_hex = $3, signer_key_id = $4, signed_at = now(), updated_at = now()
+      WHERE id = $1 AND status = 'signed' AND root_signature_hex IS NULL
+        AND EXISTS (SELECT 1 FROM platform_keys WHERE key_id = $4 AND valid_until IS NULL)
+     RETURNING *`,
+    [runId, cert.root_signature_hex, cert.signer_public_key_hex, cert.signer_key_id],
+  );
+  return rows[0];
+}
+
+/** A run by its id. */
+export async function findRunById(db: Queryable, runId: string): Promise<RunRow | undefined> {
+  const { rows } = await db.query<RunRow>('SELECT * FROM evidence_runs WHERE id = $1', [runId]);
+  return rows[0];
 }

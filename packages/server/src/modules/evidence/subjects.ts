@@ -1,4 +1,5 @@
 import type { Queryable } from '../../platform/db/index.js';
+import type { DerivedBatch } from './recorder.js';
 
 /**
  * What evidence asks of the modules whose runs it reports on: the subject of a run as its bundle
@@ -14,4 +15,9 @@ export interface EvidenceSubjects {
   job(db: Queryable, orgId: string, jobId: string): Promise<Record<string, unknown> | undefined>;
   /** The gateway request's summary (`type: 'request'`), or undefined when there is no such request. */
   request(db: Queryable, requestId: string): Promise<Record<string, unknown> | undefined>;
+  /**
+   * The events of a gateway request whose run stores none (DESIGN.md section 11, revised
+   * 2026-11-27), derived from its records; undefined when its events are rows.
+   */
+  requestEvents(db: Queryable, requestId: string): Promise<DerivedBatch[] | undefined>;
 }

@@ -28,8 +28,9 @@ const CHAT = { model: 'tinyllama', messages: [{ role: 'user' as const, content: 
  * share its `xmin`.
  */
 async function transactionsOf(db: Queryable, id: string) {
+  // The hold's ledger row: inserted by the opening and never updated (a gateway run has no event rows).
   const opened = await db.query<{ x: string }>(
-    "SELECT e.xmin::text AS x FROM evidence_events e JOIN evidence_runs r ON r.id = e.run_id WHERE r.job_id = $1 AND e.event_type = 'request.received'",
+    "SELECT xmin::text AS x FROM credit_transactions WHERE ref = $1 AND tx_type = 'hold'",
     [id],
   );
   const receipt = await db.query<{ x: string }>('SELECT xmin::text AS x FROM receipts WHERE job_id = $1', [id]);

@@ -20,8 +20,25 @@ import { issueTicket } from './ticket.js';
 import { holdCents, type GatewayType } from './pricing.js';
 import { requestMaxUnits } from './metering.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
-import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
-import { openRunWithHead, openRunsWithHeads, recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { ledgerHeld, policyEvaluated, policyId } from '../evidence/events.js';
+import {
+  openDerivedRuns,
+  openRunWithHead,
+  openRunsWithHeads,
+  recordEvents,
+  type EvidenceEvent,
+  type RunHead,
+} from '../evidence/recorder.js';
+import {
+  batchesOf,
+  derivedRunId,
+  eventsDerived,
+  policyText,
+  requestPolicy,
+  routedEvents,
+  storeDerivedEvents,
+  type OpeningFacts,
+} from './evidence-derived.js';
 import { receiptExpected, rememberOpening, stageOpening } from './fresh.js';
 import type { WriteKind } from '../../platform/writer.js';
 import { endRequest } from './settle.js';
@@ -104,43 +121,34 @@ function refusalError(decision: Extract<RouteDecision, { refusal: string }>): Ap
 }
 
 /** The routing constraints of a request: its evidence run's policy snapshot. */
-function requestPolicy(call: GatewayCall): Record<string, unknown> {
+function policyOfCall(call: GatewayCall) {
   return {
     model: call.model,
     jurisdiction: call.route.jurisdiction ?? null,
     strict_jurisdiction: call.route.strict_jurisdiction ?? null,
     requires_tee: call.route.requires_tee ?? false,
     max_cost_micro: call.maxMicro,
-    ...(call.route.fields ? { chat_fields: call.route.fields } : {}),
+    chat_fields: call.route.fields,
   };
 }
 
-function policyText(call: GatewayCall): string {
-  const parts = [`a live node serving ${call.model}`];
-  if (call.route.strict_jurisdiction) parts.push(`only in ${call.route.strict_jurisdiction}`);
-  if (call.route.jurisdiction) parts.push(`preferably in ${call.route.jurisdiction}`);
-  if (call.route.requires_tee) parts.push('attested TEE only');
-  if (call.route.fields) parts.push(`an engine honouring ${call.route.fields.join(', ')}`);
-  parts.push(`at most ${call.maxMicro} micro-CAD`);
-  return parts.join('; ');
-}
-
-function routedEvents(
-  decision: Extract<RouteDecision, { node: unknown }>,
-  workId: string,
-  attempt: number,
-): EvidenceEvent[] {
-  return routed(
-    decision.node,
-    {
-      reason: decision.reason,
-      candidates: decision.candidates,
-      eligible: decision.eligible,
-      preferred: decision.preferred,
-      open_work: decision.node.open_work,
+/** What the request's row keeps of its routing, for its evidence events (evidence-derived.ts). */
+function routingFacts(decision: Extract<RouteDecision, { node: unknown }>): OpeningFacts['routing'] {
+  const n = decision.node;
+  return {
+    node: {
+      id: n.id,
+      country: n.country,
+      region: n.region,
+      gpu_model: n.gpu_model,
+      attestation_verified: n.attestation_verified,
     },
-    { type: 'request.assigned', work_id: workId, attempt },
-  );
+    reason: decision.reason,
+    candidates: decision.candidates,
+    eligible: decision.eligible,
+    preferred: decision.preferred,
+    open_work: n.open_work,
+  };
 }
 
 function workPayload(call: GatewayCall) {
@@ -189,6 +197,8 @@ export async function openRequest(
       dispatched: handoff !== undefined,
       holdId: newId('hold'),
       leaseExpiresAt: new Date(Date.now() + ctx.config.leaseSeconds * 1000),
+      openedAt: new Date(),
+      eventRows: ctx.config.log.gatewayEventRows,
     };
     const request = openedRequest(o);
     // Handed over at once: the opening follows in the writer. Else the node finds the work in the
@@ -238,6 +248,24 @@ interface Opening {
   dispatched: boolean;
   holdId: string;
   leaseExpiresAt: Date;
+  /** The request's `created_at`: its opening events are stamped with it. */
+  openedAt: Date;
+  /** SVC_EVIDENCE_GATEWAY_ROWS: its events are stored as rows (the way before 2026-11-27). */
+  eventRows: boolean;
+}
+
+/**
+ * What the request's row keeps for its evidence events to be derived (evidence-derived.ts): none
+ * for a request with events of its own before routing (retrieval), recorded as rows.
+ */
+function openingFactsOf(o: Opening): { evidence?: OpeningFacts } {
+  if ((o.call.evidence ?? []).length > 0) return {};
+  const facts: OpeningFacts = {
+    max_cost_micro: o.call.maxMicro,
+    ...(o.call.route.fields ? { chat_fields: o.call.route.fields } : {}),
+    routing: routingFacts(o.decision),
+  };
+  return { evidence: o.eventRows ? { ...facts, stored: true } : facts };
 }
 
 /** `max_units` of the request's metadata: the bound its receipt is checked against (gateway/metering.ts). */
@@ -267,6 +295,7 @@ function openedRequest(o: Opening): GatewayRequestRow {
       attempts: [{ node_id: node.id, work_id: workId }],
       ...maxUnitsField(call),
       ...(call.audit ? { audit: call.audit } : {}),
+      ...openingFactsOf(o),
     },
     status: 'running',
     usage: null,
@@ -274,7 +303,7 @@ function openedRequest(o: Opening): GatewayRequestRow {
     charged_micro: null,
     receipt_id: null,
     error: null,
-    created_at: new Date(),
+    created_at: o.openedAt,
     completed_at: null,
   };
 }
@@ -329,15 +358,60 @@ async function writeOpening(ctx: ServiceContext, tx: Queryable, o: Opening): Pro
   await ctx.ledger.within(tx).hold(parts.hold.orgId, parts.hold.cents, parts.hold.ref, { id: parts.hold.id });
   await o.call.onOpen?.(tx);
   const work = await insertLeasedWork(tx, parts.work);
-  const run = await openRunWithHead(tx, parts.run.run, parts.run.events);
+  const run = await openRunOf(tx, parts);
   // Its receipt may follow in this transaction (the opening waited for it in the writer).
   rememberOpening(tx, { request: parts.request, work, run });
+}
+
+/**
+ * Opens the request's evidence run: the run row alone when its events are derived from its
+ * records (DESIGN.md section 11, revised 2026-11-27), else with its event rows.
+ */
+async function openRunOf(tx: Queryable, parts: ReturnType<typeof openingParts>): Promise<RunHead> {
+  const [head] = await openRunsOf(tx, [parts]);
+  if (!head) throw new Error('no evidence run opened');
+  return head;
+}
+
+/** {@link openRunOf} for many openings: one statement for the derived runs, one for the others. */
+async function openRunsOf(tx: Queryable, all: readonly ReturnType<typeof openingParts>[]): Promise<RunHead[]> {
+  const derived = all.filter((p) => eventsDerived(p.request));
+  await openDerivedRuns(
+    tx,
+    derived.map((p) => ({
+      run: { ...p.run.run, id: derivedRunId(p.request.id) },
+      subjectId: p.request.id,
+      batches: batchesOf(p.request, [], []) ?? [],
+    })),
+  );
+  const stored = all.filter((p) => !eventsDerived(p.request));
+  const heads =
+    stored.length === 1 && stored[0]
+      ? [await openRunWithHead(tx, stored[0].run.run, stored[0].run.events)]
+      : await openRunsWithHeads(
+          tx,
+          stored.map((p) => p.run),
+        );
+  // A derived run's head is never read back (its closing derives it again), only its id.
+  const derivedHead = (p: (typeof all)[number]): RunHead => ({
+    id: derivedRunId(p.request.id),
+    event_count: 0,
+    last_event_id: null,
+    hashes: [],
+  });
+  let next = 0;
+  return all.map((p) => {
+    if (eventsDerived(p.request)) return derivedHead(p);
+    const head = heads[next++];
+    if (!head) throw new Error('fewer evidence runs opened than asked');
+    return head;
+  });
 }
 
 /** The records an opening writes, as data: `writeOpening` writes one, `openings` many in one flush. */
 function openingParts(ctx: ServiceContext, o: Opening) {
   const { principal, call, workId, cents, decision, holdId } = o;
-  const policy = requestPolicy(call);
+  const policy = requestPolicy(policyOfCall(call));
   const policy_id = policyId(policy);
   return {
     request: openedRequest(o),
@@ -371,9 +445,9 @@ function openingParts(ctx: ServiceContext, o: Opening) {
           metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
         },
         ...(call.evidence ?? []),
-        policyEvaluated(policy, policyText(call), policy_id),
+        policyEvaluated(policy, policyText(policyOfCall(call)), policy_id),
         ledgerHeld(holdId, cents, 'request.received'),
-        ...routedEvents(decision, workId, 1),
+        ...routedEvents(routingFacts(decision), workId, 1),
       ],
     },
   };
@@ -399,9 +473,9 @@ async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Op
     tx,
     fresh.map((a) => a.parts.work),
   );
-  const heads = await openRunsWithHeads(
+  const heads = await openRunsOf(
     tx,
-    fresh.map((a) => a.parts.run),
+    fresh.map((a) => a.parts),
   );
   // Their receipts may follow in this transaction (the openings waited for them in the writer):
   // the rows as inserted, so that completeMany neither locks nor reads them again.
@@ -500,8 +574,10 @@ export async function redispatch(
     ctx,
     node.id,
     async (tx, dispatched) => {
-      const request = await findGatewayRequest(tx, call.id, true);
-      if (!request || request.status !== 'running') return undefined;
+      const found = await findGatewayRequest(tx, call.id, true);
+      if (!found || found.status !== 'running') return undefined;
+      // A failover is appended as rows: the events derived so far become rows first.
+      const request = await storeDerivedEvents(tx, found);
       const work = await insertLeasedWork(tx, {
         ...workPayload(call),
         id: workId,
@@ -522,7 +598,7 @@ export async function redispatch(
           summary: `retrying once on another node: ${why}`.slice(0, 500),
           metadata: { failed_node_id: tried[tried.length - 1] ?? null, reason: why },
         },
-        ...routedEvents(decision, workId, tried.length + 1),
+        ...routedEvents(routingFacts(decision), workId, tried.length + 1),
       ]);
       return work;
     },

@@ -4,8 +4,17 @@ import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events.js';
-import { closeRun, closeRuns, openAndCloseRuns, type EvidenceEvent, type RunHead } from '../evidence/recorder.js';
+import {
+  closeDerivedRuns,
+  closeRun,
+  closeRuns,
+  openAndCloseRuns,
+  type EvidenceEvent,
+  type RunHead,
+} from '../evidence/recorder.js';
+import { batchesOf, derivedRunId, eventsDerived, storeDerivedEvents } from './evidence-derived.js';
 import type { HoldClosing } from '../billing/service.js';
+import type { NewRun } from '../evidence/store.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
 import { openingsSettled } from './attempts.js';
@@ -65,6 +74,8 @@ export function gatewayReceiptMetadata(request: GatewayRequestRow, node: NodeRow
     gpu_model: node.gpu_model,
     country: node.country,
     region: node.region,
+    // What the request's derived evidence names the node by (evidence-derived.ts).
+    attestation_verified: node.attestation_verified,
     jurisdiction: asked.jurisdiction ?? null,
     strict_jurisdiction: asked.strict_jurisdiction ?? null,
     requires_tee: asked.requires_tee ?? false,
@@ -142,8 +153,14 @@ export async function completeFromReceipt(
     charged_cents: charged,
     charged_micro: chargedMicro,
     receipt_id: done.receipt.id,
+    completed_at: new Date(),
   };
   await closeGatewayRequest(tx, request.id, closed);
+  const summary = `${request.type} ${request.model}, completed`;
+  if (eventsDerived(request)) {
+    await closeDerivedRuns(tx, [derivedClosing({ ...request, ...closed }, done.receipt, events, summary)], false);
+    return { ...request, ...closed };
+  }
   await closeRun(
     tx,
     ctx.secrets,
@@ -158,10 +175,44 @@ export async function completeFromReceipt(
         causedBy: ['receipt.verified'],
       },
     ],
-    `${request.type} ${request.model}, completed`,
+    summary,
     done.run,
   );
-  return { ...request, ...closed, completed_at: new Date() };
+  return { ...request, ...closed };
+}
+
+/**
+ * The closing of a request's derived run: its events derived from the request as closed, its
+ * receipt and the ledger's event of its closing (what its ledger rows say: evidence-derived.ts).
+ */
+function derivedClosing(
+  request: GatewayRequestRow,
+  receipt: ReceiptRow,
+  ledger: readonly EvidenceEvent[],
+  summary: string,
+  /** The run as its opening would have inserted it, when this closing inserts it (a staged opening). */
+  opened?: Omit<NewRun, 'id'>,
+) {
+  // Closing a stored run sets only its root, counters, summary and time: the other columns stay.
+  const run: NewRun = opened
+    ? { ...opened, id: derivedRunId(request.id) }
+    : {
+        id: derivedRunId(request.id),
+        org_id: request.org_id,
+        buyer_id: request.buyer_id,
+        subject_type: 'request',
+        job_id: request.id,
+        summary,
+        jurisdiction: null,
+        policy_id: '',
+        trust_tier: '',
+        work_type: request.type,
+      };
+  return {
+    run,
+    batches: batchesOf(request, [receipt], ledger) ?? [],
+    summary,
+  };
 }
 
 /** One receipted completion of {@link completeManyFromReceipts}: as `completeFromReceipt` takes it. */
@@ -240,12 +291,14 @@ export async function completeManyFromReceipts(
       events: [ledgerCharged(holdId, settlement, earning?.transaction ?? null, 'receipt.verified')],
     };
   });
+  const now = new Date();
   const rows = plans.map(({ d, usage }, i) => ({
     id: d.request.id,
     usage: usage as Record<string, number>,
     charged_cents: ends[i]?.charged ?? 0,
     charged_micro: ends[i]?.chargedMicro ?? 0,
     receipt_id: d.receipt.id,
+    completed_at: now,
   }));
   const stored = rows.filter((_, i) => !plans[i]?.d.opening);
   if (stored.length > 0 && (await completeGatewayRequests(tx, stored)) !== stored.length)
@@ -269,7 +322,27 @@ export async function completeManyFromReceipts(
     ],
     summary: `${d.request.type} ${d.request.model}, completed`,
   }));
-  const closing = runs.filter((r) => !r.d.opening);
+  // Runs whose events are derived from these records: no event row, no signature (evidence-derived.ts).
+  const derived = runs.map(({ d, summary }, i) => {
+    const row = rows[i];
+    if (!eventsDerived(d.request) || !row) return undefined;
+    const closed = { ...d.request, ...row, status: 'completed' as const };
+    return {
+      opened: d.opening !== undefined,
+      closing: derivedClosing(closed, d.receipt, ends[i]?.events ?? [], summary, d.opening?.run.run),
+    };
+  });
+  await closeDerivedRuns(
+    tx,
+    derived.flatMap((x) => (x && !x.opened ? [x.closing] : [])),
+    false,
+  );
+  await closeDerivedRuns(
+    tx,
+    derived.flatMap((x) => (x?.opened ? [x.closing] : [])),
+    true,
+  );
+  const closing = runs.filter((r, i) => !r.d.opening && !derived[i]);
   if (closing.length > 0)
     await closeRuns(
       tx,
@@ -284,11 +357,12 @@ export async function completeManyFromReceipts(
   await openAndCloseRuns(
     tx,
     ctx.secrets,
-    runs.flatMap(({ d, events, summary }) =>
-      d.opening ? [{ run: d.opening.run.run, events: d.opening.run.events, closing: events, summary }] : [],
+    runs.flatMap(({ d, events, summary }, i) =>
+      d.opening && !derived[i]
+        ? [{ run: d.opening.run.run, events: d.opening.run.events, closing: events, summary }]
+        : [],
     ),
   );
-  const now = new Date();
   return plans.map(({ d }, i) => ({
     ...d.request,
     status: 'completed' as const,
@@ -329,9 +403,11 @@ export async function endRequest(
     const seen = await findGatewayRequest(tx, requestId);
     if (!seen || seen.status !== 'running') return undefined;
     if (seen.work_id) await workState(tx, seen.work_id, true);
-    const request = await findGatewayRequest(tx, requestId, true);
-    if (!request || request.status !== 'running') return undefined;
-    if (end.onWork !== undefined && request.work_id !== end.onWork) return undefined;
+    const locked = await findGatewayRequest(tx, requestId, true);
+    if (!locked || locked.status !== 'running') return undefined;
+    if (end.onWork !== undefined && locked.work_id !== end.onWork) return undefined;
+    // Its end is recorded as rows: the events derived so far become rows first.
+    const request = await storeDerivedEvents(tx, locked);
     if (end.cancelWork && request.work_id) await cancelOpenWork(tx, request.work_id, end.error);
     const usage = end.usage ?? {};
     const ended = `request.${end.status}`;

@@ -29,11 +29,12 @@ export async function insertGatewayRequest(
   r: Pick<
     GatewayRequestRow,
     'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
-  >,
+  > & { created_at?: Date },
 ): Promise<boolean> {
+  // created_at: the instant its evidence's opening events are stamped with (evidence-derived.ts), else now.
   const { rowCount } = await db.query(
-    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING`,
+    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11::timestamptz, now())) ON CONFLICT (id) DO NOTHING`,
     [
       r.id,
       r.org_id,
@@ -45,6 +46,7 @@ export async function insertGatewayRequest(
       r.work_id,
       r.hold_id,
       JSON.stringify(r.metadata),
+      r.created_at ?? null,
     ],
   );
   return rowCount === 1;
@@ -52,7 +54,17 @@ export async function insertGatewayRequest(
 
 type OpenedRequest = Pick<
   GatewayRequestRow,
-  'id' | 'org_id' | 'buyer_id' | 'type' | 'model' | 'stream' | 'node_id' | 'work_id' | 'hold_id' | 'metadata'
+  | 'id'
+  | 'org_id'
+  | 'buyer_id'
+  | 'type'
+  | 'model'
+  | 'stream'
+  | 'node_id'
+  | 'work_id'
+  | 'hold_id'
+  | 'metadata'
+  | 'created_at'
 >;
 
 /** The parameters $1 to $10 of the multi-row request inserts below: one array per column, in their order. */
@@ -68,16 +80,17 @@ function openedRequestColumns(rs: readonly OpenedRequest[]): unknown[][] {
     rs.map((r) => r.work_id),
     rs.map((r) => r.hold_id),
     rs.map((r) => JSON.stringify(r.metadata)),
+    rs.map((r) => r.created_at.toISOString()),
   ];
 }
 
 /** {@link insertGatewayRequest} for many requests in one statement; the ids of those inserted (not already there). */
 export async function insertGatewayRequests(db: Queryable, rs: readonly OpenedRequest[]): Promise<Set<string>> {
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
-     SELECT id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata::jsonb
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[])
-            AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata)
+    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata, created_at)
+     SELECT id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata::jsonb, created_at::timestamptz
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+            AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata, created_at)
      ON CONFLICT (id) DO NOTHING RETURNING id`,
     [...openedRequestColumns(rs)],
   );
@@ -97,16 +110,17 @@ export async function insertCompletedGatewayRequests(
     charged_cents: number;
     charged_micro: number;
     receipt_id: string;
+    completed_at: Date;
   })[],
 ): Promise<number> {
   const { rowCount } = await db.query(
-    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata,
+    `INSERT INTO gateway_requests (id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata, created_at,
                                    status, usage, charged_cents, charged_micro, receipt_id, completed_at)
-     SELECT id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata::jsonb,
-            'completed', usage::jsonb, cents, micro, receipt_id, now()
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[],
-                   $11::text[], $12::bigint[], $13::bigint[], $14::text[])
-            AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata, usage, cents, micro, receipt_id)
+     SELECT id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata::jsonb, created_at::timestamptz,
+            'completed', usage::jsonb, cents, micro, receipt_id, completed_at::timestamptz
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                   $12::text[], $13::bigint[], $14::bigint[], $15::text[], $16::text[])
+            AS v(id, org_id, buyer_id, type, model, stream, node_id, work_id, hold_id, metadata, created_at, usage, cents, micro, receipt_id, completed_at)
      ON CONFLICT (id) DO NOTHING`,
     [
       ...openedRequestColumns(rs),
@@ -114,6 +128,7 @@ export async function insertCompletedGatewayRequests(
       rs.map((r) => r.charged_cents),
       rs.map((r) => r.charged_micro),
       rs.map((r) => r.receipt_id),
+      rs.map((r) => r.completed_at.toISOString()),
     ],
   );
   return rowCount ?? 0;
@@ -143,6 +158,11 @@ export async function lockGatewayRequests(
   return new Map(rows.map((r) => [r.id, r]));
 }
 
+/** Replaces the request's metadata (evidence-derived.ts: its events now stored as rows). */
+export async function setRequestMetadata(db: Queryable, id: string, metadata: Record<string, unknown>): Promise<void> {
+  await db.query('UPDATE gateway_requests SET metadata = $2 WHERE id = $1', [id, JSON.stringify(metadata)]);
+}
+
 /** Points the request at a new attempt. */
 export async function setAttempt(
   db: Queryable,
@@ -166,12 +186,13 @@ export async function completeGatewayRequests(
     charged_cents: number;
     charged_micro: number;
     receipt_id: string;
+    completed_at: Date;
   }[],
 ): Promise<number> {
   const { rowCount } = await db.query(
     `UPDATE gateway_requests SET status = 'completed', usage = v.usage::jsonb, charged_cents = v.cents, receipt_id = v.receipt_id,
-            error = NULL, charged_micro = v.micro, completed_at = now()
-       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(id, usage, cents, receipt_id, micro)
+            error = NULL, charged_micro = v.micro, completed_at = v.completed_at::timestamptz
+       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[]) AS v(id, usage, cents, receipt_id, micro, completed_at)
       WHERE gateway_requests.id = v.id AND gateway_requests.id = ANY($1::text[]) AND gateway_requests.status = 'running'`,
     [
       ends.map((e) => e.id),
@@ -179,6 +200,7 @@ export async function completeGatewayRequests(
       ends.map((e) => e.charged_cents),
       ends.map((e) => e.receipt_id),
       ends.map((e) => e.charged_micro),
+      ends.map((e) => e.completed_at.toISOString()),
     ],
   );
   return rowCount ?? 0;
@@ -195,10 +217,13 @@ export async function closeGatewayRequest(
     charged_micro?: number;
     receipt_id?: string | null;
     error?: string | null;
+    /** The instant its closing evidence events are stamped with (evidence-derived.ts), else now. */
+    completed_at?: Date;
   },
 ): Promise<boolean> {
   const { rowCount } = await db.query(
-    `UPDATE gateway_requests SET status = $2, usage = $3, charged_cents = $4, receipt_id = $5, error = $6, charged_micro = $7, completed_at = now()
+    `UPDATE gateway_requests SET status = $2, usage = $3, charged_cents = $4, receipt_id = $5, error = $6, charged_micro = $7,
+            completed_at = COALESCE($8::timestamptz, now())
       WHERE id = $1 AND status = 'running'`,
     [
       id,
@@ -208,6 +233,7 @@ export async function closeGatewayRequest(
       end.receipt_id ?? null,
       end.error ?? null,
       end.charged_micro ?? end.charged_cents * 10_000,
+      end.completed_at ?? null,
     ],
   );
   return rowCount === 1;
