@@ -14,6 +14,7 @@
  * 3. `platform/` sits below the modules: it imports none of them (shared schema pieces and the
  *    permission model live in platform/ so that every module can use them).
  * 4. `modules/work/` sits below the modules that own work (rule `work-is-below`).
+ * 5. `@svc/protocol/rest` (packages/protocol/src/rest/) is browser-safe (rule `rest-is-browser-safe`).
  */
 
 const MODULES = 'packages/server/src/modules';
@@ -53,6 +54,14 @@ module.exports = {
         'modules/work/ owns work_items and the node protocol below the modules that own the work: it must not import gateway, jobs or scheduler (they implement the completion interface work/completion.ts defines, registered at start-up), nor receipts beyond its store and schemas (the receipts table and its wire shapes sit below work).',
       from: { path: `^${MODULES}/work/` },
       to: { path: `^${MODULES}/(gateway|jobs|scheduler)/|^${MODULES}/receipts/(?!(store|schemas)\\.ts$)` },
+    },
+    {
+      name: 'rest-is-browser-safe',
+      severity: 'error',
+      comment:
+        "packages/protocol/src/rest/ is the browser-safe `@svc/protocol/rest` entry the dashboard bundles: it imports TypeBox and its own files only (no Node.js built-ins, nothing else of protocol's).",
+      from: { path: '^packages/protocol/src/rest/' },
+      to: { pathNot: ['^packages/protocol/src/rest/', '(^|/)node_modules/@sinclair/typebox/'] },
     },
   ],
   options: {

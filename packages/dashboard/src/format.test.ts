@@ -2,11 +2,21 @@ import { describe, expect, it } from 'vitest';
 import { ago, duration, money, percent, short, signedMoney } from './format';
 
 describe('formatting', () => {
-  it('shows cents as CAD, with a sign for ledger rows', () => {
-    expect(money(1250)).toBe('$12.50');
-    expect(money(0)).toBe('$0.00');
-    expect(signedMoney(-12)).toBe('−$0.12');
-    expect(signedMoney(500)).toBe('+$5.00');
+  it('shows cents as Canadian dollars, never a bare $, with a sign for ledger rows', () => {
+    expect(money(1250)).toBe('CA$12.50');
+    expect(money(500)).toBe('CA$5.00');
+    expect(money(0)).toBe('CA$0.00');
+    expect(money(7)).toBe('CA$0.07');
+    expect(money(-125)).toBe('-CA$1.25');
+    expect(money(123_456_789)).toBe('CA$1,234,567.89');
+    expect(signedMoney(-12)).toBe('−CA$0.12');
+    expect(signedMoney(500)).toBe('+CA$5.00');
+  });
+
+  it("writes CA$ whatever Intl says about CAD in the reader's locale", () => {
+    // What Intl's currency style would have printed: '$5.00' in en-CA, the dashboard's locale.
+    expect(new Intl.NumberFormat('en-CA', { style: 'currency', currency: 'CAD' }).format(5)).toBe('$5.00');
+    expect(money(500)).not.toMatch(/(^|[^A])\$/);
   });
 
   it('says how long ago, coarsely', () => {

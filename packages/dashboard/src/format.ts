@@ -1,18 +1,23 @@
 /** Formatting shared by every page. Pure: tested without a browser. */
 
-const cad = new Intl.NumberFormat('en-CA', { style: 'currency', currency: 'CAD' });
+// Digits only: the currency is written out, because Intl's symbol for CAD depends on the locale
+// ('$' in en-CA, 'CA$' in en-US, '5,00 $' in fr-CA) and a bare '$' reads as US dollars.
+const digits = new Intl.NumberFormat('en-CA', { maximumFractionDigits: 0 });
 
 /**
- * Cents as CAD.
+ * Cents as Canadian dollars, the one way every page shows money: `CA$`, grouped, two decimals.
  *
  * @example
- * money(1250) // '$12.50'
+ * money(1250) // 'CA$12.50'
+ * money(-125) // '-CA$1.25'
  */
 export function money(cents: number): string {
-  return cad.format(cents / 100);
+  const whole = Math.round(Math.abs(cents));
+  const fraction = String(whole % 100).padStart(2, '0');
+  return `${cents < 0 && whole > 0 ? '-' : ''}CA$${digits.format(Math.floor(whole / 100))}.${fraction}`;
 }
 
-/** A signed amount for ledger rows: `+$5.00`, `−$0.12`. */
+/** A signed amount for ledger rows: `+CA$5.00`, `−CA$0.12`. */
 export function signedMoney(cents: number): string {
   return `${cents < 0 ? '−' : '+'}${money(Math.abs(cents))}`;
 }

@@ -101,7 +101,7 @@ describe.skipIf(!HAVE_CHROMIUM)(
       // The session token lives in sessionStorage, never in the address bar.
       expect(page.url()).toBe(`${stack.base}/`);
       expect(await inPage<string[]>(page, 'Object.keys(sessionStorage)')).toEqual(['svc.session']);
-      await page.getByTestId('balance').getByText('$5.00').first().waitFor();
+      await page.getByTestId('balance').getByText('CA$5.00').first().waitFor();
       const me = await api('/api/v1/auth/me', { key: state.firstKey });
       state.orgName = (me.body.organization as { name: string }).name;
     });
@@ -381,6 +381,12 @@ describe.skipIf(!HAVE_CHROMIUM)(
       await nav('Billing');
       await page.getByTestId('balance').getByText('Free-tier grant').waitFor();
       await page.getByTestId('ledger').getByText('free_tier').waitFor();
+      // Money is Canadian dollars, written out: CA$, never a bare $ (which reads as US dollars).
+      const balance = (await page.getByTestId('balance').textContent()) ?? '';
+      const ledger = (await page.getByTestId('ledger').textContent()) ?? '';
+      expect(balance).toContain('Free-tier grantCA$5.00');
+      expect(ledger).toContain('+CA$5.00');
+      expect(`${balance} ${ledger}`).not.toMatch(/(^|[^A])\$\d/);
       const download = page.waitForEvent('download');
       await page.getByRole('button', { name: 'Export CSV' }).click();
       const file = await download;

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ChatFieldsSchema } from './chat-fields.js';
+import { OpenObject } from './rest/common.js';
 
 /**
  * The node protocol's HTTP bodies that the channel does not carry (docs/node-protocol.md):
@@ -13,9 +14,7 @@ const Hex64 = Type.String({ pattern: '^[0-9a-f]{64}$' });
 const Hex128 = Type.String({ pattern: '^[0-9a-f]{128}$' });
 const Count = Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 });
 
-/** An open JSON object whose static type is `Record<string, unknown>` (TypeBox types `Type.Object({})` as `{}`). */
-export const OpenObject = (options: { description?: string } = {}) =>
-  Type.Unsafe<Record<string, unknown>>(Type.Object({}, { additionalProperties: true, ...options }));
+export { OpenObject };
 
 /** The body of `POST /api/v1/node/register` (DESIGN.md section 9): `signature` over the rest, by the node key. */
 export const NodeRegisterRequestSchema = Type.Object(

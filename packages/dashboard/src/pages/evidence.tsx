@@ -108,12 +108,12 @@ export function EvidenceSection(props: {
             </dd>
             <dt>Root hash</dt>
             <dd>
-              <code title={g.certificate.root_hash}>{short(g.certificate.root_hash || '—', 16)}</code>
+              <code title={g.certificate.root_hash ?? undefined}>{short(g.certificate.root_hash || '—', 16)}</code>
             </dd>
             <dt>Certificate</dt>
             <dd>
               {g.certificate.signed
-                ? `${g.certificate.algorithm} ${g.certificate.version}, signed ${when(g.certificate.signed_at)} by ${short(g.certificate.signer_public_key_hex, 8)}; the server says it ${g.certificate.verified ? 'verifies' : 'does NOT verify'}`
+                ? `${g.certificate.algorithm} ${g.certificate.version}, signed ${when(g.certificate.signed_at)} by ${short(g.certificate.signer_public_key_hex ?? '—', 8)}; the server says it ${g.certificate.verified ? 'verifies' : 'does NOT verify'}`
                 : 'not signed yet: the run is signed when the job reaches a terminal state'}
             </dd>
           </dl>

@@ -1,3 +1,4 @@
+import { JOB_STATUSES } from '@svc/protocol/rest';
 import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { DataTable, Empty, ErrorNotice, Loading, Page, Pager, Section, Status } from '../components/ui';
@@ -6,15 +7,6 @@ import { useAsync } from '../hooks';
 import { Link, navigate, useLocation } from '../router';
 import type { Job } from '../types';
 
-export const JOB_STATUSES = [
-  'submitted',
-  'pending',
-  'assigned',
-  'running',
-  'completed',
-  'failed',
-  'cancelled',
-] as const;
 const PAGE = 25;
 
 /** Jobs as a table; `compact` keeps the columns that fit beside another panel. */

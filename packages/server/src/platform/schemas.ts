@@ -6,18 +6,8 @@ import { Type } from '@sinclair/typebox';
  * module that needed one depend on auth).
  */
 
-/**
- * A string enum that validates as `enum` (one clear error) and documents as one.
- *
- * @example
- * const Status = StringEnum(['open', 'closed'] as const, { description: 'the state' });
- */
-export function StringEnum<const T extends readonly string[]>(
-  values: T,
-  options: { description?: string; default?: T[number] } = {},
-) {
-  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
-}
+/** A string enum that validates as `enum` (one clear error): one definition, with the REST shapes in `@svc/protocol/rest`. */
+export { StringEnum } from '@svc/protocol/rest';
 
 /** The body of an answer that only says what happened; registered once by modules/auth's routes. */
 export const MessageResponse = Type.Object({ message: Type.String() }, { $id: 'MessageResponse' });

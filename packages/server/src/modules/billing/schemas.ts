@@ -1,54 +1,17 @@
 import { Type } from '@sinclair/typebox';
 import { StringEnum } from '../../platform/schemas.js';
+import {
+  CreditTransactionSchema,
+  CreditTransactionsResponseSchema,
+  BillingBalanceResponseSchema,
+  SpendResponseSchema,
+} from '@svc/protocol/rest';
 
-export const CreditTransaction = Type.Object(
-  {
-    id: Type.String(),
-    tx_type: Type.String({ description: '`charge`, `free_tier`, `topup`, `earning`, `refund`, ...' }),
-    amount_cents: Type.Integer({
-      description: 'whole cents this row moved after the sub-cent carry (negative for charges; may be 0)',
-    }),
-    amount_micro: Type.Optional(Type.Integer({ description: 'the exact amount in micro-CAD (negative for charges)' })),
-    amount: Type.Optional(Type.Number({ description: 'the exact amount in CAD' })),
-    free_micro: Type.Optional(
-      Type.Integer({
-        description: 'the part of amount_micro paid with, earned from or granted as promotional free-tier credit',
-      }),
-    ),
-    hold_cents: Type.Optional(
-      Type.Integer({ description: 'what the row changed the held amount by: + for a hold, - when it closes' }),
-    ),
-    balance_after: Type.Integer({ description: 'the balance in cents once this row was posted' }),
-    description: Type.String(),
-    ref: Type.Union([Type.String(), Type.Null()], { description: 'the job, request or hold it belongs to' }),
-    created_at: Type.String({ format: 'date-time' }),
-  },
-  { $id: 'CreditTransaction' },
-);
-
-export const CreditTransactionsResponse = Type.Object(
-  {
-    transactions: Type.Array(Type.Ref(CreditTransaction), { description: 'newest first' }),
-    total: Type.Integer({ description: 'rows in the whole ledger' }),
-    limit: Type.Integer(),
-    offset: Type.Integer(),
-  },
-  { $id: 'CreditTransactionsResponse' },
-);
-
-export const BillingBalanceResponse = Type.Object(
-  {
-    currency: Type.Literal('CAD'),
-    balance_cents: Type.Integer({ description: 'the sum of the ledger rows' }),
-    balance: Type.Number({ description: 'CAD' }),
-    held_cents: Type.Integer({ description: 'reserved by running jobs' }),
-    held: Type.Number({ description: 'CAD' }),
-    available_cents: Type.Integer({ description: 'balance - held; what a new job or request can use' }),
-    available: Type.Number({ description: 'CAD' }),
-    free_tier_granted_cents: Type.Integer({ description: 'the one-time free-tier grant on this ledger' }),
-  },
-  { $id: 'BillingBalanceResponse' },
-);
+/** Shapes the dashboard reads too: defined once in `@svc/protocol/rest`, named here as the routes use them. */
+export const CreditTransaction = CreditTransactionSchema;
+export const CreditTransactionsResponse = CreditTransactionsResponseSchema;
+export const BillingBalanceResponse = BillingBalanceResponseSchema;
+export const SpendResponse = SpendResponseSchema;
 
 export const TransactionsQuery = Type.Object(
   {
@@ -71,23 +34,4 @@ export const SpendQuery = Type.Object(
     ),
   },
   { additionalProperties: false },
-);
-
-export const SpendResponse = Type.Object(
-  {
-    currency: Type.Literal('CAD'),
-    days: Type.Integer(),
-    since: Type.String({ format: 'date-time', description: 'the first UTC midnight of the window' }),
-    series: Type.Array(
-      Type.Object({
-        date: Type.String({ description: 'UTC day, YYYY-MM-DD' }),
-        spend_cents: Type.Integer({ description: 'charges posted that day, as a positive sum' }),
-        credit_cents: Type.Integer({ description: 'grants, top-ups, refunds and earnings posted that day' }),
-      }),
-      { description: 'one entry per day, oldest first, zeros included' },
-    ),
-    total_spend_cents: Type.Integer(),
-    total_credit_cents: Type.Integer(),
-  },
-  { $id: 'SpendResponse' },
 );

@@ -1,5 +1,10 @@
 import { microToCad } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
+import {
+  GATEWAY_REQUEST_STATUSES,
+  GatewayRequestListResponseSchema,
+  GatewayRequestRecordSchema,
+} from '@svc/protocol/rest';
 import type { ServiceContext } from '../../context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
@@ -9,49 +14,17 @@ import { nodeImages, storeImageFiles } from './images.js';
 import { findOrgGatewayRequest, listGatewayRequests, type GatewayRequestRow, type GatewayStatus } from './store.js';
 import { readWorkResult } from '../work/results.js';
 
-const STATUSES = ['running', 'completed', 'failed', 'cancelled', 'timeout'] as const;
+/** Shapes the dashboard reads too: defined once in `@svc/protocol/rest`, named here as the routes use them. */
+export const GatewayRequestRecord = GatewayRequestRecordSchema;
+export const GatewayRequestListResponse = GatewayRequestListResponseSchema;
 
 export const GatewayRequestListQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
     offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
-    status: Type.Optional(StringEnum(STATUSES)),
+    status: Type.Optional(StringEnum(GATEWAY_REQUEST_STATUSES)),
   },
   { additionalProperties: false },
-);
-
-const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(t: T) =>
-  Type.Union([t, Type.Null()]);
-
-export const GatewayRequestRecord = Type.Object(
-  {
-    id: Type.String({ description: "the completion id, also the SVC1 receipt's job_id" }),
-    type: StringEnum(['chat', 'embeddings', 'transcription', 'image'] as const),
-    model: Type.String(),
-    stream: Type.Boolean(),
-    status: StringEnum(STATUSES),
-    node_id: Nullable(Type.String()),
-    country: Nullable(Type.String({ description: 'where the serving node is declared' })),
-    receipt_id: Nullable(Type.String()),
-    charged_cents: Nullable(Type.Integer({ description: 'whole cents moved (after the sub-cent carry; may be 0)' })),
-    charged_micro: Nullable(Type.Integer({ description: 'the exact charge in micro-CAD' })),
-    charged: Type.Union([Type.Number(), Type.Null()], { description: 'the exact charge in CAD' }),
-    usage: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
-    error: Nullable(Type.String()),
-    created_at: Type.String({ format: 'date-time' }),
-    completed_at: Nullable(Type.String({ format: 'date-time' })),
-  },
-  { $id: 'GatewayRequestRecord' },
-);
-
-export const GatewayRequestListResponse = Type.Object(
-  {
-    requests: Type.Array(Type.Ref(GatewayRequestRecord)),
-    total: Type.Integer(),
-    limit: Type.Integer(),
-    offset: Type.Integer(),
-  },
-  { $id: 'GatewayRequestListResponse' },
 );
 
 function requestRecord(r: GatewayRequestRow & { country: string | null }) {

@@ -1,6 +1,10 @@
 import { modelsOfType } from '@svc/protocol';
 import { Type, type TSchema } from '@sinclair/typebox';
 import { StringEnum } from '../../platform/schemas.js';
+import { ModelListSchema } from '@svc/protocol/rest';
+
+/** Shapes the dashboard reads too: defined once in `@svc/protocol/rest`, named here as the routes use them. */
+export const ModelList = ModelListSchema;
 
 /**
  * The gateway's wire format: OpenAI's, plus the routing fields of api-spec.md part 4. Objects stay
@@ -267,27 +271,6 @@ export const ChatCompletion = Type.Object(
     ),
   },
   { $id: 'ChatCompletion', additionalProperties: true },
-);
-
-export const ModelList = Type.Object(
-  {
-    object: Type.Literal('list'),
-    data: Type.Array(
-      Type.Object(
-        {
-          id: Type.String(),
-          object: Type.Literal('model'),
-          created: Type.Integer(),
-          owned_by: Type.String(),
-          type: Type.String({ description: 'chat, embeddings, transcription or image' }),
-          context_length: Type.Optional(Type.Integer()),
-          dimensions: Type.Optional(Type.Integer()),
-        },
-        { additionalProperties: true },
-      ),
-    ),
-  },
-  { $id: 'ModelList' },
 );
 
 export const EmbeddingsRequest = Type.Object(

@@ -1,18 +1,21 @@
 import { Type } from '@sinclair/typebox';
 import { StringEnum } from '../../platform/schemas.js';
+import {
+  AuditResponseSchema,
+  JOB_STATUSES,
+  JobListResponseSchema,
+  MarketplaceJobSchema,
+  MarketplaceSLAResponseSchema,
+} from '@svc/protocol/rest';
+
+/** Shapes the dashboard reads too: defined once in `@svc/protocol/rest`, named here as the routes use them. */
+export const MarketplaceJob = MarketplaceJobSchema;
+export const JobListResponse = JobListResponseSchema;
+export const AuditResponse = AuditResponseSchema;
+export const MarketplaceSLAResponse = MarketplaceSLAResponseSchema;
 
 const Quantity = Type.Integer({ minimum: 0, maximum: 2 ** 53 - 1 });
 const Url = Type.String({ format: 'uri', maxLength: 2048 });
-
-export const JOB_STATUSES = [
-  'submitted',
-  'pending',
-  'assigned',
-  'running',
-  'completed',
-  'failed',
-  'cancelled',
-] as const;
 
 const estimates = {
   estimated_data_gb: Type.Optional(Quantity),
@@ -145,107 +148,10 @@ export const CreateJobResponse = Type.Object(
   { $id: 'CreateJobResponse' },
 );
 
-const DateTime = Type.String({ format: 'date-time' });
-const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
-
-export const MarketplaceJob = Type.Object(
-  {
-    id: Type.String(),
-    kind: Type.Integer(),
-    job_type: Type.String(),
-    status: StringEnum(JOB_STATUSES),
-    model: Nullable(Type.String()),
-    budget: Type.Number(),
-    budget_cents: Type.Integer(),
-    compute_units: Type.Number({ description: 'estimated units, or metered units once completed' }),
-    estimated_cost: Type.Number(),
-    estimated_cost_cents: Type.Integer(),
-    max_price_per_unit: Type.Number(),
-    max_price_per_unit_cents: Type.Integer(),
-    execution_pool: StringEnum(['public', 'sovereign'] as const),
-    required_region: Type.String(),
-    strict_jurisdiction: Type.String(),
-    delivery_mode: Type.String(),
-    delivery_target: Type.String(),
-    delivery_artifact_put_url: Type.Optional(Type.String()),
-    delivery_manifest_put_url: Type.Optional(Type.String()),
-    policy_note: Type.String(),
-    attempts: Type.Integer(),
-    node_id: Nullable(Type.String()),
-    charged_cents: Type.Union([Type.Integer(), Type.Null()], {
-      description: 'whole cents moved (after the sub-cent carry; may be 0)',
-    }),
-    charged_micro: Type.Union([Type.Integer(), Type.Null()], { description: 'the exact charge in micro-CAD' }),
-    charged: Type.Union([Type.Number(), Type.Null()], { description: 'the exact charge in CAD' }),
-    result_hash: Nullable(Type.String()),
-    failure_reason: Nullable(Type.String()),
-    created_at: DateTime,
-    submitted_at: DateTime,
-    assigned_at: Nullable(DateTime),
-    completed_at: Nullable(DateTime),
-  },
-  { $id: 'MarketplaceJob' },
-);
-
 export const JobListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
   status: Type.Optional(StringEnum(JOB_STATUSES)),
 });
 
-export const JobListResponse = Type.Object(
-  { jobs: Type.Array(Type.Ref(MarketplaceJob)), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() },
-  { $id: 'JobListResponse' },
-);
-
 export const JobIdParams = Type.Object({ id: Type.String({ pattern: '^job_[a-z0-9]{26}$' }) });
-
-export const AuditResponse = Type.Object(
-  {
-    job_id: Type.String(),
-    buyer_id: Type.String(),
-    status: Type.String(),
-    created_at: DateTime,
-    assigned_at: Nullable(DateTime),
-    completed_at: Nullable(DateTime),
-    audit_generated: DateTime,
-    receipts_count: Type.Integer(),
-    credit_ledger: Type.Array(Type.Object({}, { additionalProperties: true })),
-    events: Type.Array(
-      Type.Object({ at: DateTime, type: Type.String(), details: Type.Object({}, { additionalProperties: true }) }),
-    ),
-  },
-  { $id: 'MarketplaceAuditResponse' },
-);
-
-const SlaCounter = Type.Integer({ minimum: 0 });
-
-/** The answer to `GET /api/v1/marketplace/sla` (the spec's MarketplaceSLAResponse; `sla.ts` computes it). */
-export const MarketplaceSLAResponse = Type.Object(
-  {
-    window_hours: Type.Integer(),
-    window_since: DateTime,
-    generated_at: DateTime,
-    totals: Type.Record(Type.String(), SlaCounter, {
-      description:
-        'jobs per status in the window: submitted (all), pending, assigned, running, completed, failed, cancelled, finished (the last three)',
-    }),
-    assignment: Type.Object({
-      samples: SlaCounter,
-      p50_latency_ms: Type.Number(),
-      p95_latency_ms: Type.Number(),
-      target_p95_ms: Type.Number(),
-      meets_target: Type.Boolean(),
-      insufficient_sample: Type.Boolean(),
-    }),
-    completion: Type.Object({
-      in_flight_jobs: SlaCounter,
-      terminal_jobs_considered: SlaCounter,
-      success_rate: Type.Number(),
-      target_success_rate: Type.Number(),
-      meets_target: Type.Boolean(),
-      insufficient_sample: Type.Boolean(),
-    }),
-  },
-  { $id: 'MarketplaceSLAResponse' },
-);

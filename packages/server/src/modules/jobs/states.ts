@@ -1,5 +1,8 @@
 /** Job states and the moves between them (DESIGN.md section 8). Pure. */
-export type JobStatus = 'submitted' | 'pending' | 'assigned' | 'running' | 'completed' | 'failed' | 'cancelled';
+import type { JOB_STATUSES } from '@svc/protocol/rest';
+
+/** One of the states the API shows (`@svc/protocol/rest`'s JOB_STATUSES, the dashboard's filter). */
+export type JobStatus = (typeof JOB_STATUSES)[number];
 
 export const TERMINAL: readonly JobStatus[] = ['completed', 'failed', 'cancelled'];
 

@@ -1,20 +1,10 @@
 import { Type } from '@sinclair/typebox';
+import { APIKeyRecordSchema, APIKeyCreateResponseSchema, APIKeyListResponseSchema } from '@svc/protocol/rest';
 
-export const APIKeyRecord = Type.Object(
-  {
-    key_id: Type.String(),
-    prefix: Type.String({ description: '`svc_live_<key_id>`, stored in clear' }),
-    hash_alg: Type.String({ description: '`hmac-sha256-v1`' }),
-    label: Type.String(),
-    buyer_id: Type.String({ description: 'who created it' }),
-    scopes: Type.Array(Type.String()),
-    created_at: Type.String({ format: 'date-time' }),
-    last_used_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    revoked_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    revoked_reason: Type.Union([Type.String(), Type.Null()]),
-  },
-  { $id: 'APIKeyRecord' },
-);
+/** Shapes the dashboard reads too: defined once in `@svc/protocol/rest`, named here as the routes use them. */
+export const APIKeyRecord = APIKeyRecordSchema;
+export const APIKeyCreateResponse = APIKeyCreateResponseSchema;
+export const APIKeyListResponse = APIKeyListResponseSchema;
 
 export const APIKeyCreateRequest = Type.Object(
   {
@@ -30,16 +20,6 @@ export const APIKeyCreateRequest = Type.Object(
     ),
   },
   { $id: 'APIKeyCreateRequest', additionalProperties: false },
-);
-
-export const APIKeyCreateResponse = Type.Object(
-  { api_key: Type.String({ description: 'the full key; shown this once only' }), key: Type.Ref(APIKeyRecord) },
-  { $id: 'APIKeyCreateResponse' },
-);
-
-export const APIKeyListResponse = Type.Object(
-  { keys: Type.Array(Type.Ref(APIKeyRecord)) },
-  { $id: 'APIKeyListResponse' },
 );
 
 export const APIKeyRevokeRequest = Type.Object(

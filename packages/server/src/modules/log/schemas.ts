@@ -1,13 +1,8 @@
 import { Type } from '@sinclair/typebox';
+import { LogKeysSchema } from '@svc/protocol/rest';
 
-/** The log's names and note verifier keys, as `GET /api/v1/keys/platform` lists them under `log`. */
-export const LogKeys = Type.Object({
-  origin: Type.String({ description: 'the name checkpoints are signed under now (SVC_LOG_ORIGIN)' }),
-  verifier_keys: Type.Array(Type.String(), {
-    description:
-      'note verifier keys (<name>+<8 hex>+<base64>): every name the log signed under with every platform key that ever signed',
-  }),
-});
+/** The log's names and note verifier keys (`GET /api/v1/keys/platform`): defined in `@svc/protocol/rest`. */
+export const LogKeys = LogKeysSchema;
 
 /** A leaf's data: JCS of these six fields is the log's record for a closed evidence run. */
 export const LogLeaf = Type.Object({

@@ -1,48 +1,24 @@
 import { Type } from '@sinclair/typebox';
 import { StringEnum } from '../../platform/schemas.js';
 import { Email, Password, RoleSchema } from '../auth/schemas.js';
+import {
+  OrganizationSchema,
+  OrganizationMemberSchema,
+  OrganizationResponseSchema,
+  OrganizationMembersResponseSchema,
+  OrganizationInviteResponseSchema,
+} from '@svc/protocol/rest';
 
-export const Organization = Type.Object(
-  { id: Type.String(), name: Type.String(), created_at: Type.String({ format: 'date-time' }) },
-  { $id: 'Organization' },
-);
-
-export const OrganizationMember = Type.Object(
-  {
-    buyer_id: Type.String(),
-    email: Type.String(),
-    name: Type.String(),
-    created_at: Type.String({ format: 'date-time' }),
-    role: RoleSchema,
-  },
-  { $id: 'OrganizationMember' },
-);
-
-export const OrganizationResponse = Type.Object(
-  { organization: Type.Ref(Organization), member: Type.Ref(OrganizationMember) },
-  { $id: 'OrganizationResponse' },
-);
-
-export const OrganizationMembersResponse = Type.Object(
-  { organization: Type.Ref(Organization), members: Type.Array(Type.Ref(OrganizationMember)) },
-  { $id: 'OrganizationMembersResponse' },
-);
+/** Shapes the dashboard reads too: defined once in `@svc/protocol/rest`, named here as the routes use them. */
+export const Organization = OrganizationSchema;
+export const OrganizationMember = OrganizationMemberSchema;
+export const OrganizationResponse = OrganizationResponseSchema;
+export const OrganizationMembersResponse = OrganizationMembersResponseSchema;
+export const OrganizationInviteResponse = OrganizationInviteResponseSchema;
 
 export const OrganizationInviteRequest = Type.Object(
   { email: Email, role: Type.Optional(StringEnum(['admin', 'member'] as const, { default: 'member' })) },
   { $id: 'OrganizationInviteRequest', additionalProperties: false },
-);
-
-export const OrganizationInviteResponse = Type.Object(
-  {
-    organization: Type.Ref(Organization),
-    email: Type.String(),
-    role: StringEnum(['admin', 'member'] as const),
-    invite_token: Type.String({ description: 'single use; valid 7 days' }),
-    accept_url: Type.String(),
-    expires_at: Type.String({ format: 'date-time' }),
-  },
-  { $id: 'OrganizationInviteResponse' },
 );
 
 export const OrganizationAcceptInviteRequest = Type.Object(
