@@ -10,6 +10,7 @@
  * npx tsx bench/statements.ts --requests 400 --concurrency 16   # where the writer's flushes batch
  * npx tsx bench/statements.ts --requests 800 --concurrency 16 --node-concurrency 16   # a node that takes all 16 at once
  * DATABASE_URL=postgres://... npx tsx bench/statements.ts
+ * SVC_EVIDENCE_GATEWAY_ROWS=1 npx tsx bench/statements.ts   # gateway evidence as rows, the way before 2026-11-27
  */
 import { parseArgs } from 'node:util';
 import type { Db, Queryable, QueryResult } from '../packages/server/src/platform/db/index.js';
@@ -29,7 +30,10 @@ const requests = positiveInt('requests', values.requests);
 const concurrency = positiveInt('concurrency', values.concurrency);
 const traces = wholeNumber('trace', values.trace);
 
-const f = await startGatewayFixture({ env: { SVC_LOG_LEVEL: 'silent' } });
+// SVC_EVIDENCE_GATEWAY_ROWS=1: gateway evidence recorded the old way (rows, signed as it closes), to compare.
+const f = await startGatewayFixture({
+  env: { SVC_LOG_LEVEL: 'silent', SVC_EVIDENCE_GATEWAY_ROWS: process.env.SVC_EVIDENCE_GATEWAY_ROWS ?? '' },
+});
 // The node agent's concurrency (the fixture's default, 4): with fewer slots than loops, most work
 // waits in the store for a free slot, and its opening commits alone before dispatch.
 await f.addNode({ concurrency: positiveInt('node-concurrency', values['node-concurrency']) });
@@ -90,8 +94,30 @@ async function chat(): Promise<void> {
   await res.json();
 }
 
+/** Rows of the tables a gateway request writes, and the evidence certificates signed so far. */
+async function tally(): Promise<Map<string, number>> {
+  const tables = [
+    'gateway_requests',
+    'work_items',
+    'receipts',
+    'credit_transactions',
+    'evidence_runs',
+    'evidence_events',
+    'log_leaves',
+  ];
+  const out = new Map<string, number>();
+  for (const t of tables)
+    out.set(t, (await plain.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${t}`)).rows[0]?.n ?? 0);
+  const signed = await plain.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM evidence_runs WHERE root_signature_hex IS NOT NULL',
+  );
+  out.set('certificates signed', signed.rows[0]?.n ?? 0);
+  return out;
+}
+
 for (let i = 0; i < 30; i++) await chat();
 await new Promise((r) => setTimeout(r, 300));
+const before = await tally();
 recording = true;
 const started = performance.now();
 let asked = 0;
@@ -106,6 +132,7 @@ await Promise.all(
 const elapsed = performance.now() - started;
 await new Promise((r) => setTimeout(r, 300));
 recording = false;
+const after = await tally();
 
 console.log(
   `store ${db.kind}; ${requests} chat requests${concurrency > 1 ? ` from ${concurrency} concurrent loops` : ', sequential'}, per request:`,
@@ -122,6 +149,17 @@ for (const [sql, s] of [...stats].sort((a, b) => b[1].ms - a[1].ms)) {
 }
 console.log(
   `total: ${(count / requests).toFixed(1)} statements (BEGIN and COMMIT not counted), ${(ms / requests).toFixed(1)} ms in them; ${(elapsed / requests).toFixed(1)} ms per request (wall / requests)`,
+);
+
+// Rows written (and certificates signed at write time) per request, by table: counted before any
+// evidence is read, so a certificate signed when first read is not among them.
+const rows = [...after].map(([t, n]) => [t, (n - (before.get(t) ?? 0)) / requests] as const);
+console.log(`rows per request: ${rows.map(([t, n]) => `${t} ${n.toFixed(2)}`).join(', ')}`);
+console.log(
+  `total: ${rows
+    .filter(([t]) => t !== 'certificates signed')
+    .reduce((a, [, n]) => a + n, 0)
+    .toFixed(2)} rows per request`,
 );
 
 for (let i = 0; i < traces; i++) {
