@@ -117,4 +117,14 @@ describe("the oci runner's job fields: network, and the platform's default_runne
     });
     expect(submittedEvent?.summary).toContain("ran in the oci runner, image localhost/svc-runner:1: the node's claim");
   });
+
+  // Last: the jobs it leaves pending would be polled by the nodes of the tests above.
+  it("takes work running no buyer code without network, or with the default 'none' (201)", async () => {
+    const job = { kind: 1, runner_args: undefined, inline_text: 'hi', model: 'tinyllama' };
+    // The schema's default fills in 'none' when the field is absent: that is not a request for a network.
+    const absent = await submit(job);
+    expect(absent.statusCode, absent.body).toBe(201);
+    const none = await submit({ ...job, network: 'none' });
+    expect(none.statusCode, none.body).toBe(201);
+  });
 });

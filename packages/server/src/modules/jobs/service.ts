@@ -142,7 +142,8 @@ export async function createJob(ctx: ServiceContext, principal: Principal, body:
   }
   if (body.capture_set_id !== undefined && !isCaptureKind(body.kind))
     throw bad('/capture_set_id', `is used by scene_reconstruction (8) and data_processing (10) jobs only`);
-  if (body.network !== undefined && !BUYER_CODE_KINDS.has(body.kind))
+  // 'none' is the schema's default, filled in when the field is absent: only 'egress' asks for a network.
+  if (body.network === 'egress' && !BUYER_CODE_KINDS.has(body.kind))
     throw bad(
       '/network',
       `is used by jobs running buyer code (kinds 5, 6, 7, 8 and 10), not ${kind.name}${body.kind === 9 ? ': the capsule reaches nothing, the node fetches the repository itself' : ''}`,
