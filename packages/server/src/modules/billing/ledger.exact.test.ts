@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { meteringBound } from '@svc/protocol';
 import {
   bearer,
   createKey,
@@ -34,9 +35,18 @@ describe('ledger: exact rows per job, and where free-tier credit can go', () => 
   });
   afterAll(() => t.close());
 
-  /** Submits a kind 1 job, lets a node priced 0.5 micro-CAD per token run it for `units` tokens. */
-  async function runJob(buyer: TestBuyer, units: number, budget: number) {
-    const node = await createTestNode(t.app, operatorKey, { price_micro_per_unit: { '1': 0.5 } });
+  /**
+   * Submits a kind 1 job of `prompts` prompts, lets a node priced 0.5 micro-CAD per token run it
+   * for `units` tokens. The receipt must stay within the job's metering bound (docs/receipts.md):
+   * a model with a large context (a completion of up to 32,768 tokens per prompt) and enough
+   * prompts make the units these tests charge possible.
+   */
+  async function runJob(buyer: TestBuyer, units: number, budget: number, prompts = 1) {
+    const model = 'svc-llama-3.2-3b';
+    const inputs = Array.from({ length: prompts }, () => 'a prompt');
+    const bound = meteringBound({ type: 'job', kind: 1, model, inputs, timeoutSeconds: 300, cores: 8 });
+    expect(bound).toBeGreaterThanOrEqual(units);
+    const node = await createTestNode(t.app, operatorKey, { models: [model], price_micro_per_unit: { '1': 0.5 } });
     const submit = await t.app.inject({
       method: 'POST',
       url: '/api/v1/marketplace/jobs',
@@ -46,8 +56,8 @@ describe('ledger: exact rows per job, and where free-tier credit can go', () => 
         budget,
         max_price_per_unit: 0.000001,
         currency: 'CAD',
-        model: 'tinyllama',
-        inline_text: 'a prompt\n',
+        model,
+        inline_text: inputs.map((i) => `${i}\n`).join(''),
       },
     });
     expect(submit.statusCode).toBe(201);
@@ -115,8 +125,9 @@ describe('ledger: exact rows per job, and where free-tier credit can go', () => 
     operatorKey = await createKey(t.app, op, ['operator']);
     const buyer = await signUp(t.app);
     await t.ctx.ledger.credit(buyer.orgId, 1_000, { txType: 'topup', description: 'card payment' });
-    // 12,000,000 tokens at 0.5 µ = 6.00 CAD: 5.00 from the free tier, 1.00 paid.
-    const jobId = await runJob(buyer, 12_000_000, 7);
+    // 12,000,000 tokens at 0.5 µ = 6.00 CAD: 5.00 from the free tier, 1.00 paid. 364 prompts
+    // bound the receipt at 364 x 33,048 = 12,029,472 tokens.
+    const jobId = await runJob(buyer, 12_000_000, 7, 364);
     const audit = (
       await t.app.inject({
         method: 'GET',

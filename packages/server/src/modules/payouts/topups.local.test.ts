@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { meteringBound } from '@svc/protocol';
 import { bearer, createTestNode, signUp, type TestApp, type TestBuyer } from '../../../test/harness.js';
 import { createPayoutTestApp, localPage, onboardLocally, payLocalTopup } from '../../../test/payout-account.js';
 import { payableEarnings, reconcileAccount } from '../billing/service.js';
@@ -22,9 +23,21 @@ describe('a top-up through the local provider', () => {
   async function selfDealer(country: string) {
     const buyer = await signUp(t.app);
     const { operatorKey } = await onboardLocally(t.app, buyer);
-    const node = await createTestNode(t.app, operatorKey, { country, price_micro_per_unit: { '1': 12 } });
+    const node = await createTestNode(t.app, operatorKey, {
+      country,
+      models: [MODEL],
+      price_micro_per_unit: { '1': 12 },
+    });
     return { buyer, node };
   }
+
+  /**
+   * A model with a large context and 38 prompts: the job's metering bound (docs/receipts.md) is
+   * 38 x (10 + 16 + 32,768 + 256) = 1,255,900 tokens, so the receipt below is one the server accepts.
+   */
+  const MODEL = 'svc-llama-3.2-3b';
+  const PROMPTS = Array.from({ length: 38 }, () => 'pay myself');
+  const UNITS = 1_250_000;
 
   /** A job of `budget` CAD on the organization's own node, reported at 1,250,000 tokens (15 CAD at 12 µ). */
   async function spendOnOwnNode(
@@ -41,15 +54,18 @@ describe('a top-up through the local provider', () => {
         budget,
         max_price_per_unit: 0.000012,
         currency: 'CAD',
-        model: 'tinyllama',
-        inline_text: 'pay myself\n',
+        model: MODEL,
+        inline_text: PROMPTS.map((p) => `${p}\n`).join(''),
         strict_jurisdiction: country,
       },
     });
     expect(submit.statusCode, submit.body).toBe(201);
     const [work] = await node.poll({ waitMs: 2000 });
     if (!work) throw new Error('no work');
-    const done = await node.complete(work, JSON.stringify({ results: [{ index: 0, content: 'x' }] }), 1_250_000);
+    expect(meteringBound({ type: 'job', kind: 1, model: MODEL, inputs: PROMPTS, timeoutSeconds: 300, cores: 8 })).toBe(
+      1_255_900,
+    );
+    const done = await node.complete(work, JSON.stringify({ results: [{ index: 0, content: 'x' }] }), UNITS);
     expect(done.statusCode, done.body).toBe(200);
   }
 
