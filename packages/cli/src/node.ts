@@ -305,9 +305,13 @@ async function buildEngines(config: NodeConfig): Promise<EngineSet> {
  * `ConfigResponse.default_runner_image` of the server, unless it names none (`process`) or the
  * server does not answer now (the node then runs without it: registration retries on its own).
  */
-async function platformDefaultImage(server: string): Promise<string | undefined> {
+async function platformDefaultImage(server: string, apiKey: string): Promise<string | undefined> {
   try {
-    const res = await fetch(`${server.replace(/\/+$/, '')}/api/v1/config`, { signal: AbortSignal.timeout(10_000) });
+    // config:read, which the operator key carries.
+    const res = await fetch(`${server.replace(/\/+$/, '')}/api/v1/config`, {
+      headers: { authorization: `Bearer ${apiKey}` },
+      signal: AbortSignal.timeout(10_000),
+    });
     const ref = res.ok ? ((await res.json()) as { default_runner_image?: unknown }).default_runner_image : undefined;
     return typeof ref === 'string' && ref !== '' && ref !== 'process' ? ref : undefined;
   } catch {
@@ -341,7 +345,7 @@ export async function node(argv: string[]): Promise<number> {
     return 1;
   }
   let oci: Parameters<typeof createNodeAgent>[0]['oci'];
-  const platformImage = await platformDefaultImage(config.server);
+  const platformImage = await platformDefaultImage(config.server, config.apiKey);
   const probe = config.images.length > 0 || platformImage !== undefined ? await detectOciRunner() : undefined;
   if (config.images.length > 0 && probe && !probe.available) {
     process.stderr.write(`svc node: the oci runner cannot run here: ${probe.reasons.join('; ')}\n`);
