@@ -101,6 +101,25 @@ describe('standing slots on the node channel: work pushed at once, never past th
     return rows[0] ?? { total: 0, waiting: 0 };
   }
 
+  /** Submits a kind 1 job that only a node in `country` may take; its id. */
+  async function submitJob(country: string) {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/marketplace/jobs',
+      headers: bearer(buyer.apiKey),
+      payload: {
+        kind: 1,
+        budget: 0.05,
+        max_price_per_unit: 0.00001,
+        currency: 'CAD',
+        inline_text: 'hi',
+        strict_jurisdiction: country,
+      },
+    });
+    expect(res.statusCode).toBe(201);
+    return (res.json() as { job_id: string }).job_id;
+  }
+
   /** Ends each request with a final failure over the channel; the buyer gets 502. */
   const failAll = (say: (m: Record<string, unknown>) => number, items: { work_id: string }[]) => {
     for (const item of items) say({ type: 'fail', work_id: item.work_id, message: 'test over', retryable: false });
@@ -184,23 +203,32 @@ describe('standing slots on the node channel: work pushed at once, never past th
   it('a job submitted while the node has a free slot is assigned to it and pushed at once', async () => {
     const c = await nodeWithChannel('tinyllama', undefined, { country: 'IS' });
     const grant = c.say({ type: 'grant', slots: 1 });
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/api/v1/marketplace/jobs',
-      headers: bearer(buyer.apiKey),
-      payload: {
-        kind: 1,
-        budget: 0.05,
-        max_price_per_unit: 0.00001,
-        currency: 'CAD',
-        inline_text: 'hi',
-        strict_jurisdiction: 'IS',
-      },
-    });
-    expect(res.statusCode).toBe(201);
-    const jobId = (res.json() as { job_id: string }).job_id;
+    const jobId = await submitJob('IS');
     await eventually(() => c.work().length === 1);
     expect(c.work()[0]).toMatchObject({ re: grant, work: [{ job_id: jobId, type: 'job' }] });
+    failAll(c.say, c.work()[0]?.work ?? []);
+  }, 60_000);
+
+  it('a job signalled while the only free slot was reserved by a hand-over is pushed once that hand-over is released', async () => {
+    const c = await nodeWithChannel('tinyllama', undefined, { country: 'MT' });
+    c.say({ type: 'grant', slots: 1 });
+    // The grant's look found nothing to claim.
+    await eventually(async () => (await stored(c.node)).total === 0);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // A hand-over under way (a submission or a signalled job whose transaction finds the node full
+    // in the store) holds the one free slot.
+    const handoff = t.ctx.jobSignal.reserve(c.node.nodeId);
+    expect(handoff).toBeDefined();
+    const heard = t.ctx.jobSignal.generation();
+    const jobId = await submitJob('MT');
+    // Its message found no free slot: the job waits in the store.
+    await eventually(() => t.ctx.jobSignal.generation() > heard);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(c.work()).toHaveLength(0);
+    // Released, the slot looks in the store at once (before: only the 25 s look-again timer did).
+    handoff?.release();
+    await eventually(() => c.work().length === 1, 3_000);
+    expect(c.work()[0]?.work).toMatchObject([{ job_id: jobId, type: 'job' }]);
     failAll(c.say, c.work()[0]?.work ?? []);
   }, 60_000);
 

@@ -81,7 +81,12 @@ export function createStandingSlots(
         if (state !== 'reserved') return;
         state = 'done';
         reserved--;
-        if (!closed) free++;
+        if (closed) return;
+        free++;
+        // A job signalled while this slot was reserved found none free and stayed in the store, and
+        // a claim meanwhile may have skipped it (locked by the hand-over's transaction): look now, as
+        // a released poll does, not at the next look-again (LOOK_AGAIN_MS).
+        look();
       },
     };
   };
