@@ -99,6 +99,11 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
   const prefix = base.pathname.replace(/\/+$/, '');
   const doFetch = options.fetch ?? fetch;
   const now = options.now ?? Date.now;
+  // The signature covers method, path, timestamp and body, so two identical calls signed in the
+  // same millisecond would carry the same one and the second be refused as a replay: each call's
+  // timestamp is after the previous one's (ahead of the clock only while calls come faster than one a
+  // millisecond: far within the 60 s skew the server allows).
+  let lastTimestamp = 0;
   let nodeId = options.nodeId;
 
   async function send(
@@ -151,7 +156,8 @@ export function createNodeClient(options: NodeClientOptions): NodeClient {
   ) {
     if (nodeId === undefined) throw new Error('the node is not registered yet');
     const path = `${prefix}${pathWithQuery}`;
-    const timestamp = String(now());
+    lastTimestamp = Math.max(now(), lastTimestamp + 1);
+    const timestamp = String(lastTimestamp);
     const signature = signHex(
       requestMessage({ method, pathWithQuery: path, timestamp, body: text ?? '' }),
       options.identity.privateKey,

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   canonicalJson,
   generateEd25519,
+  NODE_HEADERS,
   publicKeyHex,
   registerMessage,
   requestMessage,
@@ -153,6 +154,21 @@ describe('node protocol client', () => {
     const call = aborting.heartbeat({ load: 0, active_work: [] }, { signal: controller.signal });
     controller.abort(new Error('stopping'));
     await expect(call).rejects.toThrow('stopping');
+  });
+
+  it('signs identical calls made in one millisecond with distinct timestamps: none is refused as a replay', async () => {
+    // The signature covers method, path, timestamp and body: two identical calls in the same
+    // millisecond would carry the same one, which the server refuses as replayed.
+    const at = Date.now();
+    const client = createNodeClient({ server: cp.url, apiKey: cp.apiKey, identity, now: () => at });
+    await client.register({ country: 'CA' });
+    const before = cp.calls('heartbeat').length;
+    for (let i = 0; i < 3; i++) await client.heartbeat({ load: 0, active_work: [] });
+    const stamps = cp
+      .calls('heartbeat')
+      .slice(before)
+      .map((c) => Number(c.headers[NODE_HEADERS.timestamp]));
+    expect(stamps).toEqual([at, at + 1, at + 2]);
   });
 
   it('keeps nothing of a finished call on the signal every call follows (the agent stop)', async () => {
