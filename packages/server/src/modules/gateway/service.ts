@@ -1,4 +1,4 @@
-import { hop } from '@svc/protocol';
+import { hop, type ModelUsage, type ToolCallDeltaWire } from '@svc/protocol';
 import type { ServiceContext } from '../../context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
@@ -10,6 +10,7 @@ import {
   followEvents,
   followStep,
   initialFollow,
+  type Ending,
   type FollowAction,
   type FollowEvent,
   type FollowState,
@@ -17,7 +18,7 @@ import {
 import type { LocalCompletion } from './hub.js';
 import { openingsSettled } from './attempts.js';
 import { issueTicket } from './ticket.js';
-import { holdCents, type GatewayType } from './pricing.js';
+import { estimateTokens, holdCents, type GatewayType } from './pricing.js';
 import { requestMaxUnits } from './metering.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
 import { ledgerHeld, policyEvaluated, policyId } from '../evidence/events.js';
@@ -664,22 +665,42 @@ export async function finishedOf(
 }
 
 /**
- * Runs a request to its end, not streamed: dispatches it, waits for the node's receipt, and on a
- * node failure or lost lease before any result retries once on another eligible node. Throws
- * 503 `no_capacity` (no node), 402, 502 `upstream_error` (the node failed) or 504 `timeout`
- * (`SVC_GATEWAY_TIMEOUT_MS`, or the node went silent); the hold is released on every failure.
- * An aborted `signal` cancels the request (and its work) and throws `timeout`.
+ * Where {@link driveRequest} sends what it follows: a JSON answer collects the completion, a
+ * stream writes each delta as it comes. One object per request: the loop calls its methods and
+ * creates nothing per event.
+ */
+export interface DriveSink<T> {
+  /** Streamed: deltas reach the client as they come (the state `followStep` keeps). */
+  readonly stream: boolean;
+  /** A byte reached the client: a failure from here on is told in the answer, not thrown. */
+  readonly started: boolean;
+  /** A `write` action (streamed only): open the answer on `attempt` if need be, then send the delta. */
+  write(attempt: Attempt, content: string, toolCalls: ToolCallDeltaWire[] | undefined): void;
+  /** The receipt was accepted: the answer. */
+  complete(finished: Finished, state: FollowState): T;
+  /** An ending not thrown as an HTTP error (`error_chunk`, `finish`, `none`), with what it billed. */
+  close(ending: Ending, usage: ModelUsage | undefined, state: FollowState): T;
+  /** An internal error after the first byte. */
+  fail(error: ApiError): T;
+}
+
+/**
+ * The drive loop of a gateway request, plain and streamed (DESIGN.md section 10): dispatches it,
+ * follows its work, applies {@link followStep}'s actions (the one failover included) and ends it,
+ * telling `sink` what to answer. Before the first byte a failure throws (502 `upstream_error`,
+ * 504 `timeout`, 503, 402); after it the sink ends the answer. An aborted `signal` cancels the
+ * request and its work.
  *
  * @example
- * const done = await runRequest(ctx, principal, call);
- * JSON.parse(done.output.toString('utf8'));
+ * const done = await driveRequest(ctx, principal, call, answerSink);
  */
-export async function runRequest(
+export async function driveRequest<T>(
   ctx: ServiceContext,
   principal: Principal,
-  call: GatewayCall,
-  options: { signal?: AbortSignal } = {},
-): Promise<Finished> {
+  call: GatewayCall & { promptEstimate?: number },
+  sink: DriveSink<T>,
+  signal?: AbortSignal,
+): Promise<T> {
   const deadline = Date.now() + ctx.config.gatewayTimeoutMs;
   const workId = newId('wrk');
   const follower = followWork(ctx, workId);
@@ -691,24 +712,50 @@ export async function runRequest(
     throw err;
   }
   const current: Following = { attempt, follower, tried: [attempt.node.id] };
+  let state = initialFollow(sink.stream, attempt.node.id);
   try {
-    let state = initialFollow(false, attempt.node.id);
     for (;;) {
-      const item = await current.follower.next(deadline, options.signal);
+      const item = await current.follower.next(deadline, state.clientGone ? undefined : signal);
       for (const event of followEvents(item, ctx.config.gatewayTimeoutMs)) {
         let action: FollowAction;
         [state, action] = await step(ctx, call, state, event, current);
-        if (action.type === 'complete')
-          return await finishedOf(ctx, call, current.attempt, item.kind === 'ended' ? item.completion : undefined);
+        if (action.type === 'wait') continue;
+        if (action.type === 'write') {
+          sink.write(current.attempt, action.content, action.tool_calls);
+          continue;
+        }
+        if (action.type === 'complete') {
+          const completion = item.kind === 'ended' ? item.completion : undefined;
+          return sink.complete(await finishedOf(ctx, call, current.attempt, completion), state);
+        }
         if (action.type !== 'end') continue;
         const { ending } = action;
-        await endRequest(ctx, call.id, { status: ending.status, error: ending.error, cancelWork: ending.cancelWork });
-        throw new ApiError(
-          ending.code,
-          ending.status === 'cancelled' ? `request ${call.id} was cancelled: ${ending.error}` : ending.error,
-        );
+        const usage = billed(call.promptEstimate ?? 0, state, ending);
+        await endRequest(ctx, call.id, {
+          status: ending.status,
+          error: ending.error,
+          usage,
+          cancelWork: ending.cancelWork,
+          // Nothing to earn without usage: a plain request's ending bills none.
+          ...(ending.status === 'cancelled' ? { earnTo: current.attempt.node } : {}),
+        });
+        if (ending.answer === 'error')
+          throw new ApiError(
+            ending.code,
+            ending.status === 'cancelled' ? `request ${call.id} was cancelled: ${ending.error}` : ending.error,
+          );
+        return sink.close(ending, usage, state);
       }
     }
+  } catch (err) {
+    if (!sink.started) throw err;
+    ctx.log.error({ err, request_id: call.id }, 'gateway stream failed');
+    await endRequest(ctx, call.id, {
+      status: 'failed',
+      error: 'internal error',
+      usage: { completion_tokens: estimateTokens(state.delivered) },
+    }).catch(() => undefined);
+    return sink.fail(new ApiError('internal', 'internal server error'));
   } finally {
     current.follower.close();
     // Forgotten unless a receipt is completing it behind the answer (its write forgets it).
@@ -716,8 +763,68 @@ export async function runRequest(
   }
 }
 
+/**
+ * What an ending bills, in tokens (DESIGN.md section 10: usage is billed even when the client
+ * leaves); `promptEstimate` is a chat's (a plain request's ending bills none).
+ */
+function billed(promptEstimate: number, state: FollowState, ending: Ending): ModelUsage | undefined {
+  const delivered = estimateTokens(state.delivered) + estimateTokens(state.deliveredTools);
+  switch (ending.bill) {
+    case 'none':
+      return undefined;
+    case 'delivered':
+      return { completion_tokens: delivered };
+    case 'prompt_and_delivered':
+      return { prompt_tokens: promptEstimate, completion_tokens: delivered };
+    case 'node_count':
+      return {
+        prompt_tokens: state.done?.usage?.prompt_tokens ?? promptEstimate,
+        completion_tokens: state.done?.usage?.completion_tokens ?? delivered,
+      };
+  }
+}
+
+/**
+ * The JSON answer's sink: the completion is the answer. A plain request's work yields no write,
+ * and every ending of it is an HTTP error, thrown before this sink is told.
+ */
+const answerSink: DriveSink<Finished> = {
+  stream: false,
+  started: false,
+  write() {
+    // Never called: followStep writes nothing for a request that is not streamed.
+  },
+  complete: (finished) => finished,
+  close(ending) {
+    throw new ApiError(ending.code, ending.error);
+  },
+  fail(error) {
+    throw error;
+  },
+};
+
+/**
+ * Runs a request to its end, not streamed: dispatches it, waits for the node's receipt, and on a
+ * node failure or lost lease before any result retries once on another eligible node. Throws
+ * 503 `no_capacity` (no node), 402, 502 `upstream_error` (the node failed) or 504 `timeout`
+ * (`SVC_GATEWAY_TIMEOUT_MS`, or the node went silent); the hold is released on every failure.
+ * An aborted `signal` cancels the request (and its work) and throws `timeout`.
+ *
+ * @example
+ * const done = await runRequest(ctx, principal, call);
+ * JSON.parse(done.output.toString('utf8'));
+ */
+export function runRequest(
+  ctx: ServiceContext,
+  principal: Principal,
+  call: GatewayCall,
+  options: { signal?: AbortSignal } = {},
+): Promise<Finished> {
+  return driveRequest(ctx, principal, call, answerSink, options.signal);
+}
+
 /** The attempt a request follows, its follower, and the nodes tried. */
-export interface Following {
+interface Following {
   attempt: Attempt;
   follower: WorkFollower;
   tried: string[];
@@ -728,7 +835,7 @@ export interface Following {
  * another node (updating `current`) and steps on with the outcome, so the caller only ever sees
  * `wait`, `write`, `complete` and `end`.
  */
-export async function step(
+async function step(
   ctx: ServiceContext,
   call: GatewayCall,
   state: FollowState,
