@@ -193,7 +193,10 @@ describe('engine job runners', () => {
       retryable: false,
     });
     await expect(
-      runJob(work({ type: 'chat', model: 'tinyllama', payload: { messages: [{ role: 'wizard', content: 'x' }] } }), ctx),
+      runJob(
+        work({ type: 'chat', model: 'tinyllama', payload: { messages: [{ role: 'wizard', content: 'x' }] } }),
+        ctx,
+      ),
     ).rejects.toMatchObject({ retryable: false });
   });
 });

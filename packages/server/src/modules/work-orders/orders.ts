@@ -550,12 +550,18 @@ async function pushAndOpen(ctx: ServiceContext, order: store.OrderRow): Promise<
       commit: order.commit_sha,
     });
     const body = `${spec.goal}\n\n---\nSVC work order ${order.id}: ${order.decision?.certification ?? 'approved'}; rollback point ${order.base_commit ?? ''}.\nEvidence: ${ctx.config.publicUrl}/api/v1/work/orders/${order.id}/evidence/bundle`;
-    const pr = await openChangeRequest(ctx.config, ctx.egress, hostRepoOf(ctx.config, spec.repository_url), remote.token, {
-      branch: spec.work_branch,
-      base: spec.base_branch,
-      title: spec.title ?? spec.goal.slice(0, 100),
-      body,
-    });
+    const pr = await openChangeRequest(
+      ctx.config,
+      ctx.egress,
+      hostRepoOf(ctx.config, spec.repository_url),
+      remote.token,
+      {
+        branch: spec.work_branch,
+        base: spec.base_branch,
+        title: spec.title ?? spec.goal.slice(0, 100),
+        body,
+      },
+    );
     return await ctx.db.transaction(async (tx) => {
       const opened = await store.updateOrder(tx, order.id, 'approved', {
         status: 'pr_opened',
