@@ -13,6 +13,7 @@ import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { PlatformSecrets } from '../../platform/secrets.js';
 import type { LogSequencer } from './sequencer.js';
+import { leafView } from './tree.js';
 import {
   checkpointAt,
   knownOrigins,
@@ -20,7 +21,6 @@ import {
   leafOfRun,
   recordOrigin,
   storedHashesAt,
-  type LeafData,
   type LeafRow,
 } from './store.js';
 
@@ -127,18 +127,6 @@ export async function consistencyProof(deps: LogDeps, from: number, to: number) 
         indexes.map((i) => stored(hashes, i)),
       ),
     ),
-  };
-}
-
-/** A leaf's data, as the bundle and the inclusion proof show it. */
-export function leafView(leaf: LeafRow | LeafData): LeafData {
-  return {
-    run_id: leaf.run_id,
-    subject_type: leaf.subject_type,
-    subject_id: leaf.subject_id,
-    root_hash: leaf.root_hash,
-    event_count: leaf.event_count,
-    closed_at: leaf.closed_at,
   };
 }
 

@@ -13,16 +13,21 @@ import type { LeafData } from './store.js';
 // the stored hashes they add and the new root. The store reads the few older hashes it names
 // (`olderHashesNeeded`) before and writes what `appendLeaves` returns after.
 
-/** A leaf's data as the log hashes it: UTF-8 JCS of its six fields (DESIGN.md section 17). */
-export function leafDataText(leaf: LeafData): string {
-  return canonicalJson({
+/** A leaf's six fields alone (a stored row carries more), as the bundle and the inclusion proof show them. */
+export function leafView(leaf: LeafData): LeafData {
+  return {
     run_id: leaf.run_id,
     subject_type: leaf.subject_type,
     subject_id: leaf.subject_id,
     root_hash: leaf.root_hash,
     event_count: leaf.event_count,
     closed_at: leaf.closed_at,
-  });
+  };
+}
+
+/** A leaf's data as the log hashes it: UTF-8 JCS of its six fields (DESIGN.md section 17). */
+export function leafDataText(leaf: LeafData): string {
+  return canonicalJson(leafView(leaf));
 }
 
 /**
