@@ -308,6 +308,18 @@ export async function ledgerOfRef(db: Queryable, orgId: string, ref: string): Pr
   return rows;
 }
 
+/**
+ * Every ledger row that references `ref`, whatever its organization, in order: a gateway
+ * request's hold, charge or release (the buyer's) and its earning (the operator's).
+ */
+export async function ledgerOfRefAllOrgs(db: Queryable, ref: string): Promise<LedgerRow[]> {
+  const { rows } = await db.query<LedgerRow>(
+    `SELECT ${LEDGER_COLUMNS} FROM credit_transactions WHERE ref = $1 ORDER BY seq`,
+    [ref],
+  );
+  return rows;
+}
+
 /** An organization's earning rows summed (exact, and the promotional part), and what was paid out. */
 export async function earningTotals(
   db: Queryable,

@@ -1,6 +1,6 @@
 import type { ModelUsage } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
-import type { LedgerRow } from '../billing/store.js';
+import { ledgerOfRefAllOrgs, type LedgerRow } from '../billing/store.js';
 import {
   ledgerCharged,
   ledgerHeld,
@@ -214,16 +214,6 @@ export function ledgerEventsOf(
   return [ledgerCharged(holdId, settlement, earning, 'receipt.verified')];
 }
 
-/** The ledger rows a request's evidence is derived from. */
-async function ledgerRowsOf(db: Queryable, requestId: string): Promise<LedgerRow[]> {
-  const { rows } = await db.query<LedgerRow>(
-    `SELECT id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at
-       FROM credit_transactions WHERE ref = $1 ORDER BY seq`,
-    [requestId],
-  );
-  return rows;
-}
-
 /**
  * A request's events, in the batches they were committed in (the opening at the request's
  * `created_at`, the completion at its `completed_at`), or undefined when they are rows (the
@@ -235,7 +225,11 @@ async function ledgerRowsOf(db: Queryable, requestId: string): Promise<LedgerRow
 export async function requestEvidenceEvents(db: Queryable, requestId: string): Promise<DerivedBatch[] | undefined> {
   const request = await findGatewayRequest(db, requestId);
   if (!request || !eventsDerived(request)) return undefined;
-  return batchesOf(request, await receiptsOfJob(db, request.org_id, request.id), await ledgerRowsOf(db, request.id));
+  return batchesOf(
+    request,
+    await receiptsOfJob(db, request.org_id, request.id),
+    await ledgerOfRefAllOrgs(db, request.id),
+  );
 }
 
 /** {@link requestEvidenceEvents} from records already read (the writer's, as it commits them). */
