@@ -16,6 +16,7 @@ import {
 } from '@svc/node-agent';
 import { findModel, MODELS } from '@svc/protocol';
 import { parseArgs, UsageError, type ParsedArgs } from './args.js';
+import { serverUrl } from './server-info.js';
 
 /** The validated configuration of `svc node`. */
 export interface NodeConfig {
@@ -308,7 +309,7 @@ async function buildEngines(config: NodeConfig): Promise<EngineSet> {
 async function platformDefaultImage(server: string, apiKey: string): Promise<string | undefined> {
   try {
     // config:read, which the operator key carries.
-    const res = await fetch(`${server.replace(/\/+$/, '')}/api/v1/config`, {
+    const res = await fetch(serverUrl(server, '/api/v1/config'), {
       headers: { authorization: `Bearer ${apiKey}` },
       signal: AbortSignal.timeout(10_000),
     });
