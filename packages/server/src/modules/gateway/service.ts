@@ -412,7 +412,8 @@ async function openRunsOf(tx: Queryable, all: readonly ReturnType<typeof opening
 /** The records an opening writes, as data: `writeOpening` writes one, `openings` many in one flush. */
 function openingParts(ctx: ServiceContext, o: Opening) {
   const { principal, call, workId, cents, decision, holdId } = o;
-  const policy = requestPolicy(policyOfCall(call));
+  const asked = policyOfCall(call);
+  const policy = requestPolicy(asked);
   const policy_id = policyId(policy);
   return {
     request: openedRequest(o),
@@ -446,7 +447,7 @@ function openingParts(ctx: ServiceContext, o: Opening) {
           metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
         },
         ...(call.evidence ?? []),
-        policyEvaluated(policy, policyText(policyOfCall(call)), policy_id),
+        policyEvaluated(policy, policyText(asked), policy_id),
         ledgerHeld(holdId, cents, 'request.received'),
         ...routedEvents(routingFacts(decision), workId, 1),
       ],
