@@ -19,7 +19,13 @@ import {
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { buyerRunner, refuseOomKilled, type BuyerRunner } from './compute-job.js';
 import { runContainer, shareTree, writableDir } from './oci-runner.js';
-import { PROCESS_DEFAULT_TIMEOUT_S, PROCESS_MAX_TIMEOUT_S, runProcess, type ProcessResult } from './process-runner.js';
+import {
+  hostEnv,
+  PROCESS_DEFAULT_TIMEOUT_S,
+  PROCESS_MAX_TIMEOUT_S,
+  runProcess,
+  type ProcessResult,
+} from './process-runner.js';
 import { WorkError, type RunContext, type RunOutput } from './types.js';
 import type { WorkItem } from '../wire.js';
 
@@ -157,10 +163,7 @@ function onHost(ctx: RunContext, p: CaptureProgram): Promise<ProcessResult> {
     args: [...p.runner.args, p.inputDir, p.outputDir],
     cwd: p.scratch,
     env: {
-      PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-      HOME: p.scratch,
-      TMPDIR: p.scratch,
-      LANG: process.env.LANG ?? 'C.UTF-8',
+      ...hostEnv(p.scratch),
       SVC_JOB_KIND: String(p.kind),
       SVC_CAPTURE_SET_ID: p.captureSetId,
       SVC_INPUT_DIR: p.inputDir,

@@ -36,6 +36,22 @@ export interface RunProcessOptions {
 }
 
 /**
+ * All a program run on the host sees of the environment: the agent's PATH and LANG, HOME and
+ * TMPDIR the job's scratch dir (nothing else of the agent's variables reaches buyer code).
+ *
+ * @example
+ * runProcess({ program, args, cwd: scratch, env: { ...hostEnv(scratch), SVC_X: '1' }, timeoutMs, signal });
+ */
+export function hostEnv(scratch: string): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: scratch,
+    TMPDIR: scratch,
+    LANG: process.env.LANG ?? 'C.UTF-8',
+  };
+}
+
+/**
  * Runs a program without a shell in its own process group. When the wall-clock limit passes, or
  * `signal` aborts, the whole group is killed (SIGKILL); when the program exits, whatever it left
  * running in its group is killed too. Resolves with the result (a non-zero exit is a result),
@@ -165,12 +181,7 @@ export async function runProcessJob(item: WorkItem, ctx: RunContext): Promise<Ru
   const scratch = join(ctx.dataDir, 'scratch', item.work_id);
   await rm(scratch, { recursive: true, force: true });
   await mkdir(scratch, { recursive: true, mode: 0o700 });
-  const env = {
-    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-    HOME: scratch,
-    TMPDIR: scratch,
-    LANG: process.env.LANG ?? 'C.UTF-8',
-  };
+  const env = hostEnv(scratch);
   let result: ProcessResult;
   try {
     result = await runProcess({ program, args, cwd: scratch, env, timeoutMs, signal: ctx.signal });

@@ -8,7 +8,7 @@ import type { CapsuleOrder, CheckRun, ExecuteResult, PreflightResult, Repository
 import { buyerRunner, type BuyerRunner } from './compute-job.js';
 import { fetchPayload } from './fetch-payload.js';
 import { runContainer, shareTree, writableDir } from './oci-runner.js';
-import { runProcess, type ProcessResult } from './process-runner.js';
+import { hostEnv, runProcess, type ProcessResult } from './process-runner.js';
 import { detectTooling, missingTooling } from './tooling.js';
 import { jsonOutput, WorkError, type RunContext, type RunOutput } from './types.js';
 
@@ -163,13 +163,7 @@ function hostSandbox(ctx: RunContext, scratch: string, repo: string, io: string)
         cwd: repo,
         timeoutMs,
         signal: ctx.signal,
-        env: {
-          PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-          HOME: scratch,
-          TMPDIR: scratch,
-          LANG: process.env.LANG ?? 'C.UTF-8',
-          ...env,
-        },
+        env: { ...hostEnv(scratch), ...env },
       }),
   };
 }
