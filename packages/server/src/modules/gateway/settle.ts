@@ -12,7 +12,7 @@ import {
   type EvidenceEvent,
   type RunHead,
 } from '../evidence/recorder.js';
-import { batchesOf, derivedRunId, eventsDerived, storeDerivedEvents } from './evidence-derived.js';
+import { batchesOf, derivedRunId, describeUsage, eventsDerived, storeDerivedEvents } from './evidence-derived.js';
 import type { HoldClosing } from '../billing/service.js';
 import type { NewRun } from '../evidence/store.js';
 import type { ReceiptRow } from '../receipts/store.js';
@@ -116,13 +116,6 @@ async function charge(
   };
 }
 
-function describe(usage: ModelUsage): string {
-  return Object.entries(usage)
-    .filter(([, v]) => typeof v === 'number')
-    .map(([k, v]) => `${v} ${k.replace(/_/g, ' ')}`)
-    .join(', ');
-}
-
 /**
  * Completes a gateway request from its accepted receipt, inside `submitReceipt`'s transaction:
  * charges the signed units (a transcription: the audio the server measured) at the catalogue
@@ -144,7 +137,7 @@ export async function completeFromReceipt(
     request,
     usage,
     done.node,
-    `${describe(usage)} on ${done.node.id}`,
+    `${describeUsage(usage)} on ${done.node.id}`,
     'receipt.verified',
   );
   const closed = {
@@ -170,7 +163,7 @@ export async function completeFromReceipt(
       ...events,
       {
         type: 'request.completed',
-        summary: `completed on ${done.node.id}: ${describe(usage) || 'no usage'}`,
+        summary: `completed on ${done.node.id}: ${describeUsage(usage) || 'no usage'}`,
         metadata: { receipt_id: done.receipt.id, usage, charged_cents: charged },
         causedBy: ['receipt.verified'],
       },
@@ -256,7 +249,7 @@ export async function completeManyFromReceipts(
         holdId,
         usageMicro: micro,
         options: {
-          description: `${d.request.type} ${d.request.model}: ${describe(usage)} on ${d.node.id}`,
+          description: `${d.request.type} ${d.request.model}: ${describeUsage(usage)} on ${d.node.id}`,
           ref: d.request.id,
         },
         earn: {
@@ -315,7 +308,7 @@ export async function completeManyFromReceipts(
       ...(ends[i]?.events ?? []),
       {
         type: 'request.completed',
-        summary: `completed on ${d.node.id}: ${describe(usage) || 'no usage'}`,
+        summary: `completed on ${d.node.id}: ${describeUsage(usage) || 'no usage'}`,
         metadata: { receipt_id: d.receipt.id, usage, charged_cents: ends[i]?.charged ?? 0 },
         causedBy: ['receipt.verified'],
       },
@@ -417,7 +410,7 @@ export async function endRequest(
       request,
       usage,
       end.earnTo,
-      `${describe(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480),
+      `${describeUsage(usage) || 'nothing'} (${end.status}: ${end.error})`.slice(0, 480),
       ended,
     );
     await closeGatewayRequest(tx, request.id, {
