@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { CDI_SPEC_DIRS, cdiGpuReady, detectOciRunner, probeLlamaCpp } from '@svc/node-agent';
 import { parseArgs, UsageError } from './args.js';
 import { runDoctor, type CheckResult, type DoctorCheck } from './doctor-report.js';
-import { fetchServerHealth, serverUrl, type ServerHealth } from './server-info.js';
+import { agentDownloadUrl, fetchServerHealth, serverUrl, type ServerHealth } from './server-info.js';
 import { compareVersions, SVC_VERSION } from './version.js';
 
 /** Signed node calls are refused past this skew (docs/node-protocol.md). */
@@ -87,7 +87,7 @@ function serverCheck(server: string, health: () => Promise<ServerHealth>): Docto
         return {
           status: 'warn',
           detail: `${detail}; this agent is ${SVC_VERSION}`,
-          fix: `update the agent: npm install -g ${serverUrl(server, `/api/v1/downloads/svc-${h.version}.tgz`)}`,
+          fix: `update the agent: npm install -g ${agentDownloadUrl(server, h.version)}`,
         };
       return { status: 'ok', detail };
     },

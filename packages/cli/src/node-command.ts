@@ -1,5 +1,5 @@
 import { compareVersions, SVC_VERSION } from './version.js';
-import { fetchServerHealth, serverUrl } from './server-info.js';
+import { agentDownloadUrl, fetchServerHealth } from './server-info.js';
 
 /** The `--server` value in `svc node`'s arguments, if any (full validation is parseNodeFlags'). */
 function serverFlag(argv: readonly string[]): string | undefined {
@@ -21,7 +21,7 @@ function serverFlag(argv: readonly string[]): string | undefined {
  */
 export function newerServerWarning(server: string, serverVersion: string | undefined, own: string): string | undefined {
   if (serverVersion === undefined || compareVersions(serverVersion, own) <= 0) return undefined;
-  const url = serverUrl(server, `/api/v1/downloads/svc-${serverVersion}.tgz`);
+  const url = agentDownloadUrl(server, serverVersion);
   return `svc node: warning: the server runs svc ${serverVersion}, newer than this agent (${own}): update with npm install -g ${url}`;
 }
 

@@ -14,6 +14,16 @@ export function serverUrl(server: string, path: string): string {
 }
 
 /**
+ * Where a server offers the agent tarball of svc `version` (`GET /api/v1/downloads/svc-VERSION.tgz`).
+ *
+ * @example
+ * agentDownloadUrl('https://svc.example', '0.2.0'); // 'https://svc.example/api/v1/downloads/svc-0.2.0.tgz'
+ */
+export function agentDownloadUrl(server: string, version: string): string {
+  return serverUrl(server, `/api/v1/downloads/svc-${version}.tgz`);
+}
+
+/**
  * Asks the server's public health endpoint for its version and reads its clock from the `Date`
  * header; throws when no answer comes within `timeoutMs`. `now` is this machine's clock (tests
  * shift it to simulate skew).
