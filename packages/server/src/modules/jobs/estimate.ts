@@ -8,6 +8,7 @@ import {
   type EstimateQuantities,
 } from '@svc/protocol';
 import { ApiError } from '../../platform/errors.js';
+import { estimateTokens } from '../gateway/pricing.js';
 
 /**
  * A job's estimate (DESIGN.md section 8, issue 41 point 6), as one pure function of its fields
@@ -25,14 +26,6 @@ export interface CountedInputs {
 }
 
 /**
- * The node agent's token estimate of a text (docs/engines.md): ceil(UTF-8 bytes / 4), at least 1
- * for a non-empty one.
- */
-function textTokens(text: string): number {
-  return text.length === 0 ? 0 : Math.max(1, Math.ceil(Buffer.byteLength(text, 'utf8') / 4));
-}
-
-/**
  * The quantity of the kind's main input the estimate reads. Counts replace or raise what the
  * request says: kind 3's measured audio and kind 4's prompts (one image each) are what the job
  * meters, so they replace `estimated_duration_ms` and `estimated_images`; kinds 1 and 2's prompt
@@ -46,7 +39,7 @@ function quantityOf(kind: number, field: EstimateField, fields: EstimateQuantiti
   if (kind === 4 && inputs) return inputs.length;
   if ((kind === 1 || kind === 2) && inputs) {
     const row = findJobKind(kind);
-    const tokens = inputs.reduce((sum, text) => sum + textTokens(text), 0);
+    const tokens = inputs.reduce((sum, text) => sum + estimateTokens(text), 0);
     return Math.max(given ?? row?.default_input ?? 0, tokens);
   }
   return given;
