@@ -8,7 +8,7 @@ import Fastify, {
   type RawServerDefault,
 } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { ServiceContext } from './context.js';
+import type { ServiceContext } from './service-context.js';
 import { installAuth } from './modules/auth/hook.js';
 import { dashboardPageFallback } from './modules/dashboard/routes.js';
 import { installErrorHandling, toApiError } from './platform/http-errors.js';

@@ -1,92 +1,46 @@
+/**
+ * The composition root: builds every service and module port once at start-up (`createContext`)
+ * and closes them (`closeContext`). Only the process entry points (server.ts, index.ts, the test
+ * harness, the benches) import this file; modules and platform/ import the context's type from
+ * `service-context.ts` (rule `context-is-the-root`).
+ */
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { Config } from './platform/config.js';
-import { openDb, type Db } from './platform/db/index.js';
-import { createMetrics, type Metrics } from './platform/metrics.js';
-import { createLedger, type Ledger } from './modules/billing/service.js';
+import type { ServiceContext } from './service-context.js';
+import { openDb } from './platform/db/index.js';
+import { createMetrics } from './platform/metrics.js';
+import { createLedger } from './modules/billing/service.js';
 import { startBackgroundTasks } from './modules/scheduler/tasks.js';
-import { createJobSignal, type JobSignal } from './modules/work/waiters.js';
+import { createJobSignal } from './modules/work/waiters.js';
 import { createAttestationVerifier, type AttestationVerifier } from './platform/attestation.js';
-import { createObjectBlobStore, moveDbBlobsToObjects, type BlobStore } from './platform/blobs.js';
-import { createDbBus, type Bus } from './platform/bus.js';
-import { createObjectStore, type ObjectStore } from './platform/objects/index.js';
-import { loadDashboardFiles, type DashboardFiles } from './modules/dashboard/files.js';
-import { createRateLimiter, type RateLimiter } from './platform/ratelimit/index.js';
-import { loadPlatformSecrets, type PlatformSecrets } from './platform/secrets.js';
-import { prepareVectorSearch, type VectorSearch } from './modules/knowledge/vector-search.js';
-import { createGatewayHub, type GatewayHub } from './modules/gateway/hub.js';
-import { createReservations, type Reservations } from './modules/billing/reservations.js';
+import { createObjectBlobStore, moveDbBlobsToObjects } from './platform/blobs.js';
+import { createDbBus } from './platform/bus.js';
+import { createObjectStore } from './platform/objects/index.js';
+import { loadDashboardFiles } from './modules/dashboard/files.js';
+import { createRateLimiter } from './platform/ratelimit/index.js';
+import { loadPlatformSecrets } from './platform/secrets.js';
+import { prepareVectorSearch } from './modules/knowledge/vector-search.js';
+import { createGatewayHub } from './modules/gateway/hub.js';
+import { createReservations } from './modules/billing/reservations.js';
 import { newId } from './platform/ids.js';
 import type { Resolve } from '@svc/protocol/egress';
-import { createEgress, type Egress } from './platform/egress.js';
+import { createEgress } from './platform/egress.js';
 import { requestLogView } from './platform/log-redact.js';
 import { startPayoutSchedule } from './modules/payouts/service.js';
-import { createPaymentProvider, type PaymentProvider } from './platform/payments/index.js';
-import { createKeyCache, type KeyCache } from './modules/auth/key-cache.js';
-import { createWriter, type Writer } from './platform/writer.js';
-import { createNodeDirectory, type NodeDirectory } from './modules/nodes/directory.js';
-import type { WorkOwners } from './modules/work/completion.js';
+import { createPaymentProvider } from './platform/payments/index.js';
+import { createKeyCache } from './modules/auth/key-cache.js';
+import { createWriter } from './platform/writer.js';
+import { createNodeDirectory } from './modules/nodes/directory.js';
 import { openWorkByNode } from './modules/work/store.js';
 import { jobCompletion } from './modules/jobs/completion.js';
 import { requestCompletion } from './modules/gateway/completion.js';
 import { assignOnSubmit, claimJobs, handOver, hasRoom, reserveWaitingNode } from './modules/scheduler/service.js';
-import type { SubmitAssignment } from './modules/jobs/assignment.js';
-import type { EvidenceSubjects } from './modules/evidence/subjects.js';
 import { jobEvidenceSubject } from './modules/jobs/evidence.js';
 import { requestEvidenceSubject } from './modules/gateway/evidence-subject.js';
 import { requestEvidenceEvents } from './modules/gateway/evidence-derived.js';
-import type { ChatGrounding } from './modules/gateway/grounding.js';
 import { groundChat } from './modules/knowledge/retrieval.js';
 import { resolveLogOrigin, type TransparencyLog } from './modules/log/service.js';
 import { startLogSequencer } from './modules/log/sequencer.js';
-
-/** Everything a route or service may use, built once at start-up and handed down. */
-export interface ServiceContext {
-  config: Config;
-  db: Db;
-  log: Logger;
-  secrets: PlatformSecrets;
-  metrics: Metrics;
-  rateLimiter: RateLimiter;
-  ledger: Ledger;
-  bus: Bus;
-  blobs: BlobStore;
-  /** Large files as streams (capture-set uploads): a data-dir directory or S3 (platform/objects/). */
-  objects: ObjectStore;
-  attestation: AttestationVerifier;
-  /** Payouts and top-ups: Stripe, or the offline `local` provider (docs/payouts.md). */
-  payments: PaymentProvider;
-  /** The built web dashboard, read once at start-up (empty when not built). */
-  dashboard: DashboardFiles;
-  /** How knowledge-base chunks are searched on this store: pgvector HNSW, or exact (logged at start). */
-  vectorSearch: VectorSearch;
-  /** Wakes long-polling nodes when a job becomes eligible on any instance. */
-  jobSignal: JobSignal;
-  /** Carries gateway work's stream events and completions to the request that waits for them. */
-  hub: GatewayHub;
-  /** API keys checked in memory, invalidated through the bus on revoke, role or membership change. */
-  keyCache: KeyCache;
-  /** This instance's credit reservations per organization: the 402 decision in memory (billing/reservations.ts). */
-  reservations: Reservations;
-  /** The nodes as routing reads them, without a statement per request (nodes/directory.ts). */
-  nodeDirectory: NodeDirectory;
-  /** The group-commit writer: records written behind the answer, many requests per transaction. */
-  writer: Writer;
-  /** Every outbound request to a URL a client gave goes through this (the SSRF guard). */
-  egress: Egress;
-  /** What jobs and the gateway do when a work item's attempt ends, called by the node protocol (work/completion.ts). */
-  completions: WorkOwners;
-  /** A job's assignment at its submission to a node waiting here: the scheduler's, for jobs (jobs/assignment.ts). */
-  submitAssignment: SubmitAssignment;
-  /** The subjects of evidence runs as bundles show them: jobs' and the gateway's (evidence/subjects.ts). */
-  evidenceSubjects: EvidenceSubjects;
-  /** A chat grounded in a knowledge base: knowledge's, for the gateway (gateway/grounding.ts). */
-  grounding: ChatGrounding;
-  /** The transparency log's origin, checkpoint interval and this instance's sequencer loop (modules/log). */
-  transparencyLog: TransparencyLog;
-  /** Stops background tasks (lease sweeper, webhook sender) and subscriptions. */
-  stopBackground: () => Promise<void>;
-  startedAt: Date;
-}
 
 /** Header and field names whose values are replaced by `[redacted]` in every log line. */
 export const LOG_REDACT_PATHS = [

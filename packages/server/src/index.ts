@@ -1,5 +1,6 @@
 export { buildApp, type App } from './app.js';
-export { closeContext, createContext, type ServiceContext } from './context.js';
+export { closeContext, createContext } from './context.js';
+export type { ServiceContext } from './service-context.js';
 export { redactUrl, type ConfigFlags } from './platform/config.js';
 export { startServer, type RunningServer } from './server.js';
 export { buildAgentDownload } from './modules/system/agent-download.js';

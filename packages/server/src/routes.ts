@@ -1,5 +1,5 @@
 import type { App } from './app.js';
-import type { ServiceContext } from './context.js';
+import type { ServiceContext } from './service-context.js';
 import { attestationRoutes } from './modules/attestation/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';

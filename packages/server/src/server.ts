@@ -1,6 +1,7 @@
 import type { DestinationStream } from 'pino';
 import { buildApp, type App } from './app.js';
-import { closeContext, createContext, type ServiceContext } from './context.js';
+import { closeContext, createContext } from './context.js';
+import type { ServiceContext } from './service-context.js';
 import type { Config } from './platform/config.js';
 import { redactUrl } from './platform/config.js';
 

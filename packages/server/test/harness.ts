@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { buildApp, type App } from '../src/app.js';
-import { closeContext, createContext, type ServiceContext } from '../src/context.js';
+import { closeContext, createContext } from '../src/context.js';
+import type { ServiceContext } from '../src/service-context.js';
 import { loadConfig, type Config } from '../src/platform/config.js';
 import { startServer, type RunningServer } from '../src/server.js';
 import { createTestStore, type TestStore } from './test-store.js';

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../src/context.js';
+import type { ServiceContext } from '../src/service-context.js';
 import { closeRun, closeRuns, openAndCloseRuns, openRun } from '../src/modules/evidence/recorder.js';
 import { newId } from '../src/platform/ids.js';
 

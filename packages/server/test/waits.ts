@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../src/context.js';
+import type { ServiceContext } from '../src/service-context.js';
 
 /** Polls `predicate` every 20 ms until it holds (or fails after `timeoutMs`). */
 export async function eventually<T>(

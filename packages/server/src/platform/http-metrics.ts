@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { ServiceContext } from '../context.js';
+import type { PlatformServices } from './services.js';
 import { ApiError } from './errors.js';
 
 function isLoopback(address: string | undefined): boolean {
@@ -21,7 +21,7 @@ function tokenMatches(header: string | undefined, token: string): boolean {
  * Counts every request by route pattern and status, and serves `GET /metrics` (Prometheus text).
  * The endpoint answers callers on loopback; others need `SVC_METRICS_TOKEN` as a bearer token.
  */
-export function installMetrics(app: FastifyInstance, ctx: ServiceContext): void {
+export function installMetrics(app: FastifyInstance, ctx: PlatformServices): void {
   const { httpRequests, httpDuration, registry } = ctx.metrics;
   app.addHook('onResponse', async (request, reply) => {
     const labels = {

@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifySchema } from 'fastify';
-import type { ServiceContext } from '../context.js';
+import type { PlatformServices } from './services.js';
 import { ERROR_CODES } from './errors.js';
 import { isOpenAiRoute } from './http-errors.js';
 import { assertRouteDeclaresAuth, isPublicRoute } from './route-auth.js';
@@ -99,7 +99,7 @@ export function registerNamedRouteSchemas(app: FastifyInstance): void {
  * Generates the OpenAPI 3.0.3 document from the route schemas that validate requests, serves it
  * at `GET /openapi.json` and renders it at `/docs`. Must be installed before any route.
  */
-export async function installOpenApi(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+export async function installOpenApi(app: FastifyInstance, ctx: PlatformServices): Promise<void> {
   const named = namedRouteSchemas.get(app) ?? [];
   namedRouteSchemas.set(app, named);
   app.addSchema(ErrorResponse);

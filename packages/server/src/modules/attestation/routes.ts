@@ -1,5 +1,5 @@
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { AttestationResult, ChallengeResponse, EvidenceRequest } from './schemas.js';
 import { issueChallenge, submitEvidence } from './service.js';

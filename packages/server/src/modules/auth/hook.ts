@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { addressBucket } from '../../platform/client-address.js';
 import { ApiError } from '../../platform/errors.js';
 import { randomToken } from '../../platform/ids.js';

@@ -1,5 +1,5 @@
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { principalOf } from '../../platform/principal.js';
 import { toCsv } from './csv.js';
 import {

@@ -8,7 +8,7 @@ import {
   type OutputManifest,
   type OutputUpload,
 } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { ObjectStore } from '../../platform/objects/interface.js';
@@ -84,7 +84,7 @@ export async function noteJobAssigned(
  * URL (the object store's own on S3, the server's on a directory).
  */
 export async function captureWorkPayload(
-  ctx: Pick<ServiceContext, 'objects' | 'secrets' | 'config'>,
+  ctx: Pick<PlatformServices, 'objects' | 'secrets' | 'config'>,
   db: Queryable,
   captureSetId: string,
   timeoutSeconds: number,
@@ -165,7 +165,7 @@ export function outputLimitProblem(
  * declaration must fit the job's {@link outputLimits} (400 otherwise).
  */
 export async function outputUploads(
-  ctx: Pick<ServiceContext, 'objects' | 'secrets' | 'config' | 'db'>,
+  ctx: Pick<PlatformServices, 'objects' | 'secrets' | 'config' | 'db'>,
   work: { id: string; kind: number; org_id: string; payload: Record<string, unknown> },
   body: unknown,
 ): Promise<{ uploads: OutputUpload[]; expires_at: string }> {
@@ -264,7 +264,7 @@ async function scenesOf(objects: ObjectStore, workId: string, check: OutputCheck
  * metering anything else is refused (400).
  */
 export async function checkCaptureReceipt(
-  ctx: Pick<ServiceContext, 'objects' | 'db'>,
+  ctx: Pick<PlatformServices, 'objects' | 'db'>,
   input: {
     workId: string;
     kind: number;

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { principalOf } from '../../platform/principal.js';
 import {
   CaptureFile,
@@ -31,7 +31,7 @@ const read = { auth: { permission: 'capture_sets:read' as const } };
 const write = { auth: { permission: 'capture_sets:write' as const } };
 
 /** Sites, their epochs and capture sets (DESIGN.md section 14, docs/capture-sets.md). */
-export async function captureRoutes(app: App, ctx: ServiceContext): Promise<void> {
+export async function captureRoutes(app: App, ctx: PlatformServices): Promise<void> {
   for (const schema of [Site, SiteEpoch, CaptureSet, CaptureFile, CaptureSetResponse]) app.addSchema(schema);
 
   app.post(

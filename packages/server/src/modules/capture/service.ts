@@ -6,7 +6,7 @@ import {
   type CaptureManifest,
 } from '@svc/protocol';
 import type { Static } from '@sinclair/typebox';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -29,7 +29,7 @@ import { captureSetView, epochView, fileView, siteView } from './views.js';
 
 const notFound = (what: string, id: string) => new ApiError('not_found', `${what} ${id} not found`);
 
-export async function createSite(ctx: ServiceContext, principal: Principal, body: Static<typeof SiteCreateRequest>) {
+export async function createSite(ctx: PlatformServices, principal: Principal, body: Static<typeof SiteCreateRequest>) {
   const site = await store.insertSite(ctx.db, {
     id: newId('site'),
     org_id: principal.orgId,
@@ -44,7 +44,7 @@ export async function createSite(ctx: ServiceContext, principal: Principal, body
 }
 
 export async function listSites(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   principal: Principal,
   page: { limit?: number | undefined; offset?: number | undefined },
 ) {
@@ -60,12 +60,12 @@ async function siteOf(db: Queryable, principal: Principal, id: string) {
   return site;
 }
 
-export async function getSite(ctx: ServiceContext, principal: Principal, id: string) {
+export async function getSite(ctx: PlatformServices, principal: Principal, id: string) {
   return siteView(await siteOf(ctx.db, principal, id));
 }
 
 export async function updateSite(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   principal: Principal,
   id: string,
   body: Static<typeof SiteUpdateRequest>,
@@ -81,7 +81,7 @@ export async function updateSite(
 }
 
 /** Deletes a site with its epochs; refused (409) while any epoch holds a capture set, whose files and evidence must stay. */
-export async function deleteSite(ctx: ServiceContext, principal: Principal, id: string) {
+export async function deleteSite(ctx: PlatformServices, principal: Principal, id: string) {
   return ctx.db.transaction(async (tx) => {
     const site = await siteOf(tx, principal, id);
     const sets = await store.countCaptureSetsOfSite(tx, site.id);
@@ -96,7 +96,7 @@ export async function deleteSite(ctx: ServiceContext, principal: Principal, id: 
 }
 
 export async function createEpoch(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   principal: Principal,
   siteId: string,
   body: Static<typeof SiteEpochCreateRequest>,
@@ -119,7 +119,7 @@ export async function createEpoch(
   return epochView(epoch);
 }
 
-export async function listEpochs(ctx: ServiceContext, principal: Principal, siteId: string) {
+export async function listEpochs(ctx: PlatformServices, principal: Principal, siteId: string) {
   const site = await siteOf(ctx.db, principal, siteId);
   const epochs = await store.listEpochs(ctx.db, site.id);
   return { epochs: epochs.map(epochView), site: siteView(site), total: epochs.length };
@@ -132,7 +132,7 @@ async function epochWithSite(db: Queryable, principal: Principal, epochId: strin
   return { epoch, site };
 }
 
-export async function getEpoch(ctx: ServiceContext, principal: Principal, id: string) {
+export async function getEpoch(ctx: PlatformServices, principal: Principal, id: string) {
   return epochView((await epochWithSite(ctx.db, principal, id)).epoch);
 }
 
@@ -186,7 +186,7 @@ async function response(db: Queryable, principal: Principal, set: store.CaptureS
 }
 
 export async function createCaptureSet(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   principal: Principal,
   body: Static<typeof CaptureSetCreateRequest>,
 ) {
@@ -266,14 +266,14 @@ export async function createCaptureSet(
   return response(ctx.db, principal, set);
 }
 
-export async function getCaptureSet(ctx: ServiceContext, principal: Principal, id: string) {
+export async function getCaptureSet(ctx: PlatformServices, principal: Principal, id: string) {
   const set = await store.findCaptureSet(ctx.db, principal.orgId, id);
   if (!set) throw notFound('capture set', id);
   return response(ctx.db, principal, set);
 }
 
 export async function listCaptureSets(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   principal: Principal,
   epochId: string,
   page: { limit?: number | undefined; offset?: number | undefined },
@@ -305,7 +305,7 @@ function assertCompletable(from: CaptureStatus): void {
  * `status: "failed"` abandons the set instead.
  */
 export async function completeCaptureSet(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   principal: Principal,
   id: string,
   body: Static<typeof CaptureSetCompleteRequest>,
@@ -388,7 +388,7 @@ export async function completeCaptureSet(
 }
 
 /** Moves a set to failed from any non-terminal state, with its reason; 409 from verified or failed. */
-export async function failCaptureSet(ctx: ServiceContext, principal: Principal, id: string, reason: string) {
+export async function failCaptureSet(ctx: PlatformServices, principal: Principal, id: string, reason: string) {
   const after = await ctx.db.transaction(async (tx) => {
     const locked = await store.lockCaptureSet(tx, principal.orgId, id);
     if (!locked) throw notFound('capture set', id);
@@ -408,7 +408,7 @@ export async function failCaptureSet(ctx: ServiceContext, principal: Principal, 
 
 /** The set an upload request is for: the caller's (404 otherwise), still taking uploads (409 otherwise). */
 export async function uploadTarget(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   principal: Principal,
   id: string,
 ): Promise<store.CaptureSetRow> {
@@ -428,7 +428,7 @@ export async function uploadTarget(
  * (returned, so its bytes can be removed).
  */
 export async function beginUpload(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   set: store.CaptureSetRow,
   upload: { id: string; path: string | undefined; size: number | undefined },
 ): Promise<{ replaced: string | null }> {
@@ -458,7 +458,7 @@ export async function beginUpload(
 }
 
 /** pending_upload -> uploading, on the first byte of any file (a no-op once uploading). */
-export async function markUploading(ctx: ServiceContext, setId: string): Promise<void> {
+export async function markUploading(ctx: PlatformServices, setId: string): Promise<void> {
   await ctx.db.transaction(async (tx) => {
     if (await store.moveCaptureSet(tx, setId, ['pending_upload'], 'uploading')) {
       await recordEvents(tx, setId, [
@@ -470,7 +470,7 @@ export async function markUploading(ctx: ServiceContext, setId: string): Promise
 
 /** Progress of one upload, as the tus server reports it. */
 export async function recordProgress(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   setId: string,
   uploadId: string,
   offset: number,

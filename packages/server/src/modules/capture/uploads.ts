@@ -6,7 +6,7 @@ import { S3Store } from '@tus/s3-store';
 import { EVENTS, Server, type DataStore } from '@tus/server';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { ApiError, codeForStatus } from '../../platform/errors.js';
 import type { ObjectStore } from '../../platform/objects/index.js';
 import { principalOf } from '../../platform/principal.js';
@@ -62,7 +62,7 @@ interface UploadCall {
   set: CaptureSetRow;
 }
 
-export async function captureUploadRoutes(app: App, ctx: ServiceContext): Promise<void> {
+export async function captureUploadRoutes(app: App, ctx: PlatformServices): Promise<void> {
   const calls = new WeakMap<Request, UploadCall>();
   const callOf = (req: Request): UploadCall => {
     const call = calls.get(req);

@@ -8,7 +8,7 @@ import {
   parentsOf,
   verifyCertificate,
 } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
 import { receiptsOfJob, receiptView } from '../receipts/store.js';

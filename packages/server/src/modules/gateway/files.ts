@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 
 /**
  * Presigned file URLs (DESIGN.md section 10): `${publicUrl}/v1/files/<name>?expires=<unix s>&

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import type { LocalCompletion, StreamEvent } from './hub.js';
 import { workState, type WorkState } from '../work/store.js';
 

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { StreamEventWire } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { createRunningAttempts, type RunningAttempts } from './attempts.js';
 import type { GatewayRequestRow } from './store.js';
 

@@ -1,6 +1,6 @@
 import { usageCostMicro } from '@svc/protocol';
 import type { Static } from '@sinclair/typebox';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { fileBlobKey, presignFileUrl } from './files.js';
 import type { ImageRequest } from './schemas.js';

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { failedWorkAmong } from '../work/store.js';
 import { endRequest } from './settle.js';
 import { runningRequests } from './store.js';

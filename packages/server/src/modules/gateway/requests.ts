@@ -5,7 +5,7 @@ import {
   GatewayRequestListResponseSchema,
   GatewayRequestRecordSchema,
 } from '@svc/protocol/rest';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
 import { StringEnum } from '../../platform/schemas.js';

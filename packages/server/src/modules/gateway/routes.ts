@@ -3,7 +3,7 @@ import { hop } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { CLOSE_CONNECTION, filePartBytes } from '../../platform/multipart.js';
 import { principalOf } from '../../platform/principal.js';

@@ -1,6 +1,6 @@
 import type { ToolCallDeltaWire, ToolCallWire } from '@svc/protocol';
 import type { FastifyReply } from 'fastify';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError, toOpenAiBody } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
 import { chatOutput, chatUsage, type ChatCall } from './chat.js';

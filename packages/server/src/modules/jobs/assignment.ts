@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { EvidenceEvent } from '../evidence/recorder.js';
 import type { NodeRow } from '../nodes/store.js';

@@ -1,5 +1,5 @@
 import { randomUUID, sign } from 'node:crypto';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { newId } from '../../platform/ids.js';
 import type { JobRow } from './store.js';
@@ -41,7 +41,7 @@ export async function enqueueTerminalWebhook(db: Queryable, job: JobRow): Promis
  * published at GET /api/v1/keys/platform.
  */
 export function webhookHeaders(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   id: string,
   body: string,
   now = Date.now(),
@@ -70,7 +70,7 @@ interface DeliveryRow {
 }
 
 /** Sends the webhooks that are due (each instance may run this; rows are claimed with SKIP LOCKED). */
-export async function sendDueWebhooks(ctx: ServiceContext): Promise<number> {
+export async function sendDueWebhooks(ctx: PlatformServices): Promise<number> {
   const due = await ctx.db.transaction(async (tx) => {
     const { rows } = await tx.query<DeliveryRow>(
       `SELECT id, job_id, url, event_type, payload, attempts, created_at FROM webhook_deliveries
@@ -87,7 +87,7 @@ export async function sendDueWebhooks(ctx: ServiceContext): Promise<number> {
   return due.length;
 }
 
-async function attempt(ctx: ServiceContext, row: DeliveryRow): Promise<void> {
+async function attempt(ctx: PlatformServices, row: DeliveryRow): Promise<void> {
   const body = JSON.stringify(row.payload);
   const attempts = row.attempts + 1;
   let error: string | undefined;
@@ -136,7 +136,7 @@ async function attempt(ctx: ServiceContext, row: DeliveryRow): Promise<void> {
 
 /** PUTs a completed job's result (and a manifest) to the buyer's URLs; records each outcome. */
 export async function deliverArtifacts(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   job: JobRow,
   result: { bytes: Buffer; contentType: string },
   receiptId: string,

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { measureAudio } from '../../platform/audio.js';
 import { ApiError } from '../../platform/errors.js';
 import type { CountedInputs } from './estimate.js';
@@ -20,7 +20,7 @@ const bad = (path: string, message: string) =>
   new ApiError('invalid_request', `${path.slice(1)} ${message}`, [{ path, message }]);
 
 /** Downloads `url` through the egress guard, refusing it (400) once it passes `maxBytes`. */
-async function download(ctx: ServiceContext, url: string, maxBytes: number, what: string): Promise<Buffer> {
+async function download(ctx: PlatformServices, url: string, maxBytes: number, what: string): Promise<Buffer> {
   await ctx.egress.checkUrl(url, '/payload_url');
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -72,7 +72,7 @@ export interface InputFields {
  * @example
  * await countInputs(ctx, { kind: 4, inline_text: 'a fox\na hen' }, true); // { inputs: ['a fox', 'a hen'] }
  */
-export async function countInputs(ctx: ServiceContext, body: InputFields, required: boolean): Promise<CountedInputs> {
+export async function countInputs(ctx: PlatformServices, body: InputFields, required: boolean): Promise<CountedInputs> {
   const name = body.kind === 3 ? 'transcription' : `kind ${body.kind}`;
   if (body.kind === 1 || body.kind === 2 || body.kind === 4) {
     if (!body.inline_text && !body.payload_url) {

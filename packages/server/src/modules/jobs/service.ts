@@ -7,7 +7,7 @@ import {
   MICRO_PER_CAD,
   microToCad,
 } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';

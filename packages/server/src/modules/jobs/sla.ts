@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import type { Principal } from '../../platform/principal.js';
 
 /** Below this many samples a figure is reported but flagged `insufficient_sample`. */
@@ -12,7 +12,7 @@ export function percentile(sorted: number[], q: number): number {
 }
 
 /** The organization's marketplace SLA over the last `windowHours`, from the jobs' own timestamps. */
-export async function sla(ctx: ServiceContext, principal: Principal, windowHours: number) {
+export async function sla(ctx: PlatformServices, principal: Principal, windowHours: number) {
   const since = new Date(Date.now() - windowHours * 3600_000);
   const { rows: counts } = await ctx.db.query<{ status: string; n: number }>(
     'SELECT status, count(*)::int AS n FROM jobs WHERE org_id = $1 AND created_at >= $2 GROUP BY status',

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import type { Principal } from '../../platform/principal.js';
 import { embeddingsView, prepareEmbeddings } from '../gateway/embeddings.js';
 import type { RouteAsk } from '../gateway/routing.js';

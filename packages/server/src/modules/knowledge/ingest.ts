@@ -1,5 +1,5 @@
 import { sha256Hex } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId, randomToken } from '../../platform/ids.js';
 import { endRequest } from '../gateway/settle.js';

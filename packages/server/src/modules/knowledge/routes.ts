@@ -2,7 +2,7 @@ import multipart from '@fastify/multipart';
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { CLOSE_CONNECTION, filePartBytes } from '../../platform/multipart.js';
 import { principalOf } from '../../platform/principal.js';

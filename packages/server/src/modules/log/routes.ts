@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { principalOf } from '../../platform/principal.js';
 import { ConsistencyQuery, ConsistencyResponse, InclusionQuery, InclusionResponse } from './schemas.js';
 import { consistencyProof, inclusionProof, logCheckpoint, logTile } from './service.js';

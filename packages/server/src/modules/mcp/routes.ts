@@ -1,7 +1,7 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyRequest } from 'fastify';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { ApiError } from '../../platform/errors.js';
 import { SERVICE_VERSION } from '../../platform/version.js';
 import { createMcpServer, type Credential } from './tools.js';
@@ -14,7 +14,7 @@ const auth = { auth: { authenticated: true as const } };
  * rebinding). Allowed: this server's public URL, the origin the request itself was addressed to,
  * and SVC_MCP_ALLOWED_ORIGINS. Clients that are not browsers send no Origin and are not affected.
  */
-function checkOrigin(ctx: ServiceContext, request: FastifyRequest): void {
+function checkOrigin(ctx: PlatformServices, request: FastifyRequest): void {
   const origin = request.headers.origin;
   if (origin === undefined) return;
   const self = `${request.protocol}://${request.headers.host ?? ''}`;
@@ -34,7 +34,7 @@ function credentialHeaders(request: FastifyRequest): Credential {
 }
 
 /** `/mcp`: MCP's Streamable HTTP transport, stateless (no session), JSON responses. docs/mcp.md */
-export async function mcpRoutes(app: App, ctx: ServiceContext): Promise<void> {
+export async function mcpRoutes(app: App, ctx: PlatformServices): Promise<void> {
   app.post(
     '/mcp',
     {

@@ -1,6 +1,6 @@
 import { NODE_HEADERS, NODE_MAX_CLOCK_SKEW_MS, ProtocolError, requestMessage, verifyHex } from '@svc/protocol';
 import type { FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { findNode, rememberSignature, rememberSignatureAndRead, touchNode, type NodeRow } from './store.js';
 

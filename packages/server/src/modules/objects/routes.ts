@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { finished, Transform, type Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { ApiError } from '../../platform/errors.js';
 import { checkObjectUrl, type ObjectMethod, type ObjectUrlQuery } from '../../platform/objects/presign.js';
 
@@ -18,7 +18,7 @@ const Params = Type.Object({
 });
 
 /** Refuses a URL that is not a valid, unexpired presigned URL for `method` and `key`. */
-function allow(ctx: ServiceContext, method: ObjectMethod, key: string, query: ObjectUrlQuery): number | undefined {
+function allow(ctx: PlatformServices, method: ObjectMethod, key: string, query: ObjectUrlQuery): number | undefined {
   const check = checkObjectUrl(ctx, method, key, query);
   if (check.status === 'expired') throw new ApiError('forbidden', 'this object URL has expired');
   if (check.status !== 'ok')
@@ -64,7 +64,7 @@ function limitedBody(raw: IncomingMessage, maxBytes: number | undefined): { stre
  * Objects by presigned URL (platform/objects/presign.ts), with no key: a node downloads a capture
  * set's files and uploads its outputs here, whichever object store runs underneath.
  */
-export async function objectRoutes(app: App, ctx: ServiceContext): Promise<void> {
+export async function objectRoutes(app: App, ctx: PlatformServices): Promise<void> {
   await app.register(async (scope) => {
     // A PUT's body is the object itself, of any type: streamed to the store, never parsed.
     scope.removeAllContentTypeParsers();

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { centsToCad } from '@svc/protocol';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { ApiError } from '../../platform/errors.js';
 import type { LocalPage, LocalPaymentProvider, PaymentEvent } from '../../platform/payments/index.js';
 import { StringEnum } from '../../platform/schemas.js';
@@ -38,17 +38,17 @@ function page(title: string, body: string): string {
 }
 
 /** Only back into this server: a return URL elsewhere is dropped (no open redirect). */
-function safeReturn(ctx: ServiceContext, raw: string | undefined): string {
+function safeReturn(ctx: PlatformServices, raw: string | undefined): string {
   if (raw && raw.startsWith(`${ctx.config.publicUrl}/`)) return raw;
   return `${ctx.config.publicUrl}/`;
 }
 
-function isLocal(provider: ServiceContext['payments']): provider is LocalPaymentProvider {
+function isLocal(provider: PlatformServices['payments']): provider is LocalPaymentProvider {
   return provider.name === 'local';
 }
 
 async function describe(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   kind: LocalPage,
   id: string,
 ): Promise<{ title: string; text: string; actions: [string, string][] }> {
@@ -74,7 +74,7 @@ async function describe(
   };
 }
 
-async function eventFor(ctx: ServiceContext, kind: LocalPage, id: string, action: string): Promise<PaymentEvent> {
+async function eventFor(ctx: PlatformServices, kind: LocalPage, id: string, action: string): Promise<PaymentEvent> {
   const eventId = `evt_local_${randomBytes(12).toString('hex')}`;
   if (kind === 'onboarding') return { id: eventId, type: 'account.updated', accountId: id, onboarded: true };
   const topup = await findTopup(ctx.db, id);
@@ -92,7 +92,7 @@ async function eventFor(ctx: ServiceContext, kind: LocalPage, id: string, action
   };
 }
 
-export async function localPageRoutes(app: App, ctx: ServiceContext, deps: PaymentDeps): Promise<void> {
+export async function localPageRoutes(app: App, ctx: PlatformServices, deps: PaymentDeps): Promise<void> {
   await app.register(async (plugin) => {
     const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
     // The pages' forms post url-encoded; only these routes accept that.

@@ -1,5 +1,5 @@
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { WebhookRejected } from '../../platform/payments/index.js';
 import { principalOf, requireManager, type Principal } from '../../platform/principal.js';

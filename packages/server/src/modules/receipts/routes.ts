@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { ApiError } from '../../platform/errors.js';
 import { principalOf } from '../../platform/principal.js';
 import { toCsv } from '../billing/csv.js';
@@ -22,7 +22,7 @@ const CSV_COLUMNS = [
   'metadata',
 ] as const;
 
-export async function receiptRoutes(app: App, ctx: ServiceContext): Promise<void> {
+export async function receiptRoutes(app: App, ctx: PlatformServices): Promise<void> {
   app.addSchema(Receipt);
   const forJob = async (orgId: string, job: string) => {
     const rows = await receiptsOfJob(ctx.db, orgId, job);

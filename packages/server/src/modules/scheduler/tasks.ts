@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { expireLapsedAttestations } from '../attestation/service.js';
 import { sendDueWebhooks } from '../jobs/delivery.js';
 import { unmetConstraint } from '../jobs/matching.js';

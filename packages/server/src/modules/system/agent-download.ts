@@ -3,7 +3,7 @@ import { createHash, sign } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { SERVICE_VERSION } from '../../platform/version.js';
 
 /** scripts/pack-agent.mjs, which builds the tarball (esbuild + npm pack) unless it is up to date. */
@@ -37,9 +37,9 @@ interface AgentDownloads {
 }
 
 /** A deliberate cache: one tarball state per running server. */
-const downloadsOf = new WeakMap<ServiceContext, AgentDownloads>();
+const downloadsOf = new WeakMap<PlatformServices, AgentDownloads>();
 
-function stateOf(ctx: ServiceContext): AgentDownloads {
+function stateOf(ctx: PlatformServices): AgentDownloads {
   let state = downloadsOf.get(ctx);
   if (!state) {
     state = { dir: AGENT_DOWNLOADS_DIR, build: { status: 'idle' } };
@@ -54,7 +54,7 @@ function stateOf(ctx: ServiceContext): AgentDownloads {
  * @example
  * useAgentDownloadsDir(t.ctx, tmp);
  */
-export function useAgentDownloadsDir(ctx: ServiceContext, dir: string): void {
+export function useAgentDownloadsDir(ctx: PlatformServices, dir: string): void {
   const state = stateOf(ctx);
   state.dir = dir;
   delete state.artifact;
@@ -69,7 +69,7 @@ export function useAgentDownloadsDir(ctx: ServiceContext, dir: string): void {
  * @example
  * void buildAgentDownload(server.ctx); // at `svc serve` start
  */
-export function buildAgentDownload(ctx: ServiceContext): Promise<void> {
+export function buildAgentDownload(ctx: PlatformServices): Promise<void> {
   const state = stateOf(ctx);
   state.build = { status: 'building' };
   return new Promise((resolveBuild) => {
@@ -111,13 +111,13 @@ async function currentArtifact(state: AgentDownloads): Promise<Artifact | undefi
  * @example
  * const bytes = await agentTarball(ctx, 'svc-0.1.0.tgz');
  */
-export async function agentTarball(ctx: ServiceContext, file: string): Promise<Buffer | undefined> {
+export async function agentTarball(ctx: PlatformServices, file: string): Promise<Buffer | undefined> {
   if (file !== AGENT_FILE) return undefined;
   return (await currentArtifact(stateOf(ctx)))?.bytes;
 }
 
 /** Why there is no tarball to serve, in words for the listing and the 404. */
-export function agentUnavailableReason(ctx: ServiceContext): string {
+export function agentUnavailableReason(ctx: PlatformServices): string {
   const { build, dir } = stateOf(ctx);
   if (build.status === 'building') return `${AGENT_FILE} is being built; try again in a few seconds`;
   if (build.status === 'failed') return `${AGENT_FILE} could not be built: ${build.reason}`;
@@ -131,7 +131,7 @@ export function agentUnavailableReason(ctx: ServiceContext): string {
  * @example
  * const agent = await agentListing(ctx); // { status: 'ready', url, sha256, signature: {...}, ... }
  */
-export async function agentListing(ctx: ServiceContext) {
+export async function agentListing(ctx: PlatformServices) {
   const state = stateOf(ctx);
   const url = `${ctx.config.publicUrl}/api/v1/downloads/${AGENT_FILE}`;
   const verify = `svc verify-download ${AGENT_FILE} --server ${ctx.config.publicUrl}`;
@@ -175,7 +175,7 @@ export async function agentListing(ctx: ServiceContext) {
  * @example
  * const { install_commands } = await downloadsInfo(ctx);
  */
-export async function downloadsInfo(ctx: ServiceContext) {
+export async function downloadsInfo(ctx: PlatformServices) {
   const agent = await agentListing(ctx);
   const engines = ['openai-upstream', 'llama-cpp', 'process'];
   const platform = { runtime: 'node>=20.10 with npm', engines };

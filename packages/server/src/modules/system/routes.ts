@@ -1,5 +1,5 @@
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { agentTarball, agentUnavailableReason, AGENT_FILE, downloadsInfo } from './agent-download.js';
 import { DownloadParams, DownloadsInfoResponse } from './download-schemas.js';

@@ -1,5 +1,5 @@
 import { modelsOfType } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { JOB_SPEC_VERSION, SERVICE_VERSION } from '../../platform/version.js';
 import { logVerifierKeys } from '../log/service.js';
 import { countNodes, pingStore } from './store.js';

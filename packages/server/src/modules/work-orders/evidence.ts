@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import type { Principal } from '../../platform/principal.js';
 import { evidenceBundle, evidenceGraph } from '../evidence/service.js';
 import { receiptsOfJob, receiptView } from '../receipts/store.js';

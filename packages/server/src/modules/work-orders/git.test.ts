@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { createEgress, type Egress } from '../../platform/egress.js';
 import { startDumbGitHost, type DumbGitHost } from '../../../test/dumb-git-host.js';
 import { fetchBaseBundle, GitError, pinnedResolve } from './git.js';

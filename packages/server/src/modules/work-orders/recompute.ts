@@ -1,5 +1,5 @@
 import type { ExecuteResult } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { PlatformServices } from '../../platform/services.js';
 import { findNode, isAttested } from '../nodes/store.js';
 import { GitError, inspectWork, type InspectedWork } from './git.js';
 import type { NodeTrust } from './policy.js';
@@ -14,7 +14,7 @@ import type * as store from './store.js';
  * Whether the organization trusts the node that ran an order to report its checks: its own node,
  * or a node whose TEE attestation is verified now. Any other node's checks are only its claim.
  */
-export async function nodeTrustOf(ctx: ServiceContext, orgId: string, nodeId: string | null): Promise<NodeTrust> {
+export async function nodeTrustOf(ctx: PlatformServices, orgId: string, nodeId: string | null): Promise<NodeTrust> {
   const node = nodeId ? await findNode(ctx.db, nodeId) : undefined;
   if (!node) return 'untrusted';
   if (node.org_id === orgId) return 'own';
@@ -29,7 +29,7 @@ const sorted = (paths: readonly string[]) => [...new Set(paths)].sort();
  * reported commit, or changed paths that differ from the node's report (the node is named).
  */
 export async function recompute(
-  ctx: ServiceContext,
+  ctx: PlatformServices,
   order: store.OrderRow,
   result: ExecuteResult,
   nodeId: string | null,

@@ -1,6 +1,6 @@
 import type { PreflightResult, RepositoryWorkPayload } from '@svc/protocol';
 import type { Static } from '@sinclair/typebox';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Principal } from '../../platform/principal.js';

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { principalOf } from '../../platform/principal.js';
 import { MessageResponse } from '../../platform/schemas.js';
 import { EvidenceBundleResponse } from '../evidence/schemas.js';

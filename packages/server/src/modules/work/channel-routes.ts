@@ -1,7 +1,7 @@
 import websocket from '@fastify/websocket';
 import { NODE_CHANNEL_MAX_MESSAGE_BYTES, NODE_CHANNEL_PATH, hop } from '@svc/protocol';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { touchNode } from '../nodes/store.js';

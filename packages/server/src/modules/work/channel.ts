@@ -9,7 +9,7 @@ import {
 } from '@svc/protocol';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Socket } from 'node:net';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { forwardEvents } from './node-events.js';
 import { undispatchWork } from './store.js';

@@ -7,7 +7,7 @@ import type {
   WorkFailRequestWire,
   WorkTicketWire,
 } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { NodeRow } from '../nodes/store.js';
 import type { ReceiptRow } from '../receipts/store.js';

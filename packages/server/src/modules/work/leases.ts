@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { completionOf } from './completion.js';
 import { lockExpiredWork, setWorkStatus } from './store.js';
 

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
 import { ToolCallDeltaSchema, type StreamEventWire as StreamEvent, type ToolCallDeltaWire } from '@svc/protocol';

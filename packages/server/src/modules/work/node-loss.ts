@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { forgetTouch } from '../nodes/node-auth.js';
 import { markNodeUnreachable } from '../nodes/store.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { touchNode, type NodeRow } from '../nodes/store.js';
 import { workItemView } from './view.js';
 import {

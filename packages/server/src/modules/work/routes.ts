@@ -7,7 +7,7 @@ import {
 } from '@svc/protocol';
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../app.js';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import { MessageResponse } from '../../platform/schemas.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { HeartbeatRequest, HeartbeatResponse, WorkItem, WorkList } from '../nodes/schemas.js';

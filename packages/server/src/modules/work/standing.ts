@@ -1,5 +1,5 @@
 import { NODE_CHANNEL_MAX_GRANTED } from '@svc/protocol';
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import type { NodeRow } from '../nodes/store.js';
 import type { Handoff } from './handoff.js';
 import { takeWork } from './node-work.js';

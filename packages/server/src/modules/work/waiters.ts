@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../context.js';
+import type { ServiceContext } from '../../service-context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { MatchNode } from '../nodes/match-node.js';
 import type { Handoff } from './handoff.js';
