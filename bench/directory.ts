@@ -13,6 +13,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createContext, closeContext, loadConfig } from '@svc/server';
 import { createTestStore } from '@svc/server/testing';
+import { insertOrganization } from '../packages/server/src/modules/auth/store.js';
 import { NODE_LIVE_SECONDS } from '../packages/server/src/modules/system/service.js';
 import { percentile } from '../packages/server/src/modules/jobs/sla.js';
 import { liveRoutingNodes, recentlySeenNodes } from '../packages/server/src/modules/nodes/store.js';
@@ -54,7 +55,7 @@ async function timed(run: () => Promise<unknown>): Promise<number[]> {
 }
 
 try {
-  await ctx.db.query("INSERT INTO organizations (id, name) VALUES ('org_bench_directory', 'bench')");
+  await insertOrganization(ctx.db, { id: 'org_bench_directory', name: 'bench' });
   // Live nodes, a third of them serving tinyllama, in five countries; open work spread over them.
   await ctx.db.query(
     `INSERT INTO nodes (id, org_id, pubkey, country, region, models, last_seen)

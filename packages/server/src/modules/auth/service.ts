@@ -7,6 +7,7 @@ import { SESSION_SCOPES } from '../../platform/scopes.js';
 import { openAccount, postCredit } from '../billing/store.js';
 import { createKey } from '../keys/service.js';
 import { hashApiKey, parseApiKey, sameDigest } from '../keys/credentials.js';
+import { touchKey } from '../keys/store.js';
 import { DUMMY_PASSWORD_HASH, hashPassword, verifyPassword } from './credentials.js';
 import { signSessionToken, verifySessionToken } from './sessions.js';
 import * as store from './store.js';
@@ -158,7 +159,7 @@ export async function authenticate(
     if (!row || row.revoked_at || !row.role) return undefined;
     if (!sameDigest(hashApiKey(credential.value, ctx.secrets.pepper), row.hash)) return undefined;
     if (shouldTouch(keyId))
-      store.touchKey(ctx.db, keyId).catch((err: unknown) => ctx.log.warn({ err }, 'could not record key use'));
+      touchKey(ctx.db, keyId).catch((err: unknown) => ctx.log.warn({ err }, 'could not record key use'));
     return { kind: 'key', orgId: row.org_id, buyerId: row.buyer_id, role: row.role, scopes: row.scopes, keyId };
   }
   if (credential.via !== 'bearer') return undefined;

@@ -1,5 +1,9 @@
 import type { Queryable } from '../../platform/db/index.js';
 import type { Role } from '../../platform/principal.js';
+import { keyForAuth } from '../keys/store.js';
+
+// The accounts: every statement on buyers, organizations, memberships and sessions (this module
+// owns them, README.md). Organizations' member management calls the member functions here.
 
 export interface BuyerRow {
   id: string;
@@ -111,23 +115,77 @@ export interface KeyAuthRow {
   role: Role | null;
 }
 
-/** The key with its creator's current role (null when the creator left the organization). */
+/**
+ * The key with its creator's current role (null when the creator left the organization): keys'
+ * statement for the key, joined here to `memberships`, in one statement (the key cache's read).
+ */
 export async function findKeyForAuth(db: Queryable, keyId: string): Promise<KeyAuthRow | undefined> {
   const { rows } = await db.query<KeyAuthRow>(
     `SELECT k.id, k.org_id, k.buyer_id, k.hash, k.scopes, k.revoked_at, m.role
-       FROM api_keys k LEFT JOIN memberships m ON m.org_id = k.org_id AND m.buyer_id = k.buyer_id
-      WHERE k.id = $1`,
+       FROM (${keyForAuth('$1')}) k LEFT JOIN memberships m ON m.org_id = k.org_id AND m.buyer_id = k.buyer_id`,
     [keyId],
   );
   return rows[0];
 }
 
-/** Records use, at most every 10 seconds per key, so a busy key costs no write per request. */
-export async function touchKey(db: Queryable, keyId: string): Promise<void> {
+export interface MemberRow {
+  buyer_id: string;
+  email: string;
+  name: string;
+  role: Role;
+  created_at: Date;
+}
+
+const MEMBER_COLUMNS = 'b.id AS buyer_id, b.email, b.name, m.role, m.created_at';
+
+export async function listMembers(db: Queryable, orgId: string): Promise<MemberRow[]> {
+  const { rows } = await db.query<MemberRow>(
+    `SELECT ${MEMBER_COLUMNS} FROM memberships m JOIN buyers b ON b.id = m.buyer_id WHERE m.org_id = $1 ORDER BY m.created_at, b.id`,
+    [orgId],
+  );
+  return rows;
+}
+
+/** The member, locked for update when inside a transaction. */
+export async function findMember(
+  db: Queryable,
+  orgId: string,
+  buyerId: string,
+  forUpdate = false,
+): Promise<MemberRow | undefined> {
+  const { rows } = await db.query<MemberRow>(
+    `SELECT ${MEMBER_COLUMNS} FROM memberships m JOIN buyers b ON b.id = m.buyer_id
+      WHERE m.org_id = $1 AND m.buyer_id = $2 ${forUpdate ? 'FOR UPDATE OF m' : ''}`,
+    [orgId, buyerId],
+  );
+  return rows[0];
+}
+
+/** Locks the organization's owner rows and counts them, so two demotions cannot race past the last owner. */
+export async function lockOwners(db: Queryable, orgId: string): Promise<number> {
+  const { rows } = await db.query<{ buyer_id: string }>(
+    `SELECT buyer_id FROM memberships WHERE org_id = $1 AND role = 'owner' FOR UPDATE`,
+    [orgId],
+  );
+  return rows.length;
+}
+
+export async function setRole(db: Queryable, orgId: string, buyerId: string, role: Role): Promise<void> {
+  await db.query('UPDATE memberships SET role = $3 WHERE org_id = $1 AND buyer_id = $2', [orgId, buyerId, role]);
+}
+
+/** Ends the membership and the member's sessions in the organization; their default moves to another of theirs. */
+export async function deleteMember(db: Queryable, orgId: string, buyerId: string): Promise<void> {
+  await db.query('DELETE FROM memberships WHERE org_id = $1 AND buyer_id = $2', [orgId, buyerId]);
+  await db.query('UPDATE sessions SET revoked_at = now() WHERE org_id = $1 AND buyer_id = $2 AND revoked_at IS NULL', [
+    orgId,
+    buyerId,
+  ]);
+  // Their next login lands in another organization of theirs, if they have one.
   await db.query(
-    `UPDATE api_keys SET last_used_at = now()
-      WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '10 seconds')`,
-    [keyId],
+    `UPDATE buyers SET default_org_id = COALESCE((SELECT org_id FROM memberships WHERE buyer_id = $2 ORDER BY created_at LIMIT 1), default_org_id)
+      WHERE id = $2 AND default_org_id = $1`,
+    [orgId, buyerId],
   );
 }
 

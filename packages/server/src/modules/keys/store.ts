@@ -1,5 +1,8 @@
 import type { Queryable } from '../../platform/db/index.js';
 
+// Every statement on api_keys (this module owns it, README.md). Authentication's read joins the
+// creator's role in auth's store, around `keyForAuth`.
+
 /** An API key as listings show it (APIKeyRecord): never the secret, never the hash. */
 export interface KeyRecordRow {
   key_id: string;
@@ -78,4 +81,25 @@ export async function revokeKeysOf(db: Queryable, orgId: string, buyerId: string
     [orgId, buyerId, reason],
   );
   return rowCount;
+}
+
+/**
+ * The statement selecting key `param` (a placeholder such as `$1`) as authentication reads it:
+ * auth's store joins its creator's role onto it (`findKeyForAuth`), so the key cache reads both
+ * in one statement while `api_keys` stays written and read here only.
+ *
+ * @example
+ * `SELECT k.*, m.role FROM (${keyForAuth('$1')}) k LEFT JOIN ...` (auth/store.ts)
+ */
+export function keyForAuth(param: string): string {
+  return `SELECT id, org_id, buyer_id, hash, scopes, revoked_at FROM api_keys WHERE id = ${param}`;
+}
+
+/** Records use, at most every 10 seconds per key, so a busy key costs no write per request. */
+export async function touchKey(db: Queryable, keyId: string): Promise<void> {
+  await db.query(
+    `UPDATE api_keys SET last_used_at = now()
+      WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '10 seconds')`,
+    [keyId],
+  );
 }

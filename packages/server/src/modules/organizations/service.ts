@@ -12,7 +12,7 @@ import * as store from './store.js';
 
 export const INVITE_TTL_DAYS = 7;
 
-function memberView(m: store.MemberRow) {
+function memberView(m: accounts.MemberRow) {
   return { buyer_id: m.buyer_id, email: m.email, name: m.name, role: m.role, created_at: m.created_at.toISOString() };
 }
 
@@ -23,7 +23,7 @@ async function organizationOf(db: Queryable, orgId: string) {
 }
 
 export async function currentOrganization(ctx: ServiceContext, principal: Principal) {
-  const member = await store.findMember(ctx.db, principal.orgId, principal.buyerId);
+  const member = await accounts.findMember(ctx.db, principal.orgId, principal.buyerId);
   if (!member) throw new ApiError('not_found', 'you are not a member of this organization');
   return { organization: await organizationOf(ctx.db, principal.orgId), member: memberView(member) };
 }
@@ -31,7 +31,7 @@ export async function currentOrganization(ctx: ServiceContext, principal: Princi
 export async function members(ctx: ServiceContext, principal: Principal) {
   return {
     organization: await organizationOf(ctx.db, principal.orgId),
-    members: (await store.listMembers(ctx.db, principal.orgId)).map(memberView),
+    members: (await accounts.listMembers(ctx.db, principal.orgId)).map(memberView),
   };
 }
 
@@ -46,7 +46,7 @@ export async function invite(
   requireManager(principal, 'invite members');
   const email = normalizeEmail(input.email);
   const existing = await accounts.findBuyerByEmail(ctx.db, email);
-  if (existing && (await store.findMember(ctx.db, principal.orgId, existing.id))) {
+  if (existing && (await accounts.findMember(ctx.db, principal.orgId, existing.id))) {
     throw new ApiError('conflict', `${email} is already a member of this organization`);
   }
   const token = randomBytes(32).toString('base64url');
@@ -79,10 +79,7 @@ export async function acceptInvite(
   input: { token: string; password: string; name?: string | undefined },
 ) {
   const existingHash = await ctx.db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ email: string }>('SELECT email FROM invites WHERE token_hash = $1', [
-      hashToken(input.token),
-    ]);
-    const email = rows[0]?.email;
+    const email = await store.findInviteEmail(tx, hashToken(input.token));
     return email ? (await accounts.findBuyerByEmail(tx, email))?.password_hash : undefined;
   });
   if (existingHash !== undefined && !(await verifyPassword(input.password, existingHash))) {
@@ -105,7 +102,7 @@ export async function acceptInvite(
       });
       if (!buyer) throw new ApiError('conflict', 'an account with this email was just created; try again');
     }
-    if (!(await store.findMember(tx, inv.org_id, buyer.id)))
+    if (!(await accounts.findMember(tx, inv.org_id, buyer.id)))
       await accounts.insertMembership(tx, { orgId: inv.org_id, buyerId: buyer.id, role: inv.role });
     await accounts.setDefaultOrg(tx, buyer.id, inv.org_id);
     const org = await accounts.findOrganization(tx, inv.org_id);
@@ -129,14 +126,14 @@ export async function acceptInvite(
 export async function changeRole(ctx: ServiceContext, principal: Principal, buyerId: string, role: Role) {
   requireManager(principal, 'change roles');
   const changed = await ctx.db.transaction(async (tx) => {
-    const owners = await store.lockOwners(tx, principal.orgId);
-    const target = await store.findMember(tx, principal.orgId, buyerId, true);
+    const owners = await accounts.lockOwners(tx, principal.orgId);
+    const target = await accounts.findMember(tx, principal.orgId, buyerId, true);
     if (!target) throw new ApiError('not_found', `member ${buyerId} not found`);
     if ((role === 'owner' || target.role === 'owner') && principal.role !== 'owner')
       throw new ApiError('forbidden', 'only an owner can grant or remove the owner role');
     if (target.role === 'owner' && role !== 'owner' && owners <= 1)
       throw new ApiError('conflict', 'the last owner cannot be demoted; make someone else owner first');
-    await store.setRole(tx, principal.orgId, buyerId, role);
+    await accounts.setRole(tx, principal.orgId, buyerId, role);
     return { organization: await organizationOf(tx, principal.orgId), member: memberView({ ...target, role }) };
   });
   await ctx.keyCache.memberChanged(principal.orgId, buyerId);
@@ -147,13 +144,13 @@ export async function changeRole(ctx: ServiceContext, principal: Principal, buye
 export async function removeMember(ctx: ServiceContext, principal: Principal, buyerId: string) {
   requireManager(principal, 'remove members');
   await ctx.db.transaction(async (tx) => {
-    const owners = await store.lockOwners(tx, principal.orgId);
-    const target = await store.findMember(tx, principal.orgId, buyerId, true);
+    const owners = await accounts.lockOwners(tx, principal.orgId);
+    const target = await accounts.findMember(tx, principal.orgId, buyerId, true);
     if (!target) throw new ApiError('not_found', `member ${buyerId} not found`);
     if (target.role === 'owner' && principal.role !== 'owner')
       throw new ApiError('forbidden', 'only an owner can remove an owner');
     if (target.role === 'owner' && owners <= 1) throw new ApiError('conflict', 'the last owner cannot be removed');
-    await store.deleteMember(tx, principal.orgId, buyerId);
+    await accounts.deleteMember(tx, principal.orgId, buyerId);
     await revokeKeysOf(tx, principal.orgId, buyerId, 'member removed from the organization');
   });
   await ctx.keyCache.memberChanged(principal.orgId, buyerId);
