@@ -28,6 +28,12 @@ const HELD_BOUND_MS = LEASE_S * 1000 + 12_000;
  * each request after a random delay, so requests are opened, in flight at the node, answered and
  * not yet committed). At the end every answered request has exactly one receipt and one charge,
  * each account balances with its ledger, nothing is held and no reservation is left.
+ *
+ * Since 2026-11-28 a gateway request writes no hold (DESIGN.md section 7): its maximum cost is
+ * taken in memory from its instance's reservation, so `held_cents` stays 0 throughout (checked
+ * after each restart all the same), and what a killed instance had set aside comes back when its
+ * reservation expires and is reclaimed: the end checks that no reservation is left a lifetime and
+ * a half after the last kill.
  */
 describe('kill -9 of svc serve, again and again: the holds of a dead instance come back within its lease', () => {
   let store: TestStore;

@@ -131,6 +131,15 @@ export async function reservationsOf(db: Queryable, instanceId: string): Promise
   return rows.map((r) => r.org_id);
 }
 
+/** The instance's reservation of the organization (expired or not), in cents; 0 when it has none. */
+export async function reservationAmount(db: Queryable, orgId: string, instanceId: string): Promise<number> {
+  const { rows } = await db.query<{ amount_cents: number }>(
+    'SELECT amount_cents FROM credit_reservations WHERE org_id = $1 AND instance_id = $2',
+    [orgId, instanceId],
+  );
+  return Number(rows[0]?.amount_cents ?? 0);
+}
+
 /** One organization's reservations and their sum against the account's figure (audits, tests). */
 export async function sumReservations(db: Queryable, orgId: string): Promise<number> {
   const { rows } = await db.query<{ total: number }>(

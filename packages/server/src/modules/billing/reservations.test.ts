@@ -106,6 +106,27 @@ describe('credit reservations: the 402 decided in memory, the store never overdr
     expect(await reserved(orgId)).toEqual({ account: 100, rows: 100 });
   });
 
+  it("a gateway charge written by another instance draws on this instance's row; resync brings memory down to it before the credit goes back", async () => {
+    const { orgId } = await signUp(t.app);
+    const a = instance('inst_a_resync');
+    // A request served by a takes its maximum cost (no hold: DESIGN.md section 7) ...
+    const ticket = await a.take(orgId, 10);
+    expect(a.unused(orgId)).toBe(50);
+    // ... and its node's receipt reaches another instance, whose ledger charges it 7 cents drawn
+    // from a's row (the request row names a as the instance holding its credit).
+    const [outcome] = await createLedger(t.ctx.db).chargeReserved([
+      { orgId, instanceId: 'inst_a_resync', usageMicro: 70_000, capCents: 10, options: { ref: 'chatcmpl-resync' } },
+    ]);
+    expect(outcome).toMatchObject({ charged_cents: 7, drawn: 7 });
+    expect(await reserved(orgId)).toEqual({ account: 53, rows: 53 });
+    // Memory still believes in 60: without resync, releasing the ticket would offer 60 cents
+    // where the row holds 53.
+    await a.resync(orgId);
+    ticket.release();
+    expect(a.unused(orgId)).toBe(53);
+    expect(await withinBalance(orgId)).toBe(53);
+  });
+
   it("a hold draws from this instance's reservation first, and the count in memory follows", async () => {
     const { orgId } = await signUp(t.app);
     const a = instance('inst_a3');

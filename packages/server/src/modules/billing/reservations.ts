@@ -13,6 +13,7 @@ import {
   otherReservations,
   reclaimExpired,
   renewReservations,
+  reservationAmount,
   reservationsOf,
   returnReservation,
   shrinkReservation,
@@ -25,8 +26,11 @@ import { lockAccountForHold } from './store.js';
  * in slices, renewed while it lives, returned when idle or on shutdown) and decides each
  * request's 402 against it in memory: no statement unless the reservation must grow.
  *
- * What a request took stays counted (`taken`) until its hold is in the store; the hold then draws
- * the cents out of the reservation row, and `drawn` takes them off here. The store stays the
+ * What a job took stays counted (`taken`) until its hold is in the store; the hold then draws the
+ * cents out of the reservation row, and `drawn` takes them off here. A gateway request writes no
+ * hold (DESIGN.md section 7, revised 2026-11-27): what it took stays counted until its charge,
+ * which draws its cents out of the row, has committed (or it ended without one); a charge written
+ * by another instance is learnt with `resync`. The store stays the
  * last word: a hold finding the reservation smaller than this process believed (a job drew on it,
  * it expired) falls back to the unreserved balance and refuses with 402 if that is short, so the
  * balance never goes below zero whatever this memory says.
@@ -41,9 +45,17 @@ export interface Reservations extends LedgerReservations {
   /**
    * Takes `cents` of the organization's reservation for a request or job whose hold is about to
    * be written, refilling it from the store when short; 402 `insufficient_credits` when even the
-   * available balance cannot cover it. Release the ticket once the hold is written or abandoned.
+   * available balance cannot cover it. Release the ticket once the hold is written or abandoned
+   * (a job), or once the charge has committed or the request ended without one (a gateway
+   * request, which writes no hold: gateway/attempts.ts).
    */
   take(orgId: string, cents: number): Promise<CreditTicket>;
+  /**
+   * Reads this instance's reservation row of `orgId` again and believes no more than it says: a
+   * gateway request served here was charged by another instance (its node's receipt reached that
+   * one), whose charge drew on this instance's row. Called before that request's credit goes back.
+   */
+  resync(orgId: string): Promise<void>;
   /** What this process can still take for `orgId` without a statement (tests, metrics). */
   unused(orgId: string): number;
   /** Renews live reservations, returns idle ones and reclaims other instances' expired ones. */
@@ -274,6 +286,15 @@ export function createReservations(options: ReservationOptions): Reservations {
           entry.taken -= cents;
         },
       };
+    },
+
+    async resync(orgId) {
+      const entry = entries.get(orgId);
+      if (!entry) return;
+      await serial(entry, async () => {
+        // Never above the row: a draw this process made meanwhile already lowered `amount` itself.
+        entry.amount = Math.min(entry.amount, await reservationAmount(db, orgId, instanceId));
+      });
     },
 
     unused: (orgId) => unusedOf(entries.get(orgId)),

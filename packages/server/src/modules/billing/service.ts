@@ -3,17 +3,9 @@ import type { Db, Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { reclaimExpired, sumReservations } from './reservation-store.js';
-import {
-  chargeHold,
-  releaseRow,
-  closeHoldsMany,
-  takeAndCloseHoldsMany,
-  takeHoldsMany,
-  type CloseHold,
-  type ClosedHold,
-  type NewHold,
-} from './settle-many.js';
+import { chargeHold, releaseRow, closeHoldsMany, type CloseHold, type ClosedHold } from './settle-many.js';
 import { fillDays, windowStart } from './series.js';
+import { chargeReservedMany, type ReservedOutcome } from './charge-reserved.js';
 import {
   applyUsage,
   availableCents,
@@ -61,7 +53,8 @@ export interface PostingOptions {
   ref?: string | null;
 }
 
-export type { ClosedHold, NewHold } from './settle-many.js';
+export type { ClosedHold } from './settle-many.js';
+export type { ReservedOutcome } from './charge-reserved.js';
 
 export interface Balance {
   balance_cents: number;
@@ -171,18 +164,27 @@ export interface LedgerOperations {
    */
   closeMany(entries: readonly HoldClosing[]): Promise<ClosedHold[]>;
   /**
-   * Takes many holds at once, exactly as `hold` called for each in order would when each fits,
-   * with a constant number of statements (a flush of the group-commit writer). Throws 402 when one
-   * does not fit, writing nothing: take that one alone (`hold` also reclaims expired reservations).
+   * Charges without a hold (DESIGN.md section 7, revised 2026-11-27: gateway requests): each
+   * entry's usage, capped at `capCents`, drawn from `instanceId`'s credit reservation of the
+   * organization first (the maximum cost it set aside in memory), then from the unreserved
+   * balance; cut to what both hold should they be short, never below zero. One charge row each,
+   * and the operator's earning row when `earn` is set. Constant statements whatever the number
+   * (billing/charge-reserved.ts); what this instance's reservations lost is told to them.
    */
-  holdMany(holds: readonly NewHold[]): Promise<void>;
-  /**
-   * `holdMany(holds)` then `closeMany(entries)` in one go, where `entries` may close holds of
-   * `holds` (gateway requests opened and completed in one flush): the account rows read once, the
-   * holds taken written already closed. The same rows and amounts as the two calls; throws as
-   * they would, writing nothing.
-   */
-  holdAndCloseMany(holds: readonly NewHold[], entries: readonly HoldClosing[]): Promise<ClosedHold[]>;
+  chargeReserved(charges: readonly ReservedCharging[]): Promise<ReservedOutcome[]>;
+}
+
+/** One entry of `chargeReserved`. */
+export interface ReservedCharging {
+  orgId: string;
+  /** The instance whose reservation set the maximum cost aside (null: none did). */
+  instanceId: string | null;
+  /** The exact usage in micro-CAD (> 0). */
+  usageMicro: number;
+  /** The maximum cost set aside, in cents: the charge never exceeds it. */
+  capCents: number;
+  options?: PostingOptions;
+  earn?: { orgId: string; options: Omit<PostingOptions, 'txType'> };
 }
 
 /** One entry of `closeMany`: a hold charged `usageMicro` (crediting `earn` its earning), or released. */
@@ -389,30 +391,29 @@ function operations(
       });
     },
 
-    holdMany: (holds) =>
-      run(async (q) => {
-        const drawn = await takeHoldsMany(q, holds, reservations?.instanceId ?? null);
-        holds.forEach((h, i) => {
-          const d = drawn[i] ?? 0;
-          if (d > 0) reservations?.drawn(h.orgId, d);
-        });
-      }),
-
     closeMany: (entries) => run((q) => closeHoldsMany(q, closingsOf(entries))),
 
-    holdAndCloseMany: (holds, entries) =>
+    chargeReserved: (charges) =>
       run(async (q) => {
-        const { drawn, closed } = await takeAndCloseHoldsMany(
+        const outcomes = await chargeReservedMany(
           q,
-          holds,
-          closingsOf(entries),
-          reservations?.instanceId ?? null,
+          charges.map((c) => ({
+            orgId: c.orgId,
+            instanceId: c.instanceId,
+            usageMicro: c.usageMicro,
+            capCents: c.capCents,
+            posting: posting(c.options ?? {}, 'charge'),
+            ...(c.earn
+              ? { earn: { orgId: c.earn.orgId, posting: posting({ ...c.earn.options, txType: 'earning' }, 'earning') } }
+              : {}),
+          })),
         );
-        holds.forEach((h, i) => {
-          const d = drawn[i] ?? 0;
-          if (d > 0) reservations?.drawn(h.orgId, d);
+        charges.forEach((c, i) => {
+          const d = outcomes[i]?.drawn ?? 0;
+          if (d > 0 && c.instanceId !== null && c.instanceId === reservations?.instanceId)
+            reservations.drawn(c.orgId, d);
         });
-        return closed;
+        return outcomes;
       }),
 
     balance: (orgId) =>

@@ -4,20 +4,19 @@ import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import {
   applyUsage,
-  availableCents,
   clampPromo,
   freePart,
-  insufficientCredits,
   MAX_USAGE_MICRO,
   operatorEarning,
   requireAmount,
+  type Earning,
 } from './rules.js';
 import type { EarningPosting, Settlement } from './service.js';
 import { type AccountRow, type HoldRow, type LedgerRow, type NewLedgerRow } from './store.js';
 
 /**
- * Many holds taken (`takeHoldsMany`, a flush of gateway openings) or closed (`closeHoldsMany`, a
- * flush of gateway completions) in one go. Closing: every
+ * Many holds closed in one go (`closeHoldsMany`: a flush of completions of gateway requests opened
+ * with a hold, before 2026-11-28). Every
  * account involved is locked by one statement in a fixed order, the holds by a second, each
  * closing is computed in JS exactly as `settle`, `release` and `earn` compute it one after another
  * (in entry order, each seeing the accounts as the ones before left them), and the holds, the
@@ -128,31 +127,46 @@ function computeClosings(
       outcomes.push((written) => ({ settlement: settlement(written), earning: null }));
       continue;
     }
-    const earner = accounts.get(e.earn.orgId);
-    if (!earner) throw new ApiError('not_found', `organization ${e.earn.orgId} has no credit account`);
-    const earning = operatorEarning({ micro: c.exact, freeMicro: c.free, cents: c.chargedCents });
-    // As postCredit's statement: the promotional part joins, never above what the account holds.
-    earner.balance_cents += earning.cents;
-    earner.promo_micro = Math.max(
-      0,
-      Math.min(earner.promo_micro + earning.freeMicro, earner.balance_cents * MICRO_PER_CENT - earner.carry_micro),
-    );
-    rows.push({
-      txType: 'earning',
-      description: e.earn.posting.description,
-      ref: e.earn.posting.ref,
-      orgId: e.earn.orgId,
-      amountCents: earning.cents,
-      amountMicro: earning.micro,
-      freeMicro: earning.freeMicro,
-      balanceAfter: earner.balance_cents,
-    });
+    const earning = postEarning(accounts, e.earn, { micro: c.exact, freeMicro: c.free, cents: c.chargedCents }, rows);
     outcomes.push((written) => ({
       settlement: settlement(written),
       earning: { ...earning, transaction: at(written, first + 2) },
     }));
   }
   return outcomes;
+}
+
+/**
+ * The operator's earning on a charge, computed in JS against `accounts` (the earner's balance and
+ * promotional credit updated in place, as `postCredit`'s statement would) and its `earning` row
+ * appended to `rows`: the one computation of every batch that credits earnings.
+ */
+export function postEarning(
+  accounts: Map<string, AccountRow>,
+  earn: { orgId: string; posting: { description: string; ref: string | null | undefined } },
+  charge: { micro: number; freeMicro: number; cents: number },
+  rows: NewLedgerRow[],
+): Earning {
+  const earner = accounts.get(earn.orgId);
+  if (!earner) throw new ApiError('not_found', `organization ${earn.orgId} has no credit account`);
+  const earning = operatorEarning(charge);
+  // As postCredit's statement: the promotional part joins, never above what the account holds.
+  earner.balance_cents += earning.cents;
+  earner.promo_micro = Math.max(
+    0,
+    Math.min(earner.promo_micro + earning.freeMicro, earner.balance_cents * MICRO_PER_CENT - earner.carry_micro),
+  );
+  rows.push({
+    txType: 'earning',
+    description: earn.posting.description,
+    ref: earn.posting.ref,
+    orgId: earn.orgId,
+    amountCents: earning.cents,
+    amountMicro: earning.micro,
+    freeMicro: earning.freeMicro,
+    balanceAfter: earner.balance_cents,
+  });
+  return earning;
 }
 
 /** The ledger row of a hold released with nothing charged (`release`, and a batch's zero-cost closing). */
@@ -267,223 +281,4 @@ async function writeClosings(
   );
   if (inserted.length !== rows.length) throw new Error('ledger insert returned too few rows');
   return inserted.sort((a, b) => Number(a.seq) - Number(b.seq)).map(({ seq: _seq, ...row }) => row);
-}
-
-/** One hold to take: `cents` for `ref` (a job or request), under the id `id`. */
-export interface NewHold {
-  id: string;
-  orgId: string;
-  cents: number;
-  ref: string | null;
-}
-
-/**
- * Takes many holds at once, as `hold` called for each in order would (out of `instanceId`'s
- * reservation of the organization first, the rest from the unreserved balance), with 3 statements
- * whatever their number: the accounts locked in one fixed order, this instance's reservations read
- * after the locks (as `lockAccountForHold` does, for the same reason), then the holds, their ledger
- * rows, the reservations and the accounts written in one. Throws 402 when a hold does not fit
- * (the caller takes that one alone: `hold` reclaims expired reservations first), writing nothing.
- * Returns what each hold drew from the reservation.
- */
-export async function takeHoldsMany(
-  tx: Queryable,
-  holds: readonly NewHold[],
-  instanceId: string | null,
-): Promise<number[]> {
-  if (holds.length === 0) return [];
-  const orgIds = [...new Set(holds.map((h) => h.orgId))];
-  const { rows: locked } = await tx.query<AccountRow & { org_id: string }>(
-    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE`,
-    [orgIds],
-  );
-  const own = new Map<string, number>();
-  if (instanceId !== null) {
-    const { rows } = await tx.query<{ org_id: string; amount_cents: number }>(
-      'SELECT org_id, amount_cents FROM credit_reservations WHERE org_id = ANY($1::text[]) AND instance_id = $2 AND expires_at > now()',
-      [orgIds, instanceId],
-    );
-    for (const r of rows) own.set(r.org_id, Number(r.amount_cents));
-  }
-  const accounts = new Map(locked.map(({ org_id, ...a }) => [org_id, { ...a, reserved_cents: a.reserved_cents ?? 0 }]));
-  const rows: NewLedgerRow[] = [];
-  const { drawn, drawnByOrg } = computeTakes(accounts, own, holds, rows);
-  const values = rows.map(ledgerRow);
-  const column = (i: number) => values.map((v) => v[i]);
-  const touched = [...accounts].filter(([orgId]) => orgIds.includes(orgId));
-  await tx.query(
-    `WITH h AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref)
-                SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])),
-          r AS (UPDATE credit_reservations SET amount_cents = credit_reservations.amount_cents - v.drawn, updated_at = now()
-                  FROM unnest($5::text[], $6::bigint[]) AS v(org_id, drawn)
-                 WHERE credit_reservations.org_id = v.org_id AND credit_reservations.org_id = ANY($5::text[]) AND credit_reservations.instance_id = $7 AND v.drawn > 0),
-          a AS (UPDATE credit_accounts SET held_cents = v.held, reserved_cents = credit_accounts.reserved_cents - v.drawn, updated_at = now()
-                  FROM unnest($8::text[], $9::bigint[], $10::bigint[]) AS v(org_id, held, drawn)
-                 WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($8::text[]))
-     INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
-     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
-       FROM unnest($11::text[], $12::text[], $13::text[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[], $20::text[])
-            WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, n)
-      ORDER BY n`,
-    [
-      holds.map((h) => h.id),
-      holds.map((h) => h.orgId),
-      holds.map((h) => h.cents),
-      holds.map((h) => h.ref),
-      [...drawnByOrg.keys()],
-      [...drawnByOrg.values()],
-      instanceId,
-      touched.map(([orgId]) => orgId),
-      touched.map(([, a]) => a.held_cents),
-      touched.map(([orgId]) => drawnByOrg.get(orgId) ?? 0),
-      ...Array.from({ length: 10 }, (_, i) => column(i)),
-    ],
-  );
-  return drawn;
-}
-
-/**
- * The holds of `holds` taken in order, each seeing `accounts` and this instance's reservations
- * (`own`, by organization) as the ones before left them (all updated in place): their ledger rows
- * are appended to `rows`. Returns what each drew from the reservation, and the sum by organization.
- * Throws 402 as `hold` would when one does not fit.
- */
-function computeTakes(
-  accounts: Map<string, AccountRow & { reserved_cents: number }>,
-  own: Map<string, number>,
-  holds: readonly NewHold[],
-  rows: NewLedgerRow[],
-): { drawn: number[]; drawnByOrg: Map<string, number> } {
-  const drawnByOrg = new Map<string, number>();
-  const drawn = holds.map((h) => {
-    requireAmount(h.cents, 'cents');
-    const account = accounts.get(h.orgId);
-    if (!account) throw new ApiError('not_found', `organization ${h.orgId} has no credit account`);
-    const reserved = own.get(h.orgId) ?? 0;
-    const free = availableCents(account);
-    if (reserved + free < h.cents) throw insufficientCredits(reserved + free, h.cents);
-    const d = Math.min(reserved, h.cents);
-    own.set(h.orgId, reserved - d);
-    drawnByOrg.set(h.orgId, (drawnByOrg.get(h.orgId) ?? 0) + d);
-    account.held_cents += h.cents;
-    account.reserved_cents -= d;
-    rows.push({
-      txType: 'hold',
-      description: `hold ${h.id}: ${h.cents} cents reserved`,
-      orgId: h.orgId,
-      amountCents: 0,
-      amountMicro: 0,
-      freeMicro: 0,
-      holdCents: h.cents,
-      balanceAfter: account.balance_cents,
-      ref: h.ref ?? h.id,
-    });
-    return d;
-  });
-  return { drawn, drawnByOrg };
-}
-
-/**
- * `takeHoldsMany(holds)` then `closeHoldsMany(entries)` in one go, where `entries` may close holds
- * of `holds` (a flush of gateway requests opened and completed together): one statement locks
- * every account involved (in one fixed order), one reads this instance's reservations, one the
- * stored holds to close (none when every hold closed was taken here), and one writes it all: the
- * holds taken inserted already closed, the other holds closed, the reservations and the accounts
- * set, the ledger rows inserted (the holds' first, then the closings', as the two calls would).
- * The same rows and amounts as the two calls; throws as they would, writing nothing.
- */
-export async function takeAndCloseHoldsMany(
-  tx: Queryable,
-  holds: readonly NewHold[],
-  entries: readonly CloseHold[],
-  instanceId: string | null,
-): Promise<{ drawn: number[]; closed: ClosedHold[] }> {
-  for (const e of entries) if ('usageMicro' in e) requireAmount(e.usageMicro, 'usage_micro', { max: MAX_USAGE_MICRO });
-  const taken = new Set(holds.map((h) => h.id));
-  const stored = entries.map((e) => e.holdId).filter((id) => !taken.has(id));
-  const takers = [...new Set(holds.map((h) => h.orgId))];
-  const earners = entries.flatMap((e) => ('earn' in e && e.earn ? [e.earn.orgId] : []));
-  const { rows: locked } = await tx.query<AccountRow & { org_id: string }>(
-    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts
-      WHERE org_id IN (SELECT org_id FROM credit_holds WHERE id = ANY($1::text[])) OR org_id = ANY($2::text[])
-      ORDER BY org_id FOR UPDATE`,
-    [stored, [...takers, ...earners]],
-  );
-  const own = new Map<string, number>();
-  if (instanceId !== null && takers.length > 0) {
-    const { rows } = await tx.query<{ org_id: string; amount_cents: number }>(
-      'SELECT org_id, amount_cents FROM credit_reservations WHERE org_id = ANY($1::text[]) AND instance_id = $2 AND expires_at > now()',
-      [takers, instanceId],
-    );
-    for (const r of rows) own.set(r.org_id, Number(r.amount_cents));
-  }
-  const holdRows =
-    stored.length > 0
-      ? (
-          await tx.query<HoldRow>(
-            'SELECT id, org_id, amount_cents, ref, status FROM credit_holds WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
-            [stored],
-          )
-        ).rows
-      : [];
-  const accounts = new Map(locked.map(({ org_id, ...a }) => [org_id, { ...a, reserved_cents: a.reserved_cents ?? 0 }]));
-  const rows: NewLedgerRow[] = [];
-  const { drawn, drawnByOrg } = computeTakes(accounts, own, holds, rows);
-  const fresh: HoldRow[] = holds.map((h) => ({
-    id: h.id,
-    org_id: h.orgId,
-    amount_cents: h.cents,
-    ref: h.ref,
-    status: 'active',
-  }));
-  const closing = new Map([...holdRows, ...fresh].map((h) => [h.id, { ...h }]));
-  const outcomes = computeClosings(accounts, closing, entries, rows);
-  const values = rows.map(ledgerRow);
-  const column = (i: number) => values.map((v) => v[i]);
-  const inserts = [...closing.values()].filter((h) => taken.has(h.id));
-  const closed = [...closing.values()].filter((h) => !taken.has(h.id) && h.status !== 'active');
-  const all = [...accounts];
-  const { rows: inserted } = await tx.query<LedgerRow & { seq: number }>(
-    `WITH n AS (INSERT INTO credit_holds (id, org_id, amount_cents, ref, status, closed_at)
-                SELECT id, org_id, amount, ref, status, CASE WHEN status <> 'active' THEN now() END
-                  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) AS v(id, org_id, amount, ref, status)),
-          h AS (UPDATE credit_holds SET status = v.status, closed_at = now()
-                  FROM unnest($6::text[], $7::text[]) AS v(id, status) WHERE credit_holds.id = v.id AND credit_holds.id = ANY($6::text[]) AND credit_holds.status = 'active'),
-          r AS (UPDATE credit_reservations SET amount_cents = credit_reservations.amount_cents - v.drawn, updated_at = now()
-                  FROM unnest($8::text[], $9::bigint[]) AS v(org_id, drawn)
-                 WHERE credit_reservations.org_id = v.org_id AND credit_reservations.org_id = ANY($8::text[]) AND credit_reservations.instance_id = $10 AND v.drawn > 0),
-          a AS (UPDATE credit_accounts SET balance_cents = v.balance, held_cents = v.held, carry_micro = v.carry, promo_micro = v.promo,
-                       reserved_cents = credit_accounts.reserved_cents - v.drawn, updated_at = now()
-                  FROM unnest($11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[]) AS v(org_id, balance, held, carry, promo, drawn)
-                 WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($11::text[]))
-     INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
-     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
-       FROM unnest($17::text[], $18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[], $23::bigint[], $24::bigint[], $25::text[], $26::text[])
-            WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, n)
-      ORDER BY n
-     RETURNING seq, id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at`,
-    [
-      inserts.map((h) => h.id),
-      inserts.map((h) => h.org_id),
-      inserts.map((h) => h.amount_cents),
-      inserts.map((h) => h.ref),
-      inserts.map((h) => h.status),
-      closed.map((h) => h.id),
-      closed.map((h) => h.status),
-      [...drawnByOrg.keys()],
-      [...drawnByOrg.values()],
-      instanceId,
-      all.map(([orgId]) => orgId),
-      all.map(([, a]) => a.balance_cents),
-      all.map(([, a]) => a.held_cents),
-      all.map(([, a]) => a.carry_micro),
-      all.map(([, a]) => a.promo_micro),
-      all.map(([orgId]) => drawnByOrg.get(orgId) ?? 0),
-      ...Array.from({ length: 10 }, (_, i) => column(i)),
-    ],
-  );
-  if (inserted.length !== rows.length) throw new Error('ledger insert returned too few rows');
-  const written = inserted.sort((a, b) => Number(a.seq) - Number(b.seq)).map(({ seq: _seq, ...row }) => row);
-  // Each closing's outcome names its rows by their position among all the rows written.
-  return { drawn, closed: outcomes.map((make) => make(written)) };
 }

@@ -164,7 +164,8 @@ export function ledgerCharged(
 ): EvidenceEvent {
   return {
     type: 'ledger.charged',
-    summary: `charged ${settlement.charged_cents} cents, released ${settlement.released_cents}${earning ? `, operator earned ${earning.amount_cents}` : ''}`,
+    // Without a hold (a gateway request: DESIGN.md section 7) nothing was held, so nothing is released.
+    summary: `charged ${settlement.charged_cents} cents${holdId === null ? '' : `, released ${settlement.released_cents}`}${earning ? `, operator earned ${earning.amount_cents}` : ''}`,
     metadata: {
       hold_id: holdId,
       charged_cents: settlement.charged_cents,

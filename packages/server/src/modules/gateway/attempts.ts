@@ -1,4 +1,20 @@
+import type { CreditTicket } from '../billing/reservations.js';
 import type { GatewayRequestRow } from './store.js';
+
+/** What a request opened in this process brings with it (`RunningAttempts.open`). */
+export interface OpenedHere {
+  /** Its opening records, queued in the writer: the work may reach the node before they commit. */
+  opening?: Promise<unknown>;
+  /** Brings the opening's flush forward (it may wait for the request's completion to share it). */
+  hurry?: () => void;
+  /**
+   * Its maximum cost, taken from this instance's credit reservation (no hold row: DESIGN.md
+   * section 7, revised 2026-11-27): released when the request is forgotten here, that is once its
+   * charge committed (the write of a receipt claimed in memory settled) or it ended otherwise, so
+   * the cents are counted as taken until the reservation row has lost what the charge drew.
+   */
+  credit?: CreditTicket;
+}
 
 /**
  * The gateway requests this process runs, with their current attempt: what a receipt needs to be
@@ -9,12 +25,8 @@ import type { GatewayRequestRow } from './store.js';
  * ends exactly once.
  */
 export interface RunningAttempts {
-  /**
-   * Records a request leased as `row.work_id` to `row.node_id`, whose opening records are
-   * `opening` (queued in the writer: the work may reach the node before they commit). `hurry`
-   * brings the opening's flush forward (it may wait for the request's completion to share it).
-   */
-  open(row: GatewayRequestRow, opening?: Promise<unknown>, hurry?: () => void): void;
+  /** Records a request leased as `row.work_id` to `row.node_id`, with what it brings ({@link OpenedHere}). */
+  open(row: GatewayRequestRow, here?: OpenedHere): void;
   /**
    * The opening write of a request (by its id) or of its first work (by work id) while it has
    * not settled: whoever must find the request or its work in the store waits for it first (and
@@ -41,8 +53,9 @@ export interface RunningAttempts {
   /**
    * Claims the request for an ending without a receipt: false when a receipt already completes it
    * behind the answer (then the caller must not end it), true otherwise (it is forgotten here).
+   * Its credit goes back once `written` settles (the ending's records, which may charge it), else at once.
    */
-  end(requestId: string): boolean;
+  end(requestId: string, written?: Promise<unknown>): boolean;
   readonly size: number;
   /** How many of these requests each node holds now (the directory's open work of this instance). */
   readonly openPerNode: ReadonlyMap<string, number>;
@@ -54,6 +67,7 @@ export interface RunningAttempt {
   row: GatewayRequestRow;
   state: 'open' | 'completing';
   written?: Promise<unknown>;
+  credit?: CreditTicket;
 }
 
 /**
@@ -92,16 +106,22 @@ export function createRunningAttempts(): RunningAttempts {
     if (n > 0) perNode.set(nodeId, n);
     else perNode.delete(nodeId);
   };
-  const forgetRequest = (requestId: string, entry: RunningAttempt | undefined) => {
+  const forgetRequest = (requestId: string, entry: RunningAttempt | undefined, written?: Promise<unknown>) => {
     if (!entry || running.get(requestId) !== entry) return;
     running.delete(requestId);
     count(entry.row.node_id, -1);
     untrack(entry.row);
+    const credit = entry.credit;
+    if (!credit) return;
+    // Not before the charge that draws on the reservation has committed (or failed).
+    if (written) written.then(credit.release, credit.release);
+    else credit.release();
   };
   return {
-    open(row, opening, hurry) {
+    open(row, here = {}) {
+      const { opening, hurry, credit } = here;
       forgetRequest(row.id, running.get(row.id));
-      running.set(row.id, { row, state: 'open' });
+      running.set(row.id, { row, state: 'open', ...(credit ? { credit } : {}) });
       count(row.node_id, 1);
       track(row);
       if (!opening) return;
@@ -149,10 +169,10 @@ export function createRunningAttempts(): RunningAttempts {
       const entry = requestId === undefined ? undefined : running.get(requestId);
       return entry?.state === 'open' && entry.row.work_id === workId ? entry : undefined;
     },
-    end(requestId) {
+    end(requestId, written) {
       const entry = running.get(requestId);
       if (entry?.state === 'completing') return false;
-      forgetRequest(requestId, entry);
+      forgetRequest(requestId, entry, written);
       return true;
     },
     get size() {

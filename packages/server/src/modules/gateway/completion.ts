@@ -158,7 +158,7 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
           node: d.node,
           receipt: d.receipt,
           ...(run ? { run } : {}),
-          ...(opening ? { opening: { hold: opening.hold, run: opening.run, order: opening.order } } : {}),
+          ...(opening ? { opening: { run: opening.run } } : {}),
         };
       }),
     );

@@ -59,7 +59,7 @@ describe('gateway runs without event rows', () => {
   it('writes no event row and no signature; the first read signs, later reads are the same bytes, svc verify checks the log', async () => {
     const id = await chat('derive me');
     const run = await closedRun(id);
-    expect(run).toMatchObject({ id: derivedRunId(id), event_count: 9, root_signature_hex: null });
+    expect(run).toMatchObject({ id: derivedRunId(id), event_count: 8, root_signature_hex: null });
     expect(await count('SELECT count(*)::int AS n FROM evidence_events WHERE run_id = $1', [run?.id])).toBe(0);
     // The root entered the log with the request's records.
     expect(
@@ -76,7 +76,6 @@ describe('gateway runs without event rows', () => {
     expect(first.events.map((e) => e.event_type)).toEqual([
       'request.received',
       'policy.evaluated',
-      'ledger.held',
       'routing.decided',
       'request.assigned',
       'receipt.submitted',
@@ -111,7 +110,7 @@ describe('gateway runs without event rows', () => {
       'SELECT * FROM evidence_events WHERE run_id = $1 ORDER BY sequence',
       [run?.id],
     );
-    expect(stored).toHaveLength(9);
+    expect(stored).toHaveLength(8);
     expect(run?.root_signature_hex).toMatch(/^[0-9a-f]{128}$/);
     // An old run reads from its rows.
     const graph = (await f.api('GET', `/api/v1/jobs/${id}/evidence`)).json as { events: { id: string }[] };
@@ -166,7 +165,7 @@ describe('gateway runs without event rows', () => {
         evidence: { ...(request.metadata.evidence as object), stored: true },
       });
     });
-    expect(await count('SELECT count(*)::int AS n FROM evidence_events WHERE run_id = $1', [derivedRunId(id)])).toBe(9);
+    expect(await count('SELECT count(*)::int AS n FROM evidence_events WHERE run_id = $1', [derivedRunId(id)])).toBe(8);
     expect([await graphOf(), await bundleGraph()]).toEqual(derived);
   });
 });

@@ -192,23 +192,23 @@ export function completedEvents(
 
 /**
  * The ledger's event of a completed request, from its ledger rows (`ref` = the request): the
- * charge and the operator's earning, or the release of a hold charged nothing. None without a hold.
+ * charge and the operator's earning; for a request opened with a hold, the release of a hold
+ * charged nothing. None when nothing was posted (no cost, or neither hold nor credit).
  */
 export function ledgerEventsOf(
   request: Pick<GatewayRequestRow, 'hold_id' | 'org_id'>,
   rows: readonly LedgerRow[],
 ): EvidenceEvent[] {
   const holdId = request.hold_id;
-  if (!holdId) return [];
   const release = rows.find((r) => r.tx_type === 'release');
   const releasedHold = release ? -release.hold_cents : 0;
   const charge = rows.find((r) => !['hold', 'release', 'earning'].includes(r.tx_type) && r.hold_cents === 0);
-  if (!charge) return [ledgerReleased(holdId, releasedHold, 'receipt.verified')];
+  if (!charge) return holdId ? [ledgerReleased(holdId, releasedHold, 'receipt.verified')] : [];
   const earning = rows.find((r) => r.tx_type === 'earning') ?? null;
   const settlement = {
     charged_cents: -charge.amount_cents + 0,
     charged_micro: -charge.amount_micro + 0,
-    released_cents: releasedHold + charge.amount_cents,
+    released_cents: holdId ? releasedHold + charge.amount_cents : 0,
     transaction: charge,
   };
   return [ledgerCharged(holdId, settlement, earning, 'receipt.verified')];

@@ -1,5 +1,4 @@
 import type { Queryable } from '../../platform/db/index.js';
-import type { NewHold } from '../billing/settle-many.js';
 import type { EvidenceEvent, RunHead } from '../evidence/recorder.js';
 import type { NewRun } from '../evidence/store.js';
 import type { WorkRow } from '../work/store.js';
@@ -20,15 +19,12 @@ export interface FreshOpening {
 
 /**
  * An opening a flush has not written at all, because its request's receipt is in the same flush
- * (announced by {@link expectReceipts}): the receipt's batch writes the request, its work, hold
- * and evidence run once, already completed (gateway/settle.ts `completeManyFromReceipts`).
+ * (announced by {@link expectReceipts}): the receipt's batch writes the request, its work and its
+ * evidence run once, already completed (gateway/settle.ts `completeManyFromReceipts`).
  */
 export interface StagedOpening {
-  /** Its place among the flush's openings (their holds are taken in that order). */
-  order: number;
   request: GatewayRequestRow;
   work: WorkRow & { lease_seconds: number; dispatched: boolean };
-  hold: NewHold;
   run: { run: Omit<NewRun, 'id'>; events: readonly EvidenceEvent[] };
 }
 
@@ -37,7 +33,6 @@ interface InTx {
   staged: Map<string, StagedOpening>;
   /** Request id -> the node whose receipt for it is in this flush. */
   receipts: Map<string, string>;
-  order: number;
 }
 
 const fresh = new WeakMap<Queryable, InTx>();
@@ -45,7 +40,7 @@ const fresh = new WeakMap<Queryable, InTx>();
 function inTx(tx: Queryable): InTx {
   let state = fresh.get(tx);
   if (!state) {
-    state = { written: new Map(), staged: new Map(), receipts: new Map(), order: 0 };
+    state = { written: new Map(), staged: new Map(), receipts: new Map() };
     fresh.set(tx, state);
   }
   return state;
@@ -68,9 +63,8 @@ export function receiptExpected(tx: Queryable, requestId: string, nodeId: string
 }
 
 /** Keeps an opening unwritten, for its receipt's batch in the same flush to write whole. */
-export function stageOpening(tx: Queryable, opening: Omit<StagedOpening, 'order'>): void {
-  const state = inTx(tx);
-  state.staged.set(opening.request.id, { ...opening, order: state.order++ });
+export function stageOpening(tx: Queryable, opening: StagedOpening): void {
+  inTx(tx).staged.set(opening.request.id, opening);
 }
 
 /** The opening of `requestId` inserted (`written`) or staged inside `tx`, once (undefined when neither, or taken). */

@@ -1,3 +1,4 @@
+import { holdCents } from './pricing.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI, { type APIError } from 'openai';
 import {
@@ -276,7 +277,7 @@ describe('requests abandoned by a stopped instance', () => {
   });
   afterAll(() => t.close());
 
-  it('are ended by the sweep: work cancelled, hold released', async () => {
+  it('are ended by the sweep: work cancelled, its credit back, nothing held or charged', async () => {
     const buyer = await signUp(t.app);
     await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), { models: ['tinyllama'] });
     const call = prepareChat({ model: 'tinyllama', messages: [{ role: 'user', content: 'hello' }] });
@@ -287,7 +288,9 @@ describe('requests abandoned by a stopped instance', () => {
       call,
       workId,
     );
-    expect((await t.ctx.ledger.balance(buyer.orgId)).held_cents).toBeGreaterThan(0);
+    // Its maximum cost is taken from this instance's reservation in memory: no hold row.
+    expect((await t.ctx.ledger.balance(buyer.orgId)).held_cents).toBe(0);
+    const taken = t.ctx.reservations.unused(buyer.orgId);
     expect(await sweepStaleRequests(t.ctx)).toBe(0);
     await t.ctx.db.query("UPDATE gateway_requests SET created_at = now() - interval '1 hour' WHERE id = $1", [call.id]);
     expect(await sweepStaleRequests(t.ctx)).toBe(1);
@@ -297,7 +300,9 @@ describe('requests abandoned by a stopped instance', () => {
       [call.id],
     );
     expect(rows[0]).toEqual({ status: 'timeout', work_status: 'cancelled' });
-    expect((await t.ctx.ledger.balance(buyer.orgId)).held_cents).toBe(0);
+    expect(t.ctx.reservations.unused(buyer.orgId) - taken).toBe(holdCents(call.maxMicro));
+    const ledger = await t.ctx.db.query('SELECT tx_type FROM credit_transactions WHERE ref = $1', [call.id]);
+    expect(ledger.rows).toEqual([]);
   });
 });
 

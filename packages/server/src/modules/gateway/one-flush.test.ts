@@ -2,19 +2,25 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { watchPolls } from '../../../test/waits.js';
 import { verifyBundle } from '@svc/protocol/verify';
-import type { Db, Queryable } from '../../platform/db/index.js';
+import type { Db } from '../../platform/db/index.js';
 
-/** Records the statements of every transaction on `db` from now on. */
-function recordTransactions(db: Db): string[][] {
-  const seen: string[][] = [];
+/** Records the statements of every transaction on `db` from now on (`params`: each one's parameters as JSON). */
+function recordTransactions(db: Db): string[][] & { params: string[][] } {
+  const seen = Object.assign([] as string[][], { params: [] as string[][] });
   const transaction = db.transaction.bind(db);
   db.transaction = (fn) =>
     transaction((tx) => {
       const statements: string[] = [];
+      const params: string[] = [];
       seen.push(statements);
+      seen.params.push(params);
       return fn({
-        query: (sql, params) => (statements.push(sql.replace(/\s+/g, ' ')), tx.query(sql, params)),
-        exec: (sql) => (statements.push(sql), tx.exec(sql)),
+        query: (sql, values) => (
+          statements.push(sql.replace(/\s+/g, ' ')),
+          params.push(JSON.stringify(values ?? [])),
+          tx.query(sql, values)
+        ),
+        exec: (sql) => (statements.push(sql), params.push('[]'), tx.exec(sql)),
       });
     });
   return seen;
@@ -23,18 +29,19 @@ function recordTransactions(db: Db): string[][] {
 const CHAT = { model: 'tinyllama', messages: [{ role: 'user' as const, content: 'one transaction' }] };
 
 /**
- * The transaction that inserted a request's opening records (its first evidence event, never
- * updated afterwards) and the one that inserted its receipt: rows inserted by one transaction
- * share its `xmin`.
+ * Which of the recorded transactions inserted the request `id`'s row (its opening, or its opening
+ * and completion together) and which one inserted its receipt (by their statements' parameters:
+ * no opening row is left unchanged by the completion to tell it by its `xmin`, now that there is
+ * no hold row).
  */
-async function transactionsOf(db: Queryable, id: string) {
-  // The hold's ledger row: inserted by the opening and never updated (a gateway run has no event rows).
-  const opened = await db.query<{ x: string }>(
-    "SELECT xmin::text AS x FROM credit_transactions WHERE ref = $1 AND tx_type = 'hold'",
-    [id],
-  );
-  const receipt = await db.query<{ x: string }>('SELECT xmin::text AS x FROM receipts WHERE job_id = $1', [id]);
-  return { opening: opened.rows[0]?.x, receipt: receipt.rows[0]?.x };
+function transactionsOf(seen: ReturnType<typeof recordTransactions>, id: string) {
+  const find = (insert: string) => {
+    const at = seen.findIndex((statements, t) =>
+      statements.some((sql, i) => sql.startsWith(insert) && (seen.params[t]?.[i] ?? '').includes(`"${id}"`)),
+    );
+    return at < 0 ? undefined : at;
+  };
+  return { opening: find('INSERT INTO gateway_requests'), receipt: find('INSERT INTO receipts') };
 }
 
 /** docs/gateway.md, "A request's opening waits for its completion". */
@@ -53,6 +60,7 @@ describe("a handed-over request's opening waits in the writer for its completion
     await polls.until(1);
     // A read through the instance (read-your-writes) or anyone needing the request in the store
     // flushes at once; a request during which that happened may commit in two transactions.
+    const transactions = recordTransactions(f.server.ctx.db);
     const writer = f.server.ctx.writer;
     let forced = 0;
     const settled = writer.settled.bind(writer);
@@ -75,8 +83,8 @@ describe("a handed-over request's opening waits in the writer for its completion
     const handed = rows.map((r) => r.job_id);
     expect(handed.length).toBeGreaterThanOrEqual(2);
     for (const id of handed) {
-      const { opening, receipt } = await transactionsOf(f.server.ctx.db, id);
-      expect(opening).toMatch(/^\d+$/);
+      const { opening, receipt } = transactionsOf(transactions, id);
+      expect(opening).toBeTypeOf('number');
       expect(receipt).toBe(opening);
     }
   }, 90_000);
@@ -99,9 +107,10 @@ describe("a handed-over request's opening waits in the writer for its completion
         ),
       ),
     ).toEqual([]);
-    // Nor written twice: the request, its work and its run are inserted completed, its hold closed.
+    // Nor written twice: the request, its work and its run are inserted completed; and no hold is
+    // written at all (DESIGN.md section 7, revised 2026-11-27).
     expect(
-      flush?.filter((sql) => /^UPDATE (work_items|gateway_requests|evidence_runs|credit_holds)/.test(sql)),
+      flush?.filter((sql) => /^UPDATE (work_items|gateway_requests|evidence_runs)|credit_holds/.test(sql)),
     ).toEqual([]);
     expect(
       flush?.filter((sql) => /INSERT INTO (gateway_requests|work_items|evidence_runs|receipts)/.test(sql)),
@@ -114,7 +123,7 @@ describe("a handed-over request's opening waits in the writer for its completion
       'SELECT tx_type FROM credit_transactions WHERE ref = $1 ORDER BY tx_type',
       [done.id],
     );
-    expect(ledger.rows.map((r) => r.tx_type)).toEqual(['charge', 'earning', 'hold', 'release']);
+    expect(ledger.rows.map((r) => r.tx_type)).toEqual(['charge', 'earning']);
     const receipts = (await f.api('GET', `/api/v1/job/receipts/${done.id}`)).json.receipts as unknown[];
     expect(receipts).toHaveLength(1);
     const keys = (await f.api('GET', '/api/v1/keys/platform')).json.keys as { public_key_hex: string }[];
@@ -128,7 +137,6 @@ describe("a handed-over request's opening waits in the writer for its completion
     expect(graph.events.map((e) => e.event_type)).toEqual([
       'request.received',
       'policy.evaluated',
-      'ledger.held',
       'routing.decided',
       'request.assigned',
       'receipt.submitted',
@@ -144,11 +152,12 @@ describe("a handed-over request's opening waits in the writer for its completion
     const polls = watchPolls(f.server.ctx);
     await f.addNode({ channel: true });
     await polls.until(1);
+    const transactions = recordTransactions(f.server.ctx.db);
     const { id } = await f.openai().chat.completions.create(CHAT);
     await f.server.ctx.writer.settled();
-    const { opening, receipt } = await transactionsOf(f.server.ctx.db, id);
-    expect(opening).toMatch(/^\d+$/);
-    expect(receipt).toMatch(/^\d+$/);
+    const { opening, receipt } = transactionsOf(transactions, id);
+    expect(opening).toBeTypeOf('number');
+    expect(receipt).toBeTypeOf('number');
     expect(receipt).not.toBe(opening);
   }, 90_000);
 

@@ -1,9 +1,8 @@
 import type { ServiceContext } from '../../service-context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
-import { newId } from '../../platform/ids.js';
 import type { NodeRow } from '../nodes/store.js';
-import { ledgerHeld, policyEvaluated, policyId, routed } from '../evidence/events.js';
+import { policyEvaluated, policyId, routed } from '../evidence/events.js';
 import { openRun } from '../evidence/recorder.js';
 import { insertLeasedWork } from '../work/store.js';
 import { holdCents, type GatewayType } from './pricing.js';
@@ -11,46 +10,16 @@ import { holdCents, type GatewayType } from './pricing.js';
 const TYPES: readonly string[] = ['chat', 'embeddings', 'transcription', 'image'] satisfies GatewayType[];
 import { findGatewayRequest, insertGatewayRequest } from './store.js';
 import type { WorkTicket } from './ticket.js';
-
-/**
- * Holds up to `cents` for a rebuilt opening: the whole maximum cost when the balance (this
- * instance's reservation, else the unreserved balance) covers it, else what is available, else
- * nothing. The request is then charged at most that: the node did the work and the buyer was
- * answered, but the balance never goes below zero (docs/billing.md, "Rebuilt openings").
- */
-async function rebuiltHold(
-  ctx: ServiceContext,
-  tx: Queryable,
-  ticket: WorkTicket,
-  cents: number,
-): Promise<{ holdId: string | null; cents: number }> {
-  const ledger = ctx.ledger.within(tx);
-  const tryHold = async (amount: number) => {
-    const holdId = newId('hold');
-    try {
-      await ledger.hold(ticket.org_id, amount, ticket.request_id, { id: holdId });
-      return holdId;
-    } catch (err) {
-      if (err instanceof ApiError && err.code === 'insufficient_credits') return undefined;
-      throw err;
-    }
-  };
-  const whole = await tryHold(cents);
-  if (whole) return { holdId: whole, cents };
-  const available = Math.min(cents, (await ledger.balance(ticket.org_id)).available_cents);
-  const part = available > 0 ? await tryHold(available) : undefined;
-  ctx.log.warn(
-    { request_id: ticket.request_id, org_id: ticket.org_id, wanted_cents: cents, held_cents: part ? available : 0 },
-    'gateway: a rebuilt opening found the balance short; the request is charged at most what was there',
-  );
-  return part ? { holdId: part, cents: available } : { holdId: null, cents: 0 };
-}
+import type { RequestCredit } from './settle.js';
 
 /**
  * Rebuilds, in `tx`, the opening of a gateway request whose work reached `node` before its
  * opening committed and whose opening was lost (the instance died before its writer flushed, or
- * the flush failed): the hold, the request row, the leased work and the request's evidence run,
- * from the checked ticket (ticket.ts) the node returned with its receipt. False, writing nothing,
+ * the flush failed): the request row, the leased work and the request's evidence run, from the
+ * checked ticket (ticket.ts) the node returned with its receipt. No hold and no reservation: its
+ * charge, capped at the ticket's maximum cost, is drawn from the unreserved balance and cut to what
+ * is there should that be short: the node did the work and the buyer was answered, but the balance
+ * never goes below zero (docs/billing.md, "Rebuilt openings"). False, writing nothing,
  * when the request is already stored. The request's payload and, for a grounded chat, its
  * retrieval records are not in the ticket and are not rebuilt.
  */
@@ -62,7 +31,6 @@ export async function rebuildOpening(
 ): Promise<boolean> {
   if (await findGatewayRequest(tx, ticket.request_id)) return false;
   if (!TYPES.includes(ticket.type)) throw new ApiError('invalid_request', `a work ticket of type ${ticket.type}`);
-  const { holdId, cents } = await rebuiltHold(ctx, tx, ticket, holdCents(ticket.max_cost_micro));
   const inserted = await insertGatewayRequest(tx, {
     id: ticket.request_id,
     org_id: ticket.org_id,
@@ -72,16 +40,17 @@ export async function rebuildOpening(
     stream: ticket.stream,
     node_id: node.id,
     work_id: ticket.work_id,
-    hold_id: holdId,
+    hold_id: null,
     metadata: {
       jurisdiction: ticket.jurisdiction,
       strict_jurisdiction: ticket.strict_jurisdiction,
       requires_tee: ticket.requires_tee,
       attempts: [{ node_id: node.id, work_id: ticket.work_id }],
+      credit: { instance_id: null, cents: holdCents(ticket.max_cost_micro) } satisfies RequestCredit,
       rebuilt_from_ticket: { issued_at: ticket.issued_at },
     },
   });
-  // Written by another instance meanwhile: this transaction's hold goes with its rollback.
+  // Written by another instance meanwhile: this transaction rolls back.
   if (!inserted)
     throw new ApiError('conflict', `gateway request ${ticket.request_id} was opened meanwhile; send again`);
   await insertLeasedWork(tx, {
@@ -130,7 +99,6 @@ export async function rebuildOpening(
         },
       },
       policyEvaluated(policy, `as the work ticket states it: a node serving ${ticket.model}`),
-      ...(holdId ? [ledgerHeld(holdId, cents, 'request.received')] : []),
       ...routed(
         node,
         { reason: 'routed before the opening was stored; rebuilt from the work ticket the node returned' },

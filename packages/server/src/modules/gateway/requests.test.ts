@@ -60,11 +60,8 @@ describe('GET /api/v1/gateway/requests: the organization gateway calls, with a r
       'SELECT tx_type, amount_micro, hold_cents FROM credit_transactions WHERE org_id = $1 AND ref = $2 ORDER BY seq',
       [f.buyer.orgId, first.id],
     );
-    expect(rows.map((r) => [r.tx_type, r.amount_micro])).toEqual([
-      ['hold', 0],
-      ['charge', -exact],
-      ['release', 0],
-    ]);
+    // Its charge alone: no hold and no release row (DESIGN.md section 7, revised 2026-11-27).
+    expect(rows.map((r) => [r.tx_type, r.amount_micro])).toEqual([['charge', -exact]]);
     expect(requests[0]).toMatchObject({
       type: 'embeddings',
       model: 'all-MiniLM-L6-v2',

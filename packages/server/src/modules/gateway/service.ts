@@ -21,7 +21,7 @@ import { issueTicket } from './ticket.js';
 import { estimateTokens, holdCents, type GatewayType } from './pricing.js';
 import { requestMaxUnits } from './metering.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
-import { ledgerHeld, policyEvaluated, policyId } from '../evidence/events.js';
+import { policyEvaluated, policyId } from '../evidence/events.js';
 import {
   openDerivedRuns,
   openRunWithHead,
@@ -42,7 +42,7 @@ import {
 } from './evidence-derived.js';
 import { receiptExpected, rememberOpening, stageOpening } from './fresh.js';
 import type { WriteKind } from '../../platform/writer.js';
-import { endRequest } from './settle.js';
+import { endRequest, type RequestCredit } from './settle.js';
 import {
   findGatewayRequest,
   insertGatewayRequest,
@@ -163,10 +163,13 @@ function workPayload(call: GatewayCall) {
  * node before anything is stored: to a free granted slot of its channel (channel/standing.ts) or
  * its poll waiting in this process, at once, with a
  * ticket (gateway/ticket.ts) from which any instance can rebuild the opening should it be lost.
- * The opening (hold, request row, `call.onOpen`, leased work, evidence run) goes to the
- * group-commit writer, ahead of the receipt's records (one writer, FIFO). The credit stays taken
- * until the hold is written. When neither waits here, the work waits in the store for its next
- * poll or free slot (on any instance): it is announced once the opening committed.
+ * The opening (request row, `call.onOpen`, leased work, evidence run) goes to the group-commit
+ * writer, ahead of the receipt's records (one writer, FIFO). No hold is written (DESIGN.md
+ * section 7, revised 2026-11-27): the credit stays taken in memory until the request's charge has
+ * committed or it ended without one (`RunningAttempts.open`), and the charge draws its cents from
+ * this instance's reservation, which the request's row names (`credit`). When neither waits here,
+ * the work waits in the store for its next poll or free slot (on any instance): it is announced
+ * once the opening committed.
  */
 export async function openRequest(
   ctx: ServiceContext,
@@ -196,7 +199,7 @@ export async function openRequest(
       cents,
       decision,
       dispatched: handoff !== undefined,
-      holdId: newId('hold'),
+      instanceId: ctx.reservations.instanceId,
       leaseExpiresAt: new Date(Date.now() + ctx.config.leaseSeconds * 1000),
       openedAt: new Date(),
       eventRows: ctx.config.log.gatewayEventRows,
@@ -210,15 +213,12 @@ export async function openRequest(
     opening = handoff
       ? ctx.writer.enqueueAs(openings, { ctx, o }, { waitMs })
       : ctx.db.transaction((tx) => writeOpening(ctx, tx, o));
-    opening.then(
-      () => credit.release(),
-      (err: unknown) => {
-        credit.release();
-        ctx.log.error({ err, request_id: call.id }, 'gateway: the opening of a dispatched request failed to write');
-      },
-    );
+    opening.catch((err: unknown) => {
+      ctx.log.error({ err, request_id: call.id }, 'gateway: the opening of a dispatched request failed to write');
+    });
     // Known to this process before the node can answer, so its receipt can be checked in memory.
-    ctx.hub.attempts.open(request, opening, handoff ? () => ctx.writer.hurry() : undefined);
+    // The credit goes back once the request is forgotten here: charged and committed, or ended.
+    ctx.hub.attempts.open(request, { opening, credit, ...(handoff ? { hurry: () => ctx.writer.hurry() } : {}) });
     if (handoff) {
       const work = { ...openedWork(o), ticket: ticketOf(ctx, o) };
       if (handoff.deliver([work])) {
@@ -247,7 +247,8 @@ interface Opening {
   decision: Extract<RouteDecision, { node: unknown }>;
   /** Handed to a poll waiting in this process (the work row is stored dispatched). */
   dispatched: boolean;
-  holdId: string;
+  /** The instance whose credit reservation the maximum cost was taken from (its charge draws on it). */
+  instanceId: string;
   leaseExpiresAt: Date;
   /** The request's `created_at`: its opening events are stamped with it. */
   openedAt: Date;
@@ -277,8 +278,9 @@ function maxUnitsField(call: GatewayCall): { max_units?: number } {
 
 /** The request row as the opening writes it (and as this process knows it before the write). */
 function openedRequest(o: Opening): GatewayRequestRow {
-  const { principal, call, workId, decision, holdId } = o;
+  const { principal, call, workId, decision } = o;
   const node = decision.node;
+  const credit: RequestCredit = { instance_id: o.instanceId, cents: o.cents };
   return {
     id: call.id,
     org_id: principal.orgId,
@@ -288,12 +290,13 @@ function openedRequest(o: Opening): GatewayRequestRow {
     stream: call.stream,
     node_id: node.id,
     work_id: workId,
-    hold_id: holdId,
+    hold_id: null,
     metadata: {
       jurisdiction: call.route.jurisdiction ?? null,
       strict_jurisdiction: call.route.strict_jurisdiction ?? null,
       requires_tee: call.route.requires_tee ?? false,
       attempts: [{ node_id: node.id, work_id: workId }],
+      credit,
       ...maxUnitsField(call),
       ...(call.audit ? { audit: call.audit } : {}),
       ...openingFactsOf(o),
@@ -348,15 +351,13 @@ function ticketOf(ctx: ServiceContext, o: Opening) {
 }
 
 /**
- * `openRequest`'s records, in a flush of the writer: the request row, the hold (drawn from the
- * reservation the credit was taken from), what `call.onOpen` adds, the leased work and the
- * request's evidence run. Nothing when the request is already stored: a receipt arriving with the
+ * `openRequest`'s records, in a flush of the writer: the request row, what `call.onOpen` adds, the
+ * leased work and the request's evidence run (no hold: the credit is taken in memory). Nothing when the request is already stored: a receipt arriving with the
  * work's ticket rebuilt the opening first (ticket.ts, rebuild.ts).
  */
 async function writeOpening(ctx: ServiceContext, tx: Queryable, o: Opening): Promise<void> {
   const parts = openingParts(ctx, o);
   if (!(await insertGatewayRequest(tx, parts.request))) return;
-  await ctx.ledger.within(tx).hold(parts.hold.orgId, parts.hold.cents, parts.hold.ref, { id: parts.hold.id });
   await o.call.onOpen?.(tx);
   const work = await insertLeasedWork(tx, parts.work);
   const run = await openRunOf(tx, parts);
@@ -411,13 +412,12 @@ async function openRunsOf(tx: Queryable, all: readonly ReturnType<typeof opening
 
 /** The records an opening writes, as data: `writeOpening` writes one, `openings` many in one flush. */
 function openingParts(ctx: ServiceContext, o: Opening) {
-  const { principal, call, workId, cents, decision, holdId } = o;
+  const { principal, call, workId, decision } = o;
   const asked = policyOfCall(call);
   const policy = requestPolicy(asked);
   const policy_id = policyId(policy);
   return {
     request: openedRequest(o),
-    hold: { id: holdId, orgId: principal.orgId, cents, ref: call.id },
     work: {
       ...workPayload(call),
       id: workId,
@@ -448,7 +448,6 @@ function openingParts(ctx: ServiceContext, o: Opening) {
         },
         ...(call.evidence ?? []),
         policyEvaluated(policy, policyText(asked), policy_id),
-        ledgerHeld(holdId, cents, 'request.received'),
         ...routedEvents(routingFacts(decision), workId, 1),
       ],
     },
@@ -457,8 +456,7 @@ function openingParts(ctx: ServiceContext, o: Opening) {
 
 /**
  * The openings of one flush with a constant number of statements: the request rows (those not
- * stored yet: a receipt's ticket may have rebuilt one), the holds (`holdMany`), what each
- * `call.onOpen` adds, the work rows and the evidence runs, each one multi-row statement, in the
+ * stored yet: a receipt's ticket may have rebuilt one), what each `call.onOpen` adds, the work rows and the evidence runs, each one multi-row statement, in the
  * same rows as `writeOpening` for each. Throws (having written part) when one of them cannot be
  * written: the flush fails, and the writer writes them one by one.
  */
@@ -469,7 +467,6 @@ async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Op
     all.map((a) => a.parts.request),
   );
   const fresh = all.filter((a) => inserted.has(a.parts.request.id));
-  await ctx.ledger.within(tx).holdMany(fresh.map((a) => a.parts.hold));
   for (const { o } of fresh) await o.call.onOpen?.(tx);
   await insertLeasedWorks(
     tx,
@@ -491,9 +488,8 @@ async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Op
  * The writer's kind for openings handed over with their work (rank 1: before the receipts of the
  * same flush). One opening is written as `writeOpening`; several together by `writeOpenings`; one
  * whose receipt is in the same flush is left to that receipt's batch, which writes it completed.
- * Should that fail (a hold that does not fit the reservation, say), the flush fails and the
- * writer writes each of its items again alone, so a refused opening fails alone with today's
- * error. No savepoint: a flush costs no statement more than its writes.
+ * Should that fail, the flush fails and the writer writes each of its items again alone, so a
+ * refused opening fails alone with its own error. No savepoint: a flush costs no statement more than its writes.
  */
 const openings: WriteKind<{ ctx: ServiceContext; o: Opening }, undefined> = {
   name: 'gateway openings',
@@ -507,7 +503,6 @@ const openings: WriteKind<{ ctx: ServiceContext; o: Opening }, undefined> = {
       stageOpening(tx, {
         request: parts.request,
         work: { ...openedWork(o), lease_seconds: parts.work.lease_seconds, dispatched: o.dispatched },
-        hold: parts.hold,
         run: parts.run,
       });
       return false;
@@ -727,7 +722,11 @@ export async function driveRequest<T>(
         }
         if (action.type === 'complete') {
           const completion = item.kind === 'ended' ? item.completion : undefined;
-          return sink.complete(await finishedOf(ctx, call, current.attempt, completion), state);
+          const finished = await finishedOf(ctx, call, current.attempt, completion);
+          // Charged by another instance (its node's receipt reached it): that charge drew on this
+          // instance's reservation, which this process learns before its credit goes back.
+          if (!completion) await ctx.reservations.resync(principal.orgId);
+          return sink.complete(finished, state);
         }
         if (action.type !== 'end') continue;
         const { ending } = action;
@@ -808,7 +807,7 @@ const answerSink: DriveSink<Finished> = {
  * Runs a request to its end, not streamed: dispatches it, waits for the node's receipt, and on a
  * node failure or lost lease before any result retries once on another eligible node. Throws
  * 503 `no_capacity` (no node), 402, 502 `upstream_error` (the node failed) or 504 `timeout`
- * (`SVC_GATEWAY_TIMEOUT_MS`, or the node went silent); the hold is released on every failure.
+ * (`SVC_GATEWAY_TIMEOUT_MS`, or the node went silent); nothing is charged on a failure.
  * An aborted `signal` cancels the request (and its work) and throws `timeout`.
  *
  * @example
@@ -859,7 +858,8 @@ async function step(
 
 /**
  * Ends requests that an instance left running when it stopped (crash, kill -9): past the gateway
- * timeout by a minute, they are `timeout`, their work cancelled and their hold released. Safe on
+ * timeout by a minute, they are `timeout`, their work cancelled (a hold, when an older request
+ * has one, released). Safe on
  * several instances at once (each request is closed once).
  */
 export async function sweepStaleRequests(ctx: ServiceContext): Promise<number> {

@@ -83,8 +83,58 @@ export function gatewayReceiptMetadata(request: GatewayRequestRow, node: NodeRow
 }
 
 /**
- * Settles (or releases) the request's hold and credits the serving node's organization its
- * earning; returns the charge (whole cents and exact micro-CAD) and the ledger's evidence event.
+ * Where a request's maximum cost was set aside, as its row keeps it (`metadata.credit`): the
+ * instance whose credit reservation it was taken from in memory (null: none, a request rebuilt
+ * from its ticket) and the cents, which cap its charge. No hold row (DESIGN.md section 7, revised
+ * 2026-11-27).
+ */
+export interface RequestCredit {
+  instance_id: string | null;
+  cents: number;
+}
+
+/** The request's {@link RequestCredit}; undefined for a request opened with a hold (before 2026-11-28), or with neither. */
+export function creditOf(request: Pick<GatewayRequestRow, 'metadata'>): RequestCredit | undefined {
+  const c = request.metadata.credit;
+  if (typeof c !== 'object' || c === null) return undefined;
+  const { instance_id, cents } = c as Record<string, unknown>;
+  if (typeof cents !== 'number' || !Number.isSafeInteger(cents) || cents < 0) return undefined;
+  return { instance_id: typeof instance_id === 'string' ? instance_id : null, cents };
+}
+
+/** The ledger's postings for a request charged `usage` (and its node's earning): as one charge and as its hold's settling. */
+function chargePostings(request: GatewayRequestRow, what: string, node: Pick<NodeRow, 'id' | 'org_id'> | undefined) {
+  return {
+    options: { description: `${request.type} ${request.model}: ${what}`, ref: request.id },
+    earn: node && {
+      orgId: node.org_id,
+      options: { description: `${request.type} ${request.id} on ${node.id}`, ref: request.id },
+    },
+  };
+}
+
+/**
+ * Logs a charge cut to the credit left: the reservation its maximum cost was taken from is gone
+ * (its instance died and the reservation was reclaimed and spent) or never was (rebuilt from its
+ * ticket), and the unreserved balance could not cover it (docs/billing.md, "Charges cut short").
+ */
+function warnCut(
+  ctx: ServiceContext,
+  request: GatewayRequestRow,
+  usageMicro: number,
+  outcome: { charged_micro: number },
+) {
+  ctx.log.warn(
+    { request_id: request.id, org_id: request.org_id, usage_micro: usageMicro, charged_micro: outcome.charged_micro },
+    'gateway: a charge was cut to the credit left; the request is charged at most what was there',
+  );
+}
+
+/**
+ * Charges the request `usage` and credits the serving node's organization its earning: drawn from
+ * the reservation its credit was taken from (no hold), or, for a request opened with a hold, by
+ * settling (or releasing) that hold. Returns the charge (whole cents and exact micro-CAD) and the
+ * ledger's evidence event.
  */
 async function charge(
   ctx: ServiceContext,
@@ -95,20 +145,38 @@ async function charge(
   what: string,
   cause: string,
 ) {
-  if (!request.hold_id) return { charged: 0, chargedMicro: 0, events: [] };
+  const credit = creditOf(request);
+  if (!request.hold_id && !credit) return { charged: 0, chargedMicro: 0, events: [] };
   const micro = costMicro(request.model, usage);
+  const { options, earn } = chargePostings(request, what, node);
+  const ledger = ctx.ledger.within(tx);
+  if (!request.hold_id) {
+    if (micro === 0) return { charged: 0, chargedMicro: 0, events: [] };
+    const [outcome] = await ledger.chargeReserved([
+      {
+        orgId: request.org_id,
+        instanceId: credit?.instance_id ?? null,
+        usageMicro: micro,
+        capCents: credit?.cents ?? 0,
+        options,
+        ...(earn ? { earn } : {}),
+      },
+    ]);
+    if (!outcome) throw new Error('the ledger charged nothing');
+    if (outcome.cut) warnCut(ctx, request, micro, outcome);
+    return {
+      charged: outcome.charged_cents,
+      chargedMicro: outcome.charged_micro,
+      events: [ledgerCharged(null, outcome, outcome.earning?.transaction ?? null, cause)],
+    };
+  }
+  // A request opened with a hold (before 2026-11-28): its hold is settled or released.
   if (micro === 0) {
-    const { released_cents } = await ctx.ledger.within(tx).release(request.hold_id);
+    const { released_cents } = await ledger.release(request.hold_id);
     return { charged: 0, chargedMicro: 0, events: [ledgerReleased(request.hold_id, released_cents, cause)] };
   }
-  const settled = await ctx.ledger
-    .within(tx)
-    .settle(request.hold_id, micro, { description: `${request.type} ${request.model}: ${what}`, ref: request.id });
-  const earned = node
-    ? await ctx.ledger
-        .within(tx)
-        .earn(node.org_id, settled, { description: `${request.type} ${request.id} on ${node.id}`, ref: request.id })
-    : null;
+  const settled = await ledger.settle(request.hold_id, micro, options);
+  const earned = earn ? await ledger.earn(earn.orgId, settled, earn.options) : null;
   return {
     charged: settled.charged_cents,
     chargedMicro: settled.charged_micro,
@@ -218,14 +286,15 @@ export interface ReceiptCompletion {
   run?: RunHead;
   /**
    * Its opening when this flush has not written it (fresh.ts, StagedOpening): the request row is
-   * inserted completed, the hold taken and closed at once, the run inserted whole and signed.
+   * inserted completed, the run inserted whole (and signed when its events are rows).
    */
-  opening?: Pick<StagedOpening, 'hold' | 'run' | 'order'>;
+  opening?: Pick<StagedOpening, 'run'>;
 }
 
 /**
  * {@link completeFromReceipt} for many requests with a constant number of statements (a flush of
- * the group-commit writer): the holds closed by one `closeMany` of the ledger, the requests closed
+ * the group-commit writer): the charges written by one `chargeReserved` of the ledger (an older
+ * request's hold closed by one `closeMany`), the requests closed
  * by one statement, their evidence runs signed by `closeRuns`. The same rows, amounts, events and
  * certificates as `completeFromReceipt` called for each in order. Every request must be locked and
  * running (checked by the caller); throws when one is not, writing nothing more.
@@ -237,51 +306,61 @@ export async function completeManyFromReceipts(
 ): Promise<GatewayRequestRow[]> {
   const plans = done.map((d) => {
     const usage = requestUsage(d.request, d.receipt.metering_units, d.work.usage);
+    const credit = creditOf(d.request);
     const holdId = d.request.hold_id;
-    const micro = holdId ? costMicro(d.request.model, usage) : 0;
-    return { d, usage, holdId, micro };
+    const micro = holdId || credit ? costMicro(d.request.model, usage) : 0;
+    const what = `${describeUsage(usage)} on ${d.node.id}`;
+    return { d, usage, holdId, credit: holdId ? undefined : credit, micro, ...chargePostings(d.request, what, d.node) };
   });
-  const closings = plans.flatMap(({ d, usage, holdId, micro }): HoldClosing[] => {
-    if (!holdId) return [];
-    if (micro === 0) return [{ holdId, release: true }];
-    return [
-      {
-        holdId,
-        usageMicro: micro,
-        options: {
-          description: `${d.request.type} ${d.request.model}: ${describeUsage(usage)} on ${d.node.id}`,
-          ref: d.request.id,
-        },
-        earn: {
-          orgId: d.node.org_id,
-          options: { description: `${d.request.type} ${d.request.id} on ${d.node.id}`, ref: d.request.id },
-        },
-      },
-    ];
-  });
-  // The holds of the openings left to this batch, taken in the order they were opened.
-  const takes = plans
-    .flatMap(({ d }) => (d.opening ? [d.opening] : []))
-    .sort((a, b) => a.order - b.order)
-    .map((o) => o.hold);
   const ledger = ctx.ledger.within(tx);
-  const closed = takes.length > 0 ? await ledger.holdAndCloseMany(takes, closings) : await ledger.closeMany(closings);
-  let next = 0;
-  const ends = plans.map(({ holdId }) => {
-    if (!holdId) return { charged: 0, chargedMicro: 0, events: [] as EvidenceEvent[] };
-    const outcome = closed[next++];
-    if (!outcome) throw new Error('the ledger closed fewer holds than asked');
+  // Charged from the reservation their credit was taken from: no hold (DESIGN.md section 7).
+  const reserved = plans.filter((p) => p.credit && p.micro > 0);
+  const charged = await ledger.chargeReserved(
+    reserved.map((p) => ({
+      orgId: p.d.request.org_id,
+      instanceId: p.credit?.instance_id ?? null,
+      usageMicro: p.micro,
+      capCents: p.credit?.cents ?? 0,
+      options: p.options,
+      ...(p.earn ? { earn: p.earn } : {}),
+    })),
+  );
+  // Requests opened with a hold (before 2026-11-28) settle or release it.
+  const held = plans.filter((p) => p.holdId);
+  const closings = held.map(({ holdId, micro, options, earn }): HoldClosing => {
+    const id = holdId ?? '';
+    if (micro === 0) return { holdId: id, release: true };
+    return { holdId: id, usageMicro: micro, options, ...(earn ? { earn } : {}) };
+  });
+  const closed = closings.length > 0 ? await ledger.closeMany(closings) : [];
+  const chargeOf = new Map(reserved.map((p, i) => [p, charged[i]]));
+  reserved.forEach((p, i) => {
+    const outcome = charged[i];
+    if (outcome?.cut) warnCut(ctx, p.d.request, p.micro, outcome);
+  });
+  const closingOf = new Map(held.map((p, i) => [p, closed[i]]));
+  const ends = plans.map((p) => {
+    const none = { charged: 0, chargedMicro: 0, events: [] as EvidenceEvent[] };
+    const reservedCharge = chargeOf.get(p);
+    if (reservedCharge)
+      return {
+        charged: reservedCharge.charged_cents,
+        chargedMicro: reservedCharge.charged_micro,
+        events: [ledgerCharged(null, reservedCharge, reservedCharge.earning?.transaction ?? null, 'receipt.verified')],
+      };
+    const outcome = closingOf.get(p);
+    if (!p.holdId || !outcome) return none;
     if ('release' in outcome)
       return {
         charged: 0,
         chargedMicro: 0,
-        events: [ledgerReleased(holdId, outcome.released_cents, 'receipt.verified')],
+        events: [ledgerReleased(p.holdId, outcome.released_cents, 'receipt.verified')],
       };
     const { settlement, earning } = outcome;
     return {
       charged: settlement.charged_cents,
       chargedMicro: settlement.charged_micro,
-      events: [ledgerCharged(holdId, settlement, earning?.transaction ?? null, 'receipt.verified')],
+      events: [ledgerCharged(p.holdId, settlement, earning?.transaction ?? null, 'receipt.verified')],
     };
   });
   const now = new Date();
@@ -388,10 +467,21 @@ export async function endRequest(
   },
 ): Promise<number | undefined> {
   // A receipt checked in memory already answered it and completes it behind the answer: the
-  // request ends once, completed (decided synchronously, before any await).
-  if (!ctx.hub.attempts.end(requestId)) return undefined;
-  // Its opening may still be in the writer: the request is ended once it is in the store.
-  await openingsSettled(ctx.hub.attempts, [requestId]);
+  // request ends once, completed (decided synchronously, before any await). Its credit goes back
+  // once this ending's records (which may charge it) are committed.
+  let ended = () => undefined as void;
+  if (!ctx.hub.attempts.end(requestId, new Promise<void>((resolve) => (ended = resolve)))) return undefined;
+  try {
+    // Its opening may still be in the writer: the request is ended once it is in the store.
+    await openingsSettled(ctx.hub.attempts, [requestId]);
+    return await endInStore(ctx, requestId, end);
+  } finally {
+    ended();
+  }
+}
+
+/** {@link endRequest}'s transaction: the request closed, charged what `end` bills, its run closed. */
+function endInStore(ctx: ServiceContext, requestId: string, end: Parameters<typeof endRequest>[2]) {
   return ctx.db.transaction(async (tx) => {
     const seen = await findGatewayRequest(tx, requestId);
     if (!seen || seen.status !== 'running') return undefined;

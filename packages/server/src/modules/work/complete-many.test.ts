@@ -30,7 +30,7 @@ import { receiptIdOf } from '../receipts/store.js';
  * `writeOpenings`, `completeMany`) leave exactly the rows that today's one-by-one `writeOpening`
  * and `applyReceipt` leave: two identical worlds (two
  * buyers, one with paid and free-tier credit, one on a small balance whose free tier runs out;
- * an operator; chat and embeddings; usage with carries, a release, a capped charge, a request
+ * an operator; chat and embeddings; usage with carries, a request costing nothing, a capped charge, a request
  * ended before its receipt), one applied one by one, the other in one flush, compared row by row
  * with ids, keys and times replaced by their order of appearance. A completed request's evidence
  * events are not rows (DESIGN.md section 11, revised 2026-11-27): they are compared as the
@@ -51,7 +51,7 @@ const SPECS: Spec[] = [
   { buyer: 0, kind: 'chat', units: 13_037, promptTokens: 12 },
   { buyer: 1, kind: 'chat', units: 21_900, promptTokens: 700 }, // the free tier runs out here
   { buyer: 0, kind: 'embeddings', units: 91 },
-  { buyer: 1, kind: 'chat', units: 0 }, // costs nothing: the hold is released
+  { buyer: 1, kind: 'chat', units: 0 }, // costs nothing: no ledger row at all
   { buyer: 0, kind: 'chat', units: 5, promptTokens: 5 },
   { buyer: 1, kind: 'chat', units: 4_400, promptTokens: 3, ended: true }, // refused in the middle
   { buyer: 0, kind: 'chat', units: 30_282, promptTokens: 1 }, // its metering bound (30,282): the most it may sign
@@ -144,7 +144,8 @@ async function buildWorld(mode: Mode, specs: readonly Spec[] = SPECS): Promise<W
     // Two flushes (up to the request that ends, and the rest), each writing its openings as one batch.
     const flushes = specs.some((s) => s.ended) ? 2 : 1;
     expect(statements.filter((s) => s.startsWith('INSERT INTO gateway_requests'))).toHaveLength(flushes);
-    expect(statements.filter((s) => s.includes('INSERT INTO credit_holds'))).toHaveLength(flushes);
+    // No hold rows (DESIGN.md section 7, revised 2026-11-27).
+    expect(statements.filter((s) => s.includes('credit_holds'))).toHaveLength(0);
     expect(statements.filter((s) => s.startsWith('INSERT INTO work_items'))).toHaveLength(flushes);
     expect(statements.filter((s) => s.includes('INSERT INTO evidence_runs'))).toHaveLength(flushes);
   }
@@ -213,7 +214,8 @@ const VOLATILE = new Set([
   'signer_key_id',
   'expires_at',
 ]);
-const ID = /\b(?:tx|hold|wrk|run|evt|rcpt|org|buy|node|key|chatcmpl|emb|x|pol)[_-][0-9a-z]{10,}\b|\b[0-9a-f]{64,}\b/g;
+const ID =
+  /\b(?:tx|hold|wrk|run|evt|rcpt|org|buy|node|key|chatcmpl|emb|x|pol|inst)[_-][0-9a-z]{10,}\b|\b[0-9a-f]{64,}\b/g;
 // Routing counts the node's open work from the store: openings still queued in the writer are not
 // counted, so this figure depends on when the openings commit, not on how they are written. It is
 // in the request row's metadata (its opening facts: an object) and in text (event rows, summaries).
@@ -388,8 +390,8 @@ describe('gateway openings and receipts written as batches', () => {
 
     expect(await snapshot(many)).toEqual(await snapshot(one));
     // The script covers what it claims: whole cents moved with carries, free-tier credit spent
-    // and earned, a hold released; a receipt at its metering bound, charged less than its hold
-    // (a signed receipt can no longer reach the cap: issue 40 point 6).
+    // and earned, a request costing nothing; a receipt at its metering bound, charged less than
+    // its maximum cost (a signed receipt can no longer reach the cap: issue 40 point 6).
     const ledger = (
       await many.t.ctx.db.query<{ tx_type: string; amount_cents: number; amount_micro: number; free_micro: number }>(
         'SELECT tx_type, amount_cents, amount_micro, free_micro FROM credit_transactions',
@@ -401,9 +403,10 @@ describe('gateway openings and receipts written as batches', () => {
     expect(charges.some((r) => r.amount_micro !== r.amount_cents * 10_000)).toBe(true);
     expect(charges.some((r) => r.free_micro < 0 && r.free_micro > r.amount_micro)).toBe(true); // free tier ran out mid-charge
     expect(ledger.some((r) => r.tx_type === 'earning' && r.free_micro > 0)).toBe(true);
-    expect(ledger.filter((r) => r.tx_type === 'release' && r.amount_micro === 0).length).toBe(charges.length + 2);
+    // No hold, so nothing is released (DESIGN.md section 7, revised 2026-11-27).
+    expect(ledger.filter((r) => ['hold', 'release'].includes(r.tx_type))).toEqual([]);
     const capped = await many.t.ctx.db.query<{ capped: boolean }>(
-      'SELECT g.charged_micro = h.amount_cents * 10000 AS capped FROM gateway_requests g JOIN credit_holds h ON h.id = g.hold_id WHERE g.id = $1',
+      "SELECT g.charged_micro = (g.metadata->'credit'->>'cents')::bigint * 10000 AS capped FROM gateway_requests g WHERE g.id = $1",
       [many.requestIds[6]],
     );
     expect(capped.rows).toEqual([{ capped: false }]);
@@ -503,7 +506,6 @@ describe('gateway openings and receipts written as batches', () => {
       expect(graph.events.map((e) => e.event_type)).toEqual([
         'request.received',
         'policy.evaluated',
-        'ledger.held',
         'routing.decided',
         'request.assigned',
         'receipt.submitted',
@@ -573,12 +575,12 @@ describe('gateway openings and receipts written as batches', () => {
     ['alone in their flush', false],
     ['with their receipts in the flush', true],
   ])(
-    'openings %s: one whose hold no longer fits fails alone, the flush is retried item by item, the others are written',
+    'openings %s whose promised credit a hold took meanwhile in the store: all written in one batch (no hold to refuse: DESIGN.md section 7), charged from what is there',
     async (_, withReceipts) => {
       const t = await createTestApp({ env: { ...ENV, SVC_WRITER_FLUSH_MS: '60000' } });
       try {
         const buyer = await signUp(t.app);
-        // 6 cents: three holds of 2 cents each (tinyllama, max_tokens 8).
+        // 6 cents: three maximum costs of 2 cents each (tinyllama, max_tokens 8), taken in memory.
         await t.ctx.ledger.credit(buyer.orgId, 3, { txType: 'topup', description: 'card' });
         const node = await createTestNode(t.app, await createKey(t.app, await signUp(t.app), ['operator']), {
           models: ['tinyllama'],
@@ -618,33 +620,25 @@ describe('gateway openings and receipts written as batches', () => {
         onTransactionStatements(t.ctx.db, (sql) => sql.startsWith('INSERT INTO gateway_requests') && inserts.push(sql));
         await t.ctx.writer.settled();
         vi.restoreAllMocks();
-        // The flush of three failed; each was written again alone: two fit, the third is refused.
-        // With their receipts, the batch inserted the requests completed (after the ledger, which refused).
-        expect(inserts.map((sql) => (sql.includes('unnest') ? 'batch' : 'alone'))).toEqual(
-          withReceipts ? ['alone', 'alone', 'alone'] : ['batch', 'alone', 'alone', 'alone'],
-        );
+        // Before 2026-11-28 the openings' holds no longer fitted: the flush failed and was retried
+        // item by item, and the third request was refused after its node had done the work. Now
+        // the flush writes no hold: one batch, every request stored (with its receipt, completed).
+        expect(inserts.map((sql) => (sql.includes('unnest') ? 'batch' : 'alone'))).toEqual(['batch']);
         const outcomes = await applied;
-        if (withReceipts) {
-          expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
-          expect(((outcomes[2] as PromiseRejectedResult).reason as Error).message).toBe(
-            `no work for ${ids[2]} was leased to this node`,
-          );
-        }
-        const { rows } = await t.ctx.db.query<{ id: string }>('SELECT id FROM gateway_requests WHERE id = ANY($1)', [
-          ids,
-        ]);
-        expect(rows.map((r) => r.id).sort()).toEqual(ids.slice(0, 2).sort());
-        expect(t.logs.text()).toContain('insufficient credits');
-        // Without receipts two holds of 2 are held; with them those two are closed (charged less
-        // than a cent each: carried), one charge row each.
-        expect(await t.ctx.ledger.balance(buyer.orgId)).toMatchObject({
-          balance_cents: 6,
-          held_cents: withReceipts ? 1 : 5,
-        });
-        const charges = await t.ctx.db.query<{ ref: string }>(
-          "SELECT ref FROM credit_transactions WHERE tx_type = 'charge' ORDER BY ref",
+        expect(outcomes.map((o) => o.status)).toEqual(withReceipts ? ['fulfilled', 'fulfilled', 'fulfilled'] : []);
+        const { rows } = await t.ctx.db.query<{ id: string; status: string }>(
+          'SELECT id, status FROM gateway_requests WHERE id = ANY($1) ORDER BY id',
+          [ids],
         );
-        expect(charges.rows.map((r) => r.ref)).toEqual(withReceipts ? ids.slice(0, 2).sort() : []);
+        expect(rows).toEqual([...ids].sort().map((id) => ({ id, status: withReceipts ? 'completed' : 'running' })));
+        // The 1-cent hold is the only one; each completed request has its charge (less than a cent,
+        // carried) and nothing else on the buyer's ledger.
+        expect(await t.ctx.ledger.balance(buyer.orgId)).toMatchObject({ balance_cents: 6, held_cents: 1 });
+        const ledger = await t.ctx.db.query<{ ref: string; tx_type: string }>(
+          'SELECT ref, tx_type FROM credit_transactions WHERE org_id = $1 AND ref = ANY($2) ORDER BY ref',
+          [buyer.orgId, ids],
+        );
+        expect(ledger.rows).toEqual(withReceipts ? [...ids].sort().map((ref) => ({ ref, tx_type: 'charge' })) : []);
         expect((await reconcileAccount(t.ctx.db, buyer.orgId)).consistent).toBe(true);
       } finally {
         vi.restoreAllMocks();
