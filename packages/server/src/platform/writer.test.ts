@@ -106,9 +106,8 @@ describe('the group-commit writer', () => {
   });
 
   /** A batched kind inserting all its items with one statement; records each call's items. */
-  const batchedInsert = (rank: number, calls: number[][]): WriteKind<number, number> => ({
-    name: `insert-${rank}`,
-    rank,
+  const batchedInsert = (tag: number, calls: number[][]): WriteKind<number, number> => ({
+    name: `insert-${tag}`,
     async writeMany(tx, ns) {
       calls.push([...ns]);
       await tx.query('INSERT INTO writer_test (n) SELECT unnest($1::int[])', [ns]);
@@ -129,48 +128,25 @@ describe('the group-commit writer', () => {
     await writer.close();
   });
 
-  it('runs the kinds of a flush in ascending rank, plain writes first, whatever the enqueue order', async () => {
+  it('runs plain writes first, then each kind in the order its first item was queued', async () => {
     const order: string[] = [];
-    const late: WriteKind<number, number> = {
-      name: 'late',
-      rank: 2,
-      writeMany: async (_tx, ns) => (order.push(`late ${ns.join(',')}`), [...ns]),
+    const first: WriteKind<number, number> = {
+      name: 'first',
+      writeMany: async (_tx, ns) => (order.push(`first ${ns.join(',')}`), [...ns]),
     };
-    const early: WriteKind<number, number> = {
-      name: 'early',
-      rank: 1,
-      writeMany: async (_tx, ns) => (order.push(`early ${ns.join(',')}`), [...ns]),
+    const second: WriteKind<number, number> = {
+      name: 'second',
+      writeMany: async (_tx, ns) => (order.push(`second ${ns.join(',')}`), [...ns]),
     };
     const writer = createWriter({ db, log: quiet, flushMs: 20 });
     await Promise.all([
-      writer.enqueueAs(late, 1),
-      writer.enqueueAs(early, 2),
+      writer.enqueueAs(first, 1),
+      writer.enqueueAs(second, 2),
       writer.enqueue(async () => order.push('plain')),
-      writer.enqueueAs(late, 3),
-      writer.enqueueAs(early, 4),
+      writer.enqueueAs(first, 3),
+      writer.enqueueAs(second, 4),
     ]);
-    expect(order).toEqual(['plain', 'early 2,4', 'late 1,3']);
-    await writer.close();
-  });
-
-  it("stages every kind's items of a flush, in its transaction, before any kind writes", async () => {
-    const order: string[] = [];
-    const staged = new WeakMap<Queryable, number[]>();
-    const late: WriteKind<number, number> = {
-      name: 'late',
-      rank: 2,
-      stage: (tx, ns) => (order.push(`stage late ${ns.join(',')}`), staged.set(tx, [...ns])),
-      writeMany: async (_tx, ns) => (order.push(`late ${ns.join(',')}`), [...ns]),
-    };
-    const early: WriteKind<number, number> = {
-      name: 'early',
-      rank: 1,
-      // What the later kind holds in this same flush is known here.
-      writeMany: async (tx, ns) => (order.push(`early ${ns.join(',')} sees ${staged.get(tx)?.join(',')}`), [...ns]),
-    };
-    const writer = createWriter({ db, log: quiet, flushMs: 20 });
-    await Promise.all([writer.enqueueAs(early, 2), writer.enqueueAs(late, 1), writer.enqueueAs(late, 3)]);
-    expect(order).toEqual(['stage late 1,3', 'early 2 sees 1,3', 'late 1,3']);
+    expect(order).toEqual(['plain', 'first 1,3', 'second 2,4']);
     await writer.close();
   });
 
@@ -197,7 +173,7 @@ describe('the group-commit writer', () => {
   });
 
   it('a kind returning too few values fails its flush instead of resolving items with nothing', async () => {
-    const short: WriteKind<number, number> = { name: 'short', rank: 1, writeMany: async () => [] };
+    const short: WriteKind<number, number> = { name: 'short', writeMany: async () => [] };
     const writer = createWriter({ db, log: quiet, flushMs: 5 });
     await expect(writer.enqueueAs(short, 1)).rejects.toThrow('short returned 0 values for 1 items');
     await writer.close();
@@ -208,7 +184,6 @@ describe('the group-commit writer', () => {
     const errors: unknown[] = [];
     const odd: WriteKind<number, number> = {
       name: 'even only',
-      rank: 1,
       async writeMany(tx, ns) {
         const even = ns.filter((n) => n % 2 === 0);
         await tx.query('INSERT INTO writer_test (n) SELECT unnest($1::int[])', [even]);

@@ -34,13 +34,13 @@ export interface Writer {
 }
 
 /**
- * A kind of record write that a flush writes many at a time. A flush runs its kinds in ascending
- * `rank` (a request's opening before its completion; plain writes have rank 0), each kind's items
- * in enqueue order, all in the flush's one transaction.
+ * A kind of record write that a flush writes many at a time. A flush runs its plain writes first,
+ * then each kind in the order its first item was queued, each kind's items in enqueue order, all
+ * in the flush's one transaction. Records that must be written in a given order relative to each
+ * other belong to one kind, which orders them itself (the gateway's: gateway/flush.ts).
  */
 export interface WriteKind<I, T> {
   readonly name: string;
-  readonly rank: number;
   /**
    * Writes `items` inside `tx` and returns one value per item, in order: a {@link WriteFailure}
    * for an item refused on its own (whose writes the kind rolled back, e.g. to a savepoint), which
@@ -48,12 +48,6 @@ export interface WriteKind<I, T> {
    * is then written again alone (a batch of one in its own transaction), so one bad item fails alone.
    */
   writeMany(tx: Queryable, items: readonly I[]): Promise<(T | WriteFailure)[]>;
-  /**
-   * Called with the kind's items of a flush, inside its transaction, before any kind writes:
-   * lets a kind tell another what the flush holds (a request's receipt, so that its opening is
-   * written by the receipt's batch instead of by its own). Writes nothing.
-   */
-  stage?(tx: Queryable, items: readonly I[]): void;
 }
 
 /** What `writeMany` returns for an item that failed alone: its promise rejects with `error`. */
@@ -82,7 +76,6 @@ type PlainWrite = (tx: Queryable) => Promise<unknown>;
 /** Plain `enqueue` writes: each its own call, in enqueue order. */
 const plain: WriteKind<PlainWrite, unknown> = {
   name: 'plain',
-  rank: 0,
   async writeMany(tx, writes) {
     const out: unknown[] = [];
     for (const write of writes) out.push(await write(tx));
@@ -90,19 +83,17 @@ const plain: WriteKind<PlainWrite, unknown> = {
   },
 };
 
-/** Writes `batch` grouped by kind (ascending rank, then first appearance); values in `batch` order. */
+/** Writes `batch` grouped by kind (plain writes first, then by first appearance); values in `batch` order. */
 async function writeGrouped(tx: Queryable, batch: readonly Item[]): Promise<unknown[]> {
-  const groups = new Map<WriteKind<unknown, unknown>, number[]>();
+  const groups = new Map<WriteKind<unknown, unknown>, number[]>([[plain as WriteKind<unknown, unknown>, []]]);
   batch.forEach((item, i) => {
     const group = groups.get(item.kind);
     if (group) group.push(i);
     else groups.set(item.kind, [i]);
   });
   const values: unknown[] = new Array(batch.length);
-  const ordered = [...groups].sort((a, b) => a[0].rank - b[0].rank);
-  const itemsOf = (indexes: number[]) => indexes.map((i) => batch[i]?.value);
-  for (const [kind, indexes] of ordered) kind.stage?.(tx, itemsOf(indexes));
-  for (const [kind, indexes] of ordered) {
+  for (const [kind, indexes] of groups) {
+    if (indexes.length === 0) continue;
     const out = await kind.writeMany(
       tx,
       indexes.map((i) => batch[i]?.value),
@@ -129,7 +120,7 @@ export interface WriterOptions {
  * @example
  * const writer = createWriter({ db, log, flushMs: 2 });
  * await writer.enqueue((tx) => tx.query('UPDATE ...')); // committed once this resolves
- * const rows: WriteKind<number, number> = { name: 'rows', rank: 1, writeMany: (tx, ns) => insertAll(tx, ns) };
+ * const rows: WriteKind<number, number> = { name: 'rows', writeMany: (tx, ns) => insertAll(tx, ns) };
  * await Promise.all([writer.enqueueAs(rows, 1), writer.enqueueAs(rows, 2)]); // one insertAll call
  */
 export function createWriter(options: WriterOptions): Writer {

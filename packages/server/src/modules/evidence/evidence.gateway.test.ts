@@ -1,4 +1,5 @@
 import { verifyBundle } from '@svc/protocol/verify';
+import { COMPLETED_REQUEST_EVENTS } from '../../../test/gateway-events.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policyId } from './events.js';
 import { startGatewayFixture, type GatewayFixture, type GatewayNode } from '../../../test/gateway-fixture.js';
@@ -31,17 +32,7 @@ describe('evidence runs of gateway requests', () => {
       strict_jurisdiction: 'US',
     } as never);
     const graph = await graphOf(done.id);
-    expect(graph.events.map((e) => e.event_type)).toEqual([
-      'request.received',
-      'policy.evaluated',
-      'ledger.held',
-      'routing.decided',
-      'request.assigned',
-      'receipt.submitted',
-      'receipt.verified',
-      'ledger.charged',
-      'request.completed',
-    ]);
+    expect(graph.events.map((e) => e.event_type)).toEqual(COMPLETED_REQUEST_EVENTS);
     expect(graph.run).toMatchObject({
       job_id: done.id,
       subject_type: 'request',
@@ -50,7 +41,8 @@ describe('evidence runs of gateway requests', () => {
       jurisdiction: 'US',
       trust_tier: 'public',
     });
-    const routing = graph.events[3]?.metadata ?? {};
+    // No `ledger.held`: a gateway request writes no hold (DESIGN.md section 7, revised 2026-11-27).
+    const routing = graph.events[2]?.metadata ?? {};
     expect(routing).toMatchObject({ node_id: us.nodeId, country: 'US', candidates: 2, eligible: 1 });
     expect(String(routing.reason)).toContain('in US (strict_jurisdiction)');
     expect(graph.events[1]?.metadata).toMatchObject({ strict_jurisdiction: 'US', model: 'tinyllama' });
@@ -64,7 +56,7 @@ describe('evidence runs of gateway requests', () => {
       id: string;
       signature: string;
     }[];
-    expect(graph.events[6]?.metadata).toMatchObject({
+    expect(graph.events[5]?.metadata).toMatchObject({
       receipt_id: receipts[0]?.id,
       signature: receipts[0]?.signature,
       job_id: done.id,
@@ -98,7 +90,6 @@ describe('evidence runs of gateway requests', () => {
       expect(types).toEqual([
         'request.received',
         'policy.evaluated',
-        'ledger.held',
         'routing.decided',
         'request.assigned',
         'request.failover',
@@ -109,10 +100,10 @@ describe('evidence runs of gateway requests', () => {
         'ledger.charged',
         'request.completed',
       ]);
-      expect(graph.events[5]?.metadata).toMatchObject({ failed_node_id: ca.nodeId });
-      expect(String(graph.events[5]?.metadata.reason)).toContain('GPU fell off the bus');
-      expect(graph.events[6]?.metadata).toMatchObject({ node_id: us.nodeId, country: 'US' });
-      expect(graph.events[7]?.metadata).toMatchObject({ attempt: 2 });
+      expect(graph.events[4]?.metadata).toMatchObject({ failed_node_id: ca.nodeId });
+      expect(String(graph.events[4]?.metadata.reason)).toContain('GPU fell off the bus');
+      expect(graph.events[5]?.metadata).toMatchObject({ node_id: us.nodeId, country: 'US' });
+      expect(graph.events[6]?.metadata).toMatchObject({ attempt: 2 });
       expect((await verifyBundle(await bundleOf(done.id))).ok).toBe(true);
     } finally {
       ca.upstream?.setFailure(undefined);
@@ -130,7 +121,9 @@ describe('evidence runs of gateway requests', () => {
       expect(res.status).toBe(502);
       const runs = (await f.api('GET', '/api/v1/evidence?limit=1')).json.runs as { job_id: string }[];
       const graph = await graphOf(runs[0]?.job_id ?? '');
-      expect(graph.events.slice(-2).map((e) => e.event_type)).toEqual(['request.failed', 'ledger.released']);
+      // Nothing was held, so nothing is released: no ledger event at all.
+      expect(graph.events.at(-1)?.event_type).toBe('request.failed');
+      expect(graph.events.filter((e) => e.event_type.startsWith('ledger.'))).toEqual([]);
       expect(graph.certificate).toMatchObject({ signed: true, verified: true });
     } finally {
       ca.upstream?.setFailure(undefined);

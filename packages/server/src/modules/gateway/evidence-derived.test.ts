@@ -1,4 +1,5 @@
 import { merkleRoot } from '@svc/protocol';
+import { COMPLETED_REQUEST_EVENTS } from '../../../test/gateway-events.js';
 import { verifyBundle } from '@svc/protocol/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
@@ -73,16 +74,7 @@ describe('gateway runs without event rows', () => {
       events: { event_type: string; event_hash: string; created_at: string }[];
       certificate: Record<string, unknown>;
     };
-    expect(first.events.map((e) => e.event_type)).toEqual([
-      'request.received',
-      'policy.evaluated',
-      'routing.decided',
-      'request.assigned',
-      'receipt.submitted',
-      'receipt.verified',
-      'ledger.charged',
-      'request.completed',
-    ]);
+    expect(first.events.map((e) => e.event_type)).toEqual(COMPLETED_REQUEST_EVENTS);
     expect(merkleRoot(first.events.map((e) => e.event_hash))).toBe(run?.root_hash);
     expect(first.certificate).toMatchObject({ signed: true, verified: true, root_hash: run?.root_hash });
     const signature = (await runRow(id))?.root_signature_hex;

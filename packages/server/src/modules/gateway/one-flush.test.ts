@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { COMPLETED_REQUEST_EVENTS } from '../../../test/gateway-events.js';
 import { eventually, startGatewayFixture, type GatewayFixture } from '../../../test/gateway-fixture.js';
 import { watchPolls } from '../../../test/waits.js';
 import { verifyBundle } from '@svc/protocol/verify';
@@ -134,16 +135,7 @@ describe("a handed-over request's opening waits in the writer for its completion
       events: { event_type: string }[];
       certificate: { signed: boolean; verified: boolean };
     };
-    expect(graph.events.map((e) => e.event_type)).toEqual([
-      'request.received',
-      'policy.evaluated',
-      'routing.decided',
-      'request.assigned',
-      'receipt.submitted',
-      'receipt.verified',
-      'ledger.charged',
-      'request.completed',
-    ]);
+    expect(graph.events.map((e) => e.event_type)).toEqual(COMPLETED_REQUEST_EVENTS);
     expect(graph.certificate).toMatchObject({ signed: true, verified: true });
   }, 90_000);
 

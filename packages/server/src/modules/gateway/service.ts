@@ -17,42 +17,24 @@ import {
 } from './follow-step.js';
 import type { LocalCompletion } from './hub.js';
 import { openingsSettled } from './attempts.js';
-import { issueTicket } from './ticket.js';
+import { enqueueOpening } from './flush.js';
 import { estimateTokens, holdCents, type GatewayType } from './pricing.js';
-import { requestMaxUnits } from './metering.js';
 import { chooseNode, type RouteAsk, type RouteCandidate, type RouteDecision } from './routing.js';
-import { policyEvaluated, policyId } from '../evidence/events.js';
+import { recordEvents, type EvidenceEvent } from '../evidence/recorder.js';
+import { routedEvents, storeDerivedEvents } from './evidence-derived.js';
 import {
-  openDerivedRuns,
-  openRunWithHead,
-  openRunsWithHeads,
-  recordEvents,
-  type EvidenceEvent,
-  type RunHead,
-} from '../evidence/recorder.js';
-import {
-  batchesOf,
-  derivedRunId,
-  eventsDerived,
-  policyText,
-  requestPolicy,
-  routedEvents,
-  storeDerivedEvents,
-  type OpeningFacts,
-} from './evidence-derived.js';
-import { receiptExpected, rememberOpening, stageOpening } from './fresh.js';
-import type { WriteKind } from '../../platform/writer.js';
-import { endRequest, type RequestCredit } from './settle.js';
-import {
-  findGatewayRequest,
-  insertGatewayRequest,
-  insertGatewayRequests,
-  setAttempt,
-  staleRequests,
-  type GatewayRequestRow,
-} from './store.js';
+  openedRequest,
+  openedWork,
+  routingFacts,
+  ticketOf,
+  workPayload,
+  writeOpening,
+  type Opening,
+} from './opening.js';
+import { endRequest } from './settle.js';
+import { findGatewayRequest, setAttempt, staleRequests, type GatewayRequestRow } from './store.js';
 import type { Handoff } from '../work/handoff.js';
-import { insertLeasedWork, insertLeasedWorks, undispatchWork, type WorkRow } from '../work/store.js';
+import { insertLeasedWork, undispatchWork, type WorkRow } from '../work/store.js';
 import { readWorkResult } from '../work/results.js';
 
 /** A validated gateway request, ready to be routed. */
@@ -121,41 +103,6 @@ function refusalError(decision: Extract<RouteDecision, { refusal: string }>): Ap
   ]);
 }
 
-/** The routing constraints of a request: its evidence run's policy snapshot. */
-function policyOfCall(call: GatewayCall) {
-  return {
-    model: call.model,
-    jurisdiction: call.route.jurisdiction ?? null,
-    strict_jurisdiction: call.route.strict_jurisdiction ?? null,
-    requires_tee: call.route.requires_tee ?? false,
-    max_cost_micro: call.maxMicro,
-    chat_fields: call.route.fields,
-  };
-}
-
-/** What the request's row keeps of its routing, for its evidence events (evidence-derived.ts). */
-function routingFacts(decision: Extract<RouteDecision, { node: unknown }>): OpeningFacts['routing'] {
-  const n = decision.node;
-  return {
-    node: {
-      id: n.id,
-      country: n.country,
-      region: n.region,
-      gpu_model: n.gpu_model,
-      attestation_verified: n.attestation_verified,
-    },
-    reason: decision.reason,
-    candidates: decision.candidates,
-    eligible: decision.eligible,
-    preferred: decision.preferred,
-    open_work: n.open_work,
-  };
-}
-
-function workPayload(call: GatewayCall) {
-  return { id: call.id, type: call.type, model: call.model, payload: call.payload, stream: call.stream };
-}
-
 /**
  * Routes a new request (DESIGN.md section 10), takes its maximum cost from this instance's credit
  * reservation of the organization (402 `insufficient_credits` decided in memory, before the 503
@@ -210,9 +157,7 @@ export async function openRequest(
     // A handed-over opening waits (SVC_WRITER_OPENING_WAIT_MS) for the request's completion, so
     // that a request answered within it commits its opening and completion in one transaction.
     const waitMs = Math.max(ctx.config.writer.flushMs, ctx.config.writer.openingWaitMs);
-    opening = handoff
-      ? ctx.writer.enqueueAs(openings, { ctx, o }, { waitMs })
-      : ctx.db.transaction((tx) => writeOpening(ctx, tx, o));
+    opening = handoff ? enqueueOpening(ctx, o, waitMs) : ctx.db.transaction((tx) => writeOpening(ctx, tx, o));
     opening.catch((err: unknown) => {
       ctx.log.error({ err, request_id: call.id }, 'gateway: the opening of a dispatched request failed to write');
     });
@@ -237,287 +182,6 @@ export async function openRequest(
     throw err;
   }
 }
-
-/** What `openRequest` decided, from which its opening records (and their ticket) are written. */
-interface Opening {
-  principal: Principal;
-  call: GatewayCall;
-  workId: string;
-  cents: number;
-  decision: Extract<RouteDecision, { node: unknown }>;
-  /** Handed to a poll waiting in this process (the work row is stored dispatched). */
-  dispatched: boolean;
-  /** The instance whose credit reservation the maximum cost was taken from (its charge draws on it). */
-  instanceId: string;
-  leaseExpiresAt: Date;
-  /** The request's `created_at`: its opening events are stamped with it. */
-  openedAt: Date;
-  /** SVC_EVIDENCE_GATEWAY_ROWS: its events are stored as rows (the way before 2026-11-27). */
-  eventRows: boolean;
-}
-
-/**
- * What the request's row keeps for its evidence events to be derived (evidence-derived.ts): none
- * for a request with events of its own before routing (retrieval), recorded as rows.
- */
-function openingFactsOf(o: Opening): { evidence?: OpeningFacts } {
-  if ((o.call.evidence ?? []).length > 0) return {};
-  const facts: OpeningFacts = {
-    max_cost_micro: o.call.maxMicro,
-    ...(o.call.route.fields ? { chat_fields: o.call.route.fields } : {}),
-    routing: routingFacts(o.decision),
-  };
-  return { evidence: o.eventRows ? { ...facts, stored: true } : facts };
-}
-
-/** `max_units` of the request's metadata: the bound its receipt is checked against (gateway/metering.ts). */
-function maxUnitsField(call: GatewayCall): { max_units?: number } {
-  const bound = requestMaxUnits(call);
-  return bound === undefined ? {} : { max_units: bound };
-}
-
-/** The request row as the opening writes it (and as this process knows it before the write). */
-function openedRequest(o: Opening): GatewayRequestRow {
-  const { principal, call, workId, decision } = o;
-  const node = decision.node;
-  const credit: RequestCredit = { instance_id: o.instanceId, cents: o.cents };
-  return {
-    id: call.id,
-    org_id: principal.orgId,
-    buyer_id: principal.buyerId,
-    type: call.type,
-    model: call.model,
-    stream: call.stream,
-    node_id: node.id,
-    work_id: workId,
-    hold_id: null,
-    metadata: {
-      jurisdiction: call.route.jurisdiction ?? null,
-      strict_jurisdiction: call.route.strict_jurisdiction ?? null,
-      requires_tee: call.route.requires_tee ?? false,
-      attempts: [{ node_id: node.id, work_id: workId }],
-      credit,
-      ...maxUnitsField(call),
-      ...(call.audit ? { audit: call.audit } : {}),
-      ...openingFactsOf(o),
-    },
-    status: 'running',
-    usage: null,
-    charged_cents: null,
-    charged_micro: null,
-    receipt_id: null,
-    error: null,
-    created_at: o.openedAt,
-    completed_at: null,
-  };
-}
-
-/** The work row as the opening writes it: what the node is handed before the write. */
-function openedWork(o: Opening): WorkRow {
-  return {
-    ...workPayload(o.call),
-    id: o.workId,
-    job_id: o.call.id,
-    org_id: o.principal.orgId,
-    node_id: o.decision.node.id,
-    kind: 0,
-    status: 'leased',
-    lease_expires_at: o.leaseExpiresAt,
-    price_micro_per_unit: 0,
-    result_hash: null,
-    result_content_type: null,
-    metering_units: null,
-    usage: null,
-  };
-}
-
-function ticketOf(ctx: ServiceContext, o: Opening) {
-  const { call } = o;
-  return issueTicket(ctx.secrets, {
-    org_id: o.principal.orgId,
-    buyer_id: o.principal.buyerId,
-    request_id: call.id,
-    type: call.type,
-    model: call.model,
-    stream: call.stream,
-    max_cost_micro: call.maxMicro,
-    jurisdiction: call.route.jurisdiction ?? null,
-    strict_jurisdiction: call.route.strict_jurisdiction ?? null,
-    requires_tee: call.route.requires_tee ?? false,
-    node_id: o.decision.node.id,
-    work_id: o.workId,
-    issued_at: new Date().toISOString(),
-  });
-}
-
-/**
- * `openRequest`'s records, in a flush of the writer: the request row, what `call.onOpen` adds, the
- * leased work and the request's evidence run (no hold: the credit is taken in memory). Nothing when the request is already stored: a receipt arriving with the
- * work's ticket rebuilt the opening first (ticket.ts, rebuild.ts).
- */
-async function writeOpening(ctx: ServiceContext, tx: Queryable, o: Opening): Promise<void> {
-  const parts = openingParts(ctx, o);
-  if (!(await insertGatewayRequest(tx, parts.request))) return;
-  await o.call.onOpen?.(tx);
-  const work = await insertLeasedWork(tx, parts.work);
-  const run = await openRunOf(tx, parts);
-  // Its receipt may follow in this transaction (the opening waited for it in the writer).
-  rememberOpening(tx, { request: parts.request, work, run });
-}
-
-/**
- * Opens the request's evidence run: the run row alone when its events are derived from its
- * records (DESIGN.md section 11, revised 2026-11-27), else with its event rows.
- */
-async function openRunOf(tx: Queryable, parts: ReturnType<typeof openingParts>): Promise<RunHead> {
-  const [head] = await openRunsOf(tx, [parts]);
-  if (!head) throw new Error('no evidence run opened');
-  return head;
-}
-
-/** {@link openRunOf} for many openings: one statement for the derived runs, one for the others. */
-async function openRunsOf(tx: Queryable, all: readonly ReturnType<typeof openingParts>[]): Promise<RunHead[]> {
-  const derived = all.filter((p) => eventsDerived(p.request));
-  await openDerivedRuns(
-    tx,
-    derived.map((p) => ({
-      run: { ...p.run.run, id: derivedRunId(p.request.id) },
-      subjectId: p.request.id,
-      batches: batchesOf(p.request, [], []) ?? [],
-    })),
-  );
-  const stored = all.filter((p) => !eventsDerived(p.request));
-  const heads =
-    stored.length === 1 && stored[0]
-      ? [await openRunWithHead(tx, stored[0].run.run, stored[0].run.events)]
-      : await openRunsWithHeads(
-          tx,
-          stored.map((p) => p.run),
-        );
-  // A derived run's head is never read back (its closing derives it again), only its id.
-  const derivedHead = (p: (typeof all)[number]): RunHead => ({
-    id: derivedRunId(p.request.id),
-    event_count: 0,
-    last_event_id: null,
-    hashes: [],
-  });
-  let next = 0;
-  return all.map((p) => {
-    if (eventsDerived(p.request)) return derivedHead(p);
-    const head = heads[next++];
-    if (!head) throw new Error('fewer evidence runs opened than asked');
-    return head;
-  });
-}
-
-/** The records an opening writes, as data: `writeOpening` writes one, `openings` many in one flush. */
-function openingParts(ctx: ServiceContext, o: Opening) {
-  const { principal, call, workId, decision } = o;
-  const asked = policyOfCall(call);
-  const policy = requestPolicy(asked);
-  const policy_id = policyId(policy);
-  return {
-    request: openedRequest(o),
-    work: {
-      ...workPayload(call),
-      id: workId,
-      request_id: call.id,
-      org_id: principal.orgId,
-      node_id: decision.node.id,
-      lease_seconds: ctx.config.leaseSeconds,
-      dispatched: o.dispatched,
-      lease_expires_at: o.leaseExpiresAt,
-    },
-    run: {
-      run: {
-        org_id: principal.orgId,
-        buyer_id: principal.buyerId,
-        subject_type: 'request' as const,
-        job_id: call.id,
-        summary: `${call.type} ${call.model}, open`,
-        jurisdiction: call.route.strict_jurisdiction ?? call.route.jurisdiction ?? null,
-        policy_id,
-        trust_tier: call.route.requires_tee ? 'sovereign' : 'public',
-        work_type: call.type,
-      },
-      events: [
-        {
-          type: 'request.received',
-          summary: `${call.type} request for ${call.model}${call.stream ? ', streamed' : ''}, from ${principal.buyerId}`,
-          metadata: { request_type: call.type, model: call.model, stream: call.stream, max_cost_micro: call.maxMicro },
-        },
-        ...(call.evidence ?? []),
-        policyEvaluated(policy, policyText(asked), policy_id),
-        ...routedEvents(routingFacts(decision), workId, 1),
-      ],
-    },
-  };
-}
-
-/**
- * The openings of one flush with a constant number of statements: the request rows (those not
- * stored yet: a receipt's ticket may have rebuilt one), what each `call.onOpen` adds, the work rows and the evidence runs, each one multi-row statement, in the
- * same rows as `writeOpening` for each. Throws (having written part) when one of them cannot be
- * written: the flush fails, and the writer writes them one by one.
- */
-async function writeOpenings(ctx: ServiceContext, tx: Queryable, os: readonly Opening[]): Promise<void> {
-  const all = os.map((o) => ({ o, parts: openingParts(ctx, o) }));
-  const inserted = await insertGatewayRequests(
-    tx,
-    all.map((a) => a.parts.request),
-  );
-  const fresh = all.filter((a) => inserted.has(a.parts.request.id));
-  for (const { o } of fresh) await o.call.onOpen?.(tx);
-  await insertLeasedWorks(
-    tx,
-    fresh.map((a) => a.parts.work),
-  );
-  const heads = await openRunsOf(
-    tx,
-    fresh.map((a) => a.parts),
-  );
-  // Their receipts may follow in this transaction (the openings waited for them in the writer):
-  // the rows as inserted, so that completeMany neither locks nor reads them again.
-  fresh.forEach(({ o, parts }, i) => {
-    const run = heads[i];
-    if (run) rememberOpening(tx, { request: parts.request, work: openedWork(o), run });
-  });
-}
-
-/**
- * The writer's kind for openings handed over with their work (rank 1: before the receipts of the
- * same flush). One opening is written as `writeOpening`; several together by `writeOpenings`; one
- * whose receipt is in the same flush is left to that receipt's batch, which writes it completed.
- * Should that fail, the flush fails and the writer writes each of its items again alone, so a
- * refused opening fails alone with its own error. No savepoint: a flush costs no statement more than its writes.
- */
-const openings: WriteKind<{ ctx: ServiceContext; o: Opening }, undefined> = {
-  name: 'gateway openings',
-  rank: 1,
-  async writeMany(tx, items) {
-    // An opening whose receipt is in this flush is written by the receipt's batch, once and
-    // completed (fresh.ts, StagedOpening); not one that writes rows of its own (`onOpen`).
-    const rest = items.filter(({ ctx, o }) => {
-      if (o.call.onOpen || !receiptExpected(tx, o.call.id, o.decision.node.id)) return true;
-      const parts = openingParts(ctx, o);
-      stageOpening(tx, {
-        request: parts.request,
-        work: { ...openedWork(o), lease_seconds: parts.work.lease_seconds, dispatched: o.dispatched },
-        run: parts.run,
-      });
-      return false;
-    });
-    const [first] = rest;
-    if (rest.length === 1 && first) await writeOpening(first.ctx, tx, first.o);
-    else if (first)
-      await writeOpenings(
-        first.ctx,
-        tx,
-        rest.map((i) => i.o),
-      );
-    return items.map(() => undefined);
-  },
-};
 
 /**
  * Writes work leased to `nodeId` in one transaction (`write` returns it, or undefined to write

@@ -3,6 +3,9 @@ import type { ServiceContext } from '../../service-context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import type { NodeRow } from '../nodes/store.js';
+import { attestationSummary } from '../attestation/service.js';
+import type { AttestationSummary } from '../attestation/summary.js';
+import type { ReceiptFacts } from '../work/completion.js';
 import { ledgerCharged, ledgerReleased, receiptEvents } from '../evidence/events.js';
 import {
   closeDerivedRuns,
@@ -18,7 +21,7 @@ import type { NewRun } from '../evidence/store.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
 import { openingsSettled } from './attempts.js';
-import type { StagedOpening } from './fresh.js';
+import type { OpeningRun } from './opening.js';
 import { checkRequestAudio, requestUsage } from './measured-audio.js';
 import { costMicro } from './pricing.js';
 import {
@@ -111,6 +114,28 @@ function chargePostings(request: GatewayRequestRow, what: string, node: Pick<Nod
       options: { description: `${request.type} ${request.id} on ${node.id}`, ref: request.id },
     },
   };
+}
+
+/**
+ * The receipt facts (work/completion.ts `ReceiptFacts`) of gateway receipts: what the server
+ * records beside each (`gatewayReceiptMetadata`) and, for a sovereign request, the attestation its
+ * node held, read once per node.
+ */
+export async function receiptFactsOf(
+  tx: Queryable,
+  items: readonly { owner: GatewayRequestRow; node: NodeRow }[],
+): Promise<ReceiptFacts[]> {
+  const attested = new Map<string, AttestationSummary | null>();
+  const out: ReceiptFacts[] = [];
+  for (const { owner, node } of items) {
+    let attestation: AttestationSummary | null = null;
+    if (owner.metadata.requires_tee === true) {
+      if (!attested.has(node.id)) attested.set(node.id, await attestationSummary(tx, node.id));
+      attestation = attested.get(node.id) ?? null;
+    }
+    out.push({ metadata: gatewayReceiptMetadata(owner, node), attestation });
+  }
+  return out;
 }
 
 /**
@@ -285,10 +310,10 @@ export interface ReceiptCompletion {
   /** Its evidence run as this transaction opened it (the request's opening waited for it in the flush). */
   run?: RunHead;
   /**
-   * Its opening when this flush has not written it (fresh.ts, StagedOpening): the request row is
+   * Its opening when this flush has not written it (gateway/flush.ts pairs it with its receipt): the request row is
    * inserted completed, the run inserted whole (and signed when its events are rows).
    */
-  opening?: Pick<StagedOpening, 'run'>;
+  opening?: { run: OpeningRun };
 }
 
 /**

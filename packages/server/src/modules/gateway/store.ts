@@ -307,3 +307,23 @@ export async function findOrgGatewayRequest(
   );
   return rows[0];
 }
+
+/**
+ * The gateway requests of these work items, locked, by work id: only those whose request still
+ * runs on that work (the plain case of a flush's receipts; any other is applied one by one).
+ */
+export async function lockRunningRequests(
+  tx: Queryable,
+  works: readonly { id: string; job_id: string }[],
+): Promise<Map<string, GatewayRequestRow>> {
+  const requests = await lockGatewayRequests(
+    tx,
+    works.map((w) => w.job_id),
+  );
+  const running = new Map<string, GatewayRequestRow>();
+  for (const work of works) {
+    const request = requests.get(work.job_id);
+    if (request && request.work_id === work.id && request.status === 'running') running.set(work.id, request);
+  }
+  return running;
+}

@@ -165,15 +165,23 @@ describe('knowledge bases end to end: upload, ingestion on a real node, search, 
       request_type: 'embeddings',
     });
     expect(receipt?.metadata.chunk_ids).toEqual(expect.arrayContaining([rows[0]?.id]));
-    // ...and was billed through the ledger like any other request: its hold settled on the usage
-    // the node signed (here a fraction of a cent, kept as the account's sub-cent carry).
-    const billed = await f.server.ctx.db.query<{ status: string; tokens: number; hold: string }>(
-      `SELECT g.status, (g.usage->>'prompt_tokens')::int AS tokens, h.status AS hold FROM gateway_requests g JOIN credit_holds h ON h.id = g.hold_id
+    // ...and was billed through the ledger like any other request: one charge row on the usage
+    // the node signed (here a fraction of a cent, kept as the account's sub-cent carry), no hold
+    // (DESIGN.md section 7, revised 2026-11-27).
+    const billed = await f.server.ctx.db.query<{
+      status: string;
+      tokens: number;
+      hold: string | null;
+      charges: number;
+    }>(
+      `SELECT g.status, (g.usage->>'prompt_tokens')::int AS tokens, g.hold_id AS hold,
+              (SELECT count(*)::int FROM credit_transactions t WHERE t.ref = g.id AND t.tx_type = 'charge') AS charges
+         FROM gateway_requests g
         WHERE g.id IN (SELECT embedded_by FROM kb_chunks WHERE kb_id = $1)`,
       [kbId],
     );
     expect(billed.rows.length).toBeGreaterThan(0);
-    for (const r of billed.rows) expect(r).toMatchObject({ status: 'completed', hold: 'settled' });
+    for (const r of billed.rows) expect(r).toMatchObject({ status: 'completed', hold: null, charges: 1 });
     expect(billed.rows.every((r) => r.tokens > 0)).toBe(true);
     const account = await f.server.ctx.db.query<{ carry: number }>(
       'SELECT carry_micro AS carry FROM credit_accounts WHERE org_id = $1',

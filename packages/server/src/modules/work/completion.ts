@@ -100,33 +100,31 @@ export interface WorkCompletion<Owner = unknown, Done = unknown> {
   lost(ctx: ServiceContext, tx: Queryable, work: WorkRow): Promise<boolean>;
 }
 
-/** A work item and its owner as the intake's transaction itself inserted them ({@link RequestCompletion.takeFresh}). */
+/** A work item and its owner as the transaction applying a receipt itself inserted them (neither locked nor read again). */
 export interface FreshWork<Owner = unknown> {
   work: WorkRow;
   owner: Owner;
-  /**
-   * Set when neither is written yet: their opening left them to this receipt's batch (same flush),
-   * which inserts the work completed (`insertCompletedWorks`, with this lease) and has the owner
-   * write its side completed ({@link RequestCompletion.completeMany}).
-   */
-  unwritten?: { lease_seconds: number; dispatched: boolean };
 }
 
-/** One request of a flush's batch of fast receipts, checked and locked (see `complete-many.ts`). */
-export interface BatchCompletion<Owner> {
-  owner: Owner;
-  work: Pick<WorkRow, 'id' | 'usage'>;
+/** A receipt whose key, SVC1 signature and inline result (bytes against their hash) the intake checked. */
+export interface VerifiedReceipt {
   node: NodeRow;
-  receipt: ReceiptRow;
+  body: ReceiptBody;
+  inline: ResultUpload;
+  inlineBytes: Buffer;
 }
 
 /**
- * The gateway's completion: a request's attempts are followed in memory by the instance that
- * serves it, so the intake asks it first (fast receipts, stream events, writes in flight).
+ * The gateway's completion, beyond the base interface: a request's attempts are followed in
+ * memory by the instance that serves it, which writes its own records (gateway/flush.ts), so the
+ * intake asks it first. Six members, nothing about how the gateway writes.
  */
 export interface RequestCompletion<Owner = unknown, Done = unknown> extends WorkCompletion<Owner, Done> {
-  /** Waits for the writes in flight in this process that store these work items (openings). */
-  settled(ctx: ServiceContext, workIds: readonly string[]): Promise<void>;
+  /**
+   * Waits for this process's writes in flight that store these items (request or work ids): an
+   * opening queued behind its dispatch, a receipt answered from memory and being written.
+   */
+  settled(ctx: ServiceContext, ids: readonly string[]): Promise<void>;
   /**
    * Of lapsed attempts (`lost`, no receipt yet) that their node still lists, those whose request
    * still runs on them: the node is not told to stop them and re-sends their receipts, which the
@@ -134,45 +132,17 @@ export interface RequestCompletion<Owner = unknown, Done = unknown> extends Work
    */
   lapsedStillOpen(ctx: ServiceContext, works: readonly { id: string; job_id: string }[]): Promise<string[]>;
   /**
-   * The one receipt of a flush whose opening waited for it in the writer (one request at a time):
-   * the request's work and row as `tx` inserted them (they cannot have changed since), taken once,
-   * so the intake neither locks nor reads them again. Undefined: the intake locks and reads them.
-   */
-  takeFresh(tx: Queryable, requestId: string, nodeId: string): FreshWork<Owner> | undefined;
-  /**
-   * Told, before a flush writes anything, which requests' receipts (from which node) it holds: an
-   * opening of the same flush is then left unwritten for the receipt's batch (`takeFresh` hands it
-   * over `unwritten`), which writes each of its tables once.
-   */
-  expectReceipts(tx: Queryable, receipts: readonly { requestId: string; nodeId: string }[]): void;
-  /** Waits for the write of a receipt this process is completing behind its answer, if any. */
-  receiptWritten(ctx: ServiceContext, workId: string): Promise<void>;
-  /**
    * Unknown work whose receipt carries a ticket: its opening was lost before it committed; the
    * checked ticket rebuilds it in `tx`. True when rebuilt.
    */
   rebuild(ctx: ServiceContext, tx: Queryable, node: NodeRow, ticket: WorkTicketWire, jobId: string): Promise<boolean>;
   /**
-   * The fast path of a receipt with its result inline (signature, key and hash checked): when the
-   * request waits in this process on this node's attempt, claims it in memory, answers the client
-   * and returns `write()` (the receipt's records, in the group-commit writer). Undefined when
-   * memory cannot decide: the store's path runs instead.
+   * A verified receipt with its result inline: when the request waits in this process on this
+   * node's attempt, the owner answers its client at once and returns the write of the receipt's
+   * records (its own, settled once committed). Undefined when memory cannot decide: the intake's
+   * transactional path applies it instead.
    */
-  completeInMemory(
-    ctx: ServiceContext,
-    node: NodeRow,
-    body: ReceiptBody,
-    inline: ResultUpload,
-    output: Buffer,
-    write: () => Promise<ReceiptRow>,
-  ): Promise<ReceiptRow> | undefined;
-  /**
-   * The owners of a flush's fast receipts, locked, by work id: only those whose request still
-   * runs on that work (the plain case; any other item is applied one by one).
-   */
-  lockRunning(tx: Queryable, works: readonly Pick<WorkRow, 'id' | 'job_id'>[]): Promise<Map<string, Owner>>;
-  /** {@link complete} for many, with a constant number of statements (a flush of the writer). */
-  completeMany(ctx: ServiceContext, tx: Queryable, done: readonly BatchCompletion<Owner>[]): Promise<void>;
+  acceptVerified(ctx: ServiceContext, receipt: VerifiedReceipt): Promise<ReceiptRow> | undefined;
   /** Whether `workId` is the running, streamed attempt of a request this process serves on `nodeId`. */
   streamsHere(ctx: ServiceContext, workId: string, nodeId: string): boolean;
   /** Forwards a node's stream events to the request that waits for them (on any instance). */

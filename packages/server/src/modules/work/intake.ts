@@ -13,9 +13,7 @@ import {
   type ResultUpload,
 } from './completion.js';
 import { keepResult } from './results.js';
-import { insertReceipt, receiptIdOf, receiptView, type ReceiptRow } from '../receipts/store.js';
-import { completeMany, type FastReceipt } from './complete-many.js';
-import { WriteFailure, type WriteKind } from '../../platform/writer.js';
+import { insertReceipt, receiptIdOf, receiptView } from '../receipts/store.js';
 
 export type { ResultUpload } from './completion.js';
 
@@ -143,16 +141,15 @@ export async function submitReceipt(ctx: ServiceContext, node: NodeRow, body: Re
       { path: '/result/result_hash', message: 'differs from /result_hash' },
     ]);
   const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
+  // Checked: the owner may answer from memory and write it with its own records.
   const written =
     inline && inlineBytes
-      ? ctx.completions.request.completeInMemory(ctx, node, body, inline, inlineBytes, () =>
-          enqueueFastReceipt(ctx, { node, body, inline, inlineBytes }),
-        )
+      ? ctx.completions.request.acceptVerified(ctx, { node, body, inline, inlineBytes })
       : undefined;
   if (written) return receiptView(await written);
-  // A receipt for a request this process is completing behind its answer waits for that write,
-  // then meets the stored receipt (a duplicate): applied at most once.
-  await ctx.completions.request.receiptWritten(ctx, body.job_id);
+  // A receipt for work whose records this process is still writing (its opening, or the same
+  // receipt answered from memory) waits for that write, then meets the stored rows (a duplicate
+  // is 409): applied at most once.
   await ctx.completions.request.settled(ctx, [body.job_id]);
   const check = await checkBeforeReceipt(ctx, node, body, inlineBytes);
   const outcome = await ctx.db
@@ -202,11 +199,13 @@ async function failRefused(ctx: ServiceContext, node: NodeRow, err: OverBound): 
 }
 
 /**
- * Everything a receipt changes, inside `tx` (`submitReceipt`'s own transaction, or a flush of the
- * group-commit writer): checked against the stored work again (leased to this node, no receipt
- * yet, the delivered result's hash), so a receipt is applied at most once whatever path it took.
+ * Everything a receipt changes, inside `tx` (`submitReceipt`'s own transaction, or the owner's
+ * flush of records answered from memory): checked against the stored work again (leased to this
+ * node, no receipt yet, the delivered result's hash), so a receipt is applied at most once
+ * whatever path it took. With `fresh`, the work and its owner as `tx` itself inserted them: taken
+ * as they are, neither locked nor read again.
  */
-async function applyReceipt(
+export async function applyReceipt(
   ctx: ServiceContext,
   tx: Queryable,
   node: NodeRow,
@@ -216,7 +215,7 @@ async function applyReceipt(
   check: unknown,
   fresh?: FreshWork,
 ) {
-  // Opened in this very transaction (RequestCompletion.takeFresh): as inserted, nothing to lock again.
+  // Opened in this very transaction (the gateway's flush hands it over): as inserted, nothing to lock again.
   let locked = fresh ? { ...fresh.work, has_receipt: false } : await lockWorkForReceipt(tx, body.job_id, node.id);
   // Unknown work with a ticket: its opening was lost before it committed; the checked ticket rebuilds it.
   if (!locked && body.ticket && (await ctx.completions.request.rebuild(ctx, tx, node, body.ticket, body.job_id)))
@@ -291,80 +290,6 @@ async function applyReceipt(
   if (!resultCompleted) await setWorkStatus(tx, work.id, 'completed');
   const done = await completion.complete(ctx, tx, owner, { work, node: evidenceNode, receipt, body, check });
   return { receipt, completion, done };
-}
-
-/** A fast-path receipt as the writer queues it: `completeMany`'s item, with the whole body for the one-by-one path. */
-export type QueuedReceipt = FastReceipt & { ctx: ServiceContext; body: ReceiptBody; inline: ResultUpload };
-
-/**
- * The writer's kind for fast-path receipts: written many per flush (`completeMany`), after the
- * flush's openings (rank 2: a request's opening is queued before its receipt). An item that is not
- * the plain case is applied after them one by one, as `submitReceipt` would, each under a
- * savepoint: refused, it rolls back and rejects alone while the flush commits. A flush holding one
- * receipt applies it as `submitReceipt` does (refused, the flush of one fails and it rejects).
- */
-const fastReceipts: WriteKind<QueuedReceipt, ReceiptRow> = {
-  name: 'gateway receipts',
-  rank: 2,
-  // Before the flush's openings are written: those whose receipt is here are left to this batch.
-  stage(tx, items) {
-    const [first] = items;
-    first?.ctx.completions.request.expectReceipts(
-      tx,
-      items.map((i) => ({ requestId: i.body.job_id, nodeId: i.node.id })),
-    );
-  },
-  async writeMany(tx, items) {
-    const [first] = items;
-    if (!first) return [];
-    // One receipt alone takes today's path: the batch's statements only pay off from two on. Its
-    // opening, when it waited for it in this flush, is known as inserted (RequestCompletion.takeFresh),
-    // or left unwritten for it: the batch then writes both at once.
-    if (items.length === 1) {
-      const fresh = first.ctx.completions.request.takeFresh(tx, first.body.job_id, first.node.id);
-      if (fresh?.unwritten) {
-        const [receipt] = await completeMany(first.ctx, tx, items, [fresh]);
-        if (!receipt) throw new Error('the receipt of an opening left to it was not applied');
-        return [receipt];
-      }
-      const { receipt } = await applyReceipt(
-        first.ctx,
-        tx,
-        first.node,
-        first.body,
-        first.inline,
-        first.inlineBytes,
-        undefined,
-        fresh,
-      );
-      return [receipt];
-    }
-    const batched = await completeMany(first.ctx, tx, items);
-    const out: (ReceiptRow | WriteFailure)[] = [];
-    for (const [i, item] of items.entries()) out.push(batched[i] ?? (await applyAlone(tx, item)));
-    return out;
-  },
-};
-
-/**
- * Applies one queued fast-path receipt as `submitReceipt` does (`applyReceipt`), under a savepoint
- * of the flush's transaction: refused, its writes roll back and it fails alone.
- */
-export async function applyAlone(tx: Queryable, i: QueuedReceipt): Promise<ReceiptRow | WriteFailure> {
-  await tx.query('SAVEPOINT fast_receipt');
-  try {
-    const { receipt } = await applyReceipt(i.ctx, tx, i.node, i.body, i.inline, i.inlineBytes, undefined);
-    await tx.query('RELEASE SAVEPOINT fast_receipt');
-    return receipt;
-  } catch (err) {
-    await tx.query('ROLLBACK TO SAVEPOINT fast_receipt');
-    return new WriteFailure(err);
-  }
-}
-
-/** Enqueues fast-path receipts as `completeInMemory` does (tests drive a flush of many with it). */
-export function enqueueFastReceipt(ctx: ServiceContext, item: Omit<QueuedReceipt, 'ctx'>): Promise<ReceiptRow> {
-  return ctx.writer.enqueueAs(fastReceipts, { ctx, ...item });
 }
 
 /**

@@ -1,29 +1,29 @@
 import type { ServiceContext } from '../../service-context.js';
 import type { Queryable } from '../../platform/db/index.js';
-import type { NodeRow } from '../nodes/store.js';
-import { completeWorkWithResults, insertCompletedWorks, lockWorkOfJobs } from './store.js';
-import type { FreshWork } from './completion.js';
-import { keepResult } from './results.js';
+import { completeWorkWithResults, insertCompletedWorks, lockWorkOfJobs, type WorkRow } from '../work/store.js';
+import type { VerifiedReceipt } from '../work/completion.js';
+import { keepResult } from '../work/results.js';
 import { insertReceipts, receiptIdOf, type ReceiptRow } from '../receipts/store.js';
+import { boundOfRequest } from './metering.js';
+import type { OpeningRun } from './opening.js';
+import { completeManyFromReceipts, receiptFactsOf } from './settle.js';
+import { lockRunningRequests, type GatewayRequestRow } from './store.js';
 
 /**
- * Gateway receipts checked in memory (`completeInMemory`), written many at a time by a flush of
- * the group-commit writer (DESIGN.md section 4): with a constant number of statements whatever
- * their number, the same rows as `applyReceipt` writes for each in order.
+ * Gateway receipts checked in memory (completion.ts `acceptVerified`), written many at a time by a
+ * flush of the group-commit writer (gateway/flush.ts, DESIGN.md section 4): with a constant number
+ * of statements whatever their number, the same rows as `applyReceipt` writes for each in order.
  */
 
-/** A gateway receipt whose signature, key and inline result were checked, to be applied in a flush. */
-export interface FastReceipt {
-  node: NodeRow;
-  body: {
-    job_id: string;
-    result_hash: string;
-    signature: string;
-    metering_units: number;
-    metadata?: Record<string, unknown>;
-  };
-  inline: { content_type?: string; result_hash: string; metering_units: number; usage?: Record<string, unknown> };
-  inlineBytes: Buffer;
+/**
+ * What the flush holds of a receipt's request: its opening as this transaction inserted it, or,
+ * with `unwritten`, left unwritten for the receipt's batch to insert completed (the request's
+ * opening and its receipt are in the same flush: gateway/flush.ts).
+ */
+export interface OpenedInFlush {
+  request: GatewayRequestRow;
+  work: WorkRow;
+  unwritten?: { lease_seconds: number; dispatched: boolean; run: OpeningRun };
 }
 
 /**
@@ -32,31 +32,28 @@ export interface FastReceipt {
  * the first item of its request): two statements lock the work and request rows, then the
  * results, the receipts, the ledger, the requests and the evidence runs of all of them are
  * written with one or a few statements each. A request whose opening this same transaction
- * inserted (it waited for its receipt in the writer: `RequestCompletion.takeFresh`) is taken as
+ * inserted (it waited for its receipt in the writer: gateway/flush.ts pairs them) is taken as
  * inserted, neither locked nor read: rows no other transaction can see cannot have changed.
  * Returns the receipt of each item applied, undefined for each item left (written nothing for):
  * the caller applies those one by one as today, so each gets today's exact outcome or error.
  */
-export async function completeMany(
+export async function completeReceipts(
   ctx: ServiceContext,
   tx: Queryable,
-  items: readonly FastReceipt[],
-  taken?: readonly (FreshWork | undefined)[],
+  items: readonly VerifiedReceipt[],
+  opened: readonly (OpenedInFlush | undefined)[],
 ): Promise<(ReceiptRow | undefined)[]> {
-  const gateway = ctx.completions.request;
   const jobIds = items.map((i) => i.body.job_id);
   const first = new Set<number>(jobIds.map((id) => jobIds.indexOf(id)));
   // Opened by this transaction: the work and the request as inserted, or left unwritten for this
-  // batch (`taken`: already taken by the caller). A second receipt of the same request is not the
-  // plain case, and meets the first one's receipt alone, as a duplicate.
-  const fresh =
-    taken ??
-    items.map((item, index) => (first.has(index) ? gateway.takeFresh(tx, item.body.job_id, item.node.id) : undefined));
+  // batch (paired by the flush, one per request). A second receipt of the same request is not
+  // the plain case, and meets the first one's receipt alone, as a duplicate.
+  const fresh = items.map((_, index) => (first.has(index) ? opened[index] : undefined));
   // Only a request's first receipt can be the plain case: the others are applied alone (and lock then).
   const stored = jobIds.filter((_, index) => first.has(index) && !fresh[index]);
   const works = stored.length > 0 ? await lockWorkOfJobs(tx, stored) : [];
   // As lockWorkForReceipt: the latest work item of the request on the node sending the receipt.
-  const workOf = (item: FastReceipt) =>
+  const workOf = (item: VerifiedReceipt) =>
     works
       .filter((w) => w.job_id === item.body.job_id && w.node_id === item.node.id)
       .reduce<(typeof works)[number] | undefined>((a, w) => (!a || w.created_at > a.created_at ? w : a), undefined);
@@ -73,20 +70,19 @@ export async function completeMany(
     return plain ? [{ item, index, work, opened, unwritten: opened?.unwritten }] : [];
   });
   const toLock = candidates.filter((c) => !c.opened).map((c) => c.work);
-  const running = toLock.length > 0 ? await gateway.lockRunning(tx, toLock) : new Map<string, unknown>();
+  const running = toLock.length > 0 ? await lockRunningRequests(tx, toLock) : new Map<string, GatewayRequestRow>();
   const ready = candidates.flatMap(({ item, index, work, opened, unwritten }) => {
-    const owner: unknown = opened ? opened.owner : running.get(work.id);
+    const owner = opened ? opened.request : running.get(work.id);
     if (owner === undefined) return [];
-    // Over its request's bound: not the plain case; applied alone, it is refused (intake.ts).
-    const bound = gateway.meteringBound(owner, item.node);
+    // Over its request's bound: not the plain case; applied alone, it is refused (work/intake.ts).
+    const bound = boundOfRequest(owner);
     return item.body.metering_units <= (bound ?? Infinity) ? [{ item, index, work, owner, unwritten }] : [];
   });
   const out: (ReceiptRow | undefined)[] = items.map(() => undefined);
   if (ready.length === 0) return out;
 
   // From here on everything is written: a failure fails the flush, and the writer retries each alone.
-  const facts = await gateway.receiptFacts(
-    ctx,
+  const facts = await receiptFactsOf(
     tx,
     ready.map((r) => ({ owner: r.owner, node: r.item.node })),
   );
@@ -160,7 +156,7 @@ export async function completeMany(
       };
     }),
   );
-  await gateway.completeMany(
+  await completeManyFromReceipts(
     ctx,
     tx,
     ready.map((r, i) => {
@@ -168,10 +164,11 @@ export async function completeMany(
       const receipt = receipts[i];
       if (!receipt) throw new Error('a receipt of the flush was not inserted');
       return {
-        owner: r.owner,
+        request: r.owner,
         work: { id: r.work.id, usage: r.item.inline.usage ?? null },
         node: attestation ? { ...r.item.node, attestation } : r.item.node,
         receipt,
+        ...(r.unwritten ? { opening: { run: r.unwritten.run } } : {}),
       };
     }),
   );

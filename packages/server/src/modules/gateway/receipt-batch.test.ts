@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { COMPLETED_REQUEST_EVENTS } from '../../../test/gateway-events.js';
 import { eventHash, merkleRoot, parentsOf, signSvc1 } from '@svc/protocol';
 import { verifyBundle } from '@svc/protocol/verify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -16,13 +17,14 @@ import { rotatePlatformKey } from '../../platform/secrets.js';
 import type { Principal } from '../../platform/principal.js';
 import { reconcileAccount } from '../billing/service.js';
 import { evidenceBundle, evidenceGraph } from '../evidence/service.js';
-import { prepareChat } from '../gateway/chat.js';
-import { prepareEmbeddings } from '../gateway/embeddings.js';
-import { openRequest } from '../gateway/service.js';
-import { endRequest } from '../gateway/settle.js';
-import { findGatewayRequest } from '../gateway/store.js';
+import { prepareChat } from './chat.js';
+import { prepareEmbeddings } from './embeddings.js';
+import { openRequest } from './service.js';
+import { endRequest } from './settle.js';
+import { findGatewayRequest } from './store.js';
 import { findNode, type NodeRow } from '../nodes/store.js';
-import { applyAlone, enqueueFastReceipt, type QueuedReceipt } from './intake.js';
+import { applyAlone, enqueueReceipt } from './flush.js';
+import type { VerifiedReceipt } from '../work/completion.js';
 import { receiptIdOf } from '../receipts/store.js';
 
 /**
@@ -75,7 +77,7 @@ interface World {
   orgs: string[];
   principals: Principal[];
   requestIds: string[];
-  items: QueuedReceipt[];
+  items: VerifiedReceipt[];
 }
 
 /**
@@ -117,7 +119,7 @@ async function buildWorld(mode: Mode, specs: readonly Spec[] = SPECS): Promise<W
   const nodeRow = await findNode(t.ctx.db, node.nodeId);
   if (!nodeRow) throw new Error('no node row');
   const requestIds: string[] = [];
-  const items: QueuedReceipt[] = [];
+  const items: VerifiedReceipt[] = [];
   for (const [i, spec] of specs.entries()) {
     const call =
       spec.kind === 'chat'
@@ -162,7 +164,7 @@ function signedReceipt(
   answer: string,
   units: number,
   promptTokens?: number,
-): QueuedReceipt {
+): VerifiedReceipt {
   const output = JSON.stringify({ answer });
   const resultHash = createHash('sha256').update(output).digest('hex');
   const usage = promptTokens === undefined ? undefined : { prompt_tokens: promptTokens };
@@ -181,7 +183,6 @@ function signedReceipt(
     metering_units: units,
   };
   return {
-    ctx,
     node: nodeRow,
     body: {
       job_id: call.id,
@@ -356,7 +357,7 @@ describe('gateway openings and receipts written as batches', () => {
   const applyOneByOne = () =>
     (oneByOne ??= (async () => {
       const out = [];
-      for (const item of one.items) out.push(await one.t.ctx.db.transaction((tx) => applyAlone(tx, item)));
+      for (const item of one.items) out.push(await one.t.ctx.db.transaction((tx) => applyAlone(one.t.ctx, tx, item)));
       return out;
     })());
 
@@ -365,7 +366,7 @@ describe('gateway openings and receipts written as batches', () => {
     // The batch: every receipt queued at once, written by one flush.
     const statements: string[] = [];
     onTransactionStatements(many.t.ctx.db, (sql) => statements.push(sql));
-    const queued = Promise.allSettled(many.items.map((item) => enqueueFastReceipt(many.t.ctx, item)));
+    const queued = Promise.allSettled(many.items.map((item) => enqueueReceipt(many.t.ctx, item)));
     await many.t.ctx.writer.settled();
     const settled = await queued;
     vi.restoreAllMocks();
@@ -425,7 +426,7 @@ describe('gateway openings and receipts written as batches', () => {
       statements.push(sql);
       if (LOCKING_READ.test(sql)) reads.push({ sql, params: params ?? [] });
     });
-    const queued = Promise.allSettled(together.items.map((item) => enqueueFastReceipt(together.t.ctx, item)));
+    const queued = Promise.allSettled(together.items.map((item) => enqueueReceipt(together.t.ctx, item)));
     await together.t.ctx.writer.settled();
     const settled = await queued;
     vi.restoreAllMocks();
@@ -461,7 +462,7 @@ describe('gateway openings and receipts written as batches', () => {
       });
       const [again] = w.items;
       if (!again) throw new Error('no receipt');
-      const queued = Promise.allSettled([...w.items, again].map((item) => enqueueFastReceipt(w.t.ctx, item)));
+      const queued = Promise.allSettled([...w.items, again].map((item) => enqueueReceipt(w.t.ctx, item)));
       await w.t.ctx.writer.settled();
       const settled = await queued;
       vi.restoreAllMocks();
@@ -503,16 +504,7 @@ describe('gateway openings and receipts written as batches', () => {
       const [first, principal] = [w.requestIds[0], w.principals[specs[0]?.buyer ?? 0]];
       if (!first || !principal) throw new Error('no request');
       const graph = await evidenceGraph(w.t.ctx, principal, first);
-      expect(graph.events.map((e) => e.event_type)).toEqual([
-        'request.received',
-        'policy.evaluated',
-        'routing.decided',
-        'request.assigned',
-        'receipt.submitted',
-        'receipt.verified',
-        'ledger.charged',
-        'request.completed',
-      ]);
+      expect(graph.events.map((e) => e.event_type)).toEqual(COMPLETED_REQUEST_EVENTS);
       await expectWhole(w, specs);
     } finally {
       vi.restoreAllMocks();
@@ -529,7 +521,7 @@ describe('gateway openings and receipts written as batches', () => {
       // when the first read signs.
       const { active } = await rotatePlatformKey(w.t.ctx.db);
       expect(active.key_id).not.toBe(old);
-      const queued = Promise.all(w.items.map((item) => enqueueFastReceipt(w.t.ctx, item)));
+      const queued = Promise.all(w.items.map((item) => enqueueReceipt(w.t.ctx, item)));
       await w.t.ctx.writer.settled();
       expect(await queued).toHaveLength(specs.length);
       expect(w.t.logs.text()).not.toContain('retrying');
@@ -599,7 +591,7 @@ describe('gateway openings and receipts written as batches', () => {
           scopes: ['buyer'],
         };
         const ids: string[] = [];
-        const receipts: QueuedReceipt[] = [];
+        const receipts: VerifiedReceipt[] = [];
         for (let i = 0; i < 3; i++) {
           const call = prepareChat({
             model: 'tinyllama',
@@ -611,7 +603,7 @@ describe('gateway openings and receipts written as batches', () => {
           receipts.push(signedReceipt(t.ctx, node, nodeRow, call, `a${i}`, 282, 3)); // its metering bound
         }
         const applied = withReceipts
-          ? Promise.allSettled(receipts.map((item) => enqueueFastReceipt(t.ctx, item)))
+          ? Promise.allSettled(receipts.map((item) => enqueueReceipt(t.ctx, item)))
           : Promise.resolve([]);
         // Meanwhile a hold of 1 cent takes part of the credit the three openings were promised in memory.
         await t.ctx.db.transaction((tx) => t.ctx.ledger.within(tx).hold(buyer.orgId, 1, 'elsewhere'));
