@@ -55,6 +55,7 @@ export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequ
 
   // A lapsed attempt is the request's follow loop's to handle; its receipt may still come (intake.ts).
   lost: async () => false,
+  takesLapsed: true,
 
   async settled(ctx, ids) {
     await openingsSettled(ctx.hub.attempts, ids);

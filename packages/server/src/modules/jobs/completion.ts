@@ -197,6 +197,9 @@ export const jobCompletion: JobCompletion<JobRow, JobRow | undefined> = {
     return false;
   },
 
+  // A job's lost attempt goes back to the queue (`lost`): its late receipt is refused.
+  takesLapsed: false,
+
   async lost(ctx, tx, work) {
     const job = await findJobById(tx, work.job_id, true);
     if (!job || job.work_id !== work.id || !['assigned', 'running'].includes(job.status)) return false;

@@ -98,6 +98,12 @@ export interface WorkCompletion<Owner = unknown, Done = unknown> {
    * when the owner goes back to the queue (the sweep then announces it: bus `jobs`, its `job_id`).
    */
   lost(ctx: ServiceContext, tx: Queryable, work: WorkRow): Promise<boolean>;
+  /**
+   * Whether an attempt whose lease lapsed (`lost`) still takes its result and receipt, for as long
+   * as the owner still runs on it (`lockOwner` decides): the owner did not go back to a queue, and
+   * its client may have had the answer. False when a lost attempt's owner was queued again.
+   */
+  readonly takesLapsed: boolean;
 }
 
 /** A work item and its owner as the transaction applying a receipt itself inserted them (neither locked nor read again). */

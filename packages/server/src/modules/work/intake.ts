@@ -77,8 +77,10 @@ export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: 
       return { work_id: workId, result_hash: body.result_hash, status: work.status };
     throw new ApiError('conflict', `work ${workId} already has a different result`);
   }
-  // A gateway attempt whose lease lapsed takes its result; its receipt then decides (applyReceipt).
-  if (work.status !== 'leased' && !(work.status === 'lost' && work.type !== 'job'))
+  // An attempt whose lease lapsed takes its result when its owner takes lapsed attempts; its
+  // receipt then decides (applyReceipt).
+  const lapsedTaken = work.status === 'lost' && completionOf(ctx.completions, work).takesLapsed;
+  if (work.status !== 'leased' && !lapsedTaken)
     throw new ApiError('conflict', `work ${workId} is ${work.status}; no result is accepted`);
   if (!(await storeResult(ctx, ctx.db, workId, bytes, body)))
     throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
@@ -223,12 +225,12 @@ export async function applyReceipt(
   if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
   if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
   let work: WorkRow = locked;
-  // A gateway attempt whose lease lapsed while its receipt could not reach any instance (all of
-  // them down longer than the lease, or the node cut off): the node did the work, and the client
-  // may have had the answer. Its receipt is taken as long as the request still runs on this
-  // attempt (the request's `lockOwner` below): not failed over, not ended. A job's lost attempt has
-  // gone back to the queue, so its receipt is refused.
-  const lapsed = work.status === 'lost' && work.type !== 'job';
+  // An attempt whose lease lapsed while its receipt could not reach any instance (all of them down
+  // longer than the lease, or the node cut off): the node did the work, and the owner's client may
+  // have had the answer. Its receipt is taken when the owner takes lapsed attempts, as long as the
+  // owner still runs on this attempt (its `lockOwner` below). An owner that went back to a queue
+  // (a job) takes none: its receipt is refused.
+  const lapsed = work.status === 'lost' && completionOf(ctx.completions, work).takesLapsed;
   if (lapsed && work.result_hash !== null) work = { ...work, status: 'delivered' };
   // An inline result is stored as completed at once: if a check below refuses the receipt, the
   // transaction rolls the result back with it.
@@ -348,7 +350,7 @@ async function failAttempt(
     const open =
       locked !== undefined &&
       (['leased', 'delivered'].includes(locked.status) ||
-        (options.refused === true && locked.status === 'lost' && locked.type !== 'job'));
+        (options.refused === true && locked.status === 'lost' && completionOf(ctx.completions, locked).takesLapsed));
     if (!locked || !open) throw new ApiError('conflict', `work ${workId} is ${locked?.status ?? 'gone'}`);
     await setWorkStatus(tx, workId, 'failed');
     if (options.refused) await lowerReputation(tx, node.id, REFUSED_RECEIPT_PENALTY);

@@ -91,14 +91,14 @@ export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: 
   // A streamed request this process runs, on this node's current attempt: checked in memory, so
   // the first tokens do not wait for the opening's records to commit nor read the work row. A
   // request that ended here (cancelled, timed out) is no longer running: the store's path answers.
-  const gateway = ctx.completions.request;
-  if (gateway.streamsHere(ctx, workId, node.id)) {
+  const owner = ctx.completions.request;
+  if (owner.streamsHere(ctx, workId, node.id)) {
     const events = read();
-    await gateway.emit(ctx, workId, events);
+    await owner.emit(ctx, workId, events);
     return { accepted: events.length, cancel: false };
   }
   // Work dispatched before its opening committed is in the store once that write settles.
-  await gateway.settled(ctx, [workId]);
+  await owner.settled(ctx, [workId]);
   const work = await findWork(ctx.db, workId);
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
   if (work.status === 'cancelled') return { accepted: 0, cancel: true };
@@ -107,6 +107,6 @@ export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: 
   if (work.status !== 'leased' && work.status !== 'delivered')
     throw new ApiError('conflict', `work ${workId} is ${work.status}; no events are accepted`);
   const events = read();
-  await gateway.emit(ctx, workId, events);
+  await owner.emit(ctx, workId, events);
   return { accepted: events.length, cancel: false };
 }
