@@ -26,11 +26,16 @@ export default defineConfig({
     // Vitest's default is one worker per CPU but one, so a single worker on 2 CPUs: test files
     // spend much of their time waiting (on child processes, sockets, timers), so two overlap well.
     maxWorkers: Number(process.env.SVC_TEST_WORKERS) || Math.max(2, availableParallelism() - 1),
-    // Builds the migrated store every test copies (packages/server/test/store-template.ts), and
-    // compiles the `svc` the CLI tests spawn (packages/cli/test/cli-bundle.ts).
     // Records each file's CPU for scripts/test.mjs (only when it asks, with SVC_TEST_REPORT_DIR).
     setupFiles: ['scripts/file-cpu-setup.ts'],
-    globalSetup: ['packages/server/test/global-setup.ts', 'packages/cli/test/global-setup.ts'],
+    // Builds the migrated store every test copies (packages/server/test/store-template.ts),
+    // compiles the `svc` the CLI tests spawn (packages/cli/test/cli-bundle.ts) and makes the
+    // directory of the run's one dashboard build (packages/dashboard/test/stack.ts).
+    globalSetup: [
+      'packages/server/test/global-setup.ts',
+      'packages/cli/test/global-setup.ts',
+      'packages/dashboard/test/global-setup.ts',
+    ],
     reporters: reportDir
       ? [
           'default',

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { spawnSvc, waitForUrl, type SpawnedSvc } from '@svc/cli/testing';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
 import { createTestStore, type TestStore } from '@svc/server/testing';
+import { DASHBOARD_RUN_ENV } from './global-setup.js';
 
 const DASHBOARD_ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** Screenshots for review land here (repository root, ignored by git). */
@@ -34,18 +35,50 @@ export function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
 }
 
-/** Builds the dashboard from the current sources into a fresh directory, so tests never see a stale build. */
-export function buildDashboard(): string {
-  const outDir = mkdtempSync(join(tmpdir(), 'svc-dashboard-build-'));
+/**
+ * The dashboard built from the current sources, once per test run: the first browser test file
+ * that asks builds it (a Vite build, 3 to 5 s of CPU) in the run's directory (global-setup.ts),
+ * the others wait for that build and share it, so no test sees a build older than its run. The
+ * directory is read only for the tests; the global setup removes it.
+ *
+ * @example
+ * const dashboardDir = await dashboardBuild();
+ * spawnSvc(['serve'], { SVC_DASHBOARD_DIR: dashboardDir });
+ */
+export async function dashboardBuild(): Promise<string> {
+  const runDir = process.env[DASHBOARD_RUN_ENV];
+  if (!runDir) throw new Error(`${DASHBOARD_RUN_ENV} is not set: run the browser tests with vitest.config.ts`);
+  const outDir = join(runDir, 'dist');
+  const building = join(runDir, 'building');
+  const failed = join(runDir, 'failed');
+  try {
+    // Taken once per run, by the file that builds.
+    mkdirSync(join(runDir, 'taken'));
+  } catch {
+    // Another test file is building it, or has built it.
+    return until(
+      "another test file's dashboard build",
+      () =>
+        existsSync(outDir)
+          ? outDir
+          : existsSync(failed)
+            ? Promise.reject(new Error(readFileSync(failed, 'utf8')))
+            : undefined,
+      180_000,
+    );
+  }
   const r = spawnSync(
     process.execPath,
-    [join(DASHBOARD_ROOT, '../../node_modules/vite/bin/vite.js'), 'build', '--outDir', outDir, '--emptyOutDir'],
-    {
-      cwd: DASHBOARD_ROOT,
-      encoding: 'utf8',
-    },
+    [join(DASHBOARD_ROOT, '../../node_modules/vite/bin/vite.js'), 'build', '--outDir', building, '--emptyOutDir'],
+    { cwd: DASHBOARD_ROOT, encoding: 'utf8' },
   );
-  if (r.status !== 0) throw new Error(`dashboard build failed:\n${r.stdout}\n${r.stderr}`);
+  if (r.status !== 0) {
+    const error = `dashboard build failed:\n${r.stdout}\n${r.stderr}`;
+    writeFileSync(failed, error);
+    throw new Error(error);
+  }
+  // Whole or absent: the waiting files see the directory only once the build has finished.
+  renameSync(building, outDir);
   return outDir;
 }
 
@@ -65,7 +98,7 @@ async function until<T>(
 
 export interface Stack {
   base: string;
-  /** The build the server serves. */
+  /** The build the server serves (this run's, shared: read only). */
   dashboardDir: string;
   upstream: OpenAITestServer;
   server: SpawnedSvc;
@@ -80,7 +113,7 @@ export interface Stack {
  */
 export async function startStack(): Promise<Stack> {
   const store: TestStore = await createTestStore();
-  const dashboardDir = buildDashboard();
+  const dashboardDir = await dashboardBuild();
   const upstream = await startOpenAITestServer({ streamDelayMs: 40 });
   const server = spawnSvc(['serve', '--port', '0'], {
     SVC_DATA_DIR: store.dataDir,
@@ -140,7 +173,6 @@ export async function startStack(): Promise<Stack> {
       await server.exited;
       await upstream.close();
       await store.drop();
-      rmSync(dashboardDir, { recursive: true, force: true });
     },
   };
 }

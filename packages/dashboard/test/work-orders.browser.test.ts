@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from '@svc/cli/testing';
 import { seedRepository, startFakeGitHub, startGitHost, type FakeGitHub, type GitHost } from '@svc/cli/testing/git';
 import { createTestStore, type TestStore } from '@svc/server/testing';
-import { buildDashboard, CHROMIUM, HAVE_CHROMIUM, launchBrowser, screenshot } from './stack.js';
+import { CHROMIUM, dashboardBuild, HAVE_CHROMIUM, launchBrowser, screenshot } from './stack.js';
 
 if (!HAVE_CHROMIUM)
   process.stdout.write(`[svc test] SKIPPED the work-order dashboard test: no Chromium at ${CHROMIUM}\n`);
@@ -49,7 +49,7 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
 
   beforeAll(async () => {
     store = await createTestStore();
-    dashboardDir = buildDashboard();
+    dashboardDir = await dashboardBuild();
     host = await startGitHost(TOKEN);
     seedRepository(host.root, 'acme/site', {
       'package.json': '{"scripts":{"test":"node test/run.js"}}',
@@ -130,7 +130,6 @@ describe.skipIf(!HAVE_CHROMIUM)('work orders in the dashboard', { timeout: 120_0
     await host?.close();
     await github?.close();
     rmSync(nodeDir, { recursive: true, force: true });
-    rmSync(dashboardDir, { recursive: true, force: true });
     await store?.drop();
   });
 
