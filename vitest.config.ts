@@ -1,19 +1,20 @@
 import { availableParallelism } from 'node:os';
 import { configDefaults, defineConfig } from 'vitest/config';
 import { FileTimesReporter } from './scripts/file-times-reporter.js';
-import { classifyTests } from './scripts/store-tests.js';
+import { classifyTests, type TestClasses } from './scripts/store-tests.js';
 
-// `npm test` runs the suite once per store; after the first pass, scripts/test.mjs sets
-// SVC_TEST_STORE_ONLY so the later ones skip the files that cannot see which store runs
-// (the rule is in scripts/store-tests.ts).
-const storeOnly = process.env.SVC_TEST_STORE_ONLY === '1';
+// `npm test` runs the suite on two stores at once; scripts/test.mjs names in SVC_TEST_LEAVE_OUT the
+// classes of files (scripts/store-tests.ts) each pass leaves to the other: the PGlite pass the
+// files that cannot see the store, the PostgreSQL pass those that declare one store enough.
+const leaveOut = (process.env.SVC_TEST_LEAVE_OUT ?? '').split(',').filter(Boolean) as (keyof TestClasses)[];
+const classes = leaveOut.length > 0 ? classifyTests() : undefined;
 // scripts/test.mjs reads the counts and each file's time from here.
 const reportDir = process.env.SVC_TEST_REPORT_DIR;
 
 export default defineConfig({
   test: {
     include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts', 'scripts/**/*.test.ts'],
-    exclude: [...configDefaults.exclude, ...(storeOnly ? classifyTests().independent : [])],
+    exclude: [...configDefaults.exclude, ...leaveOut.flatMap((name) => classes?.[name] ?? [])],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',

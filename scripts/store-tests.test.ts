@@ -38,10 +38,26 @@ describe('which test files run on every store', () => {
     write('packages/cli/test/args.test.ts', "import { parse } from '../src/args.js';\n");
     write('packages/cli/src/args.ts', 'export const parse = 1;\n');
     write('scripts/tool.test.ts', "import { z } from 'vitest';\n");
+    // Declares one store enough; the same line without a reason, or not at the start of a line, does not count.
+    write(
+      'packages/cli/test/browser.test.ts',
+      "import { createTestStore } from '@svc/server/testing';\n// npm test: one store: the subject is the browser.\n",
+    );
+    write(
+      'packages/cli/test/unexplained.test.ts',
+      "import { createTestStore } from '@svc/server/testing';\n// npm test: one store:\nconst s = '// npm test: one store: no';\n",
+    );
+    write(
+      'packages/cli/test/pure-declared.test.ts',
+      "// npm test: one store: nothing to see\nimport { parse } from '../src/args.js';\n",
+    );
 
     expect(testFiles(root)).toEqual([
       'packages/cli/test/args.test.ts',
+      'packages/cli/test/browser.test.ts',
+      'packages/cli/test/pure-declared.test.ts',
       'packages/cli/test/serve.test.ts',
+      'packages/cli/test/unexplained.test.ts',
       'packages/server/src/chain.test.ts',
       'packages/server/src/lazy.test.ts',
       'packages/server/src/pure.test.ts',
@@ -51,23 +67,31 @@ describe('which test files run on every store', () => {
     expect(classifyTests(root)).toEqual({
       store: [
         'packages/cli/test/serve.test.ts',
+        'packages/cli/test/unexplained.test.ts',
         'packages/server/src/chain.test.ts',
         'packages/server/src/lazy.test.ts',
         'packages/server/src/service.test.ts',
       ],
-      independent: ['packages/cli/test/args.test.ts', 'packages/server/src/pure.test.ts', 'scripts/tool.test.ts'],
+      independent: [
+        'packages/cli/test/args.test.ts',
+        'packages/cli/test/pure-declared.test.ts',
+        'packages/server/src/pure.test.ts',
+        'scripts/tool.test.ts',
+      ],
+      oneStore: ['packages/cli/test/browser.test.ts'],
     });
   });
 
   it("in this repository: every file that makes a store or app is store-dependent, protocol's are not", () => {
-    const { store, independent } = classifyTests();
-    expect(store.length + independent.length).toBe(testFiles().length);
+    const { store, independent, oneStore } = classifyTests();
+    expect(store.length + independent.length + oneStore.length).toBe(testFiles().length);
     const makesStore =
       /\b(createTestStore|createTestApp|startTestServer|startGatewayFixture|openDb|createContext|createPgliteDb|createPostgresDb)\(/;
     const missed = independent.filter((f) => makesStore.test(readFileSync(f, 'utf8')));
     expect(missed).toEqual([]);
     expect(store).toContain('packages/server/src/modules/keys/keys.test.ts');
     expect(store).toContain('packages/cli/test/serve.test.ts');
+    expect(oneStore).toContain('packages/dashboard/test/dashboard.browser.test.ts');
     expect(independent).toContain('packages/protocol/src/jcs.test.ts');
     expect(independent).toContain('packages/server/src/modules/billing/rules.test.ts');
     expect(independent.filter((f) => f.startsWith('packages/protocol/')).length).toBe(

@@ -6,11 +6,19 @@
 // (packages/server/test/test-store.ts). Every other file cannot see which store runs, so one pass
 // runs it. A file that imports the server's public index counts as store-dependent even if the
 // part it uses is pure: the rule errs on the side of running a file twice.
+//
+// A store-dependent file whose subject is something else (a browser driving the dashboard,
+// containers, an npm install) may say so with a line of its own, the reason after the colon:
+//   // npm test: one store: <why the store does not matter here>
+// It then runs on one store only (PGlite, the default): `oneStore` below.
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The line a store-dependent file declares itself with when its subject is not the store (with a reason). */
+const ONE_STORE_RE = /^\/\/ npm test: one store: \S/m;
 
 /** Where a store is opened or made: reaching any of these makes a test store-dependent. */
 const STORE_MARKERS = ['packages/server/src/platform/db/', 'packages/server/test/test-store.ts'];
@@ -72,14 +80,25 @@ function resolveSource(path: string): string | undefined {
   return candidates.find((c) => existsSync(c) && statSync(c).isFile());
 }
 
+/** The test files by what the store can change: run on every store, on any one, or on PGlite. */
+export interface TestClasses {
+  /** Reach the store: run on every store. */
+  store: string[];
+  /** Cannot see which store runs: run once, on any. */
+  independent: string[];
+  /** Reach the store but declare (ONE_STORE_RE) that their subject is not it: run once, on PGlite. */
+  oneStore: string[];
+}
+
 /**
- * Splits the test files into those that depend on the store and those that do not.
+ * Splits the test files into those that depend on the store, those that do not, and the
+ * store-dependent ones that declare one store enough.
  *
  * @example
  * const { independent } = classifyTests();
  * // ['packages/protocol/src/jcs.test.ts', ...]
  */
-export function classifyTests(root = ROOT): { store: string[]; independent: string[] } {
+export function classifyTests(root = ROOT): TestClasses {
   const exportsMap = workspaceExports(root);
   const markers = STORE_MARKERS.map((m) => join(root, m));
   const isMarker = (file: string) => markers.some((m) => (m.endsWith('/') ? file.startsWith(m) : file === m));
@@ -113,15 +132,22 @@ export function classifyTests(root = ROOT): { store: string[]; independent: stri
       }
     }
   }
-  const store = tests.filter((t) => reaches.has(join(root, t)));
-  const independent = tests.filter((t) => !reaches.has(join(root, t)));
-  return { store, independent };
+  const dependent = tests.filter((t) => reaches.has(join(root, t)));
+  const declaresOne = (t: string) => ONE_STORE_RE.test(readFileSync(join(root, t), 'utf8'));
+  return {
+    store: dependent.filter((t) => !declaresOne(t)),
+    independent: tests.filter((t) => !reaches.has(join(root, t))),
+    oneStore: dependent.filter(declaresOne),
+  };
 }
 
 // `npx tsx scripts/store-tests.ts` prints the split, for checking the rule by eye.
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const { store, independent } = classifyTests();
+  const { store, independent, oneStore } = classifyTests();
+  const list = (title: string, files: string[]) => `${title} (${files.length}):\n  ${files.join('\n  ')}\n`;
   process.stdout.write(
-    `store-dependent (${store.length}):\n  ${store.join('\n  ')}\nstore-independent (${independent.length}):\n  ${independent.join('\n  ')}\n`,
+    list('store-dependent', store) +
+      list('store-independent', independent) +
+      list('store-dependent, declared one store', oneStore),
   );
 }

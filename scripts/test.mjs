@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// `npm test`: the whole suite on the embedded store (PGlite) and, at the same time, the
-// store-dependent files again on PostgreSQL (the files that cannot see the store run once: the
-// rule is in scripts/store-tests.ts). The two passes overlap because each spends much of its time
+// `npm test`: the store-dependent files on the embedded store (PGlite) and, at the same time, on
+// PostgreSQL. The files that cannot see the store run once, in the PostgreSQL pass, and the
+// store-dependent ones that declare one store enough once, in the PGlite pass, so that the two
+// passes take about as long (the rule is in scripts/store-tests.ts). Without PostgreSQL, or with
+// SVC_TEST_STORES naming one store, one pass runs every file. The two passes overlap because each spends much of its time
 // waiting (on child processes, sockets, timers): one after the other, the CPUs sat idle for about
 // a third of the run. The PostgreSQL pass's output goes to a file, printed when both are done;
 // SVC_TEST_SERIAL=1 runs the passes one after the other with both outputs live. PostgreSQL comes from DATABASE_URL, or from a throwaway cluster started
@@ -95,24 +97,30 @@ function logDir() {
 }
 
 /**
- * One vitest run on one store; resolves when it exits. With `logFile` its output goes there
- * instead of this terminal.
+ * One vitest run on one store; resolves when it exits. `leaveOut` names the classes of test files
+ * (scripts/store-tests.ts) the other pass runs. With `logFile` its output goes there instead of
+ * this terminal.
  */
-async function runVitest(label, env, { storeOnly, logFile }) {
+async function runVitest(label, env, { leaveOut, logFile }) {
   const reportDir = mkdtempSync(join(tmpdir(), 'svc-vitest-'));
   const report = join(reportDir, 'report.json');
   log(
-    `running the ${storeOnly ? 'store-dependent files' : 'suite'} on ${label}${logFile ? ` (output in ${logFile}, printed at the end)` : ''}`,
+    `running the suite${leaveOut ? ` but its ${leaveOut} files (the other pass runs those)` : ''} on ${label}${logFile ? ` (output in ${logFile}, printed at the end)` : ''}`,
   );
   const started = Date.now();
   const out = logFile ? openSync(logFile, 'w') : undefined;
   // vitest.config.ts adds the JSON and file-time reporters when SVC_TEST_REPORT_DIR is set.
-  // A pass over the store-dependent files only may find none among the paths given (every one
-  // store-free, already run by the PGlite pass): that is not a failure.
-  const extra = storeOnly && args.length > 0 ? ['--passWithNoTests'] : [];
+  // A pass may find none of its files among the paths given (the other pass runs them all): that
+  // is not a failure.
+  const extra = leaveOut && args.length > 0 ? ['--passWithNoTests'] : [];
   const child = spawn('npx', ['vitest', 'run', ...args, ...extra], {
     stdio: out === undefined ? 'inherit' : ['ignore', out, out],
-    env: { ...process.env, ...env, SVC_TEST_REPORT_DIR: reportDir, ...(storeOnly ? { SVC_TEST_STORE_ONLY: '1' } : {}) },
+    env: {
+      ...process.env,
+      ...env,
+      SVC_TEST_REPORT_DIR: reportDir,
+      ...(leaveOut ? { SVC_TEST_LEAVE_OUT: leaveOut } : {}),
+    },
   });
   const status = await new Promise((resolve) => {
     child.on('error', () => resolve(1));
@@ -154,14 +162,14 @@ try {
   const both = only.includes('pglite') && pg?.url !== undefined;
   const serial = process.env.SVC_TEST_SERIAL === '1';
   const passes = [];
-  const pglitePass = () => runVitest('pglite (embedded)', { ...shared, DATABASE_URL: '' }, { storeOnly: false });
-  // The store-independent files run in the PGlite pass, if there is one.
+  const pglitePass = () =>
+    runVitest('pglite (embedded)', { ...shared, DATABASE_URL: '' }, { leaveOut: both ? 'independent' : undefined });
   const postgresPass = () =>
     runVitest(
       'postgres',
       { ...shared, DATABASE_URL: pg.url },
       {
-        storeOnly: only.includes('pglite'),
+        leaveOut: both ? 'oneStore' : undefined,
         logFile: both && !serial ? join(logDir(), 'postgres-pass.log') : undefined,
       },
     );

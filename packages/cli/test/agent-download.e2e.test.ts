@@ -10,6 +10,9 @@ import { createTestStore, type TestStore } from '@svc/server/testing';
 import { buildBusyboxArchive, podman, safe } from './busybox-image.js';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
+// npm test: one store: the subject is the agent tarball (its signature, an npm install of it, the
+// installed agent running a job); the store side of a job runs on both stores in packages/server.
+
 const VERSION = (
   JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;

@@ -9,6 +9,9 @@ import { createTestStore, type TestStore } from '@svc/server/testing';
 import { buildBusyboxArchive, podman, safe } from './busybox-image.js';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
+// npm test: one store: the subject is the container (its limits, what escapes it, kill -9 of its
+// agent); the store side of jobs, re-queues and charges runs on both stores in packages/server.
+
 interface JobBody {
   status?: string;
   node_id?: string | null;

@@ -13,6 +13,9 @@ import { importRunnerImage, podman, safe } from './busybox-image.js';
 import { seedRepository, startFakeGitHub, startGitHost, type FakeGitHub, type GitHost } from './git-server.js';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
+// npm test: one store: the subject is the platform's runner image and the containers it runs (as
+// oci-runner.e2e); the store side of jobs and work orders runs on both stores in packages/server.
+
 /**
  * Issue 42 point 2, the rest of buyer code in the oci runner, through real `svc serve` and `svc
  * node` and podman: a kind 10 program and a kind 9 capsule (with its checks) in containers of the

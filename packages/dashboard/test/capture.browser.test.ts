@@ -11,6 +11,9 @@ import {
   type Stack,
 } from './stack.js';
 
+// npm test: one store: the subject is the dashboard's pages in Chromium; the API they read runs on
+// both stores in packages/server's tests.
+
 /**
  * Capture sets in a real browser against a real `svc serve`: a site, an epoch, then two files picked
  * in the page, hashed there, uploaded through tus with progress, and completed to `ready`.

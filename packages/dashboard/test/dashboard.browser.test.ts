@@ -14,6 +14,9 @@ import {
   type Stack,
 } from './stack.js';
 
+// npm test: one store: the subject is the dashboard's pages in Chromium; the API they read runs on
+// both stores in packages/server's tests.
+
 if (!HAVE_CHROMIUM)
   process.stdout.write(
     `[svc test] SKIPPED the dashboard browser tests: no Chromium at ${CHROMIUM} (apt-get install chromium)\n`,

@@ -9,6 +9,9 @@ import { seedRepository, startFakeGitHub, startGitHost, type FakeGitHub, type Gi
 import { createTestStore, type TestStore } from '@svc/server/testing';
 import { CHROMIUM, dashboardBuild, HAVE_CHROMIUM, launchBrowser, screenshot } from './stack.js';
 
+// npm test: one store: the subject is the dashboard's pages in Chromium; the API they read runs on
+// both stores in packages/server's tests.
+
 if (!HAVE_CHROMIUM)
   process.stdout.write(`[svc test] SKIPPED the work-order dashboard test: no Chromium at ${CHROMIUM}\n`);
 
