@@ -127,6 +127,26 @@ describe('credit reservations: the 402 decided in memory, the store never overdr
     expect(await withinBalance(orgId)).toBe(53);
   });
 
+  it('a take that came up short because a request still held its credit takes it once that credit comes back during the refill', async () => {
+    // 3 cents, all in this instance's reservation; a gateway request holds 2 of them until its
+    // charge commits, which happens while the next request's refill asks the store.
+    const { orgId } = await signUp(t.app);
+    await createLedger(t.ctx.db).charge(orgId, 970_000, { ref: 'spent' }); // 100 cents of free tier, 3 left
+    const a = instance('inst_a_released', { sliceCents: 500 });
+    const first = await a.take(orgId, 2);
+    expect(a.unused(orgId)).toBe(1);
+    const transaction = t.ctx.db.transaction.bind(t.ctx.db);
+    vi.spyOn(t.ctx.db, 'transaction').mockImplementation((fn) => {
+      first.release();
+      return transaction(fn);
+    });
+    const second = await a.take(orgId, 2);
+    vi.restoreAllMocks();
+    expect(a.unused(orgId)).toBe(1);
+    second.release();
+    expect(await withinBalance(orgId)).toBe(3);
+  });
+
   it("a hold draws from this instance's reservation first, and the count in memory follows", async () => {
     const { orgId } = await signUp(t.app);
     const a = instance('inst_a3');

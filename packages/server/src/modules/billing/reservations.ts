@@ -256,6 +256,9 @@ export function createReservations(options: ReservationOptions): Reservations {
       let settled = false;
       for (let attempt = 0; unusedOf(entry) < cents; attempt++) {
         const short = await refill(orgId, entry, cents);
+        // Short when it asked, but credit came back meanwhile: a gateway request's charge committed
+        // during the refill and its credit was released (it stays taken until then): take again.
+        if (short !== undefined && unusedOf(entry) >= cents) continue;
         if (short !== undefined) {
           // Once per take: holds of requests already answered may be about to shrink to their charge.
           if (!settled && options.writer && options.writer.pending > 0) {
