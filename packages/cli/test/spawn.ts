@@ -4,6 +4,16 @@ import { fileURLToPath } from 'node:url';
 export const SVC_BIN = fileURLToPath(new URL('../bin/svc.js', import.meta.url));
 /** Set by the global setup (`global-setup.ts`) to the compiled `svc` the spawned processes run. */
 export const CLI_BUNDLE_ENV = 'SVC_TEST_CLI_BUNDLE';
+/**
+ * V8 flags of the compiled `svc` processes. `--liftoff-only`: PGlite's WebAssembly stays in V8's
+ * baseline tier, never recompiled by the optimizing one, which a process living seconds pays for
+ * and rarely gets back: `svc serve` on PGlite listens after 2.8 to 3.3 s of CPU instead of 4.2 to
+ * 4.4 s, and the process-level test files cost 20 % less CPU (crash-holds, serve-kill,
+ * ingest-crash, capture, evidence, marketplace, log e2e, 2026-11-28). Not for the test workers,
+ * whose PGlite lives a whole run: there the 5 MB ingestion test took 46 s of CPU against 33 s.
+ * The same code runs; only how V8 compiles it differs.
+ */
+const COMPILED_FLAGS = ['--liftoff-only'];
 
 export interface SpawnedSvc {
   child: ChildProcess;
@@ -16,8 +26,9 @@ export interface SpawnedSvc {
 /**
  * Runs `svc <args>` as a real process with the given environment added to this one's. Under
  * `npm test` the process runs `svc` as the global setup compiled it for this run (the same
- * sources, without tsx's loader: about 1 s of CPU less per process, see cli-bundle.ts); with
- * `{ bin: 'tsx' }`, or outside vitest's setup, it runs bin/svc.js as a user does.
+ * sources, without tsx's loader: about 1 s of CPU less per process, see cli-bundle.ts; and with
+ * COMPILED_FLAGS); with `{ bin: 'tsx' }`, or outside vitest's setup, it runs bin/svc.js as a user
+ * does.
  *
  * @example
  * const p = spawnSvc(['serve', '--port', '0'], { SVC_DATA_DIR: dir });
@@ -29,7 +40,7 @@ export function spawnSvc(
 ): SpawnedSvc {
   const compiled = process.env[CLI_BUNDLE_ENV];
   const bin = options.bin !== 'tsx' && compiled ? compiled : SVC_BIN;
-  const child = spawn(process.execPath, [bin, ...args], {
+  const child = spawn(process.execPath, [...(bin === compiled ? COMPILED_FLAGS : []), bin, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
