@@ -5,23 +5,27 @@
  * Reports added latency (p50/p99) for non-streamed chat, time to first token for streamed chat,
  * and requests/second under concurrency with the through/direct ratio, beside a bare relay of the
  * same processes (bench/relay.ts). `--baseline <checkout>` runs a second svc pair from another
- * checkout of the project in the same run. Targets take turns request by request (and second by
- * second under load), so a machine whose speed drifts affects them alike. See bench/README.md.
+ * checkout of the project in the same run. `--portkey <dir>` adds Portkey's gateway, installed in
+ * `<dir>` outside this repository, over the same upstream. Targets take turns request by request
+ * (and second by second under load), so a machine whose speed drifts affects them alike. See
+ * bench/README.md.
  *
  * @example
  * npx tsx bench/gateway.ts --requests 300 --duration 10 --concurrency 16
  * npx tsx bench/gateway.ts --baseline /tmp/svc-at-main
+ * npx tsx bench/gateway.ts --portkey /tmp/portkey-bench   # its install: bench/README.md, Gateway
  * npx tsx bench/gateway.ts --warmup 1000 --warmup-load 0   # as it warmed up before 2026-11-27 (fourth session)
  * npx tsx bench/gateway.ts --baseline . --env SVC_WRITER_FLUSH_MS=50 --baseline-env SVC_WRITER_FLUSH_MS=2
  * DATABASE_URL=postgres://... npx tsx bench/gateway.ts
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { availableParallelism, cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { startOpenAITestServer } from '@svc/node-agent/testing';
 import type { TestStore } from '@svc/server/testing';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Db } from '../packages/server/src/platform/db/index.js';
 import { createPgliteDb } from '../packages/server/src/platform/db/pglite.js';
 import { createPostgresDb } from '../packages/server/src/platform/db/postgres.js';
@@ -50,6 +54,7 @@ const { values } = parseArgs({
     baseline: { type: 'string' },
     env: { type: 'string' },
     'baseline-env': { type: 'string' },
+    portkey: { type: 'string' },
   },
 });
 const requests = positiveInt('requests', values.requests);
@@ -60,6 +65,7 @@ const warmupLoad = wholeNumber('warmup-load', values['warmup-load']);
 const BASELINE_BIN = baselineBin(values.baseline);
 const ENV = envSettings('--env', values.env);
 const BASELINE_ENV = envSettings('--baseline-env', values['baseline-env']);
+const PORTKEY = portkeyInstall(values.portkey);
 
 const MESSAGES = [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }];
 const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
@@ -67,10 +73,82 @@ const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
 interface Target {
   base: string;
   headers: Record<string, string>;
-  /** Its gateway and node processes, whose CPU time the bench reads. */
-  processes?: { gateway: ChildProcess; node: ChildProcess };
+  /** Its gateway and node processes, whose CPU time the bench reads (Portkey has no node). */
+  processes?: { gateway: ChildProcess; node?: ChildProcess };
   /** An svc target's store, read after the run (hand-overs under load). */
   store?: TestStore;
+}
+
+/**
+ * Portkey's gateway as `--portkey <dir>` installed it (bench/README.md, Gateway: 1.15.2 with
+ * `hono` 4.9.7 and `@hono/node-server` 1.13.5): its start script and the versions it runs with,
+ * or undefined without the flag. Throws a clear error when `<dir>` has no gateway, or one whose
+ * `@hono/node-server` is above 1.14.2: with those its streamed answers fail with
+ * `TypeError: immutable` (Portkey-AI/gateway#1389).
+ */
+function portkeyInstall(dir: string | undefined): { script: string; versions: string } | undefined {
+  if (dir === undefined) return undefined;
+  const modules = join(resolve(dir), 'node_modules');
+  const script = join(modules, '@portkey-ai/gateway/build/start-server.js');
+  if (!existsSync(script))
+    throw new Error(`--portkey must be a directory where @portkey-ai/gateway is installed; ${script} is missing`);
+  // The copy Portkey loads: its own nested one first (npm nests one when the pin misses its range).
+  const version = (name: string): string => {
+    for (const at of [join(modules, '@portkey-ai/gateway/node_modules', name), join(modules, name)])
+      if (existsSync(join(at, 'package.json')))
+        return (JSON.parse(readFileSync(join(at, 'package.json'), 'utf8')) as { version: string }).version;
+    return 'missing';
+  };
+  const nodeServer = version('@hono/node-server');
+  const [major = 0, minor = 0, patch = 0] = nodeServer.split('.').map(Number);
+  if (major !== 1 || minor > 14 || (minor === 14 && patch > 2))
+    throw new Error(
+      `--portkey: ${dir} runs @hono/node-server ${nodeServer}; Portkey's streams need 1.14.2 or older (pin 1.13.5 with npm overrides, bench/README.md)`,
+    );
+  const names = ['@portkey-ai/gateway', 'hono', '@hono/node-server'];
+  return { script, versions: names.map((name) => `${name} ${version(name)}`).join(', ') };
+}
+
+/** A TCP port free on 127.0.0.1 now: Portkey takes `--port=<n>` and prints no port it chose itself. */
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? done(address.port) : fail(new Error('no port'))));
+    });
+  });
+}
+
+/**
+ * Portkey's gateway (`start-server.js --headless`) as a target over the upstream, as its users
+ * call an OpenAI-compatible engine: provider `openai`, the upstream as custom host, a key it
+ * forwards. One process, no node: it calls the upstream itself.
+ */
+async function startPortkeyTarget(script: string, upstreamUrl: string, running: SvcProcess[]): Promise<Target> {
+  const port = await freePort();
+  const gateway = svcProcess(['--headless', `--port=${port}`], {}, [script]);
+  running.push(gateway);
+  const target: Target = {
+    base: `http://127.0.0.1:${port}/v1`,
+    headers: {
+      'x-portkey-provider': 'openai',
+      'x-portkey-custom-host': upstreamUrl,
+      authorization: 'Bearer sk-bench',
+    },
+    processes: { gateway: gateway.child },
+  };
+  await until(
+    "Portkey's gateway answering",
+    () =>
+      chat(target).then(
+        () => true,
+        () => undefined,
+      ),
+    gateway.output,
+  );
+  return target;
 }
 
 /**
@@ -328,6 +406,7 @@ const upstream = await startOpenAITestServer();
 let loadWindow: { from: Date; to: Date } | undefined;
 const running: SvcProcess[] = [];
 const svcTargets: Target[] = [];
+const portkeyTargets: Target[] = [];
 const cleanups: (() => Promise<void>)[] = [];
 try {
   // The bare relays (bench/relay.ts): the same three processes and hops, nothing else; over a
@@ -351,6 +430,8 @@ try {
   }
   svcTargets.push(await startSvcTarget(SVC_BIN, upstream.url, running, cleanups, ENV));
   if (BASELINE_BIN) svcTargets.push(await startSvcTarget(BASELINE_BIN, upstream.url, running, cleanups, BASELINE_ENV));
+  // The upstream's URL ends in /v1, as Portkey's custom host must.
+  if (PORTKEY) portkeyTargets.push(await startPortkeyTarget(PORTKEY.script, upstream.url, running));
   const direct: Target = { base: upstream.url, headers: {} };
   await until(
     'the WebSocket relay node connecting',
@@ -361,7 +442,9 @@ try {
       ),
     () => '',
   );
-  const others = [...relays, ...svcTargets];
+  const others = [...relays, ...svcTargets, ...portkeyTargets];
+  // The targets that stream (the bare relays do not), in the order of `others`.
+  const streamers = [...svcTargets, ...portkeyTargets];
   // A gateway runs for days: warm the processes up so the figures are the steady state, not the
   // first minute. V8 keeps optimizing svc's code for thousands of requests, and the paths a
   // loaded server takes (a flush of many requests, a node with every slot busy) only under load:
@@ -374,6 +457,10 @@ try {
     `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`,
   );
   if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
+  if (PORTKEY)
+    console.log(
+      `portkey: ${PORTKEY.versions}, one process (--headless) calling the upstream itself; its CPU is that process's`,
+    );
   for (const [who, env] of [
     ['svc', ENV],
     ['baseline', BASELINE_ENV],
@@ -402,9 +489,9 @@ try {
     50,
     [direct, ...others].map((t) => timed(() => chat(t))),
   );
-  const [ttftDirect, ...ttftSvc] = await roundRobin(
+  const [ttftDirect, ...ttftStreamers] = await roundRobin(
     requests,
-    [direct, ...svcTargets].map((t) => () => firstToken(t)),
+    [direct, ...streamers].map((t) => () => firstToken(t)),
   );
   const loadFrom = new Date();
   // CPU under load: each target's processes from the end of the warm-ups to the end of the turns
@@ -441,7 +528,12 @@ try {
   });
   if (!latDirect || !ttftDirect || !tDirect) throw new Error('a measurement is missing');
   const ms = (n: number) => n.toFixed(2);
-  const names = ['bare relay', 'bare relay ws', ...svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline'))];
+  const names = [
+    'bare relay',
+    'bare relay ws',
+    ...svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline')),
+    ...portkeyTargets.map(() => 'via portkey'),
+  ];
   const row = (label: string, d: string, cells: string[], added: string[]) => [label, d, ...cells, ...added];
   const lat = (q: 'p50' | 'p99') =>
     row(
@@ -491,8 +583,8 @@ try {
     row(
       `stream first token ${q} ms`,
       ms(ttftDirect[q]),
-      [...noStream, ...ttftSvc.map((l) => ms(l[q]))],
-      [...noStream, ...ttftSvc.map((l) => ms(l[q] - ttftDirect[q]))],
+      [...noStream, ...ttftStreamers.map((l) => ms(l[q]))],
+      [...noStream, ...ttftStreamers.map((l) => ms(l[q] - ttftDirect[q]))],
     );
   printTable([
     row(
@@ -512,7 +604,17 @@ try {
     cpuLoaded('gateway'),
     cpuLoaded('node'),
     cpuLoaded('bench'),
-    ...(storeKind === 'postgres' ? [cpuLoaded('store')] : []),
+    ...(storeKind === 'postgres'
+      ? [
+          cpuLoaded('store'),
+          row(
+            `same at ${concurrency} loops, gateway + PostgreSQL backends`,
+            'n/a',
+            loadedCpu.map((c) => cpuCell(c.gateway === undefined ? undefined : c.gateway + (c.store ?? 0))),
+            others.map(() => ''),
+          ),
+        ]
+      : []),
     row(
       `req/s the CPUs allow at those costs`,
       'n/a',
