@@ -1,6 +1,8 @@
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { cachedSerializerFactory, cachedValidatorCompiler } from './schema-cache.js';
+import { createTestApp } from '../../test/harness.js';
+import { cachedSerializerFactory, cachedValidatorCompiler, compileSerializers } from './schema-cache.js';
 import { createValidatorCompiler } from './validation.js';
 
 const body = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
@@ -47,5 +49,46 @@ describe('compiled schemas shared by the apps of one process', () => {
     expect(fn({ a: 'x', b: 'y' })).toBe('{"a":"x"}');
     await one.close();
     await two.close();
+  });
+
+  it('compiles a response serializer when its route first answers, not when the app is built', async () => {
+    let compiled = 0;
+    const counting: ReturnType<typeof SerializerSelector> = (externalSchemas, options) => {
+      const compile = SerializerSelector()(externalSchemas, options);
+      return (route) => {
+        compiled += 1;
+        return compile(route);
+      };
+    };
+    // A schema no other test of this process has compiled.
+    const field = `f${Date.now()}`;
+    const schema = { response: { 200: { type: 'object', properties: { [field]: { type: 'string' } } } } };
+    const app = Fastify({
+      schemaController: { compilersFactory: { buildSerializer: cachedSerializerFactory(counting) } },
+    });
+    app.get('/lazy', { schema }, async () => ({ [field]: 'kept', other: 'dropped' }));
+    await app.ready();
+    expect(compiled).toBe(0);
+    expect((await app.inject({ method: 'GET', url: '/lazy' })).json()).toEqual({ [field]: 'kept' });
+    expect((await app.inject({ method: 'GET', url: '/lazy' })).json()).toEqual({ [field]: 'kept' });
+    expect(compiled).toBe(1);
+    await app.close();
+  });
+
+  it("compiles every route's response schemas on demand, and throws on one that does not compile", async () => {
+    const t = await createTestApp();
+    try {
+      expect(() => compileSerializers()).not.toThrow();
+      expect(compileSerializers()).toBe(0);
+    } finally {
+      await t.close();
+    }
+    const app = Fastify({ schemaController: { compilersFactory: { buildSerializer: cachedSerializerFactory() } } });
+    const broken = { 200: { type: 'object', properties: { a: { type: 'string', pattern: '(' } } } };
+    app.get('/broken', { schema: { response: broken } }, async () => ({ a: 'x' }));
+    await app.ready();
+    expect(() => compileSerializers()).toThrow();
+    expect(compileSerializers()).toBe(0);
+    await app.close();
   });
 });
