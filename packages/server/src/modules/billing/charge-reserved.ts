@@ -1,9 +1,8 @@
 import { MICRO_PER_CENT } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
-import { newId } from '../../platform/ids.js';
 import { applyUsage, availableCents, clampPromo, freePart, MAX_USAGE_MICRO, requireAmount } from './rules.js';
-import { postEarning } from './settle-many.js';
+import { ledgerRow, postEarning } from './settle-many.js';
 import type { EarningPosting } from './service.js';
 import type { AccountRow, LedgerRow, NewLedgerRow } from './store.js';
 
@@ -156,6 +155,7 @@ async function writeCharges(
 ): Promise<LedgerRow[]> {
   const drawnOf = new Map<string, number>();
   for (const d of drawn) drawnOf.set(d.orgId, (drawnOf.get(d.orgId) ?? 0) + d.cents);
+  const values = rows.map(ledgerRow);
   const { rows: inserted } = await tx.query<LedgerRow & { seq: number }>(
     `WITH r AS (UPDATE credit_reservations SET amount_cents = credit_reservations.amount_cents - v.drawn, updated_at = now()
                   FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(org_id, instance_id, drawn)
@@ -165,9 +165,9 @@ async function writeCharges(
                   FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) AS v(org_id, balance, carry, promo, drawn)
                  WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($4::text[]))
      INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
-     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, 0, balance_after, description, ref
-       FROM unnest($9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::text[], $17::text[])
-            WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, balance_after, description, ref, n)
+     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
+       FROM unnest($9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[])
+            WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, n)
       ORDER BY n
      RETURNING seq, id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at`,
     [
@@ -179,15 +179,7 @@ async function writeCharges(
       accounts.map(([, a]) => a.carry_micro),
       accounts.map(([, a]) => a.promo_micro),
       accounts.map(([orgId]) => drawnOf.get(orgId) ?? 0),
-      rows.map(() => newId('tx')),
-      rows.map((r) => r.orgId),
-      rows.map((r) => r.txType),
-      rows.map((r) => r.amountCents),
-      rows.map((r) => r.amountMicro ?? r.amountCents * MICRO_PER_CENT),
-      rows.map((r) => r.freeMicro ?? 0),
-      rows.map((r) => r.balanceAfter),
-      rows.map((r) => r.description),
-      rows.map((r) => r.ref ?? null),
+      ...Array.from({ length: 10 }, (_, i) => values.map((v) => v[i])),
     ],
   );
   if (inserted.length !== rows.length) throw new Error('ledger insert returned too few rows');

@@ -40,7 +40,7 @@ export type ClosedHold =
 const ACCOUNT_COLUMNS = 'org_id, balance_cents, held_cents, carry_micro, promo_micro, reserved_cents';
 
 /** Row values of `credit_transactions` in insert order (the `seq` follows it). */
-function ledgerRow(row: NewLedgerRow): unknown[] {
+export function ledgerRow(row: NewLedgerRow): unknown[] {
   return [
     newId('tx'),
     row.orgId,

@@ -43,8 +43,10 @@ const gatewayRecords: WriteKind<GatewayRecord, ReceiptRow | undefined> = {
     const ctx = items[0]?.ctx;
     if (!ctx) return [];
     const receipts = items.flatMap((item, index) => ('receipt' in item ? [{ index, receipt: item.receipt }] : []));
-    const firsts = new Map<string, VerifiedReceipt>();
-    for (const { receipt } of receipts) if (!firsts.has(receipt.body.job_id)) firsts.set(receipt.body.job_id, receipt);
+    // Each request's first receipt, by its place (a receipt sent again may even be the same object).
+    const firstAt = new Map<string, number>();
+    receipts.forEach(({ receipt }, i) => firstAt.set(receipt.body.job_id, firstAt.get(receipt.body.job_id) ?? i));
+    const firsts = new Map([...firstAt].map(([id, i]) => [id, receipts[i]?.receipt]));
     const { whole, alone } = pairOpenings(
       ctx,
       items.flatMap((item) => ('opening' in item ? [item.opening] : [])),
@@ -52,11 +54,8 @@ const gatewayRecords: WriteKind<GatewayRecord, ReceiptRow | undefined> = {
     );
     const inserted = await writeAlone(ctx, tx, alone);
     // What each receipt's request has in this flush: only its first receipt, and only from its node.
-    const firstAt = new Map<string, number>();
-    receipts.forEach(({ receipt }, i) => firstAt.set(receipt.body.job_id, firstAt.get(receipt.body.job_id) ?? i));
     const opened = receipts.map(({ receipt }, i): OpenedInFlush | undefined => {
       const id = receipt.body.job_id;
-      // A receipt sent again may even be the same object: its place tells it apart.
       if (firstAt.get(id) !== i) return undefined;
       const fresh = whole.get(id) ?? inserted.get(id);
       return fresh?.work.node_id === receipt.node.id ? fresh : undefined;
@@ -98,7 +97,11 @@ const gatewayRecords: WriteKind<GatewayRecord, ReceiptRow | undefined> = {
  * of the flush (from the node they were leased to, and with no rows of their own to add:
  * `onOpen`), and the others, written alone.
  */
-function pairOpenings(ctx: ServiceContext, openings: readonly Opening[], firsts: ReadonlyMap<string, VerifiedReceipt>) {
+function pairOpenings(
+  ctx: ServiceContext,
+  openings: readonly Opening[],
+  firsts: ReadonlyMap<string, VerifiedReceipt | undefined>,
+) {
   const whole = new Map<string, OpenedInFlush>();
   const alone: Opening[] = [];
   for (const o of openings) {

@@ -2,7 +2,7 @@ import type { ServiceContext } from '../../service-context.js';
 import type { Queryable } from '../../platform/db/index.js';
 import type { Principal } from '../../platform/principal.js';
 import { policyEvaluated, policyId } from '../evidence/events.js';
-import { openDerivedRuns, openRunWithHead, openRunsWithHeads, type RunHead } from '../evidence/recorder.js';
+import { openDerivedRuns, openRunWithHead, openRunsWithHeads } from '../evidence/recorder.js';
 import { insertLeasedWork, insertLeasedWorks, type WorkRow } from '../work/store.js';
 import {
   batchesOf,
@@ -204,7 +204,7 @@ export async function writeOpening(
 }
 
 /** Opens the evidence runs of openings (the run row alone when its events are derived from its records, DESIGN.md section 11, else with its event rows): one statement for the derived runs, one for the others. */
-async function openRunsOf(tx: Queryable, all: readonly ReturnType<typeof openingParts>[]): Promise<RunHead[]> {
+async function openRunsOf(tx: Queryable, all: readonly ReturnType<typeof openingParts>[]): Promise<void> {
   const derived = all.filter((p) => eventsDerived(p.request));
   await openDerivedRuns(
     tx,
@@ -215,27 +215,13 @@ async function openRunsOf(tx: Queryable, all: readonly ReturnType<typeof opening
     })),
   );
   const stored = all.filter((p) => !eventsDerived(p.request));
-  const heads =
-    stored.length === 1 && stored[0]
-      ? [await openRunWithHead(tx, stored[0].run.run, stored[0].run.events)]
-      : await openRunsWithHeads(
-          tx,
-          stored.map((p) => p.run),
-        );
-  // A derived run's head is never read back (its closing derives it again), only its id.
-  const derivedHead = (p: (typeof all)[number]): RunHead => ({
-    id: derivedRunId(p.request.id),
-    event_count: 0,
-    last_event_id: null,
-    hashes: [],
-  });
-  let next = 0;
-  return all.map((p) => {
-    if (eventsDerived(p.request)) return derivedHead(p);
-    const head = heads[next++];
-    if (!head) throw new Error('fewer evidence runs opened than asked');
-    return head;
-  });
+  // Nothing reads the heads back: a receipt of the same flush closes a run by its request id.
+  if (stored.length === 1 && stored[0]) await openRunWithHead(tx, stored[0].run.run, stored[0].run.events);
+  else
+    await openRunsWithHeads(
+      tx,
+      stored.map((p) => p.run),
+    );
 }
 
 /** The records an opening writes, as data: `writeOpening` writes one, `openings` many in one flush. */

@@ -16,7 +16,7 @@ import {
   type RunHead,
 } from '../evidence/recorder.js';
 import { batchesOf, derivedRunId, describeUsage, eventsDerived, storeDerivedEvents } from './evidence-derived.js';
-import type { HoldClosing } from '../billing/service.js';
+import type { HoldClosing, ReservedCharging } from '../billing/service.js';
 import type { NewRun } from '../evidence/store.js';
 import type { ReceiptRow } from '../receipts/store.js';
 import { cancelOpenWork, workState, type WorkRow } from '../work/store.js';
@@ -116,6 +116,23 @@ function chargePostings(request: GatewayRequestRow, what: string, node: Pick<Nod
   };
 }
 
+/** The ledger's entry charging `request` `micro` from the reservation its `credit` names (`chargeReserved`). */
+function reservedCharging(
+  request: GatewayRequestRow,
+  credit: RequestCredit | undefined,
+  micro: number,
+  { options, earn }: ReturnType<typeof chargePostings>,
+): ReservedCharging {
+  return {
+    orgId: request.org_id,
+    instanceId: credit?.instance_id ?? null,
+    usageMicro: micro,
+    capCents: credit?.cents ?? 0,
+    options,
+    ...(earn ? { earn } : {}),
+  };
+}
+
 /**
  * The receipt facts (work/completion.ts `ReceiptFacts`) of gateway receipts: what the server
  * records beside each (`gatewayReceiptMetadata`) and, for a sovereign request, the attestation its
@@ -177,16 +194,7 @@ async function charge(
   const ledger = ctx.ledger.within(tx);
   if (!request.hold_id) {
     if (micro === 0) return { charged: 0, chargedMicro: 0, events: [] };
-    const [outcome] = await ledger.chargeReserved([
-      {
-        orgId: request.org_id,
-        instanceId: credit?.instance_id ?? null,
-        usageMicro: micro,
-        capCents: credit?.cents ?? 0,
-        options,
-        ...(earn ? { earn } : {}),
-      },
-    ]);
+    const [outcome] = await ledger.chargeReserved([reservedCharging(request, credit, micro, { options, earn })]);
     if (!outcome) throw new Error('the ledger charged nothing');
     if (outcome.cut) warnCut(ctx, request, micro, outcome);
     return {
@@ -340,16 +348,7 @@ export async function completeManyFromReceipts(
   const ledger = ctx.ledger.within(tx);
   // Charged from the reservation their credit was taken from: no hold (DESIGN.md section 7).
   const reserved = plans.filter((p) => p.credit && p.micro > 0);
-  const charged = await ledger.chargeReserved(
-    reserved.map((p) => ({
-      orgId: p.d.request.org_id,
-      instanceId: p.credit?.instance_id ?? null,
-      usageMicro: p.micro,
-      capCents: p.credit?.cents ?? 0,
-      options: p.options,
-      ...(p.earn ? { earn: p.earn } : {}),
-    })),
-  );
+  const charged = await ledger.chargeReserved(reserved.map((p) => reservedCharging(p.d.request, p.credit, p.micro, p)));
   // Requests opened with a hold (before 2026-11-28) settle or release it.
   const held = plans.filter((p) => p.holdId);
   const closings = held.map(({ holdId, micro, options, earn }): HoldClosing => {
