@@ -2,9 +2,9 @@ import { MICRO_PER_CENT } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { applyUsage, availableCents, clampPromo, freePart, MAX_USAGE_MICRO, requireAmount } from './rules.js';
-import { ledgerRow, postEarning } from './settle-many.js';
+import { postEarning } from './settle-many.js';
 import type { EarningPosting } from './service.js';
-import type { AccountRow, LedgerRow, NewLedgerRow } from './store.js';
+import { ledgerColumns, type AccountRow, type LedgerRow, type NewLedgerRow } from './store.js';
 
 /**
  * Charges without a hold (DESIGN.md section 7, revised 2026-11-27): a gateway request's maximum
@@ -155,7 +155,6 @@ async function writeCharges(
 ): Promise<LedgerRow[]> {
   const drawnOf = new Map<string, number>();
   for (const d of drawn) drawnOf.set(d.orgId, (drawnOf.get(d.orgId) ?? 0) + d.cents);
-  const values = rows.map(ledgerRow);
   const { rows: inserted } = await tx.query<LedgerRow & { seq: number }>(
     `WITH r AS (UPDATE credit_reservations SET amount_cents = credit_reservations.amount_cents - v.drawn, updated_at = now()
                   FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(org_id, instance_id, drawn)
@@ -179,7 +178,7 @@ async function writeCharges(
       accounts.map(([, a]) => a.carry_micro),
       accounts.map(([, a]) => a.promo_micro),
       accounts.map(([orgId]) => drawnOf.get(orgId) ?? 0),
-      ...Array.from({ length: 10 }, (_, i) => values.map((v) => v[i])),
+      ...ledgerColumns(rows),
     ],
   );
   if (inserted.length !== rows.length) throw new Error('ledger insert returned too few rows');

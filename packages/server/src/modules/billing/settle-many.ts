@@ -1,7 +1,6 @@
 import { MICRO_PER_CENT } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
-import { newId } from '../../platform/ids.js';
 import {
   applyUsage,
   clampPromo,
@@ -12,7 +11,7 @@ import {
   type Earning,
 } from './rules.js';
 import type { EarningPosting, Settlement } from './service.js';
-import { type AccountRow, type HoldRow, type LedgerRow, type NewLedgerRow } from './store.js';
+import { ledgerColumns, type AccountRow, type HoldRow, type LedgerRow, type NewLedgerRow } from './store.js';
 
 /**
  * Many holds closed in one go (`closeHoldsMany`: a flush of completions of gateway requests opened
@@ -38,22 +37,6 @@ export type ClosedHold =
   { settlement: Settlement; earning: EarningPosting | null } | { released_cents: number; release: LedgerRow };
 
 const ACCOUNT_COLUMNS = 'org_id, balance_cents, held_cents, carry_micro, promo_micro, reserved_cents';
-
-/** Row values of `credit_transactions` in insert order (the `seq` follows it). */
-export function ledgerRow(row: NewLedgerRow): unknown[] {
-  return [
-    newId('tx'),
-    row.orgId,
-    row.txType,
-    row.amountCents,
-    row.amountMicro ?? row.amountCents * MICRO_PER_CENT,
-    row.freeMicro ?? 0,
-    row.holdCents ?? 0,
-    row.balanceAfter,
-    row.description,
-    row.ref ?? null,
-  ];
-}
 
 /**
  * Closes every hold of `entries` inside `tx`, as the entries' `settle`/`earn`/`release` calls
@@ -254,8 +237,6 @@ async function writeClosings(
   rows: NewLedgerRow[],
 ): Promise<LedgerRow[]> {
   const closed = holds.filter((h) => h.status !== 'active');
-  const values = rows.map(ledgerRow);
-  const column = (i: number) => values.map((v) => v[i]);
   const { rows: inserted } = await tx.query<LedgerRow & { seq: number }>(
     `WITH h AS (UPDATE credit_holds SET status = v.status, closed_at = now()
                   FROM unnest($1::text[], $2::text[]) AS v(id, status) WHERE credit_holds.id = v.id AND credit_holds.id = ANY($1::text[]) AND credit_holds.status = 'active'),
@@ -276,7 +257,7 @@ async function writeClosings(
       accounts.map(([, a]) => a.held_cents),
       accounts.map(([, a]) => a.carry_micro),
       accounts.map(([, a]) => a.promo_micro),
-      ...Array.from({ length: 10 }, (_, i) => column(i)),
+      ...ledgerColumns(rows),
     ],
   );
   if (inserted.length !== rows.length) throw new Error('ledger insert returned too few rows');

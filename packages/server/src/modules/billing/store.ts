@@ -1,3 +1,4 @@
+import { MICRO_PER_CENT } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -70,19 +71,33 @@ export interface NewLedgerRow {
 const LEDGER_COLUMNS =
   'id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at';
 
-function ledgerValues(row: NewLedgerRow): unknown[] {
+/**
+ * A new ledger row's values in the insert's column order (`id, org_id, tx_type, amount_cents,
+ * amount_micro, free_micro, hold_cents, balance_after, description, ref`), with a fresh id and the
+ * defaults filled in: the one place a `credit_transactions` row is built.
+ */
+export function ledgerValues(row: NewLedgerRow): unknown[] {
   return [
     newId('tx'),
     row.orgId,
     row.txType,
     row.amountCents,
-    row.amountMicro ?? row.amountCents * 10_000,
+    row.amountMicro ?? row.amountCents * MICRO_PER_CENT,
     row.freeMicro ?? 0,
     row.holdCents ?? 0,
     row.balanceAfter,
     row.description,
     row.ref ?? null,
   ];
+}
+
+/**
+ * The values of `rows` column by column (10 arrays, in {@link ledgerValues}' order), for a
+ * statement that inserts them from `unnest($n::text[], ...) WITH ORDINALITY`.
+ */
+export function ledgerColumns(rows: readonly NewLedgerRow[]): unknown[][] {
+  const values = rows.map(ledgerValues);
+  return Array.from({ length: 10 }, (_, i) => values.map((v) => v[i]));
 }
 
 /** Writes ledger rows in one statement, in order (their `seq` follows it); returns them as written. */
