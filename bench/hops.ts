@@ -51,8 +51,8 @@ const WAY = [
   'node upstream.headers',
   'node upstream.end',
   'node node.sent',
-  'gateway gateway.received',
-  'gateway gateway.receipt',
+  'gateway work.received',
+  'gateway work.receipt',
   'gateway gateway.answer',
   'client answered',
 ] as const;
@@ -67,9 +67,9 @@ const BETWEEN: Record<string, string> = {
   'node upstream.create > node upstream.headers': 'engine: the upstream answers (its process)',
   'node upstream.headers > node upstream.end': 'engine: the answer body',
   'node upstream.end > node node.sent': 'node: result hashed, receipt signed and journaled, sent',
-  'node node.sent > gateway gateway.received': 'wire: node to gateway (channel)',
-  'gateway gateway.received > gateway gateway.receipt': 'gateway: the message parsed and checked',
-  'gateway gateway.receipt > gateway gateway.answer': 'gateway: receipt verified, completed in memory',
+  'node node.sent > gateway work.received': 'wire: node to gateway (channel)',
+  'gateway work.received > gateway work.receipt': 'gateway: the message parsed and checked',
+  'gateway work.receipt > gateway gateway.answer': 'gateway: receipt verified, completed in memory',
   // Node's 'http.server.response.finish' may come after the client read the answer: no mark there.
   'gateway gateway.answer > client answered': 'gateway: the answer serialized and written; wire to client',
 };
@@ -98,6 +98,9 @@ async function chat(t: Target): Promise<[number, number]> {
   return [sent, now()];
 }
 
+/** Marks a `--baseline` checkout may still write under their names before 2026-11-28. */
+const RENAMED: Record<string, string> = { 'gateway.received': 'work.received', 'gateway.receipt': 'work.receipt' };
+
 /** Every process's marks of a target, as `<process> <mark>` at epoch ms, in time order. */
 async function marksOf(t: Target): Promise<[string, number][]> {
   const out: [string, number][] = [];
@@ -105,7 +108,10 @@ async function marksOf(t: Target): Promise<[string, number][]> {
   for (const file of await readdir(t.marksDir)) {
     const role = file.split('-')[0] ?? '?';
     const flat = JSON.parse(await readFile(join(t.marksDir, file), 'utf8')) as (string | number)[];
-    for (let i = 0; i + 1 < flat.length; i += 2) out.push([`${role} ${String(flat[i])}`, Number(flat[i + 1])]);
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const mark = String(flat[i]);
+      out.push([`${role} ${RENAMED[mark] ?? mark}`, Number(flat[i + 1])]);
+    }
   }
   return out.sort((a, b) => a[1] - b[1]);
 }

@@ -9,8 +9,8 @@ export const HOP_CHANNEL = 'svc:hop';
  * - `gateway.pushed`: the work is written to the node's channel (routed, credit held, ticket made);
  * - `node.work`: the node agent received a channel message (the work);
  * - `node.sent`: the agent wrote a channel message (the receipt with its result, then the grant);
- * - `gateway.received`: the server received a channel message from a node;
- * - `gateway.receipt`: the server starts on a receipt (the message parsed and checked);
+ * - `work.received`: the server received a channel message from a node (modules/work);
+ * - `work.receipt`: the server starts on a receipt (the message parsed and checked);
  * - `gateway.answer`: the request's answer is ready (the receipt verified, completed in memory).
  */
 export type HopLabel =
@@ -18,8 +18,8 @@ export type HopLabel =
   | 'gateway.pushed'
   | 'node.work'
   | 'node.sent'
-  | 'gateway.received'
-  | 'gateway.receipt'
+  | 'work.received'
+  | 'work.receipt'
   | 'gateway.answer';
 
 const hops = channel(HOP_CHANNEL);

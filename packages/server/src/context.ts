@@ -165,7 +165,7 @@ export async function createContext(
       nodeDirectory,
       writer,
       egress,
-      completions: { job: jobCompletion, request: requestCompletion, claimJobs },
+      completions: { job: jobCompletion, direct: requestCompletion, claimJobs },
       submitAssignment: { reserveWaitingNode, hasRoom, assignOnSubmit, handOver },
       evidenceSubjects: {
         job: jobEvidenceSubject,

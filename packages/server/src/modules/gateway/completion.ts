@@ -1,4 +1,4 @@
-import type { RequestCompletion } from '../work/completion.js';
+import type { DirectCompletion } from '../work/completion.js';
 import { noteWorkFailure } from '../work/store.js';
 import { receiptIdOf } from '../receipts/store.js';
 import { openingsSettled } from './attempts.js';
@@ -12,13 +12,14 @@ import { checkTicket } from './ticket.js';
 
 /**
  * How a gateway request ends when its attempt does: the gateway's implementation of the work
- * intake's completion interface (modules/work/completion.ts), registered at start-up. The
- * request's owner row is the gateway request; a receipt completes it (gateway/settle.ts), a
- * failure is noted on the work for the request's follow loop, which fails over or ends it. A
- * receipt the request waits for in this process is answered from memory and its records are
- * written by the gateway's own flush (gateway/flush.ts).
+ * intake's completion interface for direct work (`DirectCompletion`, modules/work/completion.ts),
+ * registered at start-up as `ctx.completions.direct`: a request's attempts are direct work,
+ * leased straight to the node it routed to. The work's owner row is the gateway request; a receipt
+ * completes it (gateway/settle.ts), a failure is noted on the work for the request's follow loop,
+ * which fails over or ends it. A receipt the request waits for in this process is answered from
+ * memory and its records are written by the gateway's own flush (gateway/flush.ts).
  */
-export const requestCompletion: RequestCompletion<GatewayRequestRow, GatewayRequestRow> = {
+export const requestCompletion: DirectCompletion<GatewayRequestRow, GatewayRequestRow> = {
   lockOwner: (_ctx, tx, work) => lockRequestOfWork(tx, work),
 
   // Opened with its bound in its metadata; a request rebuilt from a ticket has none (its maximum cost caps its charge).

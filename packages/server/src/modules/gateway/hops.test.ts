@@ -33,8 +33,8 @@ describe('the svc:hop marks of a request', () => {
       'gateway.pushed',
       'node.work',
       'node.sent',
-      'gateway.received',
-      'gateway.receipt',
+      'work.received',
+      'work.receipt',
       'gateway.answer',
     ];
     // Each in order (other channel messages, acks and grants, add marks of their own between).

@@ -235,7 +235,7 @@ export function openingParts(ctx: ServiceContext, o: Opening) {
     work: {
       ...workPayload(call),
       id: workId,
-      request_id: call.id,
+      owner_id: call.id,
       org_id: principal.orgId,
       node_id: decision.node.id,
       lease_seconds: ctx.config.leaseSeconds,

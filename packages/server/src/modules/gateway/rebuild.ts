@@ -55,7 +55,7 @@ export async function rebuildOpening(
     throw new ApiError('conflict', `gateway request ${ticket.request_id} was opened meanwhile; send again`);
   await insertLeasedWork(tx, {
     id: ticket.work_id,
-    request_id: ticket.request_id,
+    owner_id: ticket.request_id,
     org_id: ticket.org_id,
     node_id: node.id,
     type: ticket.type,

@@ -115,7 +115,7 @@ export async function completeReceipts(
       {
         ...result,
         id: work.id,
-        request_id: work.job_id,
+        owner_id: work.job_id,
         org_id: work.org_id,
         node_id: work.node_id,
         type: work.type,

@@ -242,7 +242,7 @@ export async function redispatch(
       const work = await insertLeasedWork(tx, {
         ...workPayload(call),
         id: workId,
-        request_id: call.id,
+        owner_id: call.id,
         org_id: request.org_id,
         node_id: node.id,
         lease_seconds: ctx.config.leaseSeconds,

@@ -133,7 +133,7 @@ describe('claim skipping with a real server', () => {
         ?.org_id ?? '';
     await insertLeasedWork(t.ctx.db, {
       id: 'wrk_leased1',
-      request_id: 'chatcmpl-leased1',
+      owner_id: 'chatcmpl-leased1',
       org_id: org,
       node_id: node.nodeId,
       type: 'chat',
@@ -157,7 +157,7 @@ describe('claim skipping with a real server', () => {
     expect(handoff).toBeDefined();
     const row = await insertLeasedWork(t.ctx.db, {
       id: 'wrk_hungup1',
-      request_id: 'chatcmpl-hungup1',
+      owner_id: 'chatcmpl-hungup1',
       org_id: org,
       node_id: node.nodeId,
       type: 'chat',

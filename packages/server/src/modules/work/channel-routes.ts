@@ -70,7 +70,7 @@ export async function channelRoutes(app: App, ctx: ServiceContext): Promise<void
       }, ctx.config.nodeChannelPingMs);
       pinger.unref();
       socket.on('message', (data: Buffer, isBinary: boolean) => {
-        hop('gateway.received');
+        hop('work.received');
         connection.receive(isBinary ? '' : data.toString('utf8'));
       });
       socket.on('close', (code: number) => {
@@ -87,7 +87,7 @@ export async function channelRoutes(app: App, ctx: ServiceContext): Promise<void
             if (shortened !== undefined)
               ctx.log.warn(
                 { node_id: node.id, work: shortened },
-                `node channel lost: not routed to until it reconnects; its gateway work fails over unless it does within ${CHANNEL_LOSS_GRACE_SECONDS} s`,
+                `node channel lost: not routed to until it reconnects; the work leased straight to it fails over unless it does within ${CHANNEL_LOSS_GRACE_SECONDS} s`,
               );
           },
           (err: unknown) => ctx.log.error({ err, node_id: node.id }, 'could not mark a lost node channel'),

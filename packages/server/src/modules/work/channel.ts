@@ -158,7 +158,7 @@ export function openChannel(ctx: ServiceContext, node: NodeRow, socket: ChannelS
   };
   const receipt = async (m: Extract<NodeChannelMessage, { type: 'receipt' }>) => {
     try {
-      hop('gateway.receipt');
+      hop('work.receipt');
       await submitReceipt(ctx, node, m.receipt);
       send({ type: 'ack', re: m.seq, work_ids: [m.work_id] });
       repoll();

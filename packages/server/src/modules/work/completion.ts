@@ -16,10 +16,12 @@ import type { WorkRow } from './store.js';
 /**
  * The one completion interface of work items (DESIGN.md section 9, issue 22 point 5). The node
  * protocol's intake (receipts, results, failures, lost leases) is written once, here in
- * modules/work; what a work item's owner does when its attempt ends is not: jobs (`type: 'job'`)
- * and gateway requests (every other type) each implement {@link WorkCompletion}, and the context
- * registers both at start-up ({@link WorkOwners}). The intake calls them and imports neither, so
- * this module sits below jobs, the gateway and the scheduler.
+ * modules/work; what a work item's owner does when its attempt ends is not. Work is of two kinds:
+ * a job's attempt (`type: 'job'`), which a node claims, and direct work (every other type),
+ * leased straight to one node by its owner, which follows it. Each kind's owner implements
+ * {@link WorkCompletion}, and the context registers both at start-up ({@link WorkOwners},
+ * context.ts). The intake calls them and imports neither, so this module sits below the modules
+ * that own work.
  */
 
 type OutputUploadsWire = Static<typeof OutputUploadsSchema>;
@@ -121,37 +123,38 @@ export interface VerifiedReceipt {
 }
 
 /**
- * The gateway's completion, beyond the base interface: a request's attempts are followed in
- * memory by the instance that serves it, which writes its own records (gateway/flush.ts), so the
- * intake asks it first. Six members, nothing about how the gateway writes.
+ * The completion of direct work, beyond the base interface: the owner follows each attempt in
+ * memory on the instance that leased it, and writes its own records, so the intake asks it first.
+ * Six members, nothing about how the owner writes.
  */
-export interface RequestCompletion<Owner = unknown, Done = unknown> extends WorkCompletion<Owner, Done> {
+export interface DirectCompletion<Owner = unknown, Done = unknown> extends WorkCompletion<Owner, Done> {
   /**
-   * Waits for this process's writes in flight that store these items (request or work ids): an
-   * opening queued behind its dispatch, a receipt answered from memory and being written.
+   * Waits for this process's writes in flight that store these items (owner or work ids): an
+   * owner's opening queued behind its work's dispatch, a receipt answered from memory and being
+   * written.
    */
   settled(ctx: ServiceContext, ids: readonly string[]): Promise<void>;
   /**
-   * Of lapsed attempts (`lost`, no receipt yet) that their node still lists, those whose request
+   * Of lapsed attempts (`lost`, no receipt yet) that their node still lists, those whose owner
    * still runs on them: the node is not told to stop them and re-sends their receipts, which the
    * intake still takes (a signed receipt is never thrown away for money reasons).
    */
   lapsedStillOpen(ctx: ServiceContext, works: readonly { id: string; job_id: string }[]): Promise<string[]>;
   /**
-   * Unknown work whose receipt carries a ticket: its opening was lost before it committed; the
-   * checked ticket rebuilds it in `tx`. True when rebuilt.
+   * Unknown work whose receipt carries a ticket: its owner's opening was lost before it committed;
+   * the checked ticket rebuilds both in `tx`. True when rebuilt.
    */
   rebuild(ctx: ServiceContext, tx: Queryable, node: NodeRow, ticket: WorkTicketWire, jobId: string): Promise<boolean>;
   /**
-   * A verified receipt with its result inline: when the request waits in this process on this
-   * node's attempt, the owner answers its client at once and returns the write of the receipt's
+   * A verified receipt with its result inline: when the owner waits in this process on this
+   * node's attempt, it answers its client at once and returns the write of the receipt's
    * records (its own, settled once committed). Undefined when memory cannot decide: the intake's
    * transactional path applies it instead.
    */
   acceptVerified(ctx: ServiceContext, receipt: VerifiedReceipt): Promise<ReceiptRow> | undefined;
-  /** Whether `workId` is the running, streamed attempt of a request this process serves on `nodeId`. */
+  /** Whether `workId` is the running, streamed attempt on `nodeId` of an owner this process follows. */
   streamsHere(ctx: ServiceContext, workId: string, nodeId: string): boolean;
-  /** Forwards a node's stream events to the request that waits for them (on any instance). */
+  /** Forwards a node's stream events to the owner that waits for them (on any instance). */
   emit(ctx: ServiceContext, workId: string, events: StreamEventWire[]): Promise<void>;
 }
 
@@ -169,14 +172,14 @@ export interface JobCompletion<Owner = unknown, Done = unknown> extends WorkComp
  */
 export interface WorkOwners {
   job: JobCompletion;
-  request: RequestCompletion;
+  direct: DirectCompletion;
   /** Assigns up to `max` pending jobs `node` is eligible for; `noneEligible` when it had room and none fits. */
   claimJobs(ctx: ServiceContext, node: NodeRow, max: number): Promise<{ work: WorkRow[]; noneEligible: boolean }>;
 }
 
 /**
  * How the error of work whose receipt the intake refused begins (over its metering bound): the
- * owner bills nothing of what the node claimed for it (a streamed request ends with an error).
+ * owner bills nothing of what the node claimed for it (a streamed attempt ends with an error).
  */
 export const RECEIPT_REFUSED = 'receipt refused: ';
 
@@ -190,7 +193,7 @@ export function receiptRefused(state: { error: string | null }): boolean {
   return state.error?.startsWith(RECEIPT_REFUSED) ?? false;
 }
 
-/** The completion of a work item: its job's for `type: 'job'`, else its gateway request's. */
+/** The completion of a work item: its job's for `type: 'job'`, else its direct owner's. */
 export function completionOf(owners: WorkOwners, work: Pick<WorkRow, 'type'>): WorkCompletion {
-  return work.type === 'job' ? owners.job : owners.request;
+  return work.type === 'job' ? owners.job : owners.direct;
 }

@@ -18,8 +18,8 @@ import { insertReceipt, receiptIdOf, receiptView } from '../receipts/store.js';
 export type { ResultUpload } from './completion.js';
 
 async function openWorkOf(ctx: ServiceContext, node: NodeRow, workId: string) {
-  // Gateway work may reach its node before its opening commits: the row is there once it settles.
-  await ctx.completions.request.settled(ctx, [workId]);
+  // Direct work may reach its node before its owner's opening commits: the row is there once it settles.
+  await ctx.completions.direct.settled(ctx, [workId]);
   const work = await findWork(ctx.db, workId);
   // Work leased to another node does not exist for this one.
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);
@@ -40,21 +40,21 @@ function resultBytes(body: ResultUpload, path: string): Buffer {
 }
 
 /**
- * Stores the result of leased work and marks it delivered (or, receipted in the same
- * transaction, completed), in the caller's transaction when `db` is one. False when the work was
- * no longer leased without a result (it changed state).
+ * Stores the result of leased work (or of a lapsed attempt, when its owner takes those) and marks
+ * it delivered (or, receipted in the same transaction, completed), in the caller's transaction
+ * when `db` is one. False when the work was no longer leased without a result (it changed state).
  */
 async function storeResult(
   ctx: ServiceContext,
   db: Queryable,
-  workId: string,
+  work: Pick<WorkRow, 'id' | 'type'>,
   bytes: Buffer,
   body: ResultUpload,
   status: 'delivered' | 'completed' = 'delivered',
 ): Promise<boolean> {
   const contentType = body.content_type ?? 'application/json';
-  const inline = await keepResult(ctx.blobs.within(db), workId, bytes, contentType);
-  return storeWorkResult(db, workId, {
+  const inline = await keepResult(ctx.blobs.within(db), work.id, bytes, contentType);
+  return storeWorkResult(db, work.id, {
     result_hash: body.result_hash,
     content_type: contentType,
     bytes: bytes.length,
@@ -62,6 +62,7 @@ async function storeResult(
     usage: body.usage,
     status,
     inline,
+    lapsedTaken: completionOf(ctx.completions, work).takesLapsed,
   });
 }
 
@@ -82,7 +83,7 @@ export async function deliverResult(ctx: ServiceContext, node: NodeRow, workId: 
   const lapsedTaken = work.status === 'lost' && completionOf(ctx.completions, work).takesLapsed;
   if (work.status !== 'leased' && !lapsedTaken)
     throw new ApiError('conflict', `work ${workId} is ${work.status}; no result is accepted`);
-  if (!(await storeResult(ctx, ctx.db, workId, bytes, body)))
+  if (!(await storeResult(ctx, ctx.db, work, bytes, body)))
     throw new ApiError('conflict', `work ${workId} changed state; fetch it again`);
   return { work_id: workId, result_hash: body.result_hash, status: 'delivered' };
 }
@@ -121,8 +122,8 @@ export function receiptWithResultHash(
  * receipt stored, job completed, buyer charged min(units x price, budget), rest of the hold
  * released, operator credited its earning. Strict: forged, mismatched, unleased or second
  * receipts are refused and nothing is charged. With `result` (the result upload, inline) the
- * result is stored in the same transaction first: one call instead of two, for the gateway's
- * hot path. A result already delivered must be the same one.
+ * result is stored in the same transaction first: one call instead of two, on direct work's hot
+ * path. A result already delivered must be the same one.
  */
 export async function submitReceipt(ctx: ServiceContext, node: NodeRow, body: ReceiptBody) {
   if (body.pubkey !== node.pubkey)
@@ -145,14 +146,12 @@ export async function submitReceipt(ctx: ServiceContext, node: NodeRow, body: Re
   const inlineBytes = inline ? resultBytes(inline, '/result/result_hash') : undefined;
   // Checked: the owner may answer from memory and write it with its own records.
   const written =
-    inline && inlineBytes
-      ? ctx.completions.request.acceptVerified(ctx, { node, body, inline, inlineBytes })
-      : undefined;
+    inline && inlineBytes ? ctx.completions.direct.acceptVerified(ctx, { node, body, inline, inlineBytes }) : undefined;
   if (written) return receiptView(await written);
   // A receipt for work whose records this process is still writing (its opening, or the same
   // receipt answered from memory) waits for that write, then meets the stored rows (a duplicate
   // is 409): applied at most once.
-  await ctx.completions.request.settled(ctx, [body.job_id]);
+  await ctx.completions.direct.settled(ctx, [body.job_id]);
   const check = await checkBeforeReceipt(ctx, node, body, inlineBytes);
   const outcome = await ctx.db
     .transaction((tx) => applyReceipt(ctx, tx, node, body, inline, inlineBytes, check))
@@ -189,8 +188,8 @@ export class OverBound extends ApiError {
 }
 
 /**
- * After `err` refused a receipt: its attempt fails as a retryable failure (a gateway request fails
- * over or ends with an error, a job goes back to the queue per its attempts) and the node's
+ * After `err` refused a receipt: its attempt fails as a retryable failure (the owner of direct work
+ * moves on or ends with an error, a job goes back to the queue per its attempts) and the node's
  * reputation is lowered, in one transaction. Nothing when the attempt had already ended.
  */
 async function failRefused(ctx: ServiceContext, node: NodeRow, err: OverBound): Promise<void> {
@@ -217,10 +216,10 @@ export async function applyReceipt(
   check: unknown,
   fresh?: FreshWork,
 ) {
-  // Opened in this very transaction (the gateway's flush hands it over): as inserted, nothing to lock again.
+  // Opened in this very transaction (the owner's flush hands it over): as inserted, nothing to lock again.
   let locked = fresh ? { ...fresh.work, has_receipt: false } : await lockWorkForReceipt(tx, body.job_id, node.id);
   // Unknown work with a ticket: its opening was lost before it committed; the checked ticket rebuilds it.
-  if (!locked && body.ticket && (await ctx.completions.request.rebuild(ctx, tx, node, body.ticket, body.job_id)))
+  if (!locked && body.ticket && (await ctx.completions.direct.rebuild(ctx, tx, node, body.ticket, body.job_id)))
     locked = await lockWorkForReceipt(tx, body.job_id, node.id);
   if (!locked) throw new ApiError('not_found', `no work for ${body.job_id} was leased to this node`);
   if (locked.has_receipt) throw new ApiError('conflict', `a receipt for ${body.job_id} was already accepted`);
@@ -240,7 +239,7 @@ export async function applyReceipt(
     inlineBytes &&
     (work.status === 'leased' || lapsed) &&
     work.result_hash === null &&
-    (await storeResult(ctx, tx, work.id, inlineBytes, inline, 'completed'))
+    (await storeResult(ctx, tx, work, inlineBytes, inline, 'completed'))
   ) {
     work = {
       ...work,
@@ -333,8 +332,8 @@ export async function failWork(
 }
 
 /**
- * Fails the attempt `workId` of `node` (leased or delivered; with `refused`, also a gateway
- * attempt whose lease lapsed, which a receipt may still complete) and has its owner decide what
+ * Fails the attempt `workId` of `node` (leased or delivered; with `refused`, also a lapsed
+ * attempt whose owner takes lapsed attempts, which a receipt may still complete) and has its owner decide what
  * follows; `refused` lowers the node's reputation in the same transaction. True when the owner
  * went back to the queue; 409 when the attempt had already ended.
  */

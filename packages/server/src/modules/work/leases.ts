@@ -4,8 +4,8 @@ import { lockExpiredWork, setWorkStatus } from './store.js';
 
 /**
  * Handles expired leases: the work is `lost`, and its owner decides what follows (a job goes back
- * to `pending`, or `failed` releasing its hold after the third attempt: `jobs/completion.ts`; a
- * gateway request's follow loop fails over). Safe to run on every instance at once.
+ * to `pending`, or `failed` releasing its hold after the third attempt: `jobs/completion.ts`; the
+ * owner of direct work, which follows it, moves on). Safe to run on every instance at once.
  */
 export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
   const { lost, requeued } = await ctx.db.transaction(async (tx) => {
@@ -17,7 +17,7 @@ export async function sweepExpiredLeases(ctx: ServiceContext): Promise<number> {
     }
     return { lost: expired.map((w) => w.id), requeued: back };
   });
-  // Whoever follows the work (a gateway request about to fail over) reads it again now, not at
+  // Whoever follows the work (the owner of direct work, about to move on) reads it again now, not at
   // its next once-a-second look.
   for (const workId of lost) await ctx.bus.publish('work', workId);
   // One message per job, like a submission's: each instance offers it to one eligible waiting node

@@ -75,7 +75,7 @@ export function parseEvents(text: string): StreamEvent[] {
 }
 
 /**
- * `POST /api/v1/node/work/{work_id}/events`: forwards a node's stream events to the request that
+ * `POST /api/v1/node/work/{work_id}/events`: forwards a node's stream events to the owner that
  * waits for them (on any instance). Answers `cancel: true` when the work was cancelled (the
  * client went away): the node must stop and upload nothing.
  */
@@ -88,16 +88,17 @@ export async function acceptEvents(ctx: ServiceContext, node: NodeRow, workId: s
  * message): `read` runs once the work is known to accept events.
  */
 export async function forwardEvents(ctx: ServiceContext, node: NodeRow, workId: string, read: () => StreamEvent[]) {
-  // A streamed request this process runs, on this node's current attempt: checked in memory, so
-  // the first tokens do not wait for the opening's records to commit nor read the work row. A
-  // request that ended here (cancelled, timed out) is no longer running: the store's path answers.
-  const owner = ctx.completions.request;
+  // A streamed attempt of direct work this process follows, the owner's current one on this node:
+  // checked in memory, so the first tokens do not wait for the owner's opening to commit nor read
+  // the work row. An owner that ended here (cancelled, timed out) no longer follows it: the
+  // store's path answers.
+  const owner = ctx.completions.direct;
   if (owner.streamsHere(ctx, workId, node.id)) {
     const events = read();
     await owner.emit(ctx, workId, events);
     return { accepted: events.length, cancel: false };
   }
-  // Work dispatched before its opening committed is in the store once that write settles.
+  // Work dispatched before its owner's opening committed is in the store once that write settles.
   await owner.settled(ctx, [workId]);
   const work = await findWork(ctx.db, workId);
   if (!work || work.node_id !== node.id) throw new ApiError('not_found', `work ${workId} not found for this node`);

@@ -2,13 +2,13 @@ import type { ServiceContext } from '../../service-context.js';
 import { forgetTouch } from '../nodes/node-auth.js';
 import { markNodeUnreachable } from '../nodes/store.js';
 import { NODE_LIVE_SECONDS } from '../system/service.js';
-import { shortenGatewayLeases } from './store.js';
+import { shortenDirectLeases } from './store.js';
 
 /**
- * How long gateway work stays leased to a node after its channel drops, when the drop is not this
+ * How long direct work stays leased to a node after its channel drops, when the drop is not this
  * instance's shutdown: long enough for a node that is still alive to reconnect (backoff 0.5 s)
- * and heartbeat its work, short enough that a buyer whose node died is failed over in seconds
- * rather than after the 30 s lease. Also how long the work a node never took stays leased to it
+ * and heartbeat its work, short enough that an owner whose node died moves on in seconds rather
+ * than after the 30 s lease. Also how long the work a node never took stays leased to it
  * once it is taken for gone after hanging up its long-poll (`pollLost`).
  */
 export const CHANNEL_LOSS_GRACE_SECONDS = 2;
@@ -34,8 +34,8 @@ async function takeForGone(ctx: ServiceContext, nodeId: string, quietSeconds: nu
 /**
  * A node's channel dropped while this instance runs, and no other channel of it is open here:
  * the node is no longer routed to until its next signed call (reconnecting is one:
- * `markNodeUnreachable`), and its gateway work's leases end within `CHANNEL_LOSS_GRACE_SECONDS`
- * (`shortenGatewayLeases`), so the sweep marks the work `lost` and each request fails over, unless
+ * `markNodeUnreachable`), and its direct work's leases end within `CHANNEL_LOSS_GRACE_SECONDS`
+ * (`shortenDirectLeases`), so the sweep marks the work `lost` and each owner moves on, unless
  * the node reconnects (to any instance) and heartbeats it first. Nothing is done when the store
  * has heard from the node since a second after this channel last did (`heardAt`, epoch ms): it is
  * alive elsewhere (a half-open channel noticed late by the pings). Work whose opening this
@@ -49,10 +49,10 @@ async function takeForGone(ctx: ServiceContext, nodeId: string, quietSeconds: nu
 export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: number): Promise<number | undefined> {
   const queued = ctx.writer.pending > 0;
   if (!(await takeForGone(ctx, nodeId, (Date.now() - heardAt) / 1000 - 1))) return undefined;
-  let shortened = await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
+  let shortened = await shortenDirectLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
   if (queued) {
     await ctx.writer.settled();
-    shortened += await shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
+    shortened += await shortenDirectLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
   }
   return shortened;
 }
@@ -61,9 +61,9 @@ export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: 
  * A node hung up its long-poll at `hungUpAt` (epoch ms) and the store has recorded no signed call
  * of it since (`watchPollHangUps` clears this process's once-a-second throttle of those records at
  * the hang-up, so a call here after it is always recorded): the node is taken for gone, as a
- * killed process's poll is. It is no longer routed to until its next signed call, and the gateway
- * work leased to it that it never took (`dispatched_at` NULL: routed to it while it was not
- * polling) ends its lease within `CHANNEL_LOSS_GRACE_SECONDS`, so each such request fails over.
+ * killed process's poll is. It is no longer routed to until its next signed call, and the direct
+ * work leased to it that it never took (`dispatched_at` NULL: leased to it while it was not
+ * polling) ends its lease within `CHANNEL_LOSS_GRACE_SECONDS`, so each owner moves on.
  * Work the node took keeps its lease: a node that stopped polling (shutting down) may still run it
  * and deliver over HTTP. Returns how many leases were shortened, undefined when nothing was done.
  *
@@ -72,7 +72,7 @@ export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: 
  */
 export async function pollLost(ctx: ServiceContext, nodeId: string, hungUpAt: number): Promise<number | undefined> {
   if (!(await takeForGone(ctx, nodeId, (Date.now() - hungUpAt) / 1000))) return undefined;
-  return shortenGatewayLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS, { untakenOnly: true });
+  return shortenDirectLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS, { untakenOnly: true });
 }
 
 /** This instance's watch over long-polls that their node hung up (`watchPollHangUps`). */

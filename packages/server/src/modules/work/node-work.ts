@@ -11,12 +11,12 @@ import {
 } from './store.js';
 
 /**
- * The node's long-poll: first hands out work already leased to this node (gateway requests
- * routed to it; skipped while no `node:<id>` message came since a take that left none: see
- * `JobSignal.shouldTakeLeased`), then claims eligible jobs (unless its last claim found none and
- * no job was signalled since: see `JobSignal.shouldClaim`); else waits for a signal (from any
- * instance) until `waitMs` runs out, and looks again each time it is woken. Gateway work routed
- * to the node while it waits in this process is handed to the wait itself (`JobSignal.reserve`).
+ * The node's long-poll: first hands out direct work already leased to this node (skipped while no
+ * `node:<id>` message came since a take that left none: see `JobSignal.shouldTakeLeased`), then
+ * claims eligible jobs (unless its last claim found none and no job was signalled since: see
+ * `JobSignal.shouldClaim`); else waits for a signal (from any instance) until `waitMs` runs out,
+ * and looks again each time it is woken. Direct work leased to the node while it waits in this
+ * process is handed to the wait itself (`JobSignal.reserve`).
  */
 export async function pollWork(
   ctx: ServiceContext,
@@ -45,8 +45,8 @@ export async function pollWork(
 }
 
 /**
- * One look in the store for the node, as a poll takes it: up to `max` items of work already leased
- * to it (gateway requests routed to it), else jobs it may claim. Each look is skipped while the
+ * One look in the store for the node, as a poll takes it: up to `max` items of direct work already
+ * leased to it, else jobs it may claim. Each look is skipped while the
  * signal's marks say it would find nothing (`JobSignal.shouldTakeLeased`, `shouldClaim`), unless
  * `always` (a poll that will not wait: a message may still be on its way). Used by the long-poll
  * and by the node channel's standing slots.
@@ -76,9 +76,9 @@ export async function takeWork(
 /**
  * Renews the leases of the work the node says it runs and tells it what to stop: work it no
  * longer holds (cancelled by the buyer, or the lease was lost and the job went elsewhere), but
- * never a lapsed gateway attempt whose request still takes its receipt. A lapsed gateway attempt
- * it does not list becomes `failed` (it holds no receipt for it).
- * A job's first heartbeat moves it from `assigned` to `running`.
+ * never a lapsed attempt of direct work whose owner still takes its receipt. When the owner of
+ * direct work takes lapsed attempts, a lapsed one the node does not list becomes `failed` (it
+ * holds no receipt for it). A job's first heartbeat moves it from `assigned` to `running`.
  */
 export async function heartbeat(
   ctx: ServiceContext,
@@ -86,18 +86,22 @@ export async function heartbeat(
   body: { load?: number; active_work?: string[]; models?: string[]; free_vram_bytes?: number },
 ) {
   const active = body.active_work ?? [];
-  // Gateway work handed over before its opening committed is not gone: its row is being written.
-  await Promise.all(active.map((id) => ctx.hub.attempts.opening(id)?.catch(() => undefined)));
+  const direct = ctx.completions.direct;
+  // Direct work handed over before its owner's opening committed is not gone: its row is being written.
+  await direct.settled(ctx, active);
   const renewal = await renewLeases(ctx.db, node.id, active, ctx.config.leaseSeconds);
   const { renewed } = renewal;
-  // A lapsed gateway attempt the node still lists may hold its signed receipt, and the request
-  // still takes it while it runs on that attempt: told to stop, the node would drop the receipt
-  // (an answered request never charged). It keeps it; the others are gone.
-  const lapsed = await lapsedAttempts(ctx.db, node.id, renewal.gone);
-  const kept = new Set(lapsed.length > 0 ? await ctx.completions.request.lapsedStillOpen(ctx, lapsed) : []);
-  const gone = renewal.gone.filter((id) => !kept.has(id));
-  // The lapsed ones it no longer lists: it holds no receipt for them; their requests may end.
-  for (const workId of await failUnlistedLapsed(ctx.db, node.id, active)) await ctx.bus.publish('work', workId);
+  let gone = renewal.gone;
+  if (direct.takesLapsed) {
+    // A lapsed attempt the node still lists may hold its signed receipt, and the owner still takes
+    // it while it runs on that attempt: told to stop, the node would drop the receipt (work
+    // answered, never charged). It keeps it; the others are gone.
+    const lapsed = await lapsedAttempts(ctx.db, node.id, gone);
+    const kept = new Set(lapsed.length > 0 ? await direct.lapsedStillOpen(ctx, lapsed) : []);
+    gone = gone.filter((id) => !kept.has(id));
+    // The lapsed ones it no longer lists: it holds no receipt for them; their owners may end.
+    for (const workId of await failUnlistedLapsed(ctx.db, node.id, active)) await ctx.bus.publish('work', workId);
+  }
   await touchNode(ctx.db, node.id, {
     load: body.load,
     models: body.models,

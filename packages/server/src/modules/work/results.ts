@@ -6,7 +6,7 @@ import { findWorkResultInline } from './store.js';
 /**
  * Where a work item's result is kept. Up to {@link INLINE_RESULT_MAX_BYTES} it is written into
  * the work item's row by the statement that records the result (`result_inline`), so storing a
- * chat completion costs no object store call: on the gateway's hot path that write was, after the
+ * chat completion costs no object store call: on direct work's hot path that write was, after the
  * receipt's signature check, the costliest single part of a request's CPU (seven thread-pool round
  * trips, or an HTTP PUT on S3). Larger results are objects under `results/<work id>` as before, and
  * so is every result stored before migration 0165. Inline, the result commits or rolls back with

@@ -11,8 +11,8 @@ const LOOK_AGAIN_MS = 25_000;
 /** Work marked dispatched that never reached the node: back to the store, for its next poll or grant. */
 export async function giveBackWork(ctx: ServiceContext, nodeId: string, rows: WorkRow[]): Promise<void> {
   for (const row of rows) {
-    // Gateway work handed over before its opening was written: its row is stored dispatched first.
-    await ctx.hub.attempts.opening(row.id)?.catch(() => undefined);
+    // Direct work handed over before its owner's opening was written: its row is stored dispatched first.
+    await ctx.completions.direct.settled(ctx, [row.id]);
     await undispatchWork(ctx.db, row.id);
   }
   await ctx.bus.publish('jobs', `node:${nodeId}`);
@@ -21,8 +21,8 @@ export async function giveBackWork(ctx: ServiceContext, nodeId: string, rows: Wo
 /**
  * A node channel's standing slots (docs/node-protocol.md, "Standing slots"): the capacity the node
  * granted and has not been sent work for. While any is free the channel stands among the
- * scheduler's waiters, so work leased to the node in this process (a gateway request, a failover,
- * a signalled job) is pushed down the channel at once, one slot per item, and work waiting in the
+ * scheduler's waiters, so work leased to the node in this process (direct work, a failover, a
+ * signalled job) is pushed down the channel at once, one slot per item, and work waiting in the
  * store is taken as soon as a message says it may be there.
  */
 export interface StandingSlots {

@@ -48,7 +48,7 @@ describe('work store', () => {
   });
   const gatewayWork = (dispatched = false) => ({
     id: newId('wrk'),
-    request_id: newId('chatcmpl'),
+    owner_id: newId('chatcmpl'),
     org_id: orgId,
     node_id: nodeId,
     type: 'chat',

@@ -3,12 +3,18 @@ import type { Queryable } from '../../platform/db/index.js';
 
 /**
  * The one owner of `work_items`: every statement that writes the table, and every read of it
- * but a few counting joins (see README.md), is here. Scheduler, gateway, receipts, jobs and the
- * node channel call these functions; this module imports none of them.
+ * but a few counting joins (see README.md), is here. The modules that own work, receipts and the
+ * node channel call these functions; this module imports none of the modules that own work.
  */
 
 /** Default lease length; `SVC_LEASE_SECONDS` overrides it. */
 export const LEASE_SECONDS = 30;
+
+/**
+ * The SQL condition of direct work: leased straight to one node by its owner, which follows it
+ * (every type but `job`; a job's attempt is claimed by its node instead).
+ */
+const DIRECT_WORK = "type <> 'job'";
 
 export interface WorkRow {
   id: string;
@@ -28,13 +34,14 @@ export interface WorkRow {
   metering_units: number | null;
   usage: Record<string, unknown> | null;
   /**
-   * Not a column: the ticket of gateway work handed to its node before its opening committed
-   * (gateway/ticket.ts). Work read from the store has none: its opening is there.
+   * Not a column: the ticket of direct work handed to its node before its owner's opening
+   * committed (the owner's `rebuild` checks it). Work read from the store has none: its opening
+   * is there.
    */
   ticket?: WorkTicketWire;
 }
 
-/** A work item's state as the gateway follows it. */
+/** A work item's state as its owner follows it. */
 export interface WorkState {
   status: WorkRow['status'];
   error: string | null;
@@ -70,16 +77,16 @@ export async function insertWork(
 }
 
 /**
- * Work leased straight to a node, handed out at its next poll (`dispatched_at` NULL until then),
- * or `dispatched` already: handed in memory to its poll waiting in this process. The lease runs
- * `lease_seconds` from now, or until `lease_expires_at` when the node was already told that.
- * `request_id` (the gateway request) is stored as the work's `job_id`.
+ * Direct work: leased straight to a node, handed out at its next poll (`dispatched_at` NULL until
+ * then), or `dispatched` already: handed in memory to its poll waiting in this process. The lease
+ * runs `lease_seconds` from now, or until `lease_expires_at` when the node was already told that.
+ * `owner_id` (the id of the owner's row) is stored as the work's `job_id`.
  */
 export async function insertLeasedWork(
   db: Queryable,
   w: {
     id: string;
-    request_id: string;
+    owner_id: string;
     org_id: string;
     node_id: string;
     type: string;
@@ -96,7 +103,7 @@ export async function insertLeasedWork(
      VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, 'leased', COALESCE($11::timestamptz, now() + make_interval(secs => $9)), CASE WHEN $10::boolean THEN now() END) RETURNING *`,
     [
       w.id,
-      w.request_id,
+      w.owner_id,
       w.org_id,
       w.node_id,
       w.type,
@@ -117,7 +124,7 @@ export async function insertLeasedWork(
 function leasedWorkColumns(ws: readonly Parameters<typeof insertLeasedWork>[1][]): unknown[][] {
   return [
     ws.map((w) => w.id),
-    ws.map((w) => w.request_id),
+    ws.map((w) => w.owner_id),
     ws.map((w) => w.org_id),
     ws.map((w) => w.node_id),
     ws.map((w) => w.type),
@@ -130,7 +137,7 @@ function leasedWorkColumns(ws: readonly Parameters<typeof insertLeasedWork>[1][]
   ];
 }
 
-/** {@link insertLeasedWork} for many gateway work items in one statement. */
+/** {@link insertLeasedWork} for many items of direct work in one statement. */
 export async function insertLeasedWorks(
   db: Queryable,
   ws: readonly Parameters<typeof insertLeasedWork>[1][],
@@ -146,8 +153,8 @@ export async function insertLeasedWorks(
 }
 
 /**
- * {@link insertLeasedWorks} for gateway work whose result and receipt come in the same
- * transaction (a flush holding a request's opening and its completion): inserted `completed` with
+ * {@link insertLeasedWorks} for direct work whose result and receipt come in the same
+ * transaction (an owner's flush holding its opening and its completion): inserted `completed` with
  * its result, as the insert then {@link completeWorkWithResults} would leave it, in one statement.
  */
 export async function insertCompletedWorks(
@@ -185,8 +192,8 @@ export async function insertCompletedWorks(
 }
 
 /**
- * Hands out work already leased to this node but not yet sent to it (gateway requests routed
- * straight to it), oldest first: marks it dispatched and starts its lease now.
+ * Hands out direct work already leased to this node but not yet sent to it, oldest first: marks it
+ * dispatched and starts its lease now.
  */
 export async function takeLeasedWork(
   db: Queryable,
@@ -230,13 +237,13 @@ export async function countOpenWork(db: Queryable, nodeId: string): Promise<numb
 }
 
 /**
- * Gateway work leased to a node whose channel dropped: each lease ends within `seconds` unless
- * it already ends sooner (`LEAST`), so the sweep marks it `lost` and its request fails over. A
- * node that reconnects heartbeats its work at once and renews the leases; a poll that takes work
- * not yet taken renews its lease too. Jobs keep theirs. `untakenOnly`: only the work the node
- * never took (`dispatched_at` NULL). Returns how many leases were shortened.
+ * Direct work leased to a node taken for gone: each lease ends within `seconds` unless it already
+ * ends sooner (`LEAST`), so the sweep marks it `lost` and its owner, which follows it, moves on
+ * (another node). A node that reconnects heartbeats its work at once and renews the leases; a poll
+ * that takes work not yet taken renews its lease too. Jobs keep theirs. `untakenOnly`: only the
+ * work the node never took (`dispatched_at` NULL). Returns how many leases were shortened.
  */
-export async function shortenGatewayLeases(
+export async function shortenDirectLeases(
   db: Queryable,
   nodeId: string,
   seconds: number,
@@ -244,7 +251,7 @@ export async function shortenGatewayLeases(
 ): Promise<number> {
   const { rowCount } = await db.query(
     `UPDATE work_items SET lease_expires_at = LEAST(lease_expires_at, now() + make_interval(secs => $2)), updated_at = now()
-      WHERE node_id = $1 AND type <> 'job' AND status IN ('leased', 'delivered')
+      WHERE node_id = $1 AND ${DIRECT_WORK} AND status IN ('leased', 'delivered')
         AND ($3::boolean IS NOT TRUE OR dispatched_at IS NULL)`,
     [nodeId, seconds, options.untakenOnly === true],
   );
@@ -269,9 +276,9 @@ export async function renewLeases(
   if (rest.length === 0) return { renewed, gone: [] };
   // Work this node has just finished (its receipt applied while the node still lists it, as its
   // delivery answer is in flight) is not gone: telling the node to stop it would abort that answer.
-  // Nor is work the store has no row for: gateway work handed over before its opening committed,
-  // whose opening was lost (the instance died): the node's receipt, with the work's ticket,
-  // rebuilds it, so the node must keep it (a node told to stop drops its signed receipt).
+  // Nor is work the store has no row for: direct work handed over before its owner's opening
+  // committed, whose opening was lost (the instance died): the node's receipt, with the work's
+  // ticket, rebuilds it, so the node must keep it (a node told to stop drops its signed receipt).
   const { rows: known } = await db.query<{ id: string; node_id: string; status: WorkRow['status'] }>(
     'SELECT id, node_id, status FROM work_items WHERE id = ANY($1)',
     [rest],
@@ -283,9 +290,10 @@ export async function renewLeases(
 }
 
 /**
- * Of `workIds`, this node's gateway attempts whose lease lapsed (`lost`) before any receipt: a
- * receipt for one is still taken while its request runs on it (intake.ts), so the node must not
- * be told to drop it (`RequestCompletion.lapsedStillOpen` decides which).
+ * Of `workIds`, this node's attempts of direct work whose lease lapsed (`lost`) before any
+ * receipt: when their owner takes lapsed attempts, a receipt for one is still taken while the
+ * owner runs on it (intake.ts), so the node must not be told to drop it
+ * (`DirectCompletion.lapsedStillOpen` decides which).
  */
 export async function lapsedAttempts(
   db: Queryable,
@@ -295,7 +303,7 @@ export async function lapsedAttempts(
   if (workIds.length === 0) return [];
   const { rows } = await db.query<{ id: string; job_id: string }>(
     `SELECT w.id, w.job_id FROM work_items w
-      WHERE w.id = ANY($1) AND w.node_id = $2 AND w.status = 'lost' AND w.type <> 'job'
+      WHERE w.id = ANY($1) AND w.node_id = $2 AND w.status = 'lost' AND ${DIRECT_WORK}
         AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.work_id = w.id)`,
     [workIds, nodeId],
   );
@@ -303,15 +311,15 @@ export async function lapsedAttempts(
 }
 
 /**
- * This node's gateway attempts whose lease lapsed (`lost`) and that its heartbeat does not list
- * (`listed`: what it runs, has queued, or holds an unacknowledged receipt of): the node holds no
- * receipt for them, so none will come. They become `failed` (not retryable), so that a request
- * no live instance follows ends (gateway/orphans.ts). Returns their ids.
+ * This node's attempts of direct work whose lease lapsed (`lost`) and that its heartbeat does not
+ * list (`listed`: what it runs, has queued, or holds an unacknowledged receipt of): the node holds
+ * no receipt for them, so none will come. They become `failed` (not retryable), so that an owner
+ * no live instance follows can end. Returns their ids.
  */
 export async function failUnlistedLapsed(db: Queryable, nodeId: string, listed: string[]): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `UPDATE work_items SET status = 'failed', error = $3, error_retryable = false, updated_at = now()
-      WHERE node_id = $1 AND status = 'lost' AND type <> 'job' AND NOT (id = ANY($2)) RETURNING id`,
+      WHERE node_id = $1 AND status = 'lost' AND ${DIRECT_WORK} AND NOT (id = ANY($2)) RETURNING id`,
     [nodeId, listed, UNLISTED_LAPSED],
   );
   return rows.map((r) => r.id);
@@ -330,10 +338,10 @@ export async function failedWorkAmong(db: Queryable, workIds: string[], olderTha
   return rows.map((r) => r.id);
 }
 
-/** The error of a lapsed gateway attempt its node's heartbeat no longer listed. */
+/** The error of a lapsed attempt of direct work its node's heartbeat no longer listed. */
 export const UNLISTED_LAPSED = 'its lease lapsed and its node holds no result for it';
 
-/** Of the listed work, the items that run a job (not a gateway request), with their job. */
+/** Of the listed work, the items that run a job (not direct work), with their job. */
 export async function jobWorkAmong(db: Queryable, workIds: string[]): Promise<{ job_id: string; id: string }[]> {
   const { rows } = await db.query<{ job_id: string; id: string }>(
     "SELECT job_id, id FROM work_items WHERE id = ANY($1) AND type = 'job'",
@@ -443,8 +451,9 @@ export async function setWorkStatus(db: Queryable, workId: string, status: WorkR
 /**
  * Records the result of leased work that has none yet (its bytes are stored apart, by the
  * caller) and moves it to `status`. False when the work was no longer leased without a result.
- * A gateway attempt whose lease lapsed (`lost`) takes its result too: the caller holds its
- * request's row and has checked that the request still runs on this attempt.
+ * With `lapsedTaken` (its owner takes lapsed attempts: `WorkCompletion.takesLapsed`), an attempt
+ * whose lease lapsed (`lost`) takes its result too: its receipt is taken only while the owner
+ * still runs on this attempt (the owner's `lockOwner`, in the receipt's transaction).
  */
 export async function storeWorkResult(
   db: Queryable,
@@ -458,12 +467,13 @@ export async function storeWorkResult(
     status: 'delivered' | 'completed';
     /** The result's bytes when kept in the row (work/results.ts), else null: it is an object. */
     inline: Buffer | null;
+    lapsedTaken?: boolean;
   },
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE work_items SET status = $7, result_hash = $2, result_content_type = $3, result_bytes = $4, metering_units = $5, usage = $6,
             result_inline = decode($8::text, 'hex'), updated_at = now()
-      WHERE id = $1 AND result_hash IS NULL AND (status = 'leased' OR (status = 'lost' AND type <> 'job'))`,
+      WHERE id = $1 AND result_hash IS NULL AND (status = 'leased' OR (status = 'lost' AND $9::boolean))`,
     [
       workId,
       result.result_hash,
@@ -473,6 +483,7 @@ export async function storeWorkResult(
       result.usage ? JSON.stringify(result.usage) : null,
       result.status,
       result.inline ? result.inline.toString('hex') : null,
+      result.lapsedTaken ?? false,
     ],
   );
   return rowCount === 1;
@@ -498,7 +509,7 @@ export async function findWorkResultInline(
   return { bytes, contentType: row.result_content_type };
 }
 
-/** Records why a node failed gateway work (the 502 message, and whether another node may retry). */
+/** Records why a node failed the work (its message, and whether another node may retry), for its owner to read. */
 export async function noteWorkFailure(
   db: Queryable,
   workId: string,

@@ -66,8 +66,8 @@ export interface JobSignal {
   /**
    * Whether work may be leased to this node and not yet handed out: false only while no
    * `node:<id>` message was heard since a take that left none behind, and for at most
-   * {@link CLAIM_RECHECK_MS}. Gateway work is leased before its message is sent, so a take that
-   * began after the message saw the work. Spares a node's re-poll after each request a statement.
+   * {@link CLAIM_RECHECK_MS}. Direct work is leased before its message is sent, so a take that
+   * began after the message saw the work. Spares a node's re-poll after each item a statement.
    */
   shouldTakeLeased(nodeId: string): boolean;
   /** The node's take of its leased work, started at `generation`, left none behind. */
@@ -163,7 +163,7 @@ export async function createJobSignal(
   const nodeMessages = new Map<string, number>();
   const drained = new Map<string, { generation: number; at: number }>();
   const unsubscribe = await ctx.bus.subscribe('jobs', (payload) => {
-    // `node:<id>` names work leased straight to a node (gateway), not a job to claim.
+    // `node:<id>` names direct work, leased straight to that node, not a job to claim.
     if (payload.startsWith('node:')) {
       const nodeId = payload.slice(5);
       if (nodeMessages.size >= 100_000 && !nodeMessages.has(nodeId)) {
