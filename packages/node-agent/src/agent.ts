@@ -452,7 +452,7 @@ export function createNodeAgent(options: NodeAgentOptions): NodeAgent {
       onOpen: (before) => {
         if (before > 0 && !isStopping()) {
           // Work still running: the server ends a dropped channel's gateway leases within seconds
-          // (CHANNEL_LOSS_GRACE_SECONDS) unless a heartbeat renews them, so send one now.
+          // (SVC_CHANNEL_LOSS_GRACE_MS, 2 s) unless a heartbeat renews them, so send one now.
           if (tracked.size > 0) void heartbeat.beat();
           // The server is back: uploads that failed while it was away (waiting out a backoff of up
           // to uploadBackoff.capMs) go again now, and the rest of the outbox with them.

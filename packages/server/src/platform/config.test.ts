@@ -25,3 +25,18 @@ describe('loadConfig: SVC_PGLITE_BUFFERS_MB', () => {
     expect(() => loadConfig({}, { SVC_PGLITE_BUFFERS_MB: value })).toThrow(/SVC_PGLITE_BUFFERS_MB must be an integer/);
   });
 });
+
+describe('loadConfig: SVC_CHANNEL_LOSS_GRACE_MS, SVC_POLL_HANG_UP_GRACE_MS', () => {
+  it('are 2 s by default and take a time in ms', () => {
+    expect(loadConfig({}, {})).toMatchObject({ channelLossGraceMs: 2_000, pollHangUpGraceMs: 2_000 });
+    expect(loadConfig({}, { SVC_CHANNEL_LOSS_GRACE_MS: '500', SVC_POLL_HANG_UP_GRACE_MS: '300' })).toMatchObject({
+      channelLossGraceMs: 500,
+      pollHangUpGraceMs: 300,
+    });
+  });
+
+  it.each(['SVC_CHANNEL_LOSS_GRACE_MS', 'SVC_POLL_HANG_UP_GRACE_MS'])('%s refuses 0 and non-integers', (name) => {
+    for (const value of ['0', '2s', '60001'])
+      expect(() => loadConfig({}, { [name]: value })).toThrow(new RegExp(`${name} must be an integer`));
+  });
+});

@@ -45,6 +45,21 @@ export interface Config {
    * that has not answered the last ping by the next one is dropped (docs/node-protocol.md).
    */
   nodeChannelPingMs: number;
+  /**
+   * How long direct work stays leased to a node after its channel drops, when the drop is not this
+   * instance's shutdown (SVC_CHANNEL_LOSS_GRACE_MS, default 2 s): long enough for a node that is
+   * still alive to reconnect (backoff 0.5 s) and heartbeat its work, short enough that an owner
+   * whose node died moves on in seconds rather than after the lease. Also how long the work a node
+   * never took stays leased to it once it is taken for gone after hanging up its long-poll
+   * (modules/work/node-loss.ts).
+   */
+  channelLossGraceMs: number;
+  /**
+   * How long a node that hung up its long-poll has to make another signed call (to any instance)
+   * before it is taken for gone (SVC_POLL_HANG_UP_GRACE_MS, default 2 s). A node polls again as
+   * soon as an answer arrives, and one whose call failed backs off 0.5 s at first.
+   */
+  pollHangUpGraceMs: number;
   /** How long a gateway request may take end to end before it is a 504 (SVC_GATEWAY_TIMEOUT_MS). */
   gatewayTimeoutMs: number;
   /**
@@ -528,6 +543,12 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     nodeChannelPingMs: env.SVC_NODE_CHANNEL_PING_MS
       ? parseIntIn('SVC_NODE_CHANNEL_PING_MS', env.SVC_NODE_CHANNEL_PING_MS, 100, 60_000)
       : 5_000,
+    channelLossGraceMs: env.SVC_CHANNEL_LOSS_GRACE_MS
+      ? parseIntIn('SVC_CHANNEL_LOSS_GRACE_MS', env.SVC_CHANNEL_LOSS_GRACE_MS, 100, 60_000)
+      : 2_000,
+    pollHangUpGraceMs: env.SVC_POLL_HANG_UP_GRACE_MS
+      ? parseIntIn('SVC_POLL_HANG_UP_GRACE_MS', env.SVC_POLL_HANG_UP_GRACE_MS, 100, 60_000)
+      : 2_000,
     tee: {
       acceptedTcb: (env.SVC_TEE_ACCEPTED_TCB || 'UpToDate,SWHardeningNeeded')
         .split(',')

@@ -11,16 +11,17 @@ import {
   type GatewayNode,
 } from '../../../test/gateway-fixture.js';
 import { openDb, type Queryable } from '../../platform/db/index.js';
-import { CHANNEL_LOSS_GRACE_SECONDS, POLL_HANG_UP_GRACE_MS, watchPollHangUps } from '../work/node-loss.js';
+import { watchPollHangUps } from '../work/node-loss.js';
 
 type Params = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
 /**
  * A node whose channel drops while it holds a buyer's request (docs/node-protocol.md, "A channel
  * that drops ends its gateway leases soon"): the node is no longer routed to, and the request's
- * lease ends CHANNEL_LOSS_GRACE_SECONDS later, so a node that died is failed over in seconds rather
+ * lease ends SVC_CHANNEL_LOSS_GRACE_MS later, so a node that died is failed over in seconds rather
  * than after its lease (90 s here); a node still alive reconnects, heartbeats its work at once, and
- * answers the request itself.
+ * answers the request itself. The grace is the default 2 s here, which the reconnecting node needs
+ * (its backoff is up to 0.5 s); the other blocks, where no node comes back, shorten it.
  */
 describe('a node channel that drops while it holds a request', () => {
   const s = withBackup();
@@ -33,11 +34,12 @@ describe('a node channel that drops while it holds a request', () => {
 
     const { data, response } = await dead.answer;
     const waited = Date.now() - cut;
+    const grace = s.f.server.ctx.config.channelLossGraceMs;
     expect(response.headers.get('x-svc-node')).toBe(s.backup.nodeId);
     expect(data.choices[0]?.message.content).toBe('You said: are you there');
     // Grace, then the once-a-second sweep (which tells the request on the bus).
-    expect(waited).toBeGreaterThanOrEqual(CHANNEL_LOSS_GRACE_SECONDS * 1000 - 100);
-    expect(waited).toBeLessThan((CHANNEL_LOSS_GRACE_SECONDS + 4) * 1000);
+    expect(waited).toBeGreaterThanOrEqual(grace - 100);
+    expect(waited).toBeLessThan(grace + 4000);
     expect((await workLease(s.f.server.ctx.db, dead.workId))?.status).toBe('lost');
     // Nor is the dead node routed to any more: the next request goes to the backup at once.
     const next = await s.f.openai().chat.completions.create(ask('tinyllama', 'anyone else')).withResponse();
@@ -51,7 +53,7 @@ describe('a node channel that drops while it holds a request', () => {
     const alive = await s.f.addNode({
       country: 'CA',
       region: 'ca-central',
-      upstream: { delayMs: (CHANNEL_LOSS_GRACE_SECONDS + 2) * 1000 },
+      upstream: { delayMs: s.f.server.ctx.config.channelLossGraceMs + 2000 },
       timing: { heartbeatMs: 60_000 },
     });
     const answer = s.f.openai().chat.completions.create(ask('phi-4', 'still here')).withResponse();
@@ -70,7 +72,9 @@ describe('a node channel that drops while it holds a request', () => {
 
 describe('a node channel that goes silent (no close, no answer to pings)', () => {
   it('is dropped after a ping goes unanswered, and the request fails over', async () => {
-    const f = await startGatewayFixture({ env: { SVC_LEASE_SECONDS: '90', SVC_NODE_CHANNEL_PING_MS: '300' } });
+    const f = await startGatewayFixture({
+      env: { SVC_LEASE_SECONDS: '90', SVC_NODE_CHANNEL_PING_MS: '300', SVC_CHANNEL_LOSS_GRACE_MS: '500' },
+    });
     try {
       const backup = await f.addNode({ country: 'US', region: 'us-east' });
       // A network that went quiet: the connection stays open and nothing comes back, pongs included.
@@ -81,7 +85,7 @@ describe('a node channel that goes silent (no close, no answer to pings)', () =>
       expect(data.choices[0]?.message.content).toBe('You said: hello?');
       // Dropped within two ping intervals of its last message; failed over after the grace.
       expect((await quiet.closed) - since).toBeLessThan(1_000);
-      expect(Date.now() - since).toBeLessThan((CHANNEL_LOSS_GRACE_SECONDS + 4) * 1000);
+      expect(Date.now() - since).toBeLessThan(f.server.ctx.config.channelLossGraceMs + 4000);
     } finally {
       await f.close();
     }
@@ -91,7 +95,12 @@ describe('a node channel that goes silent (no close, no answer to pings)', () =>
 describe('a node channel dropped late, after the node was heard from elsewhere', () => {
   it('changes nothing: the node stays routable and keeps its work', async () => {
     const f = await startGatewayFixture({
-      env: { SVC_LEASE_SECONDS: '90', SVC_NODE_CHANNEL_PING_MS: '3000', SVC_SHUTDOWN_GRACE_MS: '200' },
+      env: {
+        SVC_LEASE_SECONDS: '90',
+        SVC_NODE_CHANNEL_PING_MS: '3000',
+        SVC_SHUTDOWN_GRACE_MS: '200',
+        SVC_CHANNEL_LOSS_GRACE_MS: '500',
+      },
     });
     try {
       // A half-open channel: the server notices only when a ping goes unanswered (3 to 6 s).
@@ -101,7 +110,8 @@ describe('a node channel dropped late, after the node was heard from elsewhere',
       await new Promise((r) => setTimeout(r, 2_500));
       expect((await late.node.heartbeat([late.workId])).cancel).toEqual([]);
       await late.closed;
-      await new Promise((r) => setTimeout(r, (CHANNEL_LOSS_GRACE_SECONDS + 1.5) * 1000));
+      // The grace, a sweep and more: a drop taken for a loss would have ended the lease by now.
+      await new Promise((r) => setTimeout(r, f.server.ctx.config.channelLossGraceMs + 1500));
       const lease = await workLease(f.server.ctx.db, late.workId);
       expect(lease?.status).toBe('leased');
       expect(lease?.left).toBeGreaterThan(60);
@@ -136,7 +146,7 @@ describe('a node channel that this instance closes as it shuts down', () => {
 });
 
 describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
-  const s = withBackup();
+  const s = withBackup({ SVC_CHANNEL_LOSS_GRACE_MS: '500', SVC_POLL_HANG_UP_GRACE_MS: '500' });
 
   it('and calls no more: not routed to, and the request it never took fails over within seconds', async () => {
     const node = await canadianNode(s.f, 'tinyllama');
@@ -154,11 +164,12 @@ describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
       .chat.completions.create(ask('tinyllama', 'still there?'))
       .withResponse();
     const waited = Date.now() - hungUp;
+    const { pollHangUpGraceMs, channelLossGraceMs } = s.f.server.ctx.config;
     expect(response.headers.get('x-svc-node')).toBe(s.backup.nodeId);
     expect(data.choices[0]?.message.content).toBe('You said: still there?');
     // The grace for another call, the lease's grace, then the once-a-second sweep.
-    expect(waited).toBeGreaterThanOrEqual(POLL_HANG_UP_GRACE_MS + CHANNEL_LOSS_GRACE_SECONDS * 1000 - 200);
-    expect(waited).toBeLessThan(POLL_HANG_UP_GRACE_MS + (CHANNEL_LOSS_GRACE_SECONDS + 4) * 1000);
+    expect(waited).toBeGreaterThanOrEqual(pollHangUpGraceMs + channelLossGraceMs - 200);
+    expect(waited).toBeLessThan(pollHangUpGraceMs + channelLossGraceMs + 4000);
     // Nor is it routed to any more: the next request goes to the backup at once.
     const next = await s.f.openai().chat.completions.create(ask('tinyllama', 'anyone else')).withResponse();
     expect(next.response.headers.get('x-svc-node')).toBe(s.backup.nodeId);
@@ -181,7 +192,7 @@ describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
     const first = await waitingPoll(s.f.server.url, node);
     first.destroy();
     const again = await waitingPoll(s.f.server.url, node);
-    await new Promise((r) => setTimeout(r, POLL_HANG_UP_GRACE_MS + 500));
+    await new Promise((r) => setTimeout(r, s.f.server.ctx.config.pollHangUpGraceMs + 500));
     expect((await s.f.server.ctx.nodeDirectory.serving('phi-4')).map((n) => n.id)).toContain(node.nodeId);
     again.destroy();
   }, 30_000);
@@ -213,11 +224,11 @@ describe('a node that hangs up its long-poll (HTTP, no channel)', () => {
 });
 
 describe('a long-poll answered in-process (app.inject)', () => {
-  const s = withBackup();
+  const s = withBackup({ SVC_POLL_HANG_UP_GRACE_MS: '500' });
   it('is not a hang-up: the node stays routable', async () => {
     const node = await canadianNode(s.f, 'tinyllama');
     expect(await node.poll()).toEqual([]);
-    await new Promise((r) => setTimeout(r, POLL_HANG_UP_GRACE_MS + 500));
+    await new Promise((r) => setTimeout(r, s.f.server.ctx.config.pollHangUpGraceMs + 500));
     expect((await s.f.server.ctx.nodeDirectory.serving('tinyllama')).map((n) => n.id)).toContain(node.nodeId);
   }, 30_000);
 });
@@ -252,11 +263,15 @@ async function waitingPoll(server: string, node: TestNode): Promise<{ destroy():
   return { destroy: () => req.destroy() };
 }
 
-/** A fixture (90 s leases) with a US backup node, started once for the tests of the block. */
-function withBackup(): { f: GatewayFixture; backup: GatewayNode } {
+/**
+ * A fixture (90 s leases, and `env`) with a US backup node, started once for the tests of the
+ * block. Its server does not wait for the requests still held when the block ends (a node never
+ * answers them) as it shuts down: 10 s each time by default.
+ */
+function withBackup(env: Record<string, string> = {}): { f: GatewayFixture; backup: GatewayNode } {
   const s = {} as { f: GatewayFixture; backup: GatewayNode };
   beforeAll(async () => {
-    s.f = await startGatewayFixture({ env: { SVC_LEASE_SECONDS: '90' } });
+    s.f = await startGatewayFixture({ env: { SVC_LEASE_SECONDS: '90', SVC_SHUTDOWN_GRACE_MS: '200', ...env } });
     s.backup = await s.f.addNode({ country: 'US', region: 'us-east' });
   });
   afterAll(() => s.f.close());

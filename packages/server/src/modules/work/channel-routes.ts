@@ -6,7 +6,7 @@ import { ApiError } from '../../platform/errors.js';
 import { nodeOf } from '../nodes/node-auth.js';
 import { touchNode } from '../nodes/store.js';
 import { openChannel } from './channel.js';
-import { CHANNEL_LOSS_GRACE_SECONDS, channelLost } from './node-loss.js';
+import { channelLost } from './node-loss.js';
 
 /**
  * `GET /api/v1/node/channel`: the node channel (docs/node-protocol.md). The request is signed
@@ -87,7 +87,7 @@ export async function channelRoutes(app: App, ctx: ServiceContext): Promise<void
             if (shortened !== undefined)
               ctx.log.warn(
                 { node_id: node.id, work: shortened },
-                `node channel lost: not routed to until it reconnects; the work leased straight to it fails over unless it does within ${CHANNEL_LOSS_GRACE_SECONDS} s`,
+                `node channel lost: not routed to until it reconnects; the work leased straight to it fails over unless it does within ${ctx.config.channelLossGraceMs} ms`,
               );
           },
           (err: unknown) => ctx.log.error({ err, node_id: node.id }, 'could not mark a lost node channel'),

@@ -5,22 +5,6 @@ import { NODE_LIVE_SECONDS } from '../system/service.js';
 import { shortenDirectLeases } from './store.js';
 
 /**
- * How long direct work stays leased to a node after its channel drops, when the drop is not this
- * instance's shutdown: long enough for a node that is still alive to reconnect (backoff 0.5 s)
- * and heartbeat its work, short enough that an owner whose node died moves on in seconds rather
- * than after the 30 s lease. Also how long the work a node never took stays leased to it
- * once it is taken for gone after hanging up its long-poll (`pollLost`).
- */
-export const CHANNEL_LOSS_GRACE_SECONDS = 2;
-
-/**
- * How long a node that hung up its long-poll has to make another signed call (to any instance)
- * before it is taken for gone (`pollLost`). A node polls again as soon as an answer arrives, and
- * a node whose call failed backs off 0.5 s at first (the agent's `pollBackoff`).
- */
-export const POLL_HANG_UP_GRACE_MS = 2000;
-
-/**
  * The node is no longer routed to, on any instance, until its next signed call
  * (`markNodeUnreachable`, announced by the store; this instance's directory is told at once),
  * unless the store recorded a call of it within the last `quietSeconds`. True when it was marked.
@@ -34,7 +18,7 @@ async function takeForGone(ctx: ServiceContext, nodeId: string, quietSeconds: nu
 /**
  * A node's channel dropped while this instance runs, and no other channel of it is open here:
  * the node is no longer routed to until its next signed call (reconnecting is one:
- * `markNodeUnreachable`), and its direct work's leases end within `CHANNEL_LOSS_GRACE_SECONDS`
+ * `markNodeUnreachable`), and its direct work's leases end within `config.channelLossGraceMs`
  * (`shortenDirectLeases`), so the sweep marks the work `lost` and each owner moves on, unless
  * the node reconnects (to any instance) and heartbeats it first. Nothing is done when the store
  * has heard from the node since a second after this channel last did (`heardAt`, epoch ms): it is
@@ -49,10 +33,11 @@ async function takeForGone(ctx: ServiceContext, nodeId: string, quietSeconds: nu
 export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: number): Promise<number | undefined> {
   const queued = ctx.writer.pending > 0;
   if (!(await takeForGone(ctx, nodeId, (Date.now() - heardAt) / 1000 - 1))) return undefined;
-  let shortened = await shortenDirectLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
+  const grace = ctx.config.channelLossGraceMs / 1000;
+  let shortened = await shortenDirectLeases(ctx.db, nodeId, grace);
   if (queued) {
     await ctx.writer.settled();
-    shortened += await shortenDirectLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS);
+    shortened += await shortenDirectLeases(ctx.db, nodeId, grace);
   }
   return shortened;
 }
@@ -63,16 +48,16 @@ export async function channelLost(ctx: ServiceContext, nodeId: string, heardAt: 
  * the hang-up, so a call here after it is always recorded): the node is taken for gone, as a
  * killed process's poll is. It is no longer routed to until its next signed call, and the direct
  * work leased to it that it never took (`dispatched_at` NULL: leased to it while it was not
- * polling) ends its lease within `CHANNEL_LOSS_GRACE_SECONDS`, so each owner moves on.
+ * polling) ends its lease within `config.channelLossGraceMs`, so each owner moves on.
  * Work the node took keeps its lease: a node that stopped polling (shutting down) may still run it
  * and deliver over HTTP. Returns how many leases were shortened, undefined when nothing was done.
  *
  * @example
- * setTimeout(() => void pollLost(ctx, node.id, hungUpAt), POLL_HANG_UP_GRACE_MS);
+ * setTimeout(() => void pollLost(ctx, node.id, hungUpAt), ctx.config.pollHangUpGraceMs);
  */
 export async function pollLost(ctx: ServiceContext, nodeId: string, hungUpAt: number): Promise<number | undefined> {
   if (!(await takeForGone(ctx, nodeId, (Date.now() - hungUpAt) / 1000))) return undefined;
-  return shortenDirectLeases(ctx.db, nodeId, CHANNEL_LOSS_GRACE_SECONDS, { untakenOnly: true });
+  return shortenDirectLeases(ctx.db, nodeId, ctx.config.channelLossGraceMs / 1000, { untakenOnly: true });
 }
 
 /** This instance's watch over long-polls that their node hung up (`watchPollHangUps`). */
@@ -88,7 +73,7 @@ export interface PollHangUps {
 
 /**
  * Watches for nodes that hang up a long-poll and make no signed call within
- * `POLL_HANG_UP_GRACE_MS` after it (`pollLost`). One timer per node, restarted by each hang-up;
+ * `config.pollHangUpGraceMs` after it (`pollLost`). One timer per node, restarted by each hang-up;
  * none once closed: the polls this instance ends as it shuts down are not nodes lost.
  *
  * A node that hangs up and polls again at once may have its new poll read before the old one's
@@ -102,7 +87,7 @@ export interface PollHangUps {
  * const hungUp = hangUps.started(node.id);
  * reply.raw.once('close', () => { if (!reply.raw.writableFinished) hungUp(); });
  */
-export function watchPollHangUps(ctx: ServiceContext, graceMs = POLL_HANG_UP_GRACE_MS): PollHangUps {
+export function watchPollHangUps(ctx: ServiceContext, graceMs = ctx.config.pollHangUpGraceMs): PollHangUps {
   const timers = new Map<string, NodeJS.Timeout>();
   const checking = new Set<Promise<void>>();
   const latestPoll = new Map<string, number>();
