@@ -1,6 +1,6 @@
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import Fastify from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createTestApp } from '../../test/harness.js';
 import { cachedSerializerFactory, cachedValidatorCompiler, compileSerializers } from './schema-cache.js';
 import { createValidatorCompiler } from './validation.js';
@@ -49,6 +49,25 @@ describe('compiled schemas shared by the apps of one process', () => {
     expect(fn({ a: 'x', b: 'y' })).toBe('{"a":"x"}');
     await one.close();
     await two.close();
+  });
+
+  it("reads a schema object's text once: another app's contexts hand over the same objects", () => {
+    // What Fastify gives each context's serializer factory: a fresh copy of the shared schemas.
+    const shared = { Item: { $id: 'Item', type: 'object', properties: { id: { type: 'string' } } } };
+    const route = { method: 'GET', url: '/i', httpStatus: '200', schema: { $ref: 'Item#' } };
+    const validation = { schema: body, method: 'POST', url: '/a', httpPart: 'body' };
+    const validate = cachedValidatorCompiler('text-once', createValidatorCompiler());
+    const first = cachedSerializerFactory()({ ...shared }, undefined)(route);
+    const firstValidator = validate(validation);
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      expect(cachedSerializerFactory()({ ...shared }, undefined)(route)).toBe(first);
+      expect(validate(validation)).toBe(firstValidator);
+      expect(stringify).not.toHaveBeenCalled();
+    } finally {
+      stringify.mockRestore();
+    }
+    expect(first({ id: 'x', other: 1 })).toBe('{"id":"x"}');
   });
 
   it('compiles a response serializer when its route first answers, not when the app is built', async () => {
