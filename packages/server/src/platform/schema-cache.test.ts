@@ -2,7 +2,7 @@ import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import Fastify from 'fastify';
 import { describe, expect, it, vi } from 'vitest';
 import { createTestApp } from '../../test/harness.js';
-import { cachedSerializerFactory, cachedValidatorCompiler, compileSerializers } from './schema-cache.js';
+import { cachedSerializerFactory, cachedValidatorCompiler, compileSchemas } from './schema-cache.js';
 import { createValidatorCompiler } from './validation.js';
 
 const body = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
@@ -17,14 +17,45 @@ describe('compiled schemas shared by the apps of one process', () => {
     });
     const route = { schema: body, method: 'POST', url: '/a', httpPart: 'body' };
     const first = compile(route);
-    // Another app, another route, an equal schema (a new object): the same compiled function.
-    expect(compile({ ...route, url: '/b', schema: structuredClone(body) })).toBe(first);
-    expect(compiled).toBe(1);
-    expect(compile({ ...route, httpPart: 'querystring' })).not.toBe(first);
-    expect(compile({ ...route, schema: { ...body, required: [] } })).not.toBe(first);
-    expect(compiled).toBe(3);
     expect(first({ n: 1 })).toBe(true);
+    // Another app, another route, an equal schema (a new object): the same compiled function.
+    const again = compile({ ...route, url: '/b', schema: structuredClone(body) });
+    expect(again).toBe(first);
+    expect(again({ n: 2 })).toBe(true);
+    expect(compiled).toBe(1);
+    const query = compile({ ...route, httpPart: 'querystring' });
+    const other = compile({ ...route, schema: { ...body, required: [] } });
+    expect(query).not.toBe(first);
+    expect(other).not.toBe(first);
+    expect([query({ n: '1' }), other({})]).toEqual([true, true]);
+    expect(compiled).toBe(3);
     expect(first({ n: 'one' })).toBe(false);
+    expect(first.errors?.[0]).toMatchObject({ instancePath: '/n', keyword: 'type' });
+  });
+
+  it('compiles a validator when its route first validates, not when the app is built', async () => {
+    let compiled = 0;
+    const inner = createValidatorCompiler();
+    // A schema no other test of this process has compiled.
+    const field = `v${Date.now()}`;
+    const schema = { body: { type: 'object', properties: { [field]: { type: 'integer' } }, required: [field] } };
+    const app = Fastify();
+    app.setValidatorCompiler(
+      cachedValidatorCompiler('lazy', (route) => {
+        compiled += 1;
+        return inner(route);
+      }),
+    );
+    app.post('/lazy', { schema }, async () => ({ ok: true }));
+    await app.ready();
+    expect(compiled).toBe(0);
+    expect((await app.inject({ method: 'POST', url: '/lazy', payload: { [field]: 1 } })).statusCode).toBe(200);
+    // Refused with the compiled validator's own errors.
+    const refused = await app.inject({ method: 'POST', url: '/lazy', payload: { [field]: 'one' } });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({ message: `body/${field} must be integer` });
+    expect(compiled).toBe(1);
+    await app.close();
   });
 
   it('compiles a response serializer once per schema and shared schemas, for every app', async () => {
@@ -94,11 +125,11 @@ describe('compiled schemas shared by the apps of one process', () => {
     await app.close();
   });
 
-  it("compiles every route's response schemas on demand, and throws on one that does not compile", async () => {
+  it("compiles every route's schemas on demand, and throws on one that does not compile", async () => {
     const t = await createTestApp();
     try {
-      expect(() => compileSerializers()).not.toThrow();
-      expect(compileSerializers()).toBe(0);
+      expect(() => compileSchemas()).not.toThrow();
+      expect(compileSchemas()).toBe(0);
     } finally {
       await t.close();
     }
@@ -106,8 +137,19 @@ describe('compiled schemas shared by the apps of one process', () => {
     const broken = { 200: { type: 'object', properties: { a: { type: 'string', pattern: '(' } } } };
     app.get('/broken', { schema: { response: broken } }, async () => ({ a: 'x' }));
     await app.ready();
-    expect(() => compileSerializers()).toThrow();
-    expect(compileSerializers()).toBe(0);
+    expect(() => compileSchemas()).toThrow();
+    expect(compileSchemas()).toBe(0);
     await app.close();
+    const validated = Fastify();
+    validated.setValidatorCompiler(cachedValidatorCompiler('svc', createValidatorCompiler()));
+    validated.post(
+      '/broken',
+      { schema: { body: { type: 'object', properties: { a: { type: 'nonsense' } } } } },
+      () => ({}),
+    );
+    await validated.ready();
+    expect(() => compileSchemas()).toThrow();
+    expect(compileSchemas()).toBe(0);
+    await validated.close();
   });
 });
