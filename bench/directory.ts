@@ -19,23 +19,21 @@ import { percentile } from '../packages/server/src/modules/jobs/sla.js';
 import { liveRoutingNodes, recentlySeenNodes } from '../packages/server/src/modules/nodes/store.js';
 import { openWorkByNode } from '../packages/server/src/modules/work/store.js';
 import { positiveInt, printTable } from './lib.js';
-import { startThrowawayPostgres } from './postgres.js';
+import { benchStore, STORE_OPTION } from './postgres.js';
 
 const { values } = parseArgs({
   options: {
     nodes: { type: 'string', default: '1000' },
     work: { type: 'string', default: '10000' },
     rounds: { type: 'string', default: '50' },
-    store: { type: 'string', default: process.env.DATABASE_URL ? 'postgres' : 'pglite' },
+    store: STORE_OPTION,
   },
 });
-if (values.store !== 'pglite' && values.store !== 'postgres') throw new Error('--store must be pglite or postgres');
 const nodeCount = positiveInt('nodes', values.nodes);
 const workCount = positiveInt('work', values.work);
 const rounds = positiveInt('rounds', values.rounds);
 
-const cluster = values.store === 'postgres' && !process.env.DATABASE_URL ? startThrowawayPostgres() : undefined;
-if (cluster) process.env.DATABASE_URL = cluster.url;
+const cluster = benchStore(values.store);
 const store = await createTestStore();
 const ctx = await createContext(
   loadConfig(
@@ -113,5 +111,5 @@ try {
 } finally {
   await closeContext(ctx);
   await store.drop();
-  cluster?.stop();
+  cluster.stop();
 }

@@ -7,8 +7,9 @@
  * same processes (bench/relay.ts). `--baseline <checkout>` runs a second svc pair from another
  * checkout of the project in the same run. `--portkey <dir>` adds Portkey's gateway, installed in
  * `<dir>` outside this repository, over the same upstream. Targets take turns request by request
- * (and second by second under load), so a machine whose speed drifts affects them alike. See
- * bench/README.md.
+ * (and second by second under load), so a machine whose speed drifts affects them alike.
+ * `--store postgres` runs the svc targets on PostgreSQL: the cluster DATABASE_URL names, or a
+ * throwaway one (bench/postgres.ts) removed at the end. See bench/README.md.
  *
  * @example
  * npx tsx bench/gateway.ts --requests 300 --duration 10 --concurrency 16
@@ -16,6 +17,7 @@
  * npx tsx bench/gateway.ts --portkey /tmp/portkey-bench   # its install: bench/README.md, Gateway
  * npx tsx bench/gateway.ts --warmup 1000 --warmup-load 0   # as it warmed up before 2026-11-27 (fourth session)
  * npx tsx bench/gateway.ts --baseline . --env SVC_WRITER_FLUSH_MS=50 --baseline-env SVC_WRITER_FLUSH_MS=2
+ * npx tsx bench/gateway.ts --store postgres   # a throwaway PostgreSQL cluster
  * DATABASE_URL=postgres://... npx tsx bench/gateway.ts
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
@@ -30,6 +32,7 @@ import type { Db } from '../packages/server/src/platform/db/index.js';
 import { createPgliteDb } from '../packages/server/src/platform/db/pglite.js';
 import { createPostgresDb } from '../packages/server/src/platform/db/postgres.js';
 import { inLoops, positiveInt, printTable, ratio, turnOrder, wholeNumber } from './lib.js';
+import { benchStore, STORE_OPTION } from './postgres.js';
 import {
   baselineBin,
   envSettings,
@@ -55,6 +58,7 @@ const { values } = parseArgs({
     env: { type: 'string' },
     'baseline-env': { type: 'string' },
     portkey: { type: 'string' },
+    store: STORE_OPTION,
   },
 });
 const requests = positiveInt('requests', values.requests);
@@ -66,6 +70,7 @@ const BASELINE_BIN = baselineBin(values.baseline);
 const ENV = envSettings('--env', values.env);
 const BASELINE_ENV = envSettings('--baseline-env', values['baseline-env']);
 const PORTKEY = portkeyInstall(values.portkey);
+const STORE = benchStore(values.store);
 
 const MESSAGES = [{ role: 'user', content: 'the quick brown fox jumps over the lazy dog' }];
 const CHAT = { model: 'tinyllama', messages: MESSAGES, max_tokens: 16 };
@@ -452,9 +457,8 @@ try {
   for (let i = 0; i < warmup; i++) for (const t of others) await chat(t);
   for (const t of others) await inLoops(concurrency, warmupLoad, () => chat(t));
 
-  const storeKind = process.env.DATABASE_URL ? 'postgres' : 'pglite';
   console.log(
-    `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${storeKind}; svc serve and svc node as separate processes`,
+    `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'}), store ${STORE.label}; svc serve and svc node as separate processes`,
   );
   if (BASELINE_BIN) console.log(`baseline: ${BASELINE_BIN}, its own svc serve and svc node beside this checkout's`);
   if (PORTKEY)
@@ -604,7 +608,7 @@ try {
     cpuLoaded('gateway'),
     cpuLoaded('node'),
     cpuLoaded('bench'),
-    ...(storeKind === 'postgres'
+    ...(STORE.kind === 'postgres'
       ? [
           cpuLoaded('store'),
           row(
@@ -653,4 +657,5 @@ try {
   }
   await upstream.close();
   for (const cleanup of cleanups) await cleanup();
+  STORE.stop();
 }

@@ -1,8 +1,29 @@
 /** Helpers shared by the benchmark scripts (run by hand; see bench/README.md). */
 import { request } from 'node:http';
+import { constants } from 'node:os';
 import autocannon from 'autocannon';
 
 export const WARMUP_SECONDS = 2;
+
+let signalsExit = false;
+
+/**
+ * Runs `fn` as the process exits, however it exits: its end, an error, a closed pipe, or a
+ * `timeout` or Ctrl-C (SIGINT, SIGTERM and SIGHUP become an exit with status 128 + the signal's
+ * number). `fn` must be synchronous: nothing asynchronous runs once the process exits.
+ *
+ * @example
+ * atExit(() => child.kill('SIGKILL'));
+ */
+export function atExit(fn: () => void): void {
+  process.once('exit', fn);
+  if (signalsExit) return;
+  signalsExit = true;
+  // The listeners stay: with none left, a second signal while the exit handlers run (Ctrl-C
+  // reaches this process from the terminal and again through tsx) would kill it half-way.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
+    process.on(signal, () => process.exit(128 + constants.signals[signal]));
+}
 
 export interface Throughput {
   rps: number;

@@ -21,7 +21,7 @@ import { percentile } from '../packages/server/src/modules/jobs/sla.js';
 import type { Principal } from '../packages/server/src/platform/principal.js';
 import type { Db, Queryable, QueryResult } from '../packages/server/src/platform/db/index.js';
 import { positiveInt, printTable } from './lib.js';
-import { startThrowawayPostgres } from './postgres.js';
+import { benchStore, STORE_OPTION } from './postgres.js';
 
 const { values } = parseArgs({
   options: {
@@ -29,19 +29,17 @@ const { values } = parseArgs({
     jobs: { type: 'string', default: '10000' },
     concurrency: { type: 'string', default: '32' },
     buyers: { type: 'string', default: '16' },
-    store: { type: 'string', default: process.env.DATABASE_URL ? 'postgres' : 'pglite' },
+    store: STORE_OPTION,
     statements: { type: 'boolean', default: false },
   },
 });
-if (values.store !== 'pglite' && values.store !== 'postgres') throw new Error('--store must be pglite or postgres');
 const nodeCount = positiveInt('nodes', values.nodes);
 const jobCount = positiveInt('jobs', values.jobs);
 const concurrency = positiveInt('concurrency', values.concurrency);
 const buyerCount = positiveInt('buyers', values.buyers);
 const COUNTRIES = ['CA', 'US', 'FR', 'DE', 'JP'];
 
-const cluster = values.store === 'postgres' && !process.env.DATABASE_URL ? startThrowawayPostgres() : undefined;
-if (cluster) process.env.DATABASE_URL = cluster.url;
+const cluster = benchStore(values.store);
 const store = await createTestStore();
 const ctx = await createContext(
   loadConfig(
@@ -226,7 +224,7 @@ try {
   stopped = true;
   await closeContext(ctx);
   await store.drop();
-  cluster?.stop();
+  cluster.stop();
 }
 
 /** Counts and times every statement that goes through `db` (and its transactions). */

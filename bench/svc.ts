@@ -4,11 +4,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { constants, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { createTestStore, type TestStore } from '@svc/server/testing';
+import { atExit } from './lib.js';
 
 /**
  * The `svc` binary of another checkout given as `--baseline` (its packages installed), or
@@ -73,18 +74,15 @@ let reaping = false;
 
 /**
  * Kills every process started here as the bench exits, also when it does not reach its own
- * `stop` calls: a `timeout` or Ctrl-C (SIGTERM, SIGINT, SIGHUP become an exit), a closed pipe or
- * an error. A `svc serve` left running takes a CPU from whatever runs next (on 2026-11-27 three
- * such made a CI run fail).
+ * `stop` calls ({@link atExit}: a `timeout` or Ctrl-C, a closed pipe or an error). A `svc serve`
+ * left running takes a CPU from whatever runs next (on 2026-11-27 three such made a CI run fail).
  */
 function reapOnExit(child: ChildProcess): void {
   if (!reaping) {
     reaping = true;
-    process.once('exit', () => {
+    atExit(() => {
       for (const c of children) c.kill('SIGKILL');
     });
-    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
-      process.once(signal, () => process.exit(128 + constants.signals[signal]));
   }
   children.add(child);
   child.once('exit', () => children.delete(child));
