@@ -2,11 +2,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../platform/errors.js';
 import {
+  applyRefund,
   applyUsage,
   availableCents,
   cashCents,
   clampPromo,
   confirmPosting,
+  earningReversal,
   freePart,
   insufficientCredits,
   operatorEarning,
@@ -60,6 +62,39 @@ describe('applyUsage (the carry arithmetic)', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('reversals (a charge proven false, docs/billing.md "Reversals")', () => {
+  it('a refund puts balance and carry back where the charge found them (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 5_000_000 }), fc.integer({ min: 0, max: 9_999 }), (usage, carry) => {
+        const charged = applyUsage(usage, carry);
+        expect(applyRefund(usage, charged.carryMicro)).toEqual({ cents: charged.cents, carryMicro: carry });
+      }),
+      { numRuns: 500 },
+    );
+    expect(applyRefund(3_333, 9_999)).toEqual({ cents: 0, carryMicro: 6_666 });
+    // A capped charge (carry reset to 0) is refunded the cap.
+    expect(applyRefund(1_000_000, 0)).toEqual({ cents: 100, carryMicro: 0 });
+  });
+
+  it("takes an earning back as far as the operator's balance holds it free; the rest is owed", () => {
+    const account = { balance_cents: 508, held_cents: 0, carry_micro: 0, promo_micro: 5_000_000 };
+    expect(earningReversal(account, { cents: 8, freeMicro: 0 })).toEqual({
+      cents: 8,
+      owedCents: 0,
+      account: { ...account, balance_cents: 500 },
+    });
+    // Most of the balance held by a job: what is free is taken, the rest is owed.
+    expect(earningReversal({ ...account, balance_cents: 505, held_cents: 500 }, { cents: 8, freeMicro: 0 })).toEqual({
+      cents: 5,
+      owedCents: 3,
+      account: { balance_cents: 500, held_cents: 500, carry_micro: 0, promo_micro: 5_000_000 },
+    });
+    // A promotional earning leaves the promotional balance.
+    const promo = { balance_cents: 508, held_cents: 0, carry_micro: 0, promo_micro: 5_085_000 };
+    expect(earningReversal(promo, { cents: 8, freeMicro: 85_000 }).account.promo_micro).toBe(5_000_000);
   });
 });
 

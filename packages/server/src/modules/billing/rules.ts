@@ -31,6 +31,49 @@ export function applyUsage(usageMicro: number, carryMicro: number, capCents?: nu
 }
 
 /**
+ * What refunding a charge of `usageMicro` posts on an account carrying `carryMicro`: the mirror of
+ * {@link applyUsage}. The whole cents and the new carry put the account's exact credit (balance
+ * less the carried usage) back up by `usageMicro`: right after the charge, exactly where the
+ * charge found it, balance and carry both.
+ *
+ * @example
+ * applyUsage(3_333, 9_999);  // { cents: 1, carryMicro: 3_332, capped: false }
+ * applyRefund(3_333, 3_332); // { cents: 1, carryMicro: 9_999 }
+ * applyRefund(3_333, 9_999); // { cents: 0, carryMicro: 6_666 }
+ */
+export function applyRefund(usageMicro: number, carryMicro: number): { cents: number; carryMicro: number } {
+  const cents = Math.max(0, Math.ceil((usageMicro - carryMicro) / MICRO_PER_CENT));
+  return { cents, carryMicro: cents * MICRO_PER_CENT + carryMicro - usageMicro };
+}
+
+/**
+ * An earning (`cents` credited, `freeMicro` of it promotional) taken back from the operator's
+ * account: its cents as far as the account has them free (balance less holds and reservations),
+ * the promotional part out of the promotional balance first. `owedCents` is what the account no
+ * longer had (spent or paid out): the reversal's row still takes the whole earning out of the
+ * payable earnings, so what was paid out of it is withheld from the next payouts.
+ *
+ * @example
+ * const account = { balance_cents: 508, held_cents: 0, carry_micro: 0, promo_micro: 5_000_000 };
+ * earningReversal(account, { cents: 8, freeMicro: 0 });
+ * // { cents: 8, owedCents: 0, account: { balance_cents: 500, held_cents: 0, carry_micro: 0, promo_micro: 5_000_000 } }
+ * earningReversal({ ...account, balance_cents: 5, promo_micro: 0 }, { cents: 8, freeMicro: 0 });
+ * // { cents: 5, owedCents: 3, account: { balance_cents: 0, ... } }
+ */
+export function earningReversal<A extends AccountFigures>(
+  account: A,
+  earning: { cents: number; freeMicro: number },
+): { cents: number; owedCents: number; account: A } {
+  const cents = Math.min(earning.cents, availableCents(account));
+  const next = { ...account, balance_cents: account.balance_cents - cents };
+  return {
+    cents,
+    owedCents: earning.cents - cents,
+    account: { ...next, promo_micro: clampPromo(account.promo_micro - earning.freeMicro, next) },
+  };
+}
+
+/**
  * Balance minus holds and instances' reservations, never below zero (the schema keeps
  * `held + reserved <= balance`; this is the guard): what a hold may take that no instance set aside.
  */

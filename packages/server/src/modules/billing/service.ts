@@ -6,6 +6,7 @@ import { reclaimExpired, sumReservations } from './reservation-store.js';
 import { chargeHold, releaseRow, closeHoldsMany, type CloseHold, type ClosedHold } from './settle-many.js';
 import { fillDays, windowStart } from './series.js';
 import { chargeReservedMany, type ReservedOutcome } from './charge-reserved.js';
+import { reverseRef, type Reversal } from './reversal.js';
 import {
   applyUsage,
   availableCents,
@@ -55,6 +56,7 @@ export interface PostingOptions {
 
 export type { ClosedHold } from './settle-many.js';
 export type { ReservedOutcome } from './charge-reserved.js';
+export type { Reversal } from './reversal.js';
 
 export interface Balance {
   balance_cents: number;
@@ -172,6 +174,14 @@ export interface LedgerOperations {
    * (billing/charge-reserved.ts); what this instance's reservations lost is told to them.
    */
   chargeReserved(charges: readonly ReservedCharging[]): Promise<ReservedOutcome[]>;
+  /**
+   * Takes back the charge of `ref` (a job whose work was proven false after it was settled): a
+   * `refund` row gives the buyer the exact charge back, an `earning_reversal` row takes the
+   * operator's earning out of its balance as far as the balance holds it and out of its payable
+   * earnings in full (billing/reversal.ts). Undefined, writing nothing, when `ref` has no charge
+   * or was reversed already: a second call reverses nothing twice.
+   */
+  reverse(ref: string, options: { description: string }): Promise<Reversal | undefined>;
 }
 
 /** One entry of `chargeReserved`. */
@@ -415,6 +425,11 @@ function operations(
         });
         return outcomes;
       }),
+
+    reverse: async (ref, options) => {
+      const { description } = posting({ ...options, ref, txType: 'refund' }, 'refund');
+      return run((q) => reverseRef(q, ref, description));
+    },
 
     balance: (orgId) =>
       run(async (q) => {

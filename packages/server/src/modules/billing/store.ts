@@ -132,6 +132,18 @@ export interface AccountRow {
 const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro, promo_micro, reserved_cents';
 
 /**
+ * The accounts of `orgIds`, each locked until the transaction ends, in one fixed order (org id):
+ * two callers locking overlapping sets never wait on each other in a cycle.
+ */
+export async function lockAccounts(db: Queryable, orgIds: readonly string[]): Promise<Map<string, AccountRow>> {
+  const { rows } = await db.query<AccountRow & { org_id: string }>(
+    `SELECT org_id, ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE`,
+    [[...new Set(orgIds)]],
+  );
+  return new Map(rows.map(({ org_id, ...account }) => [org_id, account]));
+}
+
+/**
  * Reads the account and locks its row until the transaction ends, so operations on one
  * organization's credits run one after another (PostgreSQL; PGlite runs one transaction at a time).
  */
@@ -335,14 +347,30 @@ export async function ledgerOfRefAllOrgs(db: Queryable, ref: string): Promise<Le
   return rows;
 }
 
-/** An organization's earning rows summed (exact, and the promotional part), and what was paid out. */
+/**
+ * The rows of `ref` a reversal works from, whatever their organization, in order: its charges and
+ * earnings, and the reversals already written.
+ */
+export async function reversibleRowsOf(db: Queryable, ref: string): Promise<(LedgerRow & { org_id: string })[]> {
+  const { rows } = await db.query<LedgerRow & { org_id: string }>(
+    `SELECT org_id, ${LEDGER_COLUMNS} FROM credit_transactions
+      WHERE ref = $1 AND tx_type IN ('charge', 'earning', 'refund', 'earning_reversal') ORDER BY seq`,
+    [ref],
+  );
+  return rows;
+}
+
+/**
+ * An organization's earning rows summed, less their reversals (exact, and the promotional part),
+ * and what was paid out.
+ */
 export async function earningTotals(
   db: Queryable,
   orgId: string,
 ): Promise<{ earned_micro: number; free_micro: number; paid_out_cents: number }> {
   const { rows } = await db.query<{ earned_micro: number; free_micro: number; paid_out_cents: number }>(
-    `SELECT COALESCE(sum(amount_micro) FILTER (WHERE tx_type = 'earning'), 0)::bigint AS earned_micro,
-            COALESCE(sum(free_micro) FILTER (WHERE tx_type = 'earning'), 0)::bigint AS free_micro,
+    `SELECT COALESCE(sum(amount_micro) FILTER (WHERE tx_type IN ('earning', 'earning_reversal')), 0)::bigint AS earned_micro,
+            COALESCE(sum(free_micro) FILTER (WHERE tx_type IN ('earning', 'earning_reversal')), 0)::bigint AS free_micro,
             COALESCE(-sum(amount_cents) FILTER (WHERE tx_type IN ('payout', 'payout_reversal')), 0)::bigint AS paid_out_cents
        FROM credit_transactions WHERE org_id = $1`,
     [orgId],

@@ -178,6 +178,33 @@ export function ledgerCharged(
   };
 }
 
+/**
+ * A settled charge taken back (billing/reversal.ts): the buyer's refund, the operator's earning
+ * reversal, and the cents of it the operator's balance no longer held (withheld from its payouts).
+ */
+export function ledgerReversed(
+  jobId: string,
+  reversal: { refunds: LedgerRow[]; earning_reversals: LedgerRow[]; owed_cents: number },
+  reason: string,
+  causedBy: string,
+): EvidenceEvent {
+  const refunded = reversal.refunds.reduce((sum, r) => sum + r.amount_cents, 0);
+  const taken = -reversal.earning_reversals.reduce((sum, r) => sum + r.amount_cents, 0);
+  return {
+    type: 'ledger.reversed',
+    summary: `job ${jobId}'s charge reversed: ${refunded} cents refunded to the buyer, ${taken} cents of the operator's earning taken back${reversal.owed_cents > 0 ? `, ${reversal.owed_cents} owed` : ''}`,
+    metadata: {
+      job_id: jobId,
+      reason: reason.slice(0, 400),
+      refunded_cents: refunded,
+      refunds: reversal.refunds.map(rowOf),
+      earning_reversals: reversal.earning_reversals.map(rowOf),
+      owed_cents: reversal.owed_cents,
+    },
+    causedBy: [causedBy],
+  };
+}
+
 export function ledgerReleased(holdId: string | null, cents: number, causedBy: string): EvidenceEvent {
   return {
     type: 'ledger.released',

@@ -139,7 +139,10 @@ export async function findNode(db: Queryable, nodeId: string): Promise<NodeRow |
   return rows[0];
 }
 
-/** Reputation points a node loses for each receipt refused over its work's metering bound. */
+/**
+ * Reputation points a node loses for each receipt refused over its work's metering bound, and for
+ * each work order whose report the server proves false (work-orders/false-report.ts).
+ */
 export const REFUSED_RECEIPT_PENALTY = 10;
 
 /**
@@ -261,19 +264,21 @@ export async function listNodes(
 }
 
 /**
- * An organization's `earning` ledger rows, summed per node: each row's `ref` is the job or the
- * gateway request it paid for, and that names the node that did the work.
+ * An organization's `earning` ledger rows, less their `earning_reversal` rows, summed per node:
+ * each row's `ref` is the job or the gateway request it paid for, and that names the node that did
+ * the work. `work_items` counts the earnings.
  */
 export async function earningsByNode(
   db: Queryable,
   orgId: string,
 ): Promise<{ node_id: string; earned_cents: number; work_items: number }[]> {
   const { rows } = await db.query<{ node_id: string; earned_cents: number; work_items: number }>(
-    `SELECT COALESCE(j.node_id, g.node_id) AS node_id, sum(t.amount_cents)::bigint AS earned_cents, count(*)::int AS work_items
+    `SELECT COALESCE(j.node_id, g.node_id) AS node_id, sum(t.amount_cents)::bigint AS earned_cents,
+            count(*) FILTER (WHERE t.tx_type = 'earning')::int AS work_items
        FROM credit_transactions t
        LEFT JOIN jobs j ON j.id = t.ref
        LEFT JOIN gateway_requests g ON g.id = t.ref
-      WHERE t.org_id = $1 AND t.tx_type = 'earning' AND COALESCE(j.node_id, g.node_id) IS NOT NULL
+      WHERE t.org_id = $1 AND t.tx_type IN ('earning', 'earning_reversal') AND COALESCE(j.node_id, g.node_id) IS NOT NULL
       GROUP BY 1 ORDER BY 2 DESC`,
     [orgId],
   );

@@ -1,8 +1,11 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceContext } from '../../service-context.js';
 import { createEgress, type Egress } from '../../platform/egress.js';
 import { startDumbGitHost, type DumbGitHost } from '../../../test/dumb-git-host.js';
-import { fetchBaseBundle, GitError, pinnedResolve } from './git.js';
+import { fetchBaseBundle, GitError, inspectWork, pinnedResolve, WorkMismatch } from './git.js';
 import { remoteOf } from './repositories.js';
 
 /** Issue 40 point 11: git connects to the address the egress guard checked, never to a later DNS answer. */
@@ -74,5 +77,51 @@ describe('git is pinned to the checked address (DNS rebinding)', () => {
       message: expect.stringContaining('must point to a public address'),
     });
     expect(host.requests.length).toBe(before);
+  });
+});
+
+/** What proves a node's report false (its job's charge is reversed) is told apart from the server's own failures. */
+describe("inspectWork: a work bundle that does not hold the node's commit is a WorkMismatch", () => {
+  let host: DumbGitHost;
+  let dir: string;
+  let input: Parameters<typeof inspectWork>[0];
+
+  beforeAll(async () => {
+    host = await startDumbGitHost();
+    host.seed('acme/widgets', { 'src/index.js': 'export const widgets = 1;\n' });
+    const base = await fetchBaseBundle({ url: host.url('acme/widgets'), token: null, addresses: [] }, 'main');
+    dir = mkdtempSync(join(tmpdir(), 'svc-inspect-'));
+    const work = join(dir, 'clone');
+    host.git(dir, ['clone', '--quiet', join(host.root, 'acme/widgets.git'), work]);
+    host.git(work, ['checkout', '--quiet', '-B', 'svc/wo-1', base.commit]);
+    writeFileSync(join(work, 'a.js'), 'export const a = 1;\n');
+    host.git(work, ['add', '--all']);
+    host.git(work, ['commit', '--quiet', '-m', 'work']);
+    const commit = host.git(work, ['rev-parse', 'HEAD']).trim();
+    host.git(work, ['bundle', 'create', '--quiet', join(dir, 'work.bundle'), `${base.commit}..svc/wo-1`]);
+    const workBundle = readFileSync(join(dir, 'work.bundle'));
+    input = { baseBundle: base.bundle, workBundle, workBranch: 'svc/wo-1', baseCommit: base.commit, commit };
+  }, 60_000);
+  afterAll(async () => {
+    await host?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('recomputes what the commit changes', async () => {
+    expect((await inspectWork(input)).changed_paths).toEqual(['a.js']);
+  });
+
+  it('a commit the bundle does not hold, a bundle git refuses, or a branch it lacks: WorkMismatch', async () => {
+    await expect(inspectWork({ ...input, commit: 'f'.repeat(40) })).rejects.toBeInstanceOf(WorkMismatch);
+    await expect(inspectWork({ ...input, workBundle: Buffer.from('not a bundle') })).rejects.toBeInstanceOf(
+      WorkMismatch,
+    );
+    await expect(inspectWork({ ...input, workBranch: 'svc/other' })).rejects.toBeInstanceOf(WorkMismatch);
+  });
+
+  it("the server's own base bundle unreadable: a GitError, not a WorkMismatch", async () => {
+    const failed = await inspectWork({ ...input, baseBundle: Buffer.from('not a bundle') }).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(GitError);
+    expect(failed).not.toBeInstanceOf(WorkMismatch);
   });
 });

@@ -19,6 +19,22 @@ const TIMEOUT_MS = 120_000;
 
 export class GitError extends Error {
   override name = 'GitError';
+  /** `refused`: git ran to its end and exited non-zero (a verdict on its input), rather than failing to run or being killed. */
+  constructor(
+    message: string,
+    readonly refused = false,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The node's work bundle, read by git, does not hold what the node reported: git refused to fetch
+ * its work branch from it, the branch's head is another commit, or the commit does not descend
+ * from the base. The server proved the node's report false (docs/work-orders.md).
+ */
+export class WorkMismatch extends GitError {
+  override name = 'WorkMismatch';
 }
 
 /** Where and how to reach a repository. */
@@ -92,10 +108,10 @@ async function git(cwd: string, args: string[], remote: Remote | null = null): P
     });
     return stdout;
   } catch (err) {
-    const e = err as { stderr?: string; message: string };
+    const e = err as { stderr?: string; message: string; code?: unknown; killed?: boolean };
     let why = (e.stderr || e.message).trim().split('\n').slice(-3).join(' ');
     if (remote?.token) why = why.split(remote.token).join('[redacted]');
-    throw new GitError(`git ${args[0] ?? ''}: ${why.slice(0, 400)}`);
+    throw new GitError(`git ${args[0] ?? ''}: ${why.slice(0, 400)}`, typeof e.code === 'number' && e.killed !== true);
   }
 }
 
@@ -150,7 +166,14 @@ async function loadBundles(dir: string, baseBundle: Buffer, workBundle: Buffer, 
   await writeFile(join(dir, 'base.bundle'), baseBundle);
   await writeFile(join(dir, 'work.bundle'), workBundle);
   await git(repo, ['fetch', '--quiet', join(dir, 'base.bundle'), 'refs/heads/*:refs/base/*']);
-  await git(repo, ['fetch', '--quiet', join(dir, 'work.bundle'), `refs/heads/${workBranch}:refs/heads/${workBranch}`]);
+  await git(repo, [
+    'fetch',
+    '--quiet',
+    join(dir, 'work.bundle'),
+    `refs/heads/${workBranch}:refs/heads/${workBranch}`,
+  ]).catch((err: unknown) => {
+    throw err instanceof GitError && err.refused ? new WorkMismatch(err.message) : err;
+  });
   return repo;
 }
 
@@ -167,8 +190,9 @@ const DIFF_LIMIT = 1024 * 1024;
 
 /**
  * Opens the node's work bundle on top of the base bundle and computes what its commit changes:
- * the paths and the diff against `baseCommit`. Throws {@link GitError} when the bundle does not
- * hold `workBranch` at `commit`, or `commit` does not descend from `baseCommit`. Runs no remote.
+ * the paths and the diff against `baseCommit`. Throws {@link WorkMismatch} when the bundle does not
+ * hold `workBranch` at `commit`, or `commit` does not descend from `baseCommit`, and
+ * {@link GitError} when git could not do its part (the server's failure, not the node's). Runs no remote.
  *
  * @example
  * const { changed_paths } = await inspectWork({ baseBundle, workBundle, workBranch: 'svc/wo-1', baseCommit, commit });
@@ -187,7 +211,8 @@ export async function inspectWork(input: {
       () => true,
       () => false,
     );
-    if (!descends) throw new GitError(`the commit ${input.commit} does not descend from the base ${input.baseCommit}`);
+    if (!descends)
+      throw new WorkMismatch(`the commit ${input.commit} does not descend from the base ${input.baseCommit}`);
     const names = await git(repo, ['diff', '-z', '--name-only', '--no-renames', input.baseCommit, input.commit]);
     const diff = await git(repo, ['diff', '--no-color', '--no-ext-diff', input.baseCommit, input.commit]);
     return {
@@ -201,7 +226,7 @@ export async function inspectWork(input: {
 async function headIs(repo: string, workBranch: string, commit: string): Promise<void> {
   const head = (await git(repo, ['rev-parse', `refs/heads/${workBranch}`])).trim();
   if (head !== commit)
-    throw new GitError(`the work bundle's ${workBranch} is ${head}, the certified commit is ${commit}`);
+    throw new WorkMismatch(`the work bundle's ${workBranch} is ${head}, the certified commit is ${commit}`);
 }
 
 /**

@@ -16,6 +16,11 @@ import {
   type WorkItem,
 } from '../../../test/harness.js';
 import { startDumbGitHost, type DumbGitHost } from '../../../test/dumb-git-host.js';
+import { payableEarnings } from '../billing/service.js';
+import { ledgerOfRefAllOrgs } from '../billing/store.js';
+import { findNode, REFUSED_RECEIPT_PENALTY } from '../nodes/store.js';
+import { syncOrder } from './orders.js';
+import { findOrder } from './store.js';
 
 /**
  * Issue 40, points 2 and 5: what a node reports is not what the server certifies on, a required
@@ -49,6 +54,7 @@ describe('work-order certification rests on what the server recomputes (issue 40
   let owner: TestBuyer;
   let ownNode: TestNode;
   let strangerNode: TestNode;
+  let stranger: TestBuyer;
   let repoUrl: string;
   let work: string;
 
@@ -124,6 +130,21 @@ describe('work-order certification rests on what the server recomputes (issue 40
     expect(res.statusCode, res.body).toBe(200);
   };
   const read = async (id: string, key = owner.apiKey) => (await api('GET', `/api/v1/work/orders/${id}`, key)).body;
+  /** A new organization whose sign-up grant is confirmed as paid credit: its charges make payable earnings. */
+  const payingBuyer = async () => {
+    const buyer = await signUp(t.app);
+    await t.ctx.ledger.confirmCredit(buyer.orgId, 500, { txType: 'topup_confirmed' });
+    return buyer;
+  };
+  /** What the buyer holds and what the stranger (the operator) may be paid. */
+  const money = async (buyer: TestBuyer) => ({
+    buyer: await t.ctx.ledger.balance(buyer.orgId),
+    payable: (await payableEarnings(t.ctx.db, stranger.orgId)).payable_cents,
+  });
+  const evidence = async (id: string, key: string) =>
+    (await api('GET', `/api/v1/work/orders/${id}/evidence`, key)).body as unknown as {
+      events: { event_type: string; metadata: Record<string, unknown> }[];
+    };
 
   beforeAll(async () => {
     host = await startDumbGitHost();
@@ -140,7 +161,7 @@ describe('work-order certification rests on what the server recomputes (issue 40
     ownNode = await createTestNode(t.app, await createKey(t.app, owner, ['operator']), {
       capabilities: ['cpu', 'capsule'],
     });
-    const stranger = await signUp(t.app);
+    stranger = await signUp(t.app);
     strangerNode = await createTestNode(t.app, await createKey(t.app, stranger, ['operator']), {
       capabilities: ['cpu', 'capsule'],
     });
@@ -264,5 +285,77 @@ describe('work-order certification rests on what the server recomputes (issue 40
     const done = await read(created.id, member);
     expect(done).toMatchObject({ status: 'certified', approvals: [] });
     expect((await api('POST', `/api/v1/work/orders/${created.id}/approve`, member, {})).status).toBe(403);
+  }, 60_000);
+  it("reverses the charge of an order whose node reported a commit its bundle does not hold: the buyer is refunded, the operator's earning never becomes payable, the node loses reputation", async () => {
+    const buyer = await payingBuyer();
+    const before = await money(buyer);
+    const reputation = (await findNode(t.ctx.db, strangerNode.nodeId))?.reputation ?? 0;
+    const created = await createOrder(buyer.apiKey);
+    const w = await commitWork(strangerNode, { 'src/f.js': 'export const f = 1;\n' });
+    const claimed = 'f'.repeat(40);
+    await report(strangerNode, { ...w, commit: claimed }, { changed_paths: ['src/f.js'], checks: ['npm test'] });
+    const done = await read(created.id, buyer.apiKey);
+    expect(done.status).toBe('failed');
+    expect(done.failure_reason).toBe(
+      `node ${strangerNode.nodeId}'s work bundle does not hold what it reported: the work bundle's ${w.order.work_branch} is ${w.commit}, the certified commit is ${claimed}`,
+    );
+    const jobId = String(done.job_id);
+    // Charged 10 cents (the node's price for one run) on its receipt, then refunded: as before the job.
+    expect(await money(buyer)).toEqual(before);
+    const rows = await ledgerOfRefAllOrgs(t.ctx.db, jobId);
+    expect(rows.map((r) => [r.tx_type, r.amount_cents, r.amount_micro])).toEqual([
+      ['hold', 0, 0],
+      ['charge', -10, -100_000],
+      ['release', 0, 0],
+      ['earning', 8, 85_000],
+      ['refund', 10, 100_000],
+      ['earning_reversal', -8, -85_000],
+    ]);
+    expect((await findNode(t.ctx.db, strangerNode.nodeId))?.reputation).toBe(reputation - REFUSED_RECEIPT_PENALTY);
+    const graph = await evidence(created.id, buyer.apiKey);
+    expect(graph.events.map((e) => e.event_type).slice(-3)).toEqual([
+      'capsule.finished',
+      'ledger.reversed',
+      'work_order.failed',
+    ]);
+    expect(graph.events.at(-2)?.metadata).toMatchObject({
+      job_id: jobId,
+      refunded_cents: 10,
+      refunds: [expect.objectContaining({ tx_type: 'refund', amount_cents: 10 })],
+      earning_reversals: [expect.objectContaining({ tx_type: 'earning_reversal', amount_cents: -8 })],
+      owed_cents: 0,
+    });
+    expect(graph.events.at(-1)?.metadata).toMatchObject({
+      node_id: strangerNode.nodeId,
+      problem: 'bundle_mismatch',
+      node_reputation: reputation - REFUSED_RECEIPT_PENALTY,
+    });
+    // Synced again (the order row as it was while running, and the ledger asked directly): nothing more.
+    const stored = await findOrder(t.ctx.db, buyer.orgId, created.id);
+    if (!stored) throw new Error('the order is gone');
+    await syncOrder(t.ctx, { ...stored, status: 'running' });
+    expect(await t.ctx.ledger.reverse(jobId, { description: 'again' })).toBeUndefined();
+    expect(await ledgerOfRefAllOrgs(t.ctx.db, jobId)).toHaveLength(rows.length);
+    expect(await money(buyer)).toEqual(before);
+    expect((await evidence(created.id, buyer.apiKey)).events).toHaveLength(graph.events.length);
+    expect((await findNode(t.ctx.db, strangerNode.nodeId))?.reputation).toBe(reputation - REFUSED_RECEIPT_PENALTY);
+  }, 60_000);
+
+  it('still charges and pays an honest order: no reversal, the operator earns', async () => {
+    const buyer = await payingBuyer();
+    const before = await money(buyer);
+    const reputation = (await findNode(t.ctx.db, strangerNode.nodeId))?.reputation;
+    const created = await createOrder(buyer.apiKey);
+    const w = await commitWork(strangerNode, { 'src/g.js': 'export const g = 1;\n' });
+    await report(strangerNode, w, { changed_paths: ['src/g.js'], checks: ['npm test'] });
+    const done = await read(created.id, buyer.apiKey);
+    expect(done.status).toBe('certified');
+    const after = await money(buyer);
+    expect(after.buyer.balance_cents).toBe(before.buyer.balance_cents - 10);
+    expect(after.payable).toBe(before.payable + 8);
+    const rows = await ledgerOfRefAllOrgs(t.ctx.db, String(done.job_id));
+    expect(rows.map((r) => r.tx_type)).toEqual(['hold', 'charge', 'release', 'earning']);
+    expect((await evidence(created.id, buyer.apiKey)).events.map((e) => e.event_type)).not.toContain('ledger.reversed');
+    expect((await findNode(t.ctx.db, strangerNode.nodeId))?.reputation).toBe(reputation);
   }, 60_000);
 });

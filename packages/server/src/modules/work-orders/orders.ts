@@ -13,6 +13,7 @@ import { findJobById } from '../jobs/store.js';
 import { receiptsOfJob } from '../receipts/store.js';
 import { GitError, pushWorkBranch, rollBack } from './git.js';
 import { nodeTrustOf, recompute } from './recompute.js';
+import { answerFalseReport } from './false-report.js';
 import { closePullRequest, hostRepoOf, openChangeRequest } from './host.js';
 import { BASIS, certify, checkCommandsFor, expandPolicy, type TrustTier } from './policy.js';
 import { checkRepositoryUrl, getRepository, remoteOf, stageBaseBundle } from './repositories.js';
@@ -313,9 +314,11 @@ async function finishRun(
 
 /**
  * Applies the order's job to the order: running -> `running`; completed -> the result
- * certified (`certified`, `needs_review` or `blocked`; `failed` when the capsule failed);
- * failed or cancelled -> `failed`. A certified order under the `certified` trust tier is
- * approved by policy and its pull request opened. Idempotent; the order row is locked.
+ * certified (`certified`, `needs_review` or `blocked`; `failed` when the capsule failed, or when
+ * the server's recomputation proves the node's report false: then the job's charge is reversed,
+ * false-report.ts); failed or cancelled -> `failed`. A certified order under the `certified`
+ * trust tier is approved by policy and its pull request opened. Idempotent; the order row is
+ * locked.
  */
 export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Promise<store.OrderRow> {
   if (!order.job_id || !isExecuting(order.status)) return order;
@@ -393,13 +396,26 @@ export async function syncOrder(ctx: ServiceContext, order: store.OrderRow): Pro
       else
         reason = `the capsule ${result.capsule.timed_out ? 'ran out of time' : `exited ${String(result.capsule.exit_code)}`}`;
       const failed = await store.updateOrder(tx, row.id, 'running', { status: 'failed', failure_reason: reason });
-      const detail = recomputed && 'problem' in recomputed ? { node_id: job.node_id, ...recomputed.metadata } : {};
+      const problem = recomputed && 'problem' in recomputed ? recomputed : undefined;
+      // A report proven false is not paid for: the job's charge is reversed with the failure.
+      const answer = problem
+        ? await answerFalseReport(ctx.ledger, tx, { jobId, nodeId: job.node_id, problem })
+        : { events: [], reputation: null };
+      const detail = problem
+        ? {
+            node_id: job.node_id,
+            problem: problem.kind,
+            ...problem.metadata,
+            ...(answer.reputation === null ? {} : { node_reputation: answer.reputation }),
+          }
+        : {};
       await finishRun(
         ctx,
         tx,
         row.id,
         [
           finished,
+          ...answer.events,
           {
             type: 'work_order.failed',
             summary: reason.slice(0, 400),
