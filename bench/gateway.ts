@@ -329,12 +329,17 @@ const CLOCK_TICKS = (() => {
   }
 })();
 
-/** CPU time (user and system, every thread) a process has used so far, in ms; undefined off Linux. */
-function cpuMs(child: ChildProcess | undefined): number | undefined {
+/**
+ * CPU time (user and system) a process has used so far, in ms: every thread, or with `mainOnly`
+ * its main thread alone (the JavaScript event loop; not PGlite's thread, V8's helper threads or
+ * libuv's pool). Undefined off Linux.
+ */
+function cpuMs(child: ChildProcess | undefined, mainOnly = false): number | undefined {
   if (child?.pid === undefined) return undefined;
   try {
+    const path = mainOnly ? `/proc/${child.pid}/task/${child.pid}/stat` : `/proc/${child.pid}/stat`;
     // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-    const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    const fields = readFileSync(path, 'utf8').split(') ')[1]?.split(' ') ?? [];
     return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
   } catch {
     return undefined;
@@ -501,7 +506,12 @@ try {
   // CPU under load: each target's processes from the end of the warm-ups to the end of the turns
   // (their idle time during the other targets' turns included, so work left after a turn counts),
   // per request that target answered.
-  const readCpu = () => others.map((t) => ({ gateway: cpuMs(t.processes?.gateway), node: cpuMs(t.processes?.node) }));
+  const readCpu = () =>
+    others.map((t) => ({
+      gateway: cpuMs(t.processes?.gateway),
+      main: cpuMs(t.processes?.gateway, true),
+      node: cpuMs(t.processes?.node),
+    }));
   let cpuFrom = readCpu();
   const storeCpu = () => Promise.all(others.map((t) => storeBackendsCpu(t.store)));
   let storeFrom = await storeCpu();
@@ -525,6 +535,7 @@ try {
       x === undefined || y === undefined || done === 0 ? undefined : (x - y) / done;
     return {
       gateway: per(a.gateway, cpuFrom[i]?.gateway),
+      main: per(a.main, cpuFrom[i]?.main),
       node: per(a.node, cpuFrom[i]?.node),
       bench: done === 0 ? undefined : (tOthers[i]?.benchCpuMs ?? 0) / done,
       store: per(backendsSpent(storeFrom[i], storeTo[i]), 0),
@@ -565,13 +576,15 @@ try {
       measured.cpu.map((c) => cpuCell(c[side])),
       others.map(() => ''),
     );
-  const cpuLoaded = (side: 'gateway' | 'node' | 'bench' | 'store') =>
+  const cpuLoaded = (side: 'gateway' | 'main' | 'node' | 'bench' | 'store') =>
     row(
       side === 'bench'
         ? `same at ${concurrency} loops, client + upstream (this process)`
         : side === 'store'
           ? `same at ${concurrency} loops, PostgreSQL backends`
-          : `same at ${concurrency} loops, ${side}`,
+          : side === 'main'
+            ? `  of which the gateway's main thread`
+            : `same at ${concurrency} loops, ${side}`,
       side === 'bench' && tDirect.done > 0 ? cpuCell(tDirect.benchCpuMs / tDirect.done) : 'n/a',
       loadedCpu.map((c) => cpuCell(c[side])),
       others.map(() => ''),
@@ -606,6 +619,7 @@ try {
     cpu('gateway'),
     cpu('node'),
     cpuLoaded('gateway'),
+    cpuLoaded('main'),
     cpuLoaded('node'),
     cpuLoaded('bench'),
     ...(STORE.kind === 'postgres'
