@@ -219,6 +219,12 @@ function parseIntIn(name: string, raw: string, min: number, max: number): number
   return value;
 }
 
+/** An integer setting from `env[name]` within `min`..`max`, or `fallback` when unset or empty. */
+function intSetting(env: NodeJS.ProcessEnv, name: string, min: number, max: number, fallback: number): number {
+  const raw = env[name];
+  return raw ? parseIntIn(name, raw, min, max) : fallback;
+}
+
 function parseBool(name: string, raw: string): boolean {
   const v = raw.trim().toLowerCase();
   if (['1', 'true', 'yes', 'on'].includes(v)) return true;
@@ -269,21 +275,21 @@ function parsePayments(env: NodeJS.ProcessEnv): PaymentsConfig {
       : undefined;
     stripe = { secretKey, webhookSecret, apiBase };
   }
-  const topupMinCents = env.SVC_TOPUP_MIN_CENTS
-    ? parseIntIn('SVC_TOPUP_MIN_CENTS', env.SVC_TOPUP_MIN_CENTS, 1, 100_000_000)
-    : 500;
-  const topupMaxCents = env.SVC_TOPUP_MAX_CENTS
-    ? parseIntIn('SVC_TOPUP_MAX_CENTS', env.SVC_TOPUP_MAX_CENTS, topupMinCents, 100_000_000)
-    : Math.max(1_000_000, topupMinCents);
+  const topupMinCents = intSetting(env, 'SVC_TOPUP_MIN_CENTS', 1, 100_000_000, 500);
+  const topupMaxCents = intSetting(
+    env,
+    'SVC_TOPUP_MAX_CENTS',
+    topupMinCents,
+    100_000_000,
+    Math.max(1_000_000, topupMinCents),
+  );
   return {
     provider,
     stripe,
     payoutIntervalMs: env.SVC_PAYOUT_INTERVAL
       ? parseDuration('SVC_PAYOUT_INTERVAL', env.SVC_PAYOUT_INTERVAL)
       : 86_400_000,
-    payoutMinimumCents: env.SVC_PAYOUT_MINIMUM_CENTS
-      ? parseIntIn('SVC_PAYOUT_MINIMUM_CENTS', env.SVC_PAYOUT_MINIMUM_CENTS, 1, 100_000_000)
-      : 1_000,
+    payoutMinimumCents: intSetting(env, 'SVC_PAYOUT_MINIMUM_CENTS', 1, 100_000_000, 1_000),
     topupMinCents,
     topupMaxCents,
   };
@@ -433,9 +439,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     log: {
       origin: logOrigin,
       derivedOrigin,
-      checkpointMs: env.SVC_LOG_CHECKPOINT_MS
-        ? parseIntIn('SVC_LOG_CHECKPOINT_MS', env.SVC_LOG_CHECKPOINT_MS, 10, 3_600_000)
-        : 1000,
+      checkpointMs: intSetting(env, 'SVC_LOG_CHECKPOINT_MS', 10, 3_600_000, 1000),
       gatewayEventRows: env.SVC_EVIDENCE_GATEWAY_ROWS === '1',
     },
     mcpAllowedOrigins,
@@ -443,9 +447,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     host,
     dataDir,
     databaseUrl,
-    pgliteBuffersMb: env.SVC_PGLITE_BUFFERS_MB
-      ? parseIntIn('SVC_PGLITE_BUFFERS_MB', env.SVC_PGLITE_BUFFERS_MB, 1, 1024)
-      : 128,
+    pgliteBuffersMb: intSetting(env, 'SVC_PGLITE_BUFFERS_MB', 1, 1024, 128),
     redisUrl,
     publicUrl,
     metricsToken,
@@ -456,44 +458,24 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     trustProxy,
     signingKeySeedHex,
     keyPepper,
-    bodyLimitBytes: env.SVC_BODY_LIMIT_BYTES
-      ? parseIntIn('SVC_BODY_LIMIT_BYTES', env.SVC_BODY_LIMIT_BYTES, 1024, 64 * 1024 * 1024)
-      : 1024 * 1024,
-    shutdownGraceMs: env.SVC_SHUTDOWN_GRACE_MS
-      ? parseIntIn('SVC_SHUTDOWN_GRACE_MS', env.SVC_SHUTDOWN_GRACE_MS, 0, 600_000)
-      : 10_000,
+    bodyLimitBytes: intSetting(env, 'SVC_BODY_LIMIT_BYTES', 1024, 64 * 1024 * 1024, 1024 * 1024),
+    shutdownGraceMs: intSetting(env, 'SVC_SHUTDOWN_GRACE_MS', 0, 600_000, 10_000),
     devMode: parseBool('SVC_DEV_MODE', env.SVC_DEV_MODE ?? ''),
-    sessionTtlSeconds: env.SVC_SESSION_TTL_SECONDS
-      ? parseIntIn('SVC_SESSION_TTL_SECONDS', env.SVC_SESSION_TTL_SECONDS, 60, 90 * 86_400)
-      : 86_400,
+    sessionTtlSeconds: intSetting(env, 'SVC_SESSION_TTL_SECONDS', 60, 90 * 86_400, 86_400),
     maxPriceMultiple: num('SVC_MAX_PRICE_MULTIPLE', 10),
-    freeTierCents: env.SVC_FREE_TIER_CENTS
-      ? parseIntIn('SVC_FREE_TIER_CENTS', env.SVC_FREE_TIER_CENTS, 0, 100_000_000)
-      : 500,
+    freeTierCents: intSetting(env, 'SVC_FREE_TIER_CENTS', 0, 100_000_000, 500),
     minPasswordLength: 10,
-    gatewayTimeoutMs: env.SVC_GATEWAY_TIMEOUT_MS
-      ? parseIntIn('SVC_GATEWAY_TIMEOUT_MS', env.SVC_GATEWAY_TIMEOUT_MS, 1_000, 3_600_000)
-      : 120_000,
+    gatewayTimeoutMs: intSetting(env, 'SVC_GATEWAY_TIMEOUT_MS', 1_000, 3_600_000, 120_000),
     reservations: {
-      ttlMs: env.SVC_RESERVATION_TTL_MS
-        ? parseIntIn('SVC_RESERVATION_TTL_MS', env.SVC_RESERVATION_TTL_MS, 1_000, 3_600_000)
-        : 30_000,
-      sliceCents: env.SVC_RESERVATION_SLICE_CENTS
-        ? parseIntIn('SVC_RESERVATION_SLICE_CENTS', env.SVC_RESERVATION_SLICE_CENTS, 1, 100_000_000)
-        : 500,
-      askWaitMs: env.SVC_RESERVATION_ASK_WAIT_MS
-        ? parseIntIn('SVC_RESERVATION_ASK_WAIT_MS', env.SVC_RESERVATION_ASK_WAIT_MS, 0, 10_000)
-        : 100,
+      ttlMs: intSetting(env, 'SVC_RESERVATION_TTL_MS', 1_000, 3_600_000, 30_000),
+      sliceCents: intSetting(env, 'SVC_RESERVATION_SLICE_CENTS', 1, 100_000_000, 500),
+      askWaitMs: intSetting(env, 'SVC_RESERVATION_ASK_WAIT_MS', 0, 10_000, 100),
     },
     writer: {
-      flushMs: env.SVC_WRITER_FLUSH_MS ? parseIntIn('SVC_WRITER_FLUSH_MS', env.SVC_WRITER_FLUSH_MS, 0, 60_000) : 2,
-      openingWaitMs: env.SVC_WRITER_OPENING_WAIT_MS
-        ? parseIntIn('SVC_WRITER_OPENING_WAIT_MS', env.SVC_WRITER_OPENING_WAIT_MS, 0, 60_000)
-        : 50,
+      flushMs: intSetting(env, 'SVC_WRITER_FLUSH_MS', 0, 60_000, 2),
+      openingWaitMs: intSetting(env, 'SVC_WRITER_OPENING_WAIT_MS', 0, 60_000, 50),
     },
-    fileUrlTtlSeconds: env.SVC_FILE_URL_TTL_SECONDS
-      ? parseIntIn('SVC_FILE_URL_TTL_SECONDS', env.SVC_FILE_URL_TTL_SECONDS, 1, 7 * 86_400)
-      : 3_600,
+    fileUrlTtlSeconds: intSetting(env, 'SVC_FILE_URL_TTL_SECONDS', 1, 7 * 86_400, 3_600),
     dashboardDir: resolve(env.SVC_DASHBOARD_DIR || DEFAULT_DASHBOARD_DIR),
     workOrders: {
       githubApiUrl: (env.SVC_GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, ''),
@@ -504,32 +486,18 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
     },
     knowledge: {
       vectorSearch: parseChoice('SVC_KB_VECTOR_SEARCH', env.SVC_KB_VECTOR_SEARCH, ['auto', 'exact'] as const, 'auto'),
-      maxDocumentBytes: env.SVC_KB_MAX_DOCUMENT_BYTES
-        ? parseIntIn('SVC_KB_MAX_DOCUMENT_BYTES', env.SVC_KB_MAX_DOCUMENT_BYTES, 1024, 256 * 1024 * 1024)
-        : 20 * 1024 * 1024,
-      embedBatch: env.SVC_KB_EMBED_BATCH ? parseIntIn('SVC_KB_EMBED_BATCH', env.SVC_KB_EMBED_BATCH, 1, 2048) : 64,
-      embedConcurrency: env.SVC_KB_EMBED_CONCURRENCY
-        ? parseIntIn('SVC_KB_EMBED_CONCURRENCY', env.SVC_KB_EMBED_CONCURRENCY, 1, 64)
-        : 4,
-      leaseSeconds: env.SVC_KB_LEASE_SECONDS
-        ? parseIntIn('SVC_KB_LEASE_SECONDS', env.SVC_KB_LEASE_SECONDS, 1, 3600)
-        : 60,
-      sliceMs: env.SVC_KB_SLICE_MS ? parseIntIn('SVC_KB_SLICE_MS', env.SVC_KB_SLICE_MS, 0, 3_600_000) : 5_000,
-      retryBaseMs: env.SVC_KB_RETRY_MS ? parseIntIn('SVC_KB_RETRY_MS', env.SVC_KB_RETRY_MS, 0, 600_000) : 1_000,
+      maxDocumentBytes: intSetting(env, 'SVC_KB_MAX_DOCUMENT_BYTES', 1024, 256 * 1024 * 1024, 20 * 1024 * 1024),
+      embedBatch: intSetting(env, 'SVC_KB_EMBED_BATCH', 1, 2048, 64),
+      embedConcurrency: intSetting(env, 'SVC_KB_EMBED_CONCURRENCY', 1, 64, 4),
+      leaseSeconds: intSetting(env, 'SVC_KB_LEASE_SECONDS', 1, 3600, 60),
+      sliceMs: intSetting(env, 'SVC_KB_SLICE_MS', 0, 3_600_000, 5_000),
+      retryBaseMs: intSetting(env, 'SVC_KB_RETRY_MS', 0, 600_000, 1_000),
       parse: {
-        maxNesting: env.SVC_KB_MAX_NESTING ? parseIntIn('SVC_KB_MAX_NESTING', env.SVC_KB_MAX_NESTING, 1, 10_000) : 100,
-        maxTextChars: env.SVC_KB_MAX_TEXT_CHARS
-          ? parseIntIn('SVC_KB_MAX_TEXT_CHARS', env.SVC_KB_MAX_TEXT_CHARS, 1, 1_000_000_000)
-          : 20_000_000,
-        maxChunks: env.SVC_KB_MAX_CHUNKS
-          ? parseIntIn('SVC_KB_MAX_CHUNKS', env.SVC_KB_MAX_CHUNKS, 1, 10_000_000)
-          : 50_000,
-        heapMb: env.SVC_KB_PARSE_HEAP_MB
-          ? parseIntIn('SVC_KB_PARSE_HEAP_MB', env.SVC_KB_PARSE_HEAP_MB, 16, 65_536)
-          : 512,
-        timeoutMs: env.SVC_KB_PARSE_TIMEOUT_MS
-          ? parseIntIn('SVC_KB_PARSE_TIMEOUT_MS', env.SVC_KB_PARSE_TIMEOUT_MS, 100, 3_600_000)
-          : 120_000,
+        maxNesting: intSetting(env, 'SVC_KB_MAX_NESTING', 1, 10_000, 100),
+        maxTextChars: intSetting(env, 'SVC_KB_MAX_TEXT_CHARS', 1, 1_000_000_000, 20_000_000),
+        maxChunks: intSetting(env, 'SVC_KB_MAX_CHUNKS', 1, 10_000_000, 50_000),
+        heapMb: intSetting(env, 'SVC_KB_PARSE_HEAP_MB', 16, 65_536, 512),
+        timeoutMs: intSetting(env, 'SVC_KB_PARSE_TIMEOUT_MS', 100, 3_600_000, 120_000),
         isolation: parseChoice(
           'SVC_KB_PARSE_ISOLATION',
           env.SVC_KB_PARSE_ISOLATION,
@@ -539,16 +507,10 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
       },
     },
     payments: parsePayments(env),
-    leaseSeconds: env.SVC_LEASE_SECONDS ? parseIntIn('SVC_LEASE_SECONDS', env.SVC_LEASE_SECONDS, 2, 600) : 30,
-    nodeChannelPingMs: env.SVC_NODE_CHANNEL_PING_MS
-      ? parseIntIn('SVC_NODE_CHANNEL_PING_MS', env.SVC_NODE_CHANNEL_PING_MS, 100, 60_000)
-      : 5_000,
-    channelLossGraceMs: env.SVC_CHANNEL_LOSS_GRACE_MS
-      ? parseIntIn('SVC_CHANNEL_LOSS_GRACE_MS', env.SVC_CHANNEL_LOSS_GRACE_MS, 100, 60_000)
-      : 2_000,
-    pollHangUpGraceMs: env.SVC_POLL_HANG_UP_GRACE_MS
-      ? parseIntIn('SVC_POLL_HANG_UP_GRACE_MS', env.SVC_POLL_HANG_UP_GRACE_MS, 100, 60_000)
-      : 2_000,
+    leaseSeconds: intSetting(env, 'SVC_LEASE_SECONDS', 2, 600, 30),
+    nodeChannelPingMs: intSetting(env, 'SVC_NODE_CHANNEL_PING_MS', 100, 60_000, 5_000),
+    channelLossGraceMs: intSetting(env, 'SVC_CHANNEL_LOSS_GRACE_MS', 100, 60_000, 2_000),
+    pollHangUpGraceMs: intSetting(env, 'SVC_POLL_HANG_UP_GRACE_MS', 100, 60_000, 2_000),
     tee: {
       acceptedTcb: (env.SVC_TEE_ACCEPTED_TCB || 'UpToDate,SWHardeningNeeded')
         .split(',')
@@ -565,9 +527,7 @@ export function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv): Config {
             );
           return m;
         }),
-      reattestHours: env.SVC_TEE_REATTEST_HOURS
-        ? parseIntIn('SVC_TEE_REATTEST_HOURS', env.SVC_TEE_REATTEST_HOURS, 1, 24 * 365)
-        : 24,
+      reattestHours: intSetting(env, 'SVC_TEE_REATTEST_HOURS', 1, 24 * 365, 24),
     },
     rateLimits: {
       key: { ratePerSec: num('SVC_RATE_LIMIT_RPS', 50), burst: num('SVC_RATE_LIMIT_BURST', 100) },
