@@ -420,12 +420,15 @@ const portkeyTargets: Target[] = [];
 const cleanups: (() => Promise<void>)[] = [];
 try {
   // The bare relays (bench/relay.ts): the same three processes and hops, nothing else; over a
-  // long-poll (as `svc node` without the channel) and over one WebSocket (as with the channel).
+  // long-poll (as `svc node` without the channel) and over one WebSocket (as with the channel);
+  // and the WebSocket relay with the rules' work between the engine's answer and the buyer's (the
+  // node's signed, journaled receipt, verified before the answer leaves).
   const relayOf = (args: string[]) => svcProcess(args, {}, ['--import', 'tsx', RELAY]);
   const relays: Target[] = [];
   for (const [gatewayRole, nodeRole] of [
     ['gateway', 'node'],
     ['gateway-ws', 'node-ws'],
+    ['gateway-ws-receipts', 'node-ws-receipts'],
   ] as const) {
     const bareGateway = relayOf([gatewayRole]);
     running.push(bareGateway);
@@ -443,15 +446,16 @@ try {
   // The upstream's URL ends in /v1, as Portkey's custom host must.
   if (PORTKEY) portkeyTargets.push(await startPortkeyTarget(PORTKEY.script, upstream.url, running));
   const direct: Target = { base: upstream.url, headers: {} };
-  await until(
-    'the WebSocket relay node connecting',
-    () =>
-      chat(relays[1] ?? direct).then(
-        () => true,
-        () => undefined,
-      ),
-    () => '',
-  );
+  for (const wsRelay of relays.slice(1))
+    await until(
+      'the WebSocket relay node connecting',
+      () =>
+        chat(wsRelay).then(
+          () => true,
+          () => undefined,
+        ),
+      () => '',
+    );
   const others = [...relays, ...svcTargets, ...portkeyTargets];
   // The targets that stream (the bare relays do not), in the order of `others`.
   const streamers = [...svcTargets, ...portkeyTargets];
@@ -546,6 +550,7 @@ try {
   const names = [
     'bare relay',
     'bare relay ws',
+    'relay ws + receipts',
     ...svcTargets.map((_, i) => (i === 0 ? 'via svc' : 'via baseline')),
     ...portkeyTargets.map(() => 'via portkey'),
   ];
