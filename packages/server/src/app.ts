@@ -17,8 +17,8 @@ import { assertSafeJson, installInputGuard } from './platform/input-guard.js';
 import { installOpenApi, registerNamedRouteSchemas } from './platform/openapi.js';
 import { requestIdFor } from './platform/request-id.js';
 import { installRouteTable } from './platform/route-auth.js';
-import { cachedSerializerFactory, cachedValidatorCompiler } from './platform/schema-cache.js';
-import { createValidatorCompiler } from './platform/validation.js';
+import { createRouteValidation } from './platform/route-validation.js';
+import { cachedSerializerFactory } from './platform/schema-cache.js';
 import { registerRoutes } from './routes.js';
 
 /** The Fastify instance with TypeBox types, as every route module receives it. */
@@ -39,6 +39,7 @@ export type App = FastifyInstance<
  * await app.listen({ port: ctx.config.port, host: ctx.config.host });
  */
 export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (app: App) => void } = {}): Promise<App> {
+  const validation = createRouteValidation();
   const app = Fastify({
     loggerInstance: ctx.log as FastifyBaseLogger,
     genReqId: requestIdFor,
@@ -48,8 +49,12 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
     trustProxy: ctx.config.trustProxy.length > 0 ? ctx.config.trustProxy : false,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
-    // Compiled serializers are shared by every app this process builds (platform/schema-cache.ts).
-    schemaController: { compilersFactory: { buildSerializer: cachedSerializerFactory() } },
+    // Compiled serializers and validators are shared by every app this process builds
+    // (platform/schema-cache.ts); svc's validator compiler reaches every plugin's routes through the
+    // factory (platform/route-validation.ts).
+    schemaController: {
+      compilersFactory: { buildSerializer: cachedSerializerFactory(), buildValidator: validation.buildValidator },
+    },
     // Errors of the router itself (a malformed percent-encoding, an over-long path parameter)
     // leave in the one error shape too.
     frameworkErrors: (error, _request, raw) => {
@@ -58,7 +63,7 @@ export async function buildApp(ctx: ServiceContext, options: { extraRoutes?: (ap
       void reply.code(api.status).type('application/json; charset=utf-8').send(api.toBody());
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
-  app.setValidatorCompiler(cachedValidatorCompiler('svc', createValidatorCompiler()));
+  validation.install(app);
   // JSON bodies keep their exact bytes: node requests are signed over them.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {

@@ -50,7 +50,8 @@ type Validator = ReturnType<FastifySchemaCompiler<unknown>>;
  * kinds.
  *
  * @example
- * app.setValidatorCompiler(cachedValidatorCompiler('svc', createValidatorCompiler()));
+ * // platform/route-validation.ts: every route of the app, through the schema controller's factory
+ * const svc = cachedValidatorCompiler('svc', createValidatorCompiler());
  */
 export function cachedValidatorCompiler(
   kind: string,

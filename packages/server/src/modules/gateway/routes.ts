@@ -213,8 +213,7 @@ export async function gatewayRoutes(app: App, ctx: ServiceContext): Promise<void
     {
       config: inference,
       bodyLimit: MAX_AUDIO_BYTES + 1024 * 1024,
-      // The form is read from the stream in the handler; the schema documents it.
-      validatorCompiler: () => () => true,
+      // A form only: read from the stream in the handler, the schema documents it (platform/route-validation.ts).
       schema: {
         summary:
           'Transcribe audio (multipart/form-data; wav, mp3, flac, ogg, m4a, webm up to 25 MiB, measured and billed by the server)',

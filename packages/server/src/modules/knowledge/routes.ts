@@ -1,12 +1,11 @@
 import multipart from '@fastify/multipart';
 import { Type } from '@sinclair/typebox';
-import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { App } from '../../app.js';
 import type { ServiceContext } from '../../service-context.js';
 import { ApiError } from '../../platform/errors.js';
 import { CLOSE_CONNECTION, filePartBytes } from '../../platform/multipart.js';
 import { principalOf } from '../../platform/principal.js';
-import { createValidatorCompiler } from '../../platform/validation.js';
 import { StringEnum } from '../../platform/schemas.js';
 import { startIngestor, type Ingestor } from './ingest.js';
 import {
@@ -35,23 +34,6 @@ declare module 'fastify' {
 const tags = ['knowledge bases'];
 const read = { auth: { permission: 'knowledge_bases:read' as const } };
 const write = { auth: { permission: 'knowledge_bases:write' as const } };
-
-type Validator = ((data: unknown) => boolean) & { errors?: unknown };
-
-/** Validates JSON bodies as usual and lets a multipart body (read from the stream in the handler) through. */
-function jsonOrMultipart(): FastifySchemaCompiler<unknown> {
-  const compile = createValidatorCompiler();
-  return (route) => {
-    const inner = compile(route) as Validator;
-    const outer: Validator = (data) => {
-      if (data === undefined || data === null) return true;
-      const ok = inner(data);
-      outer.errors = inner.errors;
-      return ok;
-    };
-    return outer as ReturnType<FastifySchemaCompiler<unknown>>;
-  };
-}
 
 async function readUpload(request: FastifyRequest, maxBytes: number): Promise<service.Upload> {
   if (!request.isMultipart()) {
@@ -179,7 +161,7 @@ export async function knowledgeRoutes(app: App, ctx: ServiceContext): Promise<vo
       config: { auth: { permission: 'documents:write' } },
       // JSON escapes can make a text longer on the wire; the document's own size is checked after.
       bodyLimit: maxBytes * 2 + 1024 * 1024,
-      validatorCompiler: jsonOrMultipart(),
+      // JSON is validated; a form is read from the stream in the handler (platform/route-validation.ts).
       schema: {
         summary:
           'Upload a document: JSON {name, text} or multipart/form-data with `file` (plain text, Markdown, HTML, PDF); ingested in the background (202)',
