@@ -35,7 +35,9 @@ export async function credits(argv: string[]): Promise<number> {
     process.stdout.write(
       `svc credits: added ${cents} cents (${centsToCad(cents).toFixed(2)} CAD) to ${org} (transaction ${row.id})\n` +
         `balance ${balance.balance_cents} cents (${centsToCad(balance.balance_cents).toFixed(2)} CAD), ` +
-        `held ${balance.held_cents}, available ${balance.available_cents}\n`,
+        `held ${balance.held_cents}, available ${balance.available_cents}` +
+        (balance.debt_cents > 0 ? `, owed ${balance.debt_cents}` : '') +
+        '\n',
     );
     return 0;
   } catch (err) {

@@ -38,8 +38,15 @@ export function BalanceStats() {
   return (
     <dl class="stats" data-testid="balance">
       <Stat label="Balance" value={money(b.balance_cents)} />
-      <Stat label="Available" value={money(b.available_cents)} note="balance less holds" />
+      <Stat
+        label="Available"
+        value={money(b.available_cents)}
+        note={b.debt_cents > 0 ? 'balance less holds and debt' : 'balance less holds'}
+      />
       <Stat label="Held by running jobs" value={money(b.held_cents)} />
+      {b.debt_cents > 0 && (
+        <Stat label="Owed" value={money(b.debt_cents)} note="a reversed earning; paid first from your next credits" />
+      )}
       <Stat
         label="Free-tier grant"
         value={money(b.free_tier_granted_cents)}

@@ -19,6 +19,12 @@ export const CreditTransactionSchema = Type.Object(
     hold_cents: Type.Optional(
       Type.Integer({ description: 'what the row changed the held amount by: + for a hold, - when it closes' }),
     ),
+    debt_cents: Type.Optional(
+      Type.Integer({
+        description:
+          'what the row changed the debt by: + for an earning_reversal the balance could not cover, - for a debt_repayment',
+      }),
+    ),
     balance_after: Type.Integer({ description: 'the balance in cents once this row was posted' }),
     description: Type.String(),
     ref: Nullable(Type.String(), { description: 'the job, request or hold it belongs to' }),
@@ -44,8 +50,13 @@ export const BillingBalanceResponseSchema = Type.Object(
     balance: Type.Number({ description: 'CAD' }),
     held_cents: Type.Integer({ description: 'reserved by running jobs' }),
     held: Type.Number({ description: 'CAD' }),
-    available_cents: Type.Integer({ description: 'balance - held; what a new job or request can use' }),
+    available_cents: Type.Integer({ description: 'balance - held - debt; what a new job or request can use' }),
     available: Type.Number({ description: 'CAD' }),
+    debt_cents: Type.Integer({
+      description:
+        'what the organization owes: a reversed earning its balance no longer held; not spendable, paid first from the next credits, never paid out',
+    }),
+    debt: Type.Number({ description: 'CAD' }),
     free_tier_granted_cents: Type.Integer({ description: 'the one-time free-tier grant on this ledger' }),
   },
   { $id: 'BillingBalanceResponse' },

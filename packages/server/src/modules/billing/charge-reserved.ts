@@ -4,7 +4,14 @@ import { ApiError } from '../../platform/errors.js';
 import { applyUsage, availableCents, clampPromo, freePart, MAX_USAGE_MICRO, requireAmount } from './rules.js';
 import { postEarning } from './settle-many.js';
 import type { EarningPosting } from './service.js';
-import { ledgerColumns, type AccountRow, type LedgerRow, type NewLedgerRow } from './store.js';
+import {
+  ACCOUNT_COLUMNS,
+  ledgerColumns,
+  ledgerInsertFrom,
+  type AccountRow,
+  type LedgerRow,
+  type NewLedgerRow,
+} from './store.js';
 
 /**
  * Charges without a hold (DESIGN.md section 7, revised 2026-11-27): a gateway request's maximum
@@ -53,8 +60,6 @@ export interface ReservedOutcome {
   cut: boolean;
 }
 
-const ACCOUNT_COLUMNS = 'org_id, balance_cents, held_cents, carry_micro, promo_micro, reserved_cents';
-
 /** The key of an (organization, instance) reservation in the maps below. */
 const keyOf = (orgId: string, instanceId: string) => `${orgId}\u0000${instanceId}`;
 
@@ -74,7 +79,7 @@ export async function chargeReservedMany(
   const orgIds = [...new Set(charges.flatMap((c) => [c.orgId, ...(c.earn ? [c.earn.orgId] : [])]))];
   // One fixed order (org id) for every account, so two flushes never wait on each other in a cycle.
   const { rows: locked } = await tx.query<AccountRow & { org_id: string }>(
-    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE`,
+    `SELECT org_id, ${ACCOUNT_COLUMNS} FROM credit_accounts WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE`,
     [orgIds],
   );
   const pairs = charges.flatMap((c) => (c.instanceId === null ? [] : [[c.orgId, c.instanceId] as const]));
@@ -159,16 +164,11 @@ async function writeCharges(
     `WITH r AS (UPDATE credit_reservations SET amount_cents = credit_reservations.amount_cents - v.drawn, updated_at = now()
                   FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(org_id, instance_id, drawn)
                  WHERE credit_reservations.org_id = v.org_id AND credit_reservations.instance_id = v.instance_id),
-          a AS (UPDATE credit_accounts SET balance_cents = v.balance, carry_micro = v.carry, promo_micro = v.promo,
+          a AS (UPDATE credit_accounts SET balance_cents = v.balance, carry_micro = v.carry, promo_micro = v.promo, debt_cents = v.debt,
                        reserved_cents = credit_accounts.reserved_cents - v.drawn, updated_at = now()
-                  FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) AS v(org_id, balance, carry, promo, drawn)
+                  FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[]) AS v(org_id, balance, carry, promo, drawn, debt)
                  WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($4::text[]))
-     INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
-     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
-       FROM unnest($9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[])
-            WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, n)
-      ORDER BY n
-     RETURNING seq, id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at`,
+     ${ledgerInsertFrom(10)}`,
     [
       drawn.map((d) => d.orgId),
       drawn.map((d) => d.instanceId),
@@ -178,6 +178,7 @@ async function writeCharges(
       accounts.map(([, a]) => a.carry_micro),
       accounts.map(([, a]) => a.promo_micro),
       accounts.map(([orgId]) => drawnOf.get(orgId) ?? 0),
+      accounts.map(([, a]) => a.debt_cents),
       ...ledgerColumns(rows),
     ],
   );

@@ -43,6 +43,7 @@ describe(`ledger: ${N} concurrent operations on one balance`, () => {
       balance_cents: 20,
       held_cents: 0,
       available_cents: 20,
+      debt_cents: 0,
       carry_micro: 0,
     });
     const rows = await listLedger(t.ctx.db, org, { limit: 200, offset: 0 });
@@ -67,6 +68,7 @@ describe(`ledger: ${N} concurrent operations on one balance`, () => {
       balance_cents: 1_000,
       held_cents: 990,
       available_cents: 10,
+      debt_cents: 0,
       carry_micro: 0,
     });
     const audit = await reconcileAccount(t.ctx.db, org);
@@ -84,6 +86,7 @@ describe(`ledger: ${N} concurrent operations on one balance`, () => {
       balance_cents: 950,
       held_cents: 0,
       available_cents: 950,
+      debt_cents: 0,
       carry_micro: 0,
     });
   });

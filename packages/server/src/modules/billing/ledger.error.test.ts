@@ -48,6 +48,7 @@ describe('ledger: refusals', () => {
       balance_cents: 500,
       held_cents: 400,
       available_cents: 100,
+      debt_cents: 0,
       carry_micro: 1_234,
     });
     expect((await reconcileAccount(t.ctx.db, org)).consistent).toBe(true);
@@ -68,6 +69,7 @@ describe('ledger: refusals', () => {
       balance_cents: 499,
       held_cents: 0,
       available_cents: 499,
+      debt_cents: 0,
       carry_micro: 0,
     });
   });
@@ -109,6 +111,7 @@ describe('ledger: refusals', () => {
       balance_cents: 500,
       held_cents: 0,
       available_cents: 500,
+      debt_cents: 0,
       carry_micro: 0,
     });
   });

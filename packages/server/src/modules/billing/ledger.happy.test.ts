@@ -24,6 +24,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 500,
       held_cents: 0,
       available_cents: 500,
+      debt_cents: 0,
       carry_micro: 0,
     });
     expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.balance_after])).toEqual([
@@ -80,6 +81,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 500,
       held_cents: 200,
       available_cents: 300,
+      debt_cents: 0,
       carry_micro: 0,
     });
     expect((await rows(org))[0]).toMatchObject({
@@ -123,6 +125,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 377,
       held_cents: 0,
       available_cents: 377,
+      debt_cents: 0,
       carry_micro: 4_567,
     });
     // The carried 4,567 µ makes the next 5,433 µ exactly one cent.
@@ -152,6 +155,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 500,
       held_cents: 0,
       available_cents: 500,
+      debt_cents: 0,
       carry_micro: 9_999,
     });
     expect((await rows(org)).map((r) => r.tx_type)).toEqual(['release', 'charge', 'hold', 'free_tier']);
@@ -169,6 +173,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 400,
       held_cents: 0,
       available_cents: 400,
+      debt_cents: 0,
       carry_micro: 0,
     });
     await expectConsistent(org);
@@ -198,6 +203,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 500,
       held_cents: 0,
       available_cents: 500,
+      debt_cents: 0,
       carry_micro: 0,
     });
     expect((await rows(org)).map((r) => [r.tx_type, r.amount_cents, r.hold_cents])).toEqual([
@@ -228,6 +234,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 499,
       held_cents: 0,
       available_cents: 499,
+      debt_cents: 0,
       carry_micro: 3_332,
     });
   });
@@ -241,6 +248,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 100,
       held_cents: 100,
       available_cents: 0,
+      debt_cents: 0,
       carry_micro: 0,
     });
     await expectConsistent(org);
@@ -281,6 +289,7 @@ describe('ledger: happy paths with exact numbers', () => {
       balance_cents: 500,
       held_cents: 0,
       available_cents: 500,
+      debt_cents: 0,
       carry_micro: 0,
     });
     const kept = await t.ctx.db.transaction((tx) => ledger.within(tx).hold(org, 100, 'job_kept'));

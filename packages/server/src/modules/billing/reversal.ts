@@ -4,6 +4,7 @@ import { applyRefund, clampPromo, earningReversal } from './rules.js';
 import {
   insertLedgerRows,
   lockAccounts,
+  repayDebt,
   reversibleRowsOf,
   updateAccount,
   type AccountRow,
@@ -22,14 +23,21 @@ export interface Reversal {
   refunds: LedgerRow[];
   /** One `earning_reversal` per earning of the ref. */
   earning_reversals: LedgerRow[];
-  /** Cents of the earnings the operators' balances no longer held (spent or paid out): withheld from their next payouts. */
+  /**
+   * Cents of the earnings the operators' balances no longer held (spent or paid out): added to their
+   * debt (the rows' `debt_cents`), paid first from their next credits, and withheld from their payouts.
+   */
   owed_cents: number;
+  /** `debt_repayment` rows: a refund or the balance left paying a debt the organization had already. */
+  repayments: LedgerRow[];
 }
 
 /**
  * Reverses every charge of `ref` and every earning on it, inside `tx`: a `refund` row gives the
  * buyer the exact charge back ({@link applyRefund}; its free-tier part back to the promotional
- * balance) and an `earning_reversal` row takes each earning back ({@link earningReversal}). Every
+ * balance) and an `earning_reversal` row takes each earning back in full ({@link earningReversal}):
+ * what the balance no longer has becomes debt. An organization in debt then pays it from what it
+ * has free (a `debt_repayment` row, {@link repayDebt}). Every
  * account involved is locked first, in org id order; undefined when `ref` has no charge or was
  * reversed already, which is decided under those locks (a second call writes nothing).
  */
@@ -77,6 +85,7 @@ export async function reverseRef(tx: Queryable, ref: string, description: string
         amountCents: -reversal.cents,
         amountMicro: -row.amount_micro,
         freeMicro: -row.free_micro,
+        debtCents: reversal.owedCents,
         balanceAfter: next.balance_cents,
         description: reversal.owedCents > 0 ? `${description} (${reversal.owedCents} cents owed)` : description,
         ref,
@@ -84,11 +93,19 @@ export async function reverseRef(tx: Queryable, ref: string, description: string
     }
     accounts.set(row.org_id, next);
   }
-  for (const orgId of new Set(rows.map((r) => r.org_id))) await updateAccount(tx, orgId, account(orgId));
+  const orgIds = [...new Set(rows.map((r) => r.org_id))];
+  for (const orgId of orgIds) {
+    const repaid = repayDebt(orgId, account(orgId), ref);
+    if (!repaid) continue;
+    accounts.set(orgId, repaid.account);
+    written.push(repaid.row);
+  }
+  for (const orgId of orgIds) await updateAccount(tx, orgId, account(orgId));
   const inserted = await insertLedgerRows(tx, written);
   return {
     refunds: inserted.filter((r) => r.tx_type === 'refund'),
     earning_reversals: inserted.filter((r) => r.tx_type === 'earning_reversal'),
     owed_cents: owed,
+    repayments: inserted.filter((r) => r.tx_type === 'debt_repayment'),
   };
 }

@@ -28,6 +28,8 @@ describe('billing routes', () => {
       held: 0,
       available_cents: 500,
       available: 5,
+      debt_cents: 0,
+      debt: 0,
       free_tier_granted_cents: 500,
     });
   });
@@ -63,6 +65,7 @@ describe('billing routes', () => {
       amount: 0.05,
       free_micro: 0,
       hold_cents: 0,
+      debt_cents: 0,
       balance_after: 515,
       description: 'top-up 5',
       ref: 'pay_5',

@@ -8,6 +8,7 @@ import {
   cashCents,
   clampPromo,
   confirmPosting,
+  debtRepayment,
   earningReversal,
   freePart,
   insufficientCredits,
@@ -79,8 +80,8 @@ describe('reversals (a charge proven false, docs/billing.md "Reversals")', () =>
     expect(applyRefund(1_000_000, 0)).toEqual({ cents: 100, carryMicro: 0 });
   });
 
-  it("takes an earning back as far as the operator's balance holds it free; the rest is owed", () => {
-    const account = { balance_cents: 508, held_cents: 0, carry_micro: 0, promo_micro: 5_000_000 };
+  it("takes an earning back as far as the operator's balance holds it free; the rest is owed as debt", () => {
+    const account = { balance_cents: 508, held_cents: 0, carry_micro: 0, promo_micro: 5_000_000, debt_cents: 0 };
     expect(earningReversal(account, { cents: 8, freeMicro: 0 })).toEqual({
       cents: 8,
       owedCents: 0,
@@ -90,11 +91,40 @@ describe('reversals (a charge proven false, docs/billing.md "Reversals")', () =>
     expect(earningReversal({ ...account, balance_cents: 505, held_cents: 500 }, { cents: 8, freeMicro: 0 })).toEqual({
       cents: 5,
       owedCents: 3,
-      account: { balance_cents: 500, held_cents: 500, carry_micro: 0, promo_micro: 5_000_000 },
+      account: { balance_cents: 500, held_cents: 500, carry_micro: 0, promo_micro: 5_000_000, debt_cents: 3 },
+    });
+    // A debt already owed is not available: the whole earning is owed on top of it.
+    expect(earningReversal({ ...account, balance_cents: 8, debt_cents: 8 }, { cents: 8, freeMicro: 0 })).toMatchObject({
+      cents: 0,
+      owedCents: 8,
+      account: { balance_cents: 8, debt_cents: 16 },
     });
     // A promotional earning leaves the promotional balance.
     const promo = { balance_cents: 508, held_cents: 0, carry_micro: 0, promo_micro: 5_085_000 };
     expect(earningReversal(promo, { cents: 8, freeMicro: 85_000 }).account.promo_micro).toBe(5_000_000);
+  });
+});
+
+describe('debts (a reversed earning the balance no longer held)', () => {
+  const account = { balance_cents: 300, held_cents: 100, carry_micro: 0, promo_micro: 0, debt_cents: 350 };
+
+  it('takes what is free of the balance (not its holds or reservations), paid credit before promotional', () => {
+    expect(debtRepayment(account)).toEqual({
+      cents: 200,
+      account: { ...account, balance_cents: 100, debt_cents: 150 },
+    });
+    expect(debtRepayment({ ...account, reserved_cents: 150 }).cents).toBe(50);
+    expect(debtRepayment({ ...account, debt_cents: 120 }).account).toMatchObject({ balance_cents: 180, debt_cents: 0 });
+    // 100 cents of the 300 are promotional: the 200 repaid are the paid ones, the promotional part stays.
+    const mixed = { ...account, held_cents: 0, promo_micro: 1_000_000, debt_cents: 200 };
+    expect(debtRepayment(mixed).account).toMatchObject({ balance_cents: 100, promo_micro: 1_000_000, debt_cents: 0 });
+    expect(debtRepayment({ ...account, debt_cents: 0 })).toEqual({ cents: 0, account: { ...account, debt_cents: 0 } });
+  });
+
+  it('is neither available nor paid credit', () => {
+    expect(availableCents({ balance_cents: 500, held_cents: 120, debt_cents: 80 })).toBe(300);
+    expect(availableCents({ balance_cents: 500, held_cents: 120, debt_cents: 800 })).toBe(0);
+    expect(cashCents({ balance_cents: 500, held_cents: 0, carry_micro: 0, promo_micro: 0, debt_cents: 80 })).toBe(420);
   });
 });
 

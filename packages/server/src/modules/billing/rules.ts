@@ -48,41 +48,79 @@ export function applyRefund(usageMicro: number, carryMicro: number): { cents: nu
 
 /**
  * An earning (`cents` credited, `freeMicro` of it promotional) taken back from the operator's
- * account: its cents as far as the account has them free (balance less holds and reservations),
- * the promotional part out of the promotional balance first. `owedCents` is what the account no
- * longer had (spent or paid out): the reversal's row still takes the whole earning out of the
+ * account in full: its cents out of the balance as far as the account has them available
+ * ({@link availableCents}), the promotional part out of the promotional balance first, and the
+ * rest (`owedCents`: spent or paid out) added to the account's debt, which its next credits pay
+ * first ({@link debtRepayment}). The reversal's row also takes the whole earning out of the
  * payable earnings, so what was paid out of it is withheld from the next payouts.
  *
  * @example
- * const account = { balance_cents: 508, held_cents: 0, carry_micro: 0, promo_micro: 5_000_000 };
+ * const account = { balance_cents: 508, held_cents: 0, carry_micro: 0, promo_micro: 5_000_000, debt_cents: 0 };
  * earningReversal(account, { cents: 8, freeMicro: 0 });
- * // { cents: 8, owedCents: 0, account: { balance_cents: 500, held_cents: 0, carry_micro: 0, promo_micro: 5_000_000 } }
+ * // { cents: 8, owedCents: 0, account: { balance_cents: 500, ..., debt_cents: 0 } }
  * earningReversal({ ...account, balance_cents: 5, promo_micro: 0 }, { cents: 8, freeMicro: 0 });
- * // { cents: 5, owedCents: 3, account: { balance_cents: 0, ... } }
+ * // { cents: 5, owedCents: 3, account: { balance_cents: 0, ..., debt_cents: 3 } }
  */
 export function earningReversal<A extends AccountFigures>(
   account: A,
   earning: { cents: number; freeMicro: number },
 ): { cents: number; owedCents: number; account: A } {
   const cents = Math.min(earning.cents, availableCents(account));
+  const owedCents = earning.cents - cents;
   const next = { ...account, balance_cents: account.balance_cents - cents };
   return {
     cents,
-    owedCents: earning.cents - cents,
-    account: { ...next, promo_micro: clampPromo(account.promo_micro - earning.freeMicro, next) },
+    owedCents,
+    account: {
+      ...next,
+      promo_micro: clampPromo(account.promo_micro - earning.freeMicro, next),
+      debt_cents: (account.debt_cents ?? 0) + owedCents,
+    },
   };
 }
 
 /**
+ * What the account's debt takes of its balance now: as much of the debt as the balance has
+ * free (less holds and reservations), paid credit first and promotional credit last (as a
+ * payout, the promotional part stays while the paid part covers it). Called whenever credit
+ * arrives (an earning, a top-up, a grant, a refund), so the debt is paid first from it.
+ *
+ * @example
+ * const account = { balance_cents: 300, held_cents: 100, carry_micro: 0, promo_micro: 0, debt_cents: 350 };
+ * debtRepayment(account); // { cents: 200, account: { balance_cents: 100, held_cents: 100, ..., debt_cents: 150 } }
+ * debtRepayment({ ...account, debt_cents: 0 }); // { cents: 0, account } (unchanged)
+ */
+export function debtRepayment<A extends AccountFigures>(account: A): { cents: number; account: A } {
+  const cents = Math.min(account.debt_cents ?? 0, freeCents(account));
+  if (cents === 0) return { cents, account };
+  const next = {
+    ...account,
+    balance_cents: account.balance_cents - cents,
+    debt_cents: (account.debt_cents ?? 0) - cents,
+  };
+  return { cents, account: { ...next, promo_micro: clampPromo(account.promo_micro, next) } };
+}
+
+/**
  * Balance minus holds and instances' reservations, never below zero (the schema keeps
- * `held + reserved <= balance`; this is the guard): what a hold may take that no instance set aside.
+ * `held + reserved <= balance`; this is the guard): the cents on the balance nothing set aside.
+ */
+export function freeCents(account: { balance_cents: number; held_cents: number; reserved_cents?: number }): number {
+  return Math.max(0, account.balance_cents - account.held_cents - (account.reserved_cents ?? 0));
+}
+
+/**
+ * What a hold may take that no instance set aside: the free cents ({@link freeCents}) less the
+ * organization's debt, never below zero. A debt is not spendable credit: a job or a request that
+ * would draw on it is refused 402 as on an empty balance.
  */
 export function availableCents(account: {
   balance_cents: number;
   held_cents: number;
   reserved_cents?: number;
+  debt_cents?: number;
 }): number {
-  return Math.max(0, account.balance_cents - account.held_cents - (account.reserved_cents ?? 0));
+  return Math.max(0, freeCents(account) - (account.debt_cents ?? 0));
 }
 
 /** The 402 every refusal carries, saying what is available against what is needed. */
@@ -189,22 +227,26 @@ export interface AccountFigures {
   carry_micro: number;
   promo_micro: number;
   reserved_cents?: number;
+  /** What the organization owes (a reversed earning its balance no longer held): never spendable, never paid out. */
+  debt_cents?: number;
 }
 
 /**
  * The paid (non-promotional) credit an account can move now, in whole cents: its exact credit
- * less the carried usage it owes and its promotional part, in whole cents, less its holds and
- * reservations; never below zero. Promotional credit buys compute and never leaves as money, so
- * this is the most a payout may take.
+ * less the carried usage it owes and its promotional part, in whole cents, less its holds,
+ * reservations and debt; never below zero. Promotional credit buys compute and never leaves as
+ * money, and a debt is paid before anything is paid out, so this is the most a payout may take.
  *
  * @example
  * // The sign-up grant (500) and free-tier earnings (850) are promotional; 1,000 cents were earned in cash.
  * cashCents({ balance_cents: 2_350, held_cents: 0, carry_micro: 0, promo_micro: 13_500_000 }); // 1_000
  * cashCents({ balance_cents: 2_350, held_cents: 0, carry_micro: 1, promo_micro: 13_500_000 }); // 999
+ * cashCents({ balance_cents: 2_350, held_cents: 0, carry_micro: 0, promo_micro: 13_500_000, debt_cents: 300 }); // 700
  */
 export function cashCents(account: AccountFigures): number {
   const cashMicro = account.balance_cents * MICRO_PER_CENT - account.carry_micro - account.promo_micro;
-  return Math.max(0, Math.floor(cashMicro / MICRO_PER_CENT) - account.held_cents - (account.reserved_cents ?? 0));
+  const setAside = account.held_cents + (account.reserved_cents ?? 0) + (account.debt_cents ?? 0);
+  return Math.max(0, Math.floor(cashMicro / MICRO_PER_CENT) - setAside);
 }
 
 /**

@@ -39,6 +39,7 @@ import {
   postCredit,
   readAccount,
   sumActiveHolds,
+  sumDebtRows,
   sumLedger,
   updateAccount,
   type AccountRow,
@@ -61,7 +62,9 @@ export type { Reversal } from './reversal.js';
 export interface Balance {
   balance_cents: number;
   held_cents: number;
-  /** balance - held, never below zero. */
+  /** What the organization owes (a reversed earning its balance no longer held): paid first from its next credits. */
+  debt_cents: number;
+  /** balance - held - debt, never below zero. */
   available_cents: number;
   /** Sub-cent usage not yet posted, added to the next charge (0 to 9,999 micro-CAD). */
   carry_micro: number;
@@ -119,6 +122,18 @@ export interface LedgerOperations {
   hold(orgId: string, cents: number, ref?: string | null, options?: { id?: string }): Promise<{ holdId: string }>;
   /** Closes an active hold (else 409), charges `min(usage, hold)` with the carry, releases the rest. */
   settle(holdId: string, usageMicro: number, options?: PostingOptions): Promise<Settlement>;
+  /**
+   * `settle`, then `earn` for the operator `earn.orgId` on its charge, in one go: both accounts are
+   * locked first, in org id order (as `reverse` and every batch lock them), where `settle` then
+   * `earn` would lock the buyer's, then the operator's; two organizations each buying from the
+   * other's nodes would wait on each other in a cycle on PostgreSQL.
+   */
+  settleAndEarn(
+    holdId: string,
+    usageMicro: number,
+    options: PostingOptions,
+    earn: { orgId: string; options: Omit<PostingOptions, 'txType'> },
+  ): Promise<{ settlement: Settlement; earning: EarningPosting }>;
   /** Closes an active hold without charging (a closed hold is 409). */
   release(holdId: string): Promise<{ released_cents: number }>;
   /** Charges usage directly (no hold), with the carry; 402 when the available balance is short. */
@@ -297,6 +312,13 @@ function operations(
       });
     },
 
+    settleAndEarn: (holdId, usageMicro, options, earn) =>
+      run(async (q) => {
+        const [closed] = await closeHoldsMany(q, closingsOf([{ holdId, usageMicro, options, earn }]));
+        if (!closed || !('settlement' in closed) || !closed.earning) throw new Error('the hold was not settled');
+        return { settlement: closed.settlement, earning: closed.earning };
+      }),
+
     release: (holdId) =>
       run(async (q) => {
         const { hold, account } = await lockedActiveHold(q, holdId);
@@ -439,8 +461,9 @@ function operations(
         return {
           balance_cents: account.balance_cents,
           held_cents: account.held_cents,
+          debt_cents: account.debt_cents,
           carry_micro: account.carry_micro,
-          available_cents: Math.max(0, account.balance_cents - account.held_cents),
+          available_cents: availableCents({ ...account, reserved_cents: 0 }),
         };
       }),
   };
@@ -499,6 +522,7 @@ export function transactionRecord(row: LedgerRow) {
     amount: microToCad(row.amount_micro),
     free_micro: row.free_micro,
     hold_cents: row.hold_cents,
+    debt_cents: row.debt_cents,
     balance_after: row.balance_after,
     description: row.description,
     ref: row.ref,
@@ -518,6 +542,8 @@ export async function balanceReport(ledger: Ledger, db: Queryable, orgId: string
     held: centsToCad(account.held_cents),
     available_cents: account.available_cents,
     available: centsToCad(account.available_cents),
+    debt_cents: account.debt_cents,
+    debt: centsToCad(account.debt_cents),
     free_tier_granted_cents: freeTier,
   };
 }
@@ -530,7 +556,8 @@ export async function transactionPage(db: Queryable, orgId: string, page: { limi
 
 /**
  * Checks the account against its rows: the balance equals the sum of the ledger, `held_cents` the
- * sum of active holds, and `0 <= held <= balance`. For audits, monitoring and tests.
+ * sum of active holds, `debt_cents` the sum of the rows' debt changes, and `0 <= held <= balance`.
+ * For audits, monitoring and tests.
  *
  * @example
  * const r = await reconcileAccount(ctx.db, orgId);
@@ -539,16 +566,18 @@ export async function transactionPage(db: Queryable, orgId: string, page: { limi
 export async function reconcileAccount(db: Queryable, orgId: string) {
   const account = await readAccount(db, orgId);
   if (!account) throw new ApiError('not_found', `organization ${orgId} has no credit account`);
-  const [ledgerSum, activeHolds, reservations] = await Promise.all([
+  const [ledgerSum, activeHolds, reservations, debtRows] = await Promise.all([
     sumLedger(db, orgId),
     sumActiveHolds(db, orgId),
     sumReservations(db, orgId),
+    sumDebtRows(db, orgId),
   ]);
   const reserved = account.reserved_cents ?? 0;
   const consistent =
     account.balance_cents === ledgerSum &&
     account.held_cents === activeHolds &&
     reserved === reservations &&
+    account.debt_cents === debtRows &&
     account.held_cents >= 0 &&
     account.held_cents + reserved <= account.balance_cents;
   return {
@@ -556,6 +585,7 @@ export async function reconcileAccount(db: Queryable, orgId: string) {
     ledger_sum_cents: ledgerSum,
     active_holds_cents: activeHolds,
     reservations_cents: reservations,
+    debt_rows_cents: debtRows,
     consistent,
   };
 }

@@ -11,7 +11,16 @@ import {
   type Earning,
 } from './rules.js';
 import type { EarningPosting, Settlement } from './service.js';
-import { ledgerColumns, type AccountRow, type HoldRow, type LedgerRow, type NewLedgerRow } from './store.js';
+import {
+  ACCOUNT_COLUMNS,
+  ledgerColumns,
+  ledgerInsertFrom,
+  repayDebt,
+  type AccountRow,
+  type HoldRow,
+  type LedgerRow,
+  type NewLedgerRow,
+} from './store.js';
 
 /**
  * Many holds closed in one go (`closeHoldsMany`: a flush of completions of gateway requests opened
@@ -36,8 +45,6 @@ export type CloseHold =
 export type ClosedHold =
   { settlement: Settlement; earning: EarningPosting | null } | { released_cents: number; release: LedgerRow };
 
-const ACCOUNT_COLUMNS = 'org_id, balance_cents, held_cents, carry_micro, promo_micro, reserved_cents';
-
 /**
  * Closes every hold of `entries` inside `tx`, as the entries' `settle`/`earn`/`release` calls
  * would one after another, with 3 statements whatever their number. Throws as those calls would
@@ -50,7 +57,7 @@ export async function closeHoldsMany(tx: Queryable, entries: readonly CloseHold[
   const earners = entries.flatMap((e) => ('earn' in e && e.earn ? [e.earn.orgId] : []));
   // One fixed order (org id) for every account of the flush, so two flushes never wait on each other in a cycle.
   const { rows: locked } = await tx.query<AccountRow & { org_id: string }>(
-    `SELECT ${ACCOUNT_COLUMNS} FROM credit_accounts
+    `SELECT org_id, ${ACCOUNT_COLUMNS} FROM credit_accounts
       WHERE org_id IN (SELECT org_id FROM credit_holds WHERE id = ANY($1::text[])) OR org_id = ANY($2::text[])
       ORDER BY org_id FOR UPDATE`,
     [holdIds, earners],
@@ -121,8 +128,9 @@ function computeClosings(
 
 /**
  * The operator's earning on a charge, computed in JS against `accounts` (the earner's balance and
- * promotional credit updated in place, as `postCredit`'s statement would) and its `earning` row
- * appended to `rows`: the one computation of every batch that credits earnings.
+ * promotional credit updated in place, as `postCredit` would) and its `earning` row appended to
+ * `rows`, then, when the earner is in debt, the `debt_repayment` row the earning paid: the one
+ * computation of every batch that credits earnings.
  */
 export function postEarning(
   accounts: Map<string, AccountRow>,
@@ -149,6 +157,11 @@ export function postEarning(
     freeMicro: earning.freeMicro,
     balanceAfter: earner.balance_cents,
   });
+  const repaid = repayDebt(earn.orgId, earner, earn.posting.ref);
+  if (repaid) {
+    Object.assign(earner, repaid.account);
+    rows.push(repaid.row);
+  }
   return earning;
 }
 
@@ -240,15 +253,11 @@ async function writeClosings(
   const { rows: inserted } = await tx.query<LedgerRow & { seq: number }>(
     `WITH h AS (UPDATE credit_holds SET status = v.status, closed_at = now()
                   FROM unnest($1::text[], $2::text[]) AS v(id, status) WHERE credit_holds.id = v.id AND credit_holds.id = ANY($1::text[]) AND credit_holds.status = 'active'),
-          a AS (UPDATE credit_accounts SET balance_cents = v.balance, held_cents = v.held, carry_micro = v.carry, promo_micro = v.promo, updated_at = now()
-                  FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS v(org_id, balance, held, carry, promo)
+          a AS (UPDATE credit_accounts SET balance_cents = v.balance, held_cents = v.held, carry_micro = v.carry, promo_micro = v.promo,
+                       debt_cents = v.debt, updated_at = now()
+                  FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) AS v(org_id, balance, held, carry, promo, debt)
                  WHERE credit_accounts.org_id = v.org_id AND credit_accounts.org_id = ANY($3::text[]))
-     INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
-     SELECT id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref
-       FROM unnest($8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::text[], $17::text[])
-         WITH ORDINALITY AS v(id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, n)
-     ORDER BY n
-     RETURNING seq, id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at`,
+     ${ledgerInsertFrom(9)}`,
     [
       closed.map((h) => h.id),
       closed.map((h) => h.status),
@@ -257,6 +266,7 @@ async function writeClosings(
       accounts.map(([, a]) => a.held_cents),
       accounts.map(([, a]) => a.carry_micro),
       accounts.map(([, a]) => a.promo_micro),
+      accounts.map(([, a]) => a.debt_cents),
       ...ledgerColumns(rows),
     ],
   );

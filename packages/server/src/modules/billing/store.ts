@@ -2,6 +2,7 @@ import { MICRO_PER_CENT } from '@svc/protocol';
 import type { Queryable } from '../../platform/db/index.js';
 import { ApiError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { debtRepayment } from './rules.js';
 
 /** One ledger row as the API returns it (CreditTransaction). */
 export interface LedgerRow {
@@ -14,6 +15,8 @@ export interface LedgerRow {
   free_micro: number;
   /** What the row changed the held amount by: + for a hold, - for its release. */
   hold_cents: number;
+  /** What the row changed the debt by: + for a reversal that found too little, - for a `debt_repayment`. */
+  debt_cents: number;
   balance_after: number;
   description: string;
   ref: string | null;
@@ -28,8 +31,10 @@ export async function openAccount(db: Queryable, orgId: string): Promise<void> {
 /**
  * Adds `cents` (>= 0) to the balance and writes the ledger row, with its `balance_after`, in the
  * caller's transaction. Its first statement locks the account row (an `UPDATE ... RETURNING`, no
- * separate `SELECT ... FOR UPDATE`); 404 `not_found` when the organization has no account. `freeMicro` is the promotional part (a free-tier grant, an earning from
- * free-tier work): it joins the account's promotional balance.
+ * separate `SELECT ... FOR UPDATE`); 404 `not_found` when the organization has no account.
+ * `freeMicro` is the promotional part (a free-tier grant, an earning from free-tier work): it joins
+ * the account's promotional balance. An organization in debt pays it first from the credit: a
+ * `debt_repayment` row follows the credit's ({@link repayDebt}).
  */
 export async function postCredit(
   db: Queryable,
@@ -43,16 +48,49 @@ export async function postCredit(
     ref?: string | null;
   },
 ): Promise<LedgerRow> {
-  const { rows } = await db.query<{ balance_cents: number }>(
+  const { rows } = await db.query<AccountRow>(
     `UPDATE credit_accounts SET balance_cents = balance_cents + $2,
             promo_micro = GREATEST(0, LEAST(promo_micro + $3, (balance_cents + $2) * 10000 - carry_micro)), updated_at = now()
-      WHERE org_id = $1 RETURNING balance_cents`,
+      WHERE org_id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
     [entry.orgId, entry.cents, entry.freeMicro ?? 0],
   );
-  const balance = rows[0]?.balance_cents;
+  const account = rows[0];
   // The update is the lock: no account row, nothing written.
-  if (balance === undefined) throw new ApiError('not_found', `organization ${entry.orgId} has no credit account`);
-  return insertLedgerRow(db, { ...entry, amountCents: entry.cents, balanceAfter: balance });
+  if (account === undefined) throw new ApiError('not_found', `organization ${entry.orgId} has no credit account`);
+  const credit: NewLedgerRow = { ...entry, amountCents: entry.cents, balanceAfter: account.balance_cents };
+  const repaid = repayDebt(entry.orgId, account, entry.ref);
+  if (!repaid) return insertLedgerRow(db, credit);
+  await updateAccount(db, entry.orgId, repaid.account);
+  const [row] = await insertLedgerRows(db, [credit, repaid.row]);
+  if (!row) throw new Error('ledger insert returned nothing');
+  return row;
+}
+
+/**
+ * What the organization's debt takes of `account` as it stands ({@link debtRepayment}): its next
+ * figures and the `debt_repayment` row (`amount_cents` and `debt_cents` both minus the cents
+ * repaid; `ref` the credit that paid it), or undefined when there is no debt or nothing free to
+ * pay it with. The caller holds the account's lock and writes both.
+ */
+export function repayDebt<A extends AccountRow>(
+  orgId: string,
+  account: A,
+  ref: string | null | undefined,
+): { account: A; row: NewLedgerRow } | undefined {
+  const repaid = debtRepayment(account);
+  if (repaid.cents === 0) return undefined;
+  return {
+    account: repaid.account,
+    row: {
+      orgId,
+      txType: 'debt_repayment',
+      amountCents: -repaid.cents,
+      debtCents: -repaid.cents,
+      balanceAfter: repaid.account.balance_cents,
+      description: `debt repaid: ${repaid.cents} cents of ${account.debt_cents} owed`,
+      ref: ref ?? null,
+    },
+  };
 }
 
 /** One ledger row to write; `amountMicro` defaults to `amountCents * 10000`. */
@@ -62,6 +100,7 @@ export interface NewLedgerRow {
   amountMicro?: number;
   freeMicro?: number;
   holdCents?: number;
+  debtCents?: number;
   balanceAfter: number;
   txType: string;
   description: string;
@@ -69,12 +108,15 @@ export interface NewLedgerRow {
 }
 
 const LEDGER_COLUMNS =
-  'id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref, created_at';
+  'id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, debt_cents, balance_after, description, ref, created_at';
+
+/** The columns a new ledger row is inserted with, in {@link ledgerValues}' order. */
+export const LEDGER_INSERT_COLUMNS =
+  'id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, debt_cents, balance_after, description, ref';
 
 /**
- * A new ledger row's values in the insert's column order (`id, org_id, tx_type, amount_cents,
- * amount_micro, free_micro, hold_cents, balance_after, description, ref`), with a fresh id and the
- * defaults filled in: the one place a `credit_transactions` row is built.
+ * A new ledger row's values in the insert's column order ({@link LEDGER_INSERT_COLUMNS}), with a
+ * fresh id and the defaults filled in: the one place a `credit_transactions` row is built.
  */
 export function ledgerValues(row: NewLedgerRow): unknown[] {
   return [
@@ -85,6 +127,7 @@ export function ledgerValues(row: NewLedgerRow): unknown[] {
     row.amountMicro ?? row.amountCents * MICRO_PER_CENT,
     row.freeMicro ?? 0,
     row.holdCents ?? 0,
+    row.debtCents ?? 0,
     row.balanceAfter,
     row.description,
     row.ref ?? null,
@@ -92,19 +135,49 @@ export function ledgerValues(row: NewLedgerRow): unknown[] {
 }
 
 /**
- * The values of `rows` column by column (10 arrays, in {@link ledgerValues}' order), for a
- * statement that inserts them from `unnest($n::text[], ...) WITH ORDINALITY`.
+ * The values of `rows` column by column (one array per column of {@link LEDGER_INSERT_COLUMNS}),
+ * for a statement that inserts them from {@link ledgerUnnest}`(n)`.
  */
 export function ledgerColumns(rows: readonly NewLedgerRow[]): unknown[][] {
   const values = rows.map(ledgerValues);
-  return Array.from({ length: 10 }, (_, i) => values.map((v) => v[i]));
+  return Array.from({ length: LEDGER_WIDTH }, (_, i) => values.map((v) => v[i]));
+}
+
+const LEDGER_WIDTH = 11;
+const LEDGER_TYPES = [
+  'text',
+  'text',
+  'text',
+  'bigint',
+  'bigint',
+  'bigint',
+  'bigint',
+  'bigint',
+  'bigint',
+  'text',
+  'text',
+];
+
+/**
+ * `INSERT ... SELECT` of the rows {@link ledgerColumns} laid out as parameters `$first` onwards,
+ * in order, returning them with their `seq`: the one statement tail every batch writer ends with.
+ */
+export function ledgerInsertFrom(first: number): string {
+  const arrays = LEDGER_TYPES.map((type, i) => `$${first + i}::${type}[]`).join(', ');
+  return `INSERT INTO credit_transactions (${LEDGER_INSERT_COLUMNS})
+     SELECT ${LEDGER_INSERT_COLUMNS}
+       FROM unnest(${arrays}) WITH ORDINALITY AS v(${LEDGER_INSERT_COLUMNS}, n)
+      ORDER BY n
+     RETURNING seq, ${LEDGER_COLUMNS}`;
 }
 
 /** Writes ledger rows in one statement, in order (their `seq` follows it); returns them as written. */
 export async function insertLedgerRows(db: Queryable, rows: NewLedgerRow[]): Promise<LedgerRow[]> {
-  const values = rows.map((_, i) => `(${Array.from({ length: 10 }, (_, j) => `$${i * 10 + j + 1}`).join(', ')})`);
+  const values = rows.map(
+    (_, i) => `(${Array.from({ length: LEDGER_WIDTH }, (_, j) => `$${i * LEDGER_WIDTH + j + 1}`).join(', ')})`,
+  );
   const { rows: inserted } = await db.query<LedgerRow & { seq: number }>(
-    `INSERT INTO credit_transactions (id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, balance_after, description, ref)
+    `INSERT INTO credit_transactions (${LEDGER_INSERT_COLUMNS})
      VALUES ${values.join(', ')} RETURNING seq, ${LEDGER_COLUMNS}`,
     rows.flatMap(ledgerValues),
   );
@@ -127,9 +200,12 @@ export interface AccountRow {
   promo_micro: number;
   /** What server instances have reserved of the balance (the sum of the organization's credit_reservations). */
   reserved_cents?: number;
+  /** What the organization owes (billing/reversal.ts): not spendable, paid first from its next credits. */
+  debt_cents: number;
 }
 
-const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro, promo_micro, reserved_cents';
+/** The account's columns every locking read takes (the batch writers add `org_id`). */
+export const ACCOUNT_COLUMNS = 'balance_cents, held_cents, carry_micro, promo_micro, reserved_cents, debt_cents';
 
 /**
  * The accounts of `orgIds`, each locked until the transaction ends, in one fixed order (org id):
@@ -196,8 +272,9 @@ export async function readAccount(db: Queryable, orgId: string): Promise<Account
 /** Sets the account's figures (the caller holds the row lock and computed them). */
 export async function updateAccount(db: Queryable, orgId: string, account: AccountRow): Promise<void> {
   await db.query(
-    'UPDATE credit_accounts SET balance_cents = $2, held_cents = $3, carry_micro = $4, promo_micro = $5, updated_at = now() WHERE org_id = $1',
-    [orgId, account.balance_cents, account.held_cents, account.carry_micro, account.promo_micro],
+    `UPDATE credit_accounts SET balance_cents = $2, held_cents = $3, carry_micro = $4, promo_micro = $5, debt_cents = $6,
+            updated_at = now() WHERE org_id = $1`,
+    [orgId, account.balance_cents, account.held_cents, account.carry_micro, account.promo_micro, account.debt_cents],
   );
 }
 
@@ -261,7 +338,7 @@ export async function closeHoldAndSetAccount(
   holdId: string,
   status: 'settled' | 'released',
   orgId: string,
-  account: AccountRow,
+  account: Pick<AccountRow, 'balance_cents' | 'held_cents' | 'carry_micro' | 'promo_micro'>,
 ): Promise<void> {
   await db.query(
     `WITH h AS (UPDATE credit_holds SET status = $2, closed_at = now() WHERE id = $1 AND status = 'active')
@@ -296,6 +373,15 @@ export async function sumLedger(db: Queryable, orgId: string, txType?: string): 
   const { rows } = await db.query<{ total: number }>(
     'SELECT COALESCE(sum(amount_cents), 0)::bigint AS total FROM credit_transactions WHERE org_id = $1 AND ($2::text IS NULL OR tx_type = $2)',
     [orgId, txType ?? null],
+  );
+  return rows[0]?.total ?? 0;
+}
+
+/** The sum of an organization's rows' `debt_cents` (should equal the account's `debt_cents`). */
+export async function sumDebtRows(db: Queryable, orgId: string): Promise<number> {
+  const { rows } = await db.query<{ total: number }>(
+    'SELECT COALESCE(sum(debt_cents), 0)::bigint AS total FROM credit_transactions WHERE org_id = $1',
+    [orgId],
   );
   return rows[0]?.total ?? 0;
 }

@@ -208,8 +208,9 @@ async function charge(
     const { released_cents } = await ledger.release(request.hold_id);
     return { charged: 0, chargedMicro: 0, events: [ledgerReleased(request.hold_id, released_cents, cause)] };
   }
-  const settled = await ledger.settle(request.hold_id, micro, options);
-  const earned = earn ? await ledger.earn(earn.orgId, settled, earn.options) : null;
+  const { settlement: settled, earning: earned } = earn
+    ? await ledger.settleAndEarn(request.hold_id, micro, options, earn)
+    : { settlement: await ledger.settle(request.hold_id, micro, options), earning: null };
   return {
     charged: settled.charged_cents,
     chargedMicro: settled.charged_micro,

@@ -83,17 +83,25 @@ export const jobCompletion: JobCompletion<JobRow, JobRow | undefined> = {
     const capture = check as CaptureReceiptCheck | undefined;
     // A transcription is charged the audio the server measured; a receipt more than 1 s off is refused.
     const usageMicro = Math.ceil(billedJobUnits(job, body.metering_units) * work.price_micro_per_unit);
-    const settlement = job.hold_id
-      ? await ctx.ledger.within(tx).settle(job.hold_id, usageMicro, {
-          description: `job ${job.id}: ${body.metering_units} units on ${node.id}`,
-          ref: job.id,
-        })
-      : { charged_cents: 0, charged_micro: 0, free_micro: 0, released_cents: 0, transaction: null };
-    const earned = job.hold_id
+    // Buyer's and operator's accounts locked together, in org id order (billing's settleAndEarn).
+    const closed = job.hold_id
       ? await ctx.ledger
           .within(tx)
-          .earn(node.org_id, settlement, { description: `job ${job.id} on ${node.id}`, ref: job.id })
-      : null;
+          .settleAndEarn(
+            job.hold_id,
+            usageMicro,
+            { description: `job ${job.id}: ${body.metering_units} units on ${node.id}`, ref: job.id },
+            { orgId: node.org_id, options: { description: `job ${job.id} on ${node.id}`, ref: job.id } },
+          )
+      : undefined;
+    const settlement = closed?.settlement ?? {
+      charged_cents: 0,
+      charged_micro: 0,
+      free_micro: 0,
+      released_cents: 0,
+      transaction: null,
+    };
+    const earned = closed?.earning ?? null;
     const earning = earned?.cents ?? 0;
     const completed = await moveJob(tx, job.id, 'completed', {
       result_hash: body.result_hash,

@@ -264,7 +264,8 @@ export async function listNodes(
 }
 
 /**
- * An organization's `earning` ledger rows, less their `earning_reversal` rows, summed per node:
+ * An organization's `earning` ledger rows, less their `earning_reversal` rows (the whole earning:
+ * the cents taken from the balance and the debt, `debt_cents`, for the rest), summed per node:
  * each row's `ref` is the job or the gateway request it paid for, and that names the node that did
  * the work. `work_items` counts the earnings.
  */
@@ -273,7 +274,7 @@ export async function earningsByNode(
   orgId: string,
 ): Promise<{ node_id: string; earned_cents: number; work_items: number }[]> {
   const { rows } = await db.query<{ node_id: string; earned_cents: number; work_items: number }>(
-    `SELECT COALESCE(j.node_id, g.node_id) AS node_id, sum(t.amount_cents)::bigint AS earned_cents,
+    `SELECT COALESCE(j.node_id, g.node_id) AS node_id, sum(t.amount_cents - t.debt_cents)::bigint AS earned_cents,
             count(*) FILTER (WHERE t.tx_type = 'earning')::int AS work_items
        FROM credit_transactions t
        LEFT JOIN jobs j ON j.id = t.ref
