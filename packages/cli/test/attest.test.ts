@@ -7,6 +7,8 @@ import { createSnpTestChain } from '@svc/protocol/attestation/testing';
 import { main } from '../src/main.js';
 import { spawnSvc } from './spawn.js';
 
+// npm test: one store: the subject is `svc attest` over the vectors; it opens no store (main.ts's imports reach one).
+
 const VECTORS = fileURLToPath(new URL('../../protocol/vectors/attestation/', import.meta.url));
 const SNP = join(VECTORS, 'sev-snp');
 const TDX = join(VECTORS, 'tdx');

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
-import { createTestStore, TEST_STORE_KIND, type TestStore } from '@svc/server/testing';
+import { createTestStore, type TestStore } from '@svc/server/testing';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 const run = promisify(execFile);
@@ -37,17 +37,15 @@ async function probePythonOpenAI(): Promise<{ available: true } | { available: f
 const python = await probePythonOpenAI();
 if (!python.available) console.log(`[svc test] SKIPPED the Python openai client test: ${python.reason}`);
 
-// On PGlite only: what is tested here is how clients we did not write read our answers and
-// errors on the wire, which the store does not touch; the same routes and errors run on both
-// stores in packages/server/src/modules/gateway/*.test.ts.
-const describeOnPglite = TEST_STORE_KIND === 'postgres' ? describe.skip : describe;
+// npm test: one store: the subject is how clients we did not write read our answers and errors on the wire; the
+// same routes and errors run on both stores in packages/server/src/modules/gateway/*.test.ts.
 
 /**
  * Clients nobody here wrote, against real `svc serve` and `svc node` processes: each must read
  * our errors (OpenAI's envelope under /v1/, docs/errors.md): the official openai client, the
  * Vercel AI SDK, LangChain JS and, where installed, Python's openai.
  */
-describeOnPglite('third-party OpenAI clients read our errors, against svc serve and svc node processes', () => {
+describe('third-party OpenAI clients read our errors, against svc serve and svc node processes', () => {
   let store: TestStore;
   let upstream: OpenAITestServer;
   let dir: string;

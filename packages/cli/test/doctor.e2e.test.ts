@@ -10,6 +10,9 @@ import { newerServerWarning } from '../src/node-command.js';
 import { SVC_VERSION } from '../src/version.js';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
+// npm test: one store: the subject is `svc node doctor`'s checks over HTTP; what they read (health, the clock's Date
+// header) runs on both stores in packages/server/src/modules/system/system.test.ts.
+
 const NAMES = ['node', 'server', 'clock', 'podman', 'images', 'gpu', 'engine'];
 const podman = async (): Promise<PodmanProbe> => ({
   available: true,

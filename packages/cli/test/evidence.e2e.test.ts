@@ -8,6 +8,9 @@ import { createTestStore, type TestStore } from '@svc/server/testing';
 import { main } from '../src/main.js';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
+// npm test: one store: the subject is `svc verify` and `svc keys rotate` as processes; bundles and signing after a
+// rotation run on both stores in evidence.test.ts, evidence.gateway.test.ts and log.test.ts (packages/server).
+
 interface Check {
   name: string;
   ok: boolean;

@@ -5,24 +5,22 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeLlamaCpp } from '@svc/node-agent';
 import { createSineWav, createTinyGguf, startOpenAITestServer, type OpenAITestServer } from '@svc/node-agent/testing';
-import { createTestStore, TEST_STORE_KIND, type TestStore } from '@svc/server/testing';
+import { createTestStore, type TestStore } from '@svc/server/testing';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
 const llama = await probeLlamaCpp();
 if (!llama.available)
   console.log(`[svc test] SKIPPED the llama-cpp node of the process-level gateway test: ${llama.reason}`);
 
-// On PGlite only: what these processes add to the in-process gateway tests is the wire (the
-// openai client against svc serve and svc node over real sockets), which the store does not
-// touch; the same routes run on both stores in packages/server/src/modules/gateway/*.test.ts.
-const describeOnPglite = TEST_STORE_KIND === 'postgres' ? describe.skip : describe;
+// npm test: one store: what these processes add to the in-process gateway tests is the wire (the openai client
+// against svc serve and svc node); the same routes run on both stores in packages/server/src/modules/gateway/*.test.ts.
 
 /**
  * The official openai client against real processes: `svc serve`, one `svc node` on an
  * OpenAI-compatible upstream (chat, embeddings, transcription, images) and, where llama.cpp
  * loads, one `svc node --gguf` running generated GGUF models in-process.
  */
-describeOnPglite('the gateway through the openai client, against svc serve and svc node processes', () => {
+describe('the gateway through the openai client, against svc serve and svc node processes', () => {
   let store: TestStore;
   let upstream: OpenAITestServer;
   let dir: string;

@@ -8,6 +8,9 @@ import { createTestStore, type TestStore } from '@svc/server/testing';
 import { log } from '../src/log-watch.js';
 import { spawnSvc, until, waitForUrl, type SpawnedSvc } from './spawn.js';
 
+// npm test: one store: the subject is the monitor, `svc log watch`; the log's leaves, tiles and checkpoints run on both
+// stores in packages/server/src/modules/log/log.test.ts and multi-instance.test.ts.
+
 /**
  * `svc log watch` against a real `svc serve`: runs close (jobs submitted and cancelled), the
  * sequencer signs checkpoints, the monitor keeps them; then a leaf of the log is rewritten in the

@@ -6,6 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestStore, sendChunked, type TestStore } from '@svc/server/testing';
 import { spawnSvc, waitForUrl, type SpawnedSvc } from './spawn.js';
 
+// npm test: one store: the subject is the process staying up; the 413 and nothing stored run on both stores in
+// packages/server/src/modules/objects/objects.test.ts and platform/chunked-bodies.test.ts.
+
 /**
  * Issue 40, point 1: a node's presigned output URL (`max_bytes=1`) sent a chunked body whose first
  * chunk is already past the limit made `svc serve` exit ("Unhandled 'error' event": the size

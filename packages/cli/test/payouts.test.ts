@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createTestApp, createTestStore, signUp, type TestBuyer, type TestStore } from '@svc/server/testing';
 import { spawnSvc } from './spawn.js';
 
+// npm test: one store: the subject is the two commands as processes (output, exit codes); a payout run and marking it
+// paid run on both stores in packages/server/src/modules/payouts/payouts.local.test.ts.
+
 /** `svc payouts run` and `svc payouts mark-paid` as real processes, with the local provider. */
 describe('svc payouts as a real process', () => {
   let store: TestStore;
