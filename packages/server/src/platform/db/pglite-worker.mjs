@@ -11,9 +11,10 @@
 // lock only, in the order they came.
 import { mkdirSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
-import { PGlite, parse, protocol, types } from '@electric-sql/pglite';
+import { PGlite, protocol, types } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { statementMessage } from './pglite-protocol.mjs';
+import { HAS_ERROR, OutputBuffer, readResult } from './pglite-results.mjs';
 
 /** The same rule as `toSafeNumber` in pglite.ts (which node-postgres's int8 parser also uses). */
 const parsers = {
@@ -84,9 +85,17 @@ class Store {
   transactions = new Map();
   nextTransaction = 1;
 
+  /** A statement's output, collected as PGlite hands it over. */
+  output = new OutputBuffer();
+  onRawData = (chunk) => this.output.append(chunk);
+  /** The parser of a column's type, as `parse.parseResults` picks it. */
+  parserOf = (oid) => this.pg.parsers[oid] ?? types.parsers[oid];
+
   constructor(pg, port) {
     this.pg = pg;
     this.port = port;
+    /** A NOTIFY raised by SQL (a trigger, migrations/0160_nodes_changed.sql), before its statement's answer. */
+    this.onNotify = (channel, payload) => port.postMessage({ notify: channel, payload });
   }
 
   /**
@@ -95,24 +104,32 @@ class Store {
    * types to serialize by them), which costs about 150 us more per statement. The parameters come
    * from the server's thread already as node-postgres sends them (text, bytes or null), so the
    * same SQL and values behave alike on both stores. The message is written into a buffer the
-   * next statement reuses (pglite-protocol.mjs): `execProtocol` reads it before it first yields.
-   * The caller holds PGlite's query lock.
+   * next statement reuses (pglite-protocol.mjs): PGlite reads it before it first yields. The
+   * output is taken raw and read here (pglite-results.mjs); an error in it is read by PGlite's own
+   * parser, so that it is the error `execProtocol` would throw. The caller holds PGlite's query lock.
    */
   async runStatement(sql, params) {
-    const { prepared, pg } = this;
+    const { prepared, pg, output } = this;
     const { name, parse: mustParse } = prepared.name(sql);
     const message = statementMessage(prepared.takeCloses(), name, mustParse ? sql : undefined, params);
-    let messages;
+    // PGlite keeps `onRawData` as its output callback after the call; its own calls (BEGIN, COMMIT,
+    // `exec`) set theirs first, so nothing should be left here, and nothing left is this statement's.
+    output.take();
     try {
-      ({ messages } = await pg.execProtocol(message, { syncToFs: false }));
+      await pg.execProtocolRawStream(message, { syncToFs: false, onRawData: this.onRawData });
     } catch (e) {
       prepared.failed(sql, name, mustParse, e?.code);
       throw e;
     }
+    const raw = output.take();
+    const result = readResult(raw, this.parserOf, this.onNotify);
+    if (result === HAS_ERROR) {
+      const err = databaseError(raw);
+      prepared.failed(sql, name, mustParse, err.code);
+      throw err;
+    }
     if (mustParse) prepared.parsed(sql, name);
-    const [result] = parse.parseResults(messages, pg.parsers);
-    if (!result) throw new Error('PGlite returned no result for a statement');
-    return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+    return result;
   }
 
   /** A statement outside a transaction: it takes the transaction lock too, as `PGlite.query` does. */
@@ -222,6 +239,15 @@ class Store {
   fail(id, err) {
     this.port.postMessage({ id, error: serializeError(err) });
   }
+}
+
+/** The first error in a statement's output, as PGlite's parser reads it (a `DatabaseError`). */
+function databaseError(raw) {
+  let error;
+  new protocol.Parser().parse(raw, (message) => {
+    if (message.name === 'error') error ??= message;
+  });
+  return error ?? new Error('PGlite answered a statement with an error it could not read');
 }
 
 /** Every field of an error that a structured clone can carry (PostgreSQL's: code, constraint, detail...). */
