@@ -11,8 +11,18 @@
 // the shared rate limits. What cannot run is skipped with a line saying so. Extra arguments go to
 // vitest. At the end: each pass's time, the slowest files and the files that cost the most CPU.
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, openSync, writeFileSync } from 'node:fs';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, chmodSync, statfsSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statfsSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 

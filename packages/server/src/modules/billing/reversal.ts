@@ -93,14 +93,14 @@ export async function reverseRef(tx: Queryable, ref: string, description: string
     }
     accounts.set(row.org_id, next);
   }
-  const orgIds = [...new Set(rows.map((r) => r.org_id))];
-  for (const orgId of orgIds) {
+  for (const orgId of new Set(rows.map((r) => r.org_id))) {
     const repaid = repayDebt(orgId, account(orgId), ref);
-    if (!repaid) continue;
-    accounts.set(orgId, repaid.account);
-    written.push(repaid.row);
+    if (repaid) {
+      accounts.set(orgId, repaid.account);
+      written.push(repaid.row);
+    }
+    await updateAccount(tx, orgId, account(orgId));
   }
-  for (const orgId of orgIds) await updateAccount(tx, orgId, account(orgId));
   const inserted = await insertLedgerRows(tx, written);
   return {
     refunds: inserted.filter((r) => r.tx_type === 'refund'),

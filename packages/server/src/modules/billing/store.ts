@@ -110,12 +110,24 @@ export interface NewLedgerRow {
 const LEDGER_COLUMNS =
   'id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, debt_cents, balance_after, description, ref, created_at';
 
-/** The columns a new ledger row is inserted with, in {@link ledgerValues}' order. */
-export const LEDGER_INSERT_COLUMNS =
-  'id, org_id, tx_type, amount_cents, amount_micro, free_micro, hold_cents, debt_cents, balance_after, description, ref';
+/** The columns a new ledger row is inserted with, in {@link ledgerValues}' order, and their SQL types. */
+const LEDGER_INSERT = [
+  ['id', 'text'],
+  ['org_id', 'text'],
+  ['tx_type', 'text'],
+  ['amount_cents', 'bigint'],
+  ['amount_micro', 'bigint'],
+  ['free_micro', 'bigint'],
+  ['hold_cents', 'bigint'],
+  ['debt_cents', 'bigint'],
+  ['balance_after', 'bigint'],
+  ['description', 'text'],
+  ['ref', 'text'],
+] as const;
+const LEDGER_INSERT_COLUMNS = LEDGER_INSERT.map(([column]) => column).join(', ');
 
 /**
- * A new ledger row's values in the insert's column order ({@link LEDGER_INSERT_COLUMNS}), with a
+ * A new ledger row's values in the insert's column order ({@link LEDGER_INSERT}), with a
  * fresh id and the defaults filled in: the one place a `credit_transactions` row is built.
  */
 export function ledgerValues(row: NewLedgerRow): unknown[] {
@@ -135,35 +147,20 @@ export function ledgerValues(row: NewLedgerRow): unknown[] {
 }
 
 /**
- * The values of `rows` column by column (one array per column of {@link LEDGER_INSERT_COLUMNS}),
- * for a statement that inserts them from {@link ledgerUnnest}`(n)`.
+ * The values of `rows` column by column (one array per column of {@link LEDGER_INSERT}), for a
+ * statement that inserts them from {@link ledgerInsertFrom}.
  */
 export function ledgerColumns(rows: readonly NewLedgerRow[]): unknown[][] {
   const values = rows.map(ledgerValues);
-  return Array.from({ length: LEDGER_WIDTH }, (_, i) => values.map((v) => v[i]));
+  return LEDGER_INSERT.map((_, i) => values.map((v) => v[i]));
 }
-
-const LEDGER_WIDTH = 11;
-const LEDGER_TYPES = [
-  'text',
-  'text',
-  'text',
-  'bigint',
-  'bigint',
-  'bigint',
-  'bigint',
-  'bigint',
-  'bigint',
-  'text',
-  'text',
-];
 
 /**
  * `INSERT ... SELECT` of the rows {@link ledgerColumns} laid out as parameters `$first` onwards,
  * in order, returning them with their `seq`: the one statement tail every batch writer ends with.
  */
 export function ledgerInsertFrom(first: number): string {
-  const arrays = LEDGER_TYPES.map((type, i) => `$${first + i}::${type}[]`).join(', ');
+  const arrays = LEDGER_INSERT.map(([, type], i) => `$${first + i}::${type}[]`).join(', ');
   return `INSERT INTO credit_transactions (${LEDGER_INSERT_COLUMNS})
      SELECT ${LEDGER_INSERT_COLUMNS}
        FROM unnest(${arrays}) WITH ORDINALITY AS v(${LEDGER_INSERT_COLUMNS}, n)
@@ -173,9 +170,8 @@ export function ledgerInsertFrom(first: number): string {
 
 /** Writes ledger rows in one statement, in order (their `seq` follows it); returns them as written. */
 export async function insertLedgerRows(db: Queryable, rows: NewLedgerRow[]): Promise<LedgerRow[]> {
-  const values = rows.map(
-    (_, i) => `(${Array.from({ length: LEDGER_WIDTH }, (_, j) => `$${i * LEDGER_WIDTH + j + 1}`).join(', ')})`,
-  );
+  const width = LEDGER_INSERT.length;
+  const values = rows.map((_, i) => `(${LEDGER_INSERT.map((_, j) => `$${i * width + j + 1}`).join(', ')})`);
   const { rows: inserted } = await db.query<LedgerRow & { seq: number }>(
     `INSERT INTO credit_transactions (${LEDGER_INSERT_COLUMNS})
      VALUES ${values.join(', ')} RETURNING seq, ${LEDGER_COLUMNS}`,
